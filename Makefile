@@ -1,0 +1,49 @@
+# Two commands do everything on a fresh machine: `make demo` and `make test`.
+# Each one installs what is missing (Debian packages, the venv, llama-server, the model) and skips what is
+# already there. The engine cache lives in $(FANOUT_CACHE), keyed by the pinned versions.
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+export FANOUT_CACHE ?= $(HOME)/.cache/fanout
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+
+# WeasyPrint needs pango and harfbuzz's subsetter, and fonts (with none it segfaults); poppler-utils gives
+# pdftotext/pdftoppm for checks; cmake and g++ build llama-server.
+APT_PACKAGES := libpango-1.0-0 libpangoft2-1.0-0 libharfbuzz-subset0 fonts-dejavu-core poppler-utils \
+	cmake g++ make
+
+DEMO_PROMPT ?= Write a short handbook on keeping sourdough starter alive. Practical, with examples.
+
+.PHONY: setup system venv engine demo test clean
+
+setup: system venv engine
+
+system:
+	@missing=$$(for p in $(APT_PACKAGES); do \
+		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages:" $$missing; \
+		$(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+engine: venv
+	$(BIN)/python -m pipeline.backends.install
+
+demo: setup
+	$(BIN)/fanout ask "$(DEMO_PROMPT)" --max-tokens 200
+
+test: setup
+	FANOUT_THREADS=$${FANOUT_THREADS:-1} $(BIN)/pytest -q
+
+clean:
+	rm -rf $(VENV) *.egg-info

@@ -1,0 +1,218 @@
+"""The streaming hot path: one chat completion over aiohttp, parsed by a lean SSE reader.
+
+Takes a Backend and a ChatRequest, returns a Completion (text, finish_reason, usage, timestamps) or raises
+an AttemptError saying what went wrong and whether it is worth asking again. Only what is needed is read
+from each event: content deltas, finish_reason and usage. Retries and balancing live in pool.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any, Callable
+
+import aiohttp
+
+from pipeline.records import Backend, ChatRequest, Completion
+
+MAX_ANSWER_BYTES = 4 * 1024 * 1024  # model output is untrusted: a runaway answer is cut and flagged
+
+
+class AttemptError(Exception):
+    """One failed attempt. `kind` names the failure; `retry_after` is the server's hint in seconds."""
+
+    def __init__(self, kind: str, detail: str = "", retry_after: float | None = None, retryable: bool = True):
+        super().__init__(f"{kind}: {detail}" if detail else kind)
+        self.kind = kind
+        self.detail = detail
+        self.retry_after = retry_after
+        self.retryable = retryable
+
+
+def auth_headers(backend: Backend) -> dict[str, str]:
+    key = os.environ.get(backend.api_key_env, "") if backend.api_key_env else ""
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def request_body(backend: Backend, request: ChatRequest) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "messages": request.messages,
+        "max_tokens": request.max_tokens,
+        "temperature": request.temperature,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if backend.model:
+        body["model"] = backend.model
+    body.update(request.extra)
+    return body
+
+
+def new_session(total_connections: int) -> aiohttp.ClientSession:
+    """One session for a whole run; its connector is sized to the caps so it never queues requests itself."""
+    connector = aiohttp.TCPConnector(limit=max(total_connections, 1), limit_per_host=0, ttl_dns_cache=300)
+    return aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None))
+
+
+class _Stream:
+    """Accumulates one SSE stream. Each `data:` line is a JSON chunk; only three fields matter."""
+
+    def __init__(self, keep_token_times: bool, on_delta: OnDelta | None = None):
+        self.parts: list[str] = []
+        self.size = 0
+        self.finish_reason: str | None = None
+        self.usage: dict[str, Any] | None = None
+        self.model: str | None = None
+        self.chunks = 0
+        self.t_first: float | None = None
+        self.token_times: list[float] | None = [] if keep_token_times else None
+        self.on_delta = on_delta
+
+    def feed(self, payload: bytes, now: float) -> None:
+        try:
+            event = json.loads(payload)
+        except ValueError as exc:
+            raise AttemptError("bad_event", f"undecodable SSE data: {payload[:80]!r}") from exc
+        if not isinstance(event, dict):
+            raise AttemptError("bad_event", "SSE data is not an object")
+        if "error" in event:
+            raise AttemptError("stream_error", str(event["error"])[:200])
+        self.model = self.model or event.get("model")
+        if event.get("usage"):
+            self.usage = event["usage"]
+        for choice in event.get("choices") or ():
+            self._take_choice(choice, now)
+
+    def _take_choice(self, choice: dict[str, Any], now: float) -> None:
+        delta = choice.get("delta") or {}
+        content = delta.get("content")
+        if content:
+            if self.t_first is None:
+                self.t_first = now
+            self.parts.append(content)
+            self.size += len(content)
+            self.chunks += 1
+            if self.token_times is not None:
+                self.token_times.append(now)
+            if self.on_delta is not None:
+                self.on_delta(content)
+            if self.size > MAX_ANSWER_BYTES:
+                raise AttemptError("oversized", f"answer passed {MAX_ANSWER_BYTES} bytes", retryable=False)
+        if choice.get("finish_reason"):
+            self.finish_reason = choice["finish_reason"]
+
+
+def _status_error(status: int, body: str, retry_after: str | None) -> AttemptError:
+    hint = None
+    if retry_after:
+        try:
+            hint = float(retry_after)
+        except ValueError:
+            hint = None
+    retryable = status in (408, 409, 425, 429) or status >= 500
+    return AttemptError(f"http_{status}", body[:200].strip(), hint, retryable)
+
+
+OnDelta = Callable[[str], None]
+
+
+async def stream_chat(session: aiohttp.ClientSession, backend: Backend, request: ChatRequest,
+                      read_timeout: float, on_delta: OnDelta | None = None) -> Completion:
+    """Send one streaming chat request; raise AttemptError on any failure, empty answers included.
+
+    `read_timeout` bounds every wait for bytes (headers, first token, each later event): a stalled
+    server fails the attempt instead of hanging the job."""
+    t_sent = time.monotonic()
+    stream = _Stream(request.keep_token_times, on_delta)
+    got_bytes = False
+    url = backend.base_url + "/chat/completions"
+    try:
+        async with session.post(url, json=request_body(backend, request), headers=auth_headers(backend),
+                                timeout=aiohttp.ClientTimeout(sock_read=read_timeout)) as response:
+            if response.status != 200:
+                text = await response.text(errors="replace")
+                raise _status_error(response.status, text, response.headers.get("Retry-After"))
+            got_bytes = True
+            done = await _read_events(response, stream)
+    except AttemptError:
+        raise
+    except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+        kind = "stream_cut" if got_bytes else "cut_before_first_byte"
+        if isinstance(exc, aiohttp.ClientConnectorError):
+            kind = "connect"
+        raise AttemptError(kind, str(exc)) from exc
+    except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
+        raise AttemptError("timeout", "no bytes within the timeout") from exc
+    except aiohttp.ClientPayloadError as exc:
+        raise AttemptError("stream_cut", str(exc)) from exc
+    except aiohttp.ClientError as exc:
+        raise AttemptError("connect", str(exc)) from exc
+    if not done:
+        raise AttemptError("stream_cut", "stream ended without [DONE]")
+    return _finish(backend, request, stream, t_sent)
+
+
+async def _read_events(response: aiohttp.ClientResponse, stream: _Stream) -> bool:
+    """Read SSE lines until [DONE]; True if it came. Lines are split by aiohttp's stream reader."""
+    try:
+        async for line in response.content:
+            if not line.startswith(b"data:"):
+                continue  # blank separators, comments, event names
+            payload = line[5:].strip()
+            if payload == b"[DONE]":
+                return True
+            stream.feed(payload, time.monotonic())
+    except ValueError as exc:  # aiohttp's "line too long"; our own AttemptError is not a ValueError
+        raise AttemptError("oversized", "SSE line too long", retryable=False) from exc
+    return False
+
+
+def _finish(backend: Backend, request: ChatRequest, stream: _Stream, t_sent: float) -> Completion:
+    text = "".join(stream.parts)
+    usage = stream.usage or {}
+    if not text.strip():
+        raise AttemptError("empty", f"finish_reason={stream.finish_reason}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise AttemptError("bad_utf8", str(exc)) from exc
+    return Completion(
+        tag=request.tag,
+        backend=backend.name,
+        model=stream.model,
+        text=text,
+        finish_reason=stream.finish_reason,
+        prompt_tokens=usage.get("prompt_tokens"),
+        completion_tokens=usage.get("completion_tokens"),
+        t_sent=t_sent,
+        t_first_token=stream.t_first,
+        t_done=time.monotonic(),
+        chunks=stream.chunks,
+        token_times=stream.token_times or [],
+    )
+
+
+def sdk_client(backend: Backend):
+    """The openai SDK for calls where its types help and rate does not matter; its own retries are off
+    so they do not multiply with the pool's."""
+    from openai import AsyncOpenAI
+
+    key = os.environ.get(backend.api_key_env, "") if backend.api_key_env else ""
+    return AsyncOpenAI(base_url=backend.base_url, api_key=key or "unused", max_retries=0)
+
+
+async def sdk_chat(backend: Backend, request: ChatRequest) -> Completion:
+    """The same request as stream_chat, through the openai SDK (slow path: planning, model checks)."""
+    t_sent = time.monotonic()
+    stream = _Stream(request.keep_token_times)
+    body = request_body(backend, request)
+    messages, model = body.pop("messages"), body.pop("model", backend.model or "default")
+    async with sdk_client(backend) as client:
+        chunks = await client.chat.completions.create(
+            model=model, messages=messages, max_tokens=body.pop("max_tokens"), temperature=body.pop("temperature"),
+            stream=True, stream_options=body.pop("stream_options"), extra_body={k: v for k, v in body.items()
+                                                                               if k != "stream"})
+        async for chunk in chunks:
+            stream.feed(chunk.model_dump_json(exclude_none=True).encode(), time.monotonic())
+    return _finish(backend, request, stream, t_sent)

@@ -1,0 +1,99 @@
+"""Opens the fleet a run uses: the given backends, or the embedded engine when none is given.
+
+Takes Settings; yields a Fleet (pool, detected engines, the aiohttp session) and tears it all down at the
+end. On the way it raises the open-file limit for the caps (lowering caps if it must), checks that each
+backend answers and serves the named model (filling in the model when none was named), and detects the
+engine behind each. No backend reachable, or a wrong model name, is a usage error.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import AsyncIterator
+
+import aiohttp
+import anyio
+
+from pipeline.backends.client import new_session
+from pipeline.backends.embedded import EmbeddedEngine, EngineSettings
+from pipeline.backends.limits import plan_open_files
+from pipeline.backends.metrics import detect_engine
+from pipeline.backends.pool import BackendPool, RetryPolicy
+from pipeline.config import Settings
+from pipeline.errors import UsageError
+from pipeline.records import Backend, EngineInfo
+
+log = logging.getLogger("fanout")
+EXTRA_CONNECTIONS = 32  # metrics scrapes and probes beside the capped requests
+
+
+@dataclass
+class Fleet:
+    pool: BackendPool
+    engines: dict[str, EngineInfo]
+    session: aiohttp.ClientSession
+    embedded: EmbeddedEngine | None
+
+    @property
+    def backends(self) -> list[Backend]:
+        return [state.backend for state in self.pool.states]
+
+
+def retry_policy(settings: Settings) -> RetryPolicy:
+    return RetryPolicy(attempts=settings.attempts, read_timeout=settings.read_timeout)
+
+
+@asynccontextmanager
+async def open_fleet(settings: Settings, engine_log: Path | None = None) -> AsyncIterator[Fleet]:
+    embedded = None
+    backends = settings.backends
+    if not backends:
+        engine_settings = EngineSettings(slots=settings.slots, threads=settings.threads,
+                                         ctx_per_slot=settings.ctx_per_slot)
+        embedded = EmbeddedEngine(engine_settings, log_path=engine_log)
+        backends = [await anyio.to_thread.run_sync(embedded.start)]
+    try:
+        fd_plan = plan_open_files([b.cap for b in backends])
+        if fd_plan.warning:
+            log.warning(fd_plan.warning)
+        async with new_session(sum(fd_plan.caps) + EXTRA_CONNECTIONS) as session:
+            backends, engines, down = await check_backends(session, backends)
+            pool = BackendPool(backends, session, retry_policy(settings), caps=fd_plan.caps)
+            pool.rest(down)
+            yield Fleet(pool, engines, session, embedded)
+    finally:
+        if embedded is not None:
+            await anyio.to_thread.run_sync(embedded.stop)
+
+
+async def check_backends(session: aiohttp.ClientSession,
+                         backends: list[Backend]) -> tuple[list[Backend], dict[str, EngineInfo], set[str]]:
+    """Detect every backend's engine at once; settle each one's model. Returns the backends (models filled
+    in), their EngineInfo, and the names of those that did not answer (to be rested, not dropped)."""
+    infos: dict[str, EngineInfo] = {}
+
+    async def detect(backend: Backend) -> None:
+        infos[backend.name] = await detect_engine(session, backend)
+
+    async with anyio.create_task_group() as group:
+        for backend in backends:
+            group.start_soon(detect, backend)
+    down = {b.name for b in backends if not infos[b.name].models}
+    if len(down) == len(backends):
+        raise UsageError(f"no backend reachable: {', '.join(b.base_url for b in backends)}")
+    for name in sorted(down):
+        log.warning("backend %s does not answer /v1/models: rested, to be probed later", name)
+    settled = [b if b.name in down else settle_model(b, infos[b.name]) for b in backends]
+    return settled, infos, down
+
+
+def settle_model(backend: Backend, info: EngineInfo) -> Backend:
+    if backend.model is None:
+        return backend.model_copy(update={"model": info.models[0]})
+    if backend.model not in info.models:
+        raise UsageError(f"backend {backend.name}: model {backend.model!r} is not served there "
+                         f"(it serves: {', '.join(info.models)})")
+    return backend

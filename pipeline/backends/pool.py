@@ -1,0 +1,222 @@
+"""The backend pool: caps, least-loaded balancing, retries elsewhere, down-marking.
+
+Takes Backends (each with a cap: the most requests in flight there) and ChatRequests; returns Completions.
+A request goes to the backend with the lowest in_flight/cap that has a free slot and waits, first come
+first served, while all are full. A failed attempt is retried with backoff (tenacity), preferring another
+backend; a backend that fails `down_after` times in a row is rested and later probed by a single request.
+A connection the server closed before the first byte (llama-server drops idle keep-alives) is re-asked at
+once on the same slot and counted apart from failures. Every attempt is recorded.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+import aiohttp
+import anyio
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+
+from pipeline.backends.client import AttemptError, OnDelta, stream_chat
+from pipeline.errors import FanoutError
+from pipeline.records import Attempt, Backend, ChatRequest, Completion
+
+REASK_BEFORE_FIRST_BYTE = 5
+
+
+class RequestFailed(FanoutError):
+    """Every attempt of one request failed."""
+
+    def __init__(self, tag: str, attempts: list[Attempt]):
+        last = attempts[-1] if attempts else None
+        super().__init__(f"request {tag or '?'} failed after {len(attempts)} attempts"
+                         + (f" (last: {last.outcome} on {last.backend}: {last.detail[:120]})" if last else ""))
+        self.tag = tag
+        self.attempts = attempts
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    attempts: int = 4
+    backoff_initial: float = 0.5
+    backoff_max: float = 10.0
+    read_timeout: float = 120.0
+    down_after: int = 3
+    probe_after: float = 5.0
+
+
+@dataclass
+class BackendState:
+    backend: Backend
+    cap: int
+    in_flight: int = 0
+    peak_in_flight: int = 0
+    sent: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    reissued: int = 0
+    consecutive_failures: int = 0
+    down_until: float = 0.0
+
+    @property
+    def load(self) -> float:
+        return self.in_flight / self.cap
+
+
+@dataclass
+class PoolStats:
+    attempts: list[Attempt] = field(default_factory=list)
+
+    def count(self, outcome: str) -> int:
+        return sum(a.outcome == outcome for a in self.attempts)
+
+
+class BackendPool:
+    def __init__(self, backends: list[Backend], session: aiohttp.ClientSession, policy: RetryPolicy | None = None,
+                 caps: list[int] | None = None):
+        if not backends:
+            raise FanoutError("no backends")
+        caps = caps or [b.cap for b in backends]
+        self.states = [BackendState(b, cap) for b, cap in zip(backends, caps)]
+        self.session = session
+        self.policy = policy or RetryPolicy()
+        self.stats = PoolStats()
+        self._waiters: deque[anyio.Event] = deque()
+        self._backoff = wait_exponential_jitter(multiplier=self.policy.backoff_initial, max=self.policy.backoff_max,
+                                                jitter=self.policy.backoff_initial)
+
+    async def complete(self, request: ChatRequest, on_delta: OnDelta | None = None) -> Completion:
+        """Send one request through the pool; raise RequestFailed when every attempt failed."""
+        attempts: list[Attempt] = []
+        avoid: set[str] = set()
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self.policy.attempts),
+            wait=self._wait,
+            retry=retry_if_exception(lambda exc: isinstance(exc, AttemptError) and exc.retryable),
+            reraise=True,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    completion = await self._attempt(request, attempts, avoid, on_delta)
+        except AttemptError:
+            raise RequestFailed(request.tag, attempts) from None
+        completion.attempts = attempts
+        return completion
+
+    def _wait(self, retry_state) -> float:
+        error = retry_state.outcome.exception() if retry_state.outcome else None
+        if isinstance(error, AttemptError) and error.retry_after is not None:
+            return min(error.retry_after, 60.0)
+        return self._backoff(retry_state)
+
+    async def _attempt(self, request: ChatRequest, attempts: list[Attempt], avoid: set[str],
+                       on_delta: OnDelta | None) -> Completion:
+        state = await self._acquire(avoid)
+        try:
+            for _ in range(REASK_BEFORE_FIRST_BYTE):
+                t_start = time.monotonic()
+                try:
+                    completion = await stream_chat(self.session, state.backend, request, self.policy.read_timeout,
+                                                   on_delta)
+                except AttemptError as error:
+                    self._record(attempts, state, t_start, error.kind, error.detail)
+                    if error.kind == "cut_before_first_byte":
+                        state.reissued += 1
+                        continue
+                    self._note_failure(state)
+                    avoid.add(state.backend.name)
+                    raise
+                self._record(attempts, state, t_start, "ok", "")
+                self._note_success(state)
+                return completion
+            self._note_failure(state)
+            avoid.add(state.backend.name)
+            raise AttemptError("cut_before_first_byte", f"{REASK_BEFORE_FIRST_BYTE} times in a row")
+        finally:
+            self._release(state)
+
+    def _record(self, attempts: list[Attempt], state: BackendState, t_start: float, outcome: str,
+                detail: str) -> None:
+        attempt = Attempt(backend=state.backend.name, t_start=t_start, t_end=time.monotonic(), outcome=outcome,
+                          detail=detail[:300])
+        attempts.append(attempt)
+        self.stats.attempts.append(attempt)
+        state.sent += 1
+
+    def _note_success(self, state: BackendState) -> None:
+        state.succeeded += 1
+        state.consecutive_failures = 0
+        state.down_until = 0.0
+
+    def _note_failure(self, state: BackendState) -> None:
+        state.failed += 1
+        state.consecutive_failures += 1
+        if state.consecutive_failures >= self.policy.down_after:
+            state.down_until = time.monotonic() + self.policy.probe_after
+
+    def _is_up(self, state: BackendState, now: float) -> bool:
+        """A backend is up unless it failed `down_after` times in a row; once its rest is over, one
+        request at a time probes it."""
+        if state.consecutive_failures < self.policy.down_after:
+            return True
+        return now >= state.down_until and state.in_flight == 0
+
+    def _pick(self, avoid: set[str]) -> BackendState | None:
+        now = time.monotonic()
+        free = [s for s in self.states if s.in_flight < s.cap and self._is_up(s, now)]
+        preferred = [s for s in free if s.backend.name not in avoid] or free
+        return min(preferred, key=lambda s: s.load, default=None)
+
+    async def _acquire(self, avoid: set[str]) -> BackendState:
+        """Take a slot: at once if one is free and nobody waits, else in arrival order."""
+        state = self._pick(avoid)
+        if state is None or self._waiters:
+            await self._wait_turn(at_front=False)
+            while (state := self._pick(avoid)) is None:
+                await self._wait_turn(at_front=True)
+        state.in_flight += 1
+        state.peak_in_flight = max(state.peak_in_flight, state.in_flight)
+        if self._waiters and self._pick(set()) is not None:
+            self._wake_next()  # more than one slot came free: pass the turn on
+        return state
+
+    async def _wait_turn(self, at_front: bool) -> None:
+        event = anyio.Event()
+        if at_front:
+            self._waiters.appendleft(event)
+        else:
+            self._waiters.append(event)
+        try:
+            with anyio.move_on_after(self._rest_left()):
+                await event.wait()
+        finally:
+            if not event.is_set():
+                self._waiters.remove(event)
+
+    def _rest_left(self) -> float:
+        """How long until a rested backend may be probed: waiters wake then even if nothing was released."""
+        now = time.monotonic()
+        rests = [s.down_until - now for s in self.states if s.down_until > now]
+        return max(min(rests), 0.05) if rests else 5.0
+
+    def _wake_next(self) -> None:
+        if self._waiters:
+            self._waiters.popleft().set()
+
+    def _release(self, state: BackendState) -> None:
+        state.in_flight -= 1
+        self._wake_next()
+
+    def rest(self, names: set[str]) -> None:
+        """Start these backends as down: they get a probe once their rest is over."""
+        for state in self.states:
+            if state.backend.name in names:
+                state.consecutive_failures = self.policy.down_after
+                state.down_until = time.monotonic() + self.policy.probe_after
+
+    def snapshot(self) -> list[dict]:
+        return [{"name": s.backend.name, "cap": s.cap, "in_flight": s.in_flight, "peak_in_flight": s.peak_in_flight,
+                 "sent": s.sent, "succeeded": s.succeeded, "failed": s.failed, "reissued": s.reissued,
+                 "down": s.consecutive_failures >= self.policy.down_after} for s in self.states]

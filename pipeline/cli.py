@@ -1,0 +1,232 @@
+"""The command line: parse flags, call one function, turn errors into exit codes.
+
+Exit codes: 0 ok; 1 the run failed; 2 usage or configuration error (bad flag, bad TOML, unreachable
+backend, wrong model name); 3 an audit found defects the user gates on; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import anyio
+
+from pipeline.errors import FanoutError, UsageError
+
+log = logging.getLogger("fanout")
+EXIT_CODES = "exit codes: 0 ok, 1 run failed, 2 usage/config error, 3 audit gate, 130 interrupted"
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but its errors are one line and exit 2 through our own path."""
+
+    def error(self, message: str) -> None:
+        raise UsageError(message)
+
+
+def add_fleet_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("backends (none given: the embedded llama.cpp engine)")
+    group.add_argument("--backend", action="append", metavar="URL[,cap=N][,model=NAME]",
+                       help="an OpenAI-compatible server; repeat for a fleet (options: cap, model, name, key_env)")
+    group.add_argument("--config", type=Path, metavar="FILE.toml", help="backends and settings from a TOML file")
+    add_engine_flags(group)
+
+
+def add_engine_flags(group: argparse._ActionsContainer) -> None:
+    group.add_argument("--slots", type=int, help="embedded engine: parallel slots (default 16)")
+    group.add_argument("--threads", type=int, help="embedded engine: CPU threads (default: cores - 1)")
+    group.add_argument("--ctx-per-slot", type=int, help="embedded engine: context tokens per slot (default 2048)")
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="fanout", description="Fan one prompt out over a fleet of LLM servers into a typeset "
+                                                "handbook, and measure the fleet honestly.", epilog=EXIT_CODES)
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+
+    serve = commands.add_parser("serve", help="start the embedded llama.cpp engine and serve until interrupted")
+    add_engine_flags(serve)
+    serve.add_argument("--port", type=int, help="port on 127.0.0.1 (default: a free one)")
+
+    ask = commands.add_parser("ask", help="stream one answer (or N at once, with throughput figures)")
+    ask.add_argument("prompt")
+    ask.add_argument("--streams", type=int, default=1, help="send N numbered copies at once and report tok/s")
+    ask.add_argument("--max-tokens", type=int, default=256)
+    ask.add_argument("--ignore-eos", action="store_true", help="run every answer to --max-tokens (llama.cpp, vLLM)")
+    add_fleet_flags(ask)
+
+    book = commands.add_parser("book", help="one prompt -> outline -> sections -> book.md and book.pdf")
+    book.add_argument("prompt", nargs="?", help="what the book is about (not needed with --resume)")
+    book.add_argument("--shape", default="8x12x16", metavar="PxCxS", help="parts x chapters x sections (8x12x16)")
+    book.add_argument("--words", type=int, default=250, help="words asked for per section (250)")
+    book.add_argument("--max-tokens", type=int, default=520, help="cap on each section's answer (520)")
+    book.add_argument("--out", type=Path, metavar="DIR", help="run folder (default outputs/<slug>-<time>)")
+    book.add_argument("--resume", type=Path, metavar="DIR", help="finish an interrupted run; asks nothing again")
+    book.add_argument("--quiet", action="store_true", help="no live progress")
+    book.add_argument("--json", action="store_true", help="print stats.json to stdout")
+    add_fleet_flags(book)
+
+    probe = commands.add_parser("probe", help="detect the engine behind each backend")
+    add_fleet_flags(probe)
+    return parser
+
+
+def settings_from(args: argparse.Namespace):
+    from pipeline.config import load_settings, parse_backend_spec
+
+    backends = [parse_backend_spec(spec, i) for i, spec in enumerate(args.backend or [])] or None
+    flags: dict[str, Any] = {"backends": backends, "slots": args.slots, "threads": args.threads,
+                             "ctx_per_slot": args.ctx_per_slot}
+    return load_settings(flags, args.config)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from pipeline.backends.embedded import EmbeddedEngine, EngineSettings, default_threads
+
+    settings = EngineSettings(slots=args.slots or 16, threads=args.threads or default_threads(),
+                              ctx_per_slot=args.ctx_per_slot or 2048, port=args.port)
+    with EmbeddedEngine(settings) as engine:
+        print(engine.backend.base_url, flush=True)
+        log.info("serving %s (%d slots, %d threads); Ctrl-C stops", engine.assets.model_name, settings.slots,
+                 settings.threads)
+        while engine.process is not None and engine.process.poll() is None:
+            time.sleep(0.5)
+        raise FanoutError("llama-server exited on its own")
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    from pipeline.ask import AskSpec, ask
+
+    for name in ("streams", "max_tokens"):
+        if getattr(args, name) <= 0:
+            raise UsageError(f"--{name.replace('_', '-')} must be positive")
+    if not args.prompt.strip():
+        raise UsageError("the prompt is empty")
+    spec = AskSpec(prompt=args.prompt, streams=args.streams, max_tokens=args.max_tokens, ignore_eos=args.ignore_eos)
+    echo = (lambda text: print(text, end="", flush=True)) if spec.streams == 1 else None
+    report = anyio.run(ask, settings_from(args), spec, echo)
+    if spec.streams == 1:
+        print()
+    print_ask_report(report)
+    return 0
+
+
+def print_ask_report(report) -> None:
+    ttfts = sorted(c.ttft for c in report.completions if c.ttft is not None)
+    server = "n/a" if report.server_tokens is None else f"{report.server_tokens:.0f}"
+    print(f"streams {len(report.completions)} | wall {report.wall_s:.2f} s | tokens (client usage) "
+          f"{report.client_tokens} | tokens (server counter) {server} | aggregate {report.client_rate:.1f} tok/s "
+          f"(client usage / wall) | TTFT median {ttfts[len(ttfts) // 2]:.2f} s" if ttfts else "no answers",
+          file=sys.stderr)
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    from pipeline.backends.fleet import open_fleet
+
+    async def probe() -> None:
+        async with open_fleet(settings_from(args)) as fleet:
+            for backend in fleet.backends:
+                info = fleet.engines[backend.name]
+                print(f"{backend.name}\t{backend.base_url}\tcap={backend.cap}\tmodel={backend.model}\t"
+                      f"engine={info.kind.value}\tversion={info.version}\tslots={info.slots}\t"
+                      f"metrics={info.has_metrics}")
+
+    anyio.run(probe)
+    return 0
+
+
+MAX_PROMPT_CHARS = 10_000
+MAX_PER_LEVEL = 200
+MAX_SECTIONS = 100_000
+
+
+def parse_shape(text: str) -> tuple[int, int, int]:
+    match = re.fullmatch(r"(\d+)x(\d+)x(\d+)", text.strip().lower())
+    if not match:
+        raise UsageError(f"--shape {text!r}: expected PxCxS, for example 8x12x16")
+    sizes = tuple(int(n) for n in match.groups())
+    if min(sizes) < 1 or max(sizes) > MAX_PER_LEVEL or sizes[0] * sizes[1] * sizes[2] > MAX_SECTIONS:
+        raise UsageError(f"--shape {text!r}: each size must be 1..{MAX_PER_LEVEL} and the book at most "
+                         f"{MAX_SECTIONS:,} sections")
+    return sizes
+
+
+def book_spec(args: argparse.Namespace):
+    from pipeline.records import BookSpec
+
+    if args.resume is not None:
+        if args.prompt:
+            raise UsageError("--resume takes the prompt and shape from the run folder; give no prompt")
+        return None
+    if not args.prompt or not args.prompt.strip():
+        raise UsageError("the prompt is empty")
+    if len(args.prompt) > MAX_PROMPT_CHARS:
+        raise UsageError(f"the prompt is {len(args.prompt):,} characters; at most {MAX_PROMPT_CHARS:,}")
+    for name in ("words", "max_tokens"):
+        if getattr(args, name) <= 0:
+            raise UsageError(f"--{name.replace('_', '-')} must be positive")
+    parts, chapters, sections = parse_shape(args.shape)
+    return BookSpec(prompt=args.prompt.strip(), parts=parts, chapters=chapters, sections=sections,
+                    words=args.words, max_tokens=args.max_tokens)
+
+
+def cmd_book(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from pipeline.progress import BookProgress
+    from pipeline.run import book
+    from pipeline.stats import stats_table
+
+    spec = book_spec(args)
+    settings = settings_from(args)
+    result = anyio.run(book, settings, spec, args.out, args.resume, BookProgress(enabled=not args.quiet))
+    if args.json:
+        print(result.stats.model_dump_json(indent=2))
+    if not args.quiet:
+        Console(stderr=True).print(stats_table(result.stats))
+    print(f"fanout: book in {result.folder} (book.md, book.pdf)", file=sys.stderr)
+    if not result.stats.complete:
+        print(f"fanout: error: {result.stats.failed_sections} sections failed; "
+              f"`fanout book --resume {result.folder}` asks them again", file=sys.stderr)
+        return 1
+    return 0
+
+
+COMMANDS = {"serve": cmd_serve, "ask": cmd_ask, "book": cmd_book, "probe": cmd_probe}
+
+
+def configure_logging(verbose: bool) -> None:
+    """Our own logger only: libraries' INFO chatter (fontTools, WeasyPrint) stays out of the terminal."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("fanout: %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.DEBUG if verbose else logging.INFO)
+    log.propagate = False
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _interrupt)  # so SIGTERM unwinds like Ctrl-C and stops child engines
+    try:
+        args = build_parser().parse_args(argv)
+        configure_logging(args.verbose)
+        return COMMANDS[args.command](args)
+    except FanoutError as error:
+        print(f"fanout: error: {error}", file=sys.stderr)
+        return error.exit_code
+    except KeyboardInterrupt:
+        print("fanout: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,170 @@
+"""Typed records passed between stages. Timestamps are stored raw (time.monotonic seconds for
+intervals, wall-clock only where it says so); rates and latencies are derived from them."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class EngineKind(str, Enum):
+    VLLM = "vllm"
+    SGLANG = "sglang"
+    LLAMACPP = "llama.cpp"
+    TGI = "tgi"
+    OLLAMA = "ollama"
+    UNKNOWN = "unknown"
+
+
+class Backend(BaseModel):
+    """One OpenAI-compatible server. `base_url` ends in /v1; the API key is read from `api_key_env`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    base_url: str
+    model: str | None = None
+    cap: int = Field(default=16, gt=0)
+    api_key_env: str | None = None
+
+    @field_validator("base_url")
+    @classmethod
+    def _normalise_url(cls, url: str) -> str:
+        url = url.rstrip("/")
+        return url if url.endswith("/v1") else url + "/v1"
+
+    @property
+    def root_url(self) -> str:
+        """The server root, where /metrics, /health and /props live."""
+        return self.base_url[: -len("/v1")]
+
+
+class EngineInfo(BaseModel):
+    kind: EngineKind = EngineKind.UNKNOWN
+    version: str | None = None
+    models: list[str] = Field(default_factory=list)
+    has_metrics: bool = False
+    counts_per_step: bool = False  # does the generated-token counter move every step, or at request end
+    slots: int | None = None  # only engines that report it (llama.cpp /props total_slots)
+
+
+class ChatRequest(BaseModel):
+    """One chat completion to send. `extra` carries engine-specific body fields (response_format, ...)."""
+
+    messages: list[dict[str, str]]
+    max_tokens: int = Field(default=512, gt=0)
+    temperature: float = 0.0
+    extra: dict[str, Any] = Field(default_factory=dict)
+    keep_token_times: bool = False
+    tag: str = ""  # the caller's id for the request (section id, bench request number)
+
+
+class Attempt(BaseModel):
+    """One try of a request on one backend."""
+
+    backend: str
+    t_start: float
+    t_end: float
+    outcome: str  # "ok", or the failure kind: connect, cut_before_first_byte, http_500, timeout, ...
+    detail: str = ""
+
+
+class Completion(BaseModel):
+    """A finished streaming answer, with its raw timestamps (time.monotonic)."""
+
+    tag: str = ""
+    backend: str
+    model: str | None = None
+    text: str
+    finish_reason: str | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    t_sent: float
+    t_first_token: float | None
+    t_done: float
+    chunks: int = 0
+    token_times: list[float] = Field(default_factory=list)
+    attempts: list[Attempt] = Field(default_factory=list)
+
+    @property
+    def ttft(self) -> float | None:
+        return None if self.t_first_token is None else self.t_first_token - self.t_sent
+
+    @property
+    def reissued(self) -> int:
+        """Attempts that were cut before their first byte (an idle keep-alive closed by the server)."""
+        return sum(a.outcome == "cut_before_first_byte" for a in self.attempts)
+
+    @property
+    def failed_attempts(self) -> int:
+        return sum(a.outcome not in ("ok", "cut_before_first_byte") for a in self.attempts)
+
+
+class BookSpec(BaseModel):
+    """What the user asked for: the prompt and the outline's shape (parts x chapters x sections)."""
+
+    prompt: str = Field(min_length=1)
+    parts: int = Field(default=8, gt=0)
+    chapters: int = Field(default=12, gt=0)
+    sections: int = Field(default=16, gt=0)
+    words: int = Field(default=250, gt=0)
+    max_tokens: int = Field(default=520, gt=0)
+    temperature: float = 0.0
+    plan_attempts: int = Field(default=4, gt=0)
+
+    @property
+    def shape(self) -> str:
+        return f"{self.parts}x{self.chapters}x{self.sections}"
+
+    @property
+    def section_count(self) -> int:
+        return self.parts * self.chapters * self.sections
+
+
+class Section(BaseModel):
+    id: str  # p01.c02.s03
+    title: str
+
+
+class Chapter(BaseModel):
+    id: str  # p01.c02
+    title: str
+    sections: list[Section] = Field(default_factory=list)
+
+
+class Part(BaseModel):
+    id: str  # p01
+    title: str
+    chapters: list[Chapter] = Field(default_factory=list)
+
+
+class Outline(BaseModel):
+    title: str
+    parts: list[Part]
+
+    def sections(self) -> list[tuple[Part, Chapter, Section]]:
+        """Every section with its part and chapter, in outline order."""
+        return [(p, c, s) for p in self.parts for c in p.chapters for s in c.sections]
+
+
+class SectionResult(BaseModel):
+    """One written section as journaled. `error` is set (and text empty) when every attempt failed."""
+
+    id: str
+    title: str
+    text: str = ""
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    backend: str | None = None
+    t_sent: float | None = None
+    t_first_token: float | None = None
+    t_done: float | None = None
+    attempts: list[Attempt] = Field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and bool(self.text.strip())

@@ -1,0 +1,27 @@
+"""Shared fixtures. Tests marked `engine` use the real llama-server built by `make setup`; when it is
+missing they fail (not skip): `make test` installs it first, so a missing engine is a broken set-up."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from pipeline.backends.embedded import EmbeddedEngine, EngineSettings
+from pipeline.backends.install import installed_assets
+
+ENGINE_THREADS = int(os.environ.get("FANOUT_THREADS", "1"))
+
+
+@pytest.fixture(scope="session")
+def engine_assets():
+    return installed_assets()
+
+
+@pytest.fixture(scope="module")
+def engine8(engine_assets, tmp_path_factory):
+    """A real llama-server with 8 slots, shared by a module's tests."""
+    log = tmp_path_factory.mktemp("engine") / "llama-server.log"
+    with EmbeddedEngine(EngineSettings(slots=8, threads=ENGINE_THREADS, ctx_per_slot=1024), engine_assets,
+                        log) as engine:
+        yield engine

@@ -11,7 +11,7 @@ SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
 # WeasyPrint needs pango and harfbuzz's subsetter, and fonts (with none it segfaults); poppler-utils gives
 # pdftotext/pdftoppm for checks; cmake and g++ build llama-server.
-APT_PACKAGES := libpango-1.0-0 libpangoft2-1.0-0 libharfbuzz-subset0 fonts-dejavu-core poppler-utils \
+APT_PACKAGES := libpango-1.0-0 libpangoft2-1.0-0 libharfbuzz-subset0 fontconfig fonts-dejavu-core poppler-utils \
 	cmake g++ make
 
 DEMO_PROMPT ?= Write a short handbook on keeping sourdough starter alive. Practical, with examples.

@@ -19,13 +19,13 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import os
 from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
+from pipeline.backends.client import auth_headers
 from pipeline.records import Backend, EngineInfo, EngineKind
 
 PROBE_TIMEOUT = aiohttp.ClientTimeout(total=5, sock_connect=2)
@@ -190,16 +190,11 @@ def engine_from_samples(samples: dict[str, float]) -> EngineKind:
 # ---------------------------------------------------------------- HTTP
 
 
-def _headers(backend: Backend) -> dict[str, str]:
-    key = os.environ.get(backend.api_key_env) if backend.api_key_env else None
-    return {"Authorization": f"Bearer {key}"} if key else {}
-
-
 async def _get_text(session: aiohttp.ClientSession, backend: Backend, path: str) -> str | None:
     """Body of GET {root}{path} on a 200, else None (404, refused, timeout, oversized)."""
     try:
         async with session.get(
-            backend.root_url + path, headers=_headers(backend), timeout=PROBE_TIMEOUT
+            backend.root_url + path, headers=auth_headers(backend), timeout=PROBE_TIMEOUT
         ) as resp:
             if resp.status != 200:
                 return None

@@ -14,7 +14,8 @@ SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 APT_PACKAGES := libpango-1.0-0 libpangoft2-1.0-0 libharfbuzz-subset0 fontconfig fonts-dejavu-core poppler-utils \
 	cmake g++ make
 
-DEMO_PROMPT ?= Write a short handbook on keeping sourdough starter alive. Practical, with examples.
+DEMO_PROMPT ?= Write a short handbook on keeping a sourdough starter alive. Practical, with examples.
+DEMO_SHAPE ?= 2x3x4
 
 .PHONY: setup system venv engine demo test clean
 
@@ -40,7 +41,7 @@ engine: venv
 	$(BIN)/python -m pipeline.backends.install
 
 demo: setup
-	$(BIN)/fanout ask "$(DEMO_PROMPT)" --max-tokens 200
+	$(BIN)/fanout book "$(DEMO_PROMPT)" --shape $(DEMO_SHAPE)
 
 test: setup
 	FANOUT_THREADS=$${FANOUT_THREADS:-1} $(BIN)/pytest -q

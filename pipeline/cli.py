@@ -190,7 +190,7 @@ def cmd_book(args: argparse.Namespace) -> int:
         print(result.stats.model_dump_json(indent=2))
     if not args.quiet:
         Console(stderr=True).print(stats_table(result.stats))
-    print(f"fanout: book in {result.folder} (book.md, book.pdf)", file=sys.stderr)
+    print(f"fanout: book: {result.folder / 'book.md'}\nfanout: PDF:  {result.folder / 'book.pdf'}", file=sys.stderr)
     if not result.stats.complete:
         print(f"fanout: error: {result.stats.failed_sections} sections failed; "
               f"`fanout book --resume {result.folder}` asks them again", file=sys.stderr)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import re
 from collections import deque
 from typing import Callable
 
@@ -146,7 +147,7 @@ def requested_count(body: dict) -> int:
     for prop in schema.get("properties", {}).values():
         if prop.get("type") == "array":
             return prop["minItems"]
-    return int(prompt_of(body).split("exactly ", 1)[1].split()[0])
+    return int(re.search(r"(?:exactly|What are) (\d+)", prompt_of(body)).group(1))
 
 
 class BookReplies:
@@ -165,7 +166,7 @@ class BookReplies:
             sentence = f"This text explains {title} with care and a short example."
             return " ".join([sentence] * (self.words // 10 + 1))
         titles = [self._title() for _ in range(requested_count(body))]
-        if "divide it into exactly" in prompt:
+        if prompt.startswith("Plan a book"):
             return json.dumps({"title": "The Fake Handbook", "parts": titles})
         return json.dumps({"titles": titles})
 

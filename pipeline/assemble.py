@@ -1,0 +1,79 @@
+"""Assembly: Outline + SectionResults -> book.md, in outline order whatever the completion order.
+
+The book is `# title`, `## Part n. title`, `### n. chapter`, `#### n.m section`. A section body is model
+output: headings inside it are demoted below the section's own level (to h5/h6) so they never outrank it,
+a leading heading that only repeats the section title is dropped, and a code fence left open by a
+truncated answer is closed so it cannot swallow the sections after it.
+"""
+
+from __future__ import annotations
+
+import re
+
+from markdown_it import MarkdownIt
+
+from pipeline.records import Outline, SectionResult
+from pipeline.titles import title_key
+
+SECTION_LEVEL = 4
+FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+ATX_MARKS = re.compile(r"^((?:\s*>)*\s*)#{1,6}")
+_parser = MarkdownIt("commonmark")
+
+
+def close_open_fence(body: str) -> str:
+    """Append the closing fence when the text ends inside a fenced code block (CommonMark's rules)."""
+    opener: str | None = None
+    for line in body.splitlines():
+        match = FENCE.match(line)
+        if not match:
+            continue
+        marker = match.group(1)
+        if opener is None:
+            opener = marker
+        elif marker[0] == opener[0] and len(marker) >= len(opener) and not line.strip()[len(marker):].strip():
+            opener = None
+    return body if opener is None else body.rstrip("\n") + "\n" + opener
+
+
+def demote_headings(body: str, section_title: str, floor: int = SECTION_LEVEL + 1) -> str:
+    """Rewrite every heading of the body at `floor` or below; drop a first heading equal to the title."""
+    lines = body.splitlines()
+    tokens = _parser.parse(body)
+    first_block = next((t for t in tokens if t.map is not None), None)
+    for index, token in enumerate(tokens):
+        if token.type != "heading_open" or token.map is None:
+            continue
+        start, end = token.map
+        text = tokens[index + 1].content
+        if token is first_block and title_key(text) == title_key(section_title):
+            lines[start:end] = [""] * (end - start)
+            continue
+        level = min(6, floor + int(token.tag[1]) - 1)
+        if token.markup.startswith("#"):  # ATX: keep any blockquote prefix, change only the marks
+            lines[start] = ATX_MARKS.sub(lambda m: m.group(1) + "#" * level, lines[start], count=1)
+        else:  # setext: text lines and an underline become one ATX line
+            lines[start:end] = ["#" * level + " " + " ".join(text.split())] + [""] * (end - start - 1)
+    return "\n".join(lines).strip("\n")
+
+
+def section_body(result: SectionResult | None) -> str:
+    if result is None:
+        return "*This section was not written.*"
+    if not result.ok:
+        return f"*This section could not be written: {result.error or 'empty answer'}.*"
+    return demote_headings(close_open_fence(result.text), result.title)
+
+
+def assemble(outline: Outline, results: dict[str, SectionResult]) -> str:
+    out = [f"# {outline.title}", ""]
+    chapter_number = 0
+    for part_number, part in enumerate(outline.parts, 1):
+        out += [f"## Part {part_number}. {part.title}", ""]
+        for chapter in part.chapters:
+            chapter_number += 1
+            out += [f"### {chapter_number}. {chapter.title}", ""]
+            for section_number, section in enumerate(chapter.sections, 1):
+                out += [f"#### {chapter_number}.{section_number} {section.title}", "",
+                        section_body(results.get(section.id)), ""]
+    return "\n".join(out)

@@ -1,0 +1,192 @@
+"""The book orchestrator: the one place that wires plan, write, assemble, stats and typeset together.
+
+Takes Settings, a BookSpec and a run folder (new, or one to resume); leaves in the folder spec.json,
+outline.json, sections.jsonl (the journal), book.md, book.pdf, run.log and, last of all, stats.json.
+A resume plans nothing again and asks no finished section again. Interrupted, it leaves the journal
+consistent and writes no stats.json, so the folder never looks like a finished run.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+from pydantic import BaseModel, ValidationError
+
+from pipeline.assemble import assemble
+from pipeline.backends.fleet import Fleet, open_fleet
+from pipeline.config import Settings
+from pipeline.errors import UsageError
+from pipeline.journal import Journal, read_journal
+from pipeline.plan import PlanStats, Planner
+from pipeline.progress import BookProgress
+from pipeline.records import BookSpec, EngineInfo, EngineKind, Outline, SectionResult
+from pipeline.stats import BookStats, backend_lines, book_stats
+from pipeline.typeset import typeset_pdf
+
+log = logging.getLogger("fanout")
+JSON_SCHEMA_ENGINES = {EngineKind.VLLM, EngineKind.SGLANG, EngineKind.LLAMACPP, EngineKind.OLLAMA}
+THINKING_SWITCH_ENGINES = {EngineKind.VLLM, EngineKind.SGLANG, EngineKind.LLAMACPP}
+
+
+class RunFolder:
+    """The files of one run."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.spec = path / "spec.json"
+        self.outline = path / "outline.json"
+        self.journal = path / "sections.jsonl"
+        self.book = path / "book.md"
+        self.pdf = path / "book.pdf"
+        self.stats = path / "stats.json"
+        self.log = path / "run.log"
+        self.engine_log = path / "llama-server.log"
+
+
+def slug(text: str, limit: int = 40) -> str:
+    words = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return words[:limit].rstrip("-") or "book"
+
+
+def write_atomic(path: Path, text: str) -> None:
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(text)
+    os.replace(partial, path)
+
+
+def new_run_folder(spec: BookSpec, out: Path | None, root: Path = Path("outputs")) -> RunFolder:
+    path = out or root / f"{slug(spec.prompt)}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    if path.exists() and any(path.iterdir()):
+        raise UsageError(f"--out {path} is not empty (use --resume {path} to continue a run there)")
+    path.mkdir(parents=True, exist_ok=True)
+    folder = RunFolder(path)
+    write_atomic(folder.spec, spec.model_dump_json(indent=2))
+    return folder
+
+
+def load_run_folder(path: Path) -> tuple[RunFolder, BookSpec]:
+    folder = RunFolder(path)
+    try:
+        return folder, BookSpec.model_validate_json(folder.spec.read_text())
+    except (OSError, ValidationError, ValueError):
+        raise UsageError(f"--resume {path}: not a fanout run folder (no valid spec.json)") from None
+
+
+def load_outline(folder: RunFolder) -> Outline | None:
+    if not folder.outline.exists():
+        return None
+    try:
+        return Outline.model_validate_json(folder.outline.read_text())
+    except (ValidationError, ValueError):
+        raise UsageError(f"{folder.outline}: damaged outline; start a new run") from None
+
+
+def request_options(engines: dict[str, EngineInfo]) -> tuple[bool, dict[str, Any]]:
+    """Whether every answering engine takes a JSON schema, and the body fields that switch thinking off."""
+    kinds = {info.kind for info in engines.values() if info.models}
+    json_schema = bool(kinds) and kinds <= JSON_SCHEMA_ENGINES
+    extra = {"chat_template_kwargs": {"enable_thinking": False}} if kinds and kinds <= THINKING_SWITCH_ENGINES else {}
+    return json_schema, extra
+
+
+class BookRun:
+    def __init__(self, settings: Settings, spec: BookSpec, folder: RunFolder, resumed: bool,
+                 progress: BookProgress):
+        self.settings = settings
+        self.spec = spec
+        self.folder = folder
+        self.resumed = resumed
+        self.progress = progress
+        self.plan_stats = PlanStats()
+
+    async def run(self) -> BookStats:
+        started = time.monotonic()
+        async with open_fleet(self.settings, engine_log=self.folder.engine_log) as fleet:
+            json_schema, extra = request_options(fleet.engines)
+            outline = load_outline(self.folder) or await self._plan(fleet, json_schema, extra)
+            journal = read_journal(self.folder.journal)
+            write_started = time.monotonic()
+            written = await self._write(fleet, outline, journal, extra)
+            write_seconds = time.monotonic() - write_started
+            journal.update(written)
+            lines = backend_lines(fleet.pool.snapshot(), {b.name: b.base_url for b in fleet.backends},
+                                  {b.name: b.model for b in fleet.backends}, fleet.engines)
+            attempts = fleet.pool.stats.attempts
+        write_atomic(self.folder.book, assemble(outline, journal))
+        stats = book_stats(self.plan_stats, written, journal, attempts, len(outline.sections()), write_seconds,
+                           time.monotonic() - started, lines, self.resumed)
+        stats = await self._typeset(outline, stats)
+        stats.job_seconds = round(time.monotonic() - started, 2)
+        write_atomic(self.folder.stats, stats.model_dump_json(indent=2))
+        return stats
+
+    async def _plan(self, fleet: Fleet, json_schema: bool, extra: dict[str, Any]) -> Outline:
+        planner = Planner(fleet.pool, self.spec, json_schema, extra, on_node=self.progress.planned)
+        self.progress.planning(self.spec)
+        outline = await planner.plan()
+        self.plan_stats = planner.stats
+        write_atomic(self.folder.outline, outline.model_dump_json(indent=2))
+        log.info("planned %s: %d sections in %.1f s (%d requests, %d re-asked, %d placeholder titles)",
+                 outline.title, len(outline.sections()), planner.stats.seconds, planner.stats.requests,
+                 planner.stats.reasked, planner.stats.placeholders)
+        return outline
+
+    async def _write(self, fleet: Fleet, outline: Outline, journal: dict[str, SectionResult],
+                     extra: dict[str, Any]) -> dict[str, SectionResult]:
+        from pipeline.write import write_sections
+
+        todo = [(p, c, s) for p, c, s in outline.sections() if not (s.id in journal and journal[s.id].ok)]
+        log.info("writing %d sections (%d already in the journal)", len(todo), len(outline.sections()) - len(todo))
+        self.progress.writing(len(outline.sections()), len(outline.sections()) - len(todo), fleet.pool)
+        writer_journal = Journal(self.folder.journal)
+        try:
+            return await write_sections(fleet.pool, self.spec, outline, todo, writer_journal, extra,
+                                        self.progress.written)
+        finally:
+            writer_journal.close()
+
+    async def _typeset(self, outline: Outline, stats: BookStats) -> BookStats:
+        self.progress.typesetting()
+        markdown = self.folder.book.read_text()
+        result = await anyio.to_thread.run_sync(typeset_pdf, markdown, outline.title, self.folder.pdf)
+        return stats.model_copy(update={"typeset_seconds": round(result.seconds, 2), "pdf_pages": result.pages})
+
+
+def attach_run_log(folder: RunFolder) -> logging.Handler:
+    handler = logging.FileHandler(folder.log)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    logging.getLogger("fanout").addHandler(handler)
+    return handler
+
+
+class BookResult(BaseModel):
+    folder: Path
+    stats: BookStats
+
+
+async def book(settings: Settings, spec: BookSpec | None, out: Path | None, resume: Path | None,
+               progress: BookProgress) -> BookResult:
+    if resume is not None:
+        folder, spec = load_run_folder(resume)
+    else:
+        folder = new_run_folder(spec, out)
+    handler = attach_run_log(folder)
+    try:
+        with progress:
+            stats = await BookRun(settings, spec, folder, resume is not None, progress).run()
+    except UsageError:
+        if resume is None:  # refused before any work (unreachable backend, wrong model): leave no folder
+            shutil.rmtree(folder.path, ignore_errors=True)
+        raise
+    finally:
+        logging.getLogger("fanout").removeHandler(handler)
+        handler.close()
+    return BookResult(folder=folder.path, stats=stats)

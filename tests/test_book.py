@@ -1,0 +1,138 @@
+"""The whole book command: on FAKE engines (fast, with a kill and a resume), and once on the real engine."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from pypdf import PdfReader
+
+from pipeline.journal import read_journal
+from tests.conftest import ENGINE_THREADS
+
+FANOUT = [sys.executable, "-m", "pipeline"]
+
+
+def fake_engine_process(token_delay: float, jitter: float) -> tuple[subprocess.Popen, str]:
+    process = subprocess.Popen([sys.executable, "-m", "tests.fake_engine", str(token_delay), str(jitter)],
+                               stdout=subprocess.PIPE, text=True)
+    return process, process.stdout.readline().strip()
+
+
+def fanout(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([*FANOUT, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def section_headings(book_md: str) -> list[str]:
+    return re.findall(r"^#### (.+)$", book_md, flags=re.MULTILINE)
+
+
+def asked_sections(url: str) -> list[str]:
+    with urllib.request.urlopen(url[:-3] + "/fake/prompts") as response:
+        prompts = json.load(response)
+    return [p.split("Section: ", 1)[1].split("\n", 1)[0] for p in prompts if "Section: " in p]
+
+
+@pytest.fixture
+def fake_fleet():
+    process, url = fake_engine_process(token_delay=0.002, jitter=0.05)
+    yield url
+    process.kill()
+    process.wait()
+
+
+def test_book_on_fake_engines_end_to_end(fake_fleet, tmp_path):
+    out = tmp_path / "run"
+    done = fanout("book", "A handbook about testing", "--shape", "2x3x4", "--backend", f"{fake_fleet},cap=5",
+                  "--out", str(out), "--quiet", "--json")
+    assert done.returncode == 0, done.stderr
+    stats = json.loads(done.stdout)
+    assert stats["complete"] and stats["sections_ok"] == 24 and stats["shape"] == "1 -> 2 -> 6"
+    assert stats["requests_planning"] == 9 and stats["requests_writing"] == 24
+    assert stats["tokens_written"] > 0 and stats["failed_sections"] == 0 and stats["empty_sections"] == 0
+    for name in ("spec.json", "outline.json", "sections.jsonl", "book.md", "book.pdf", "stats.json", "run.log"):
+        assert (out / name).exists(), name
+    outline = json.loads((out / "outline.json").read_text())
+    planned = [s["title"] for p in outline["parts"] for c in p["chapters"] for s in c["sections"]]
+    headings = [re.sub(r"^\d+\.\d+ ", "", h) for h in section_headings((out / "book.md").read_text())]
+    assert headings == planned, "book.md follows the outline"
+    journal_order = [json.loads(line)["title"] for line in (out / "sections.jsonl").read_text().splitlines()]
+    assert sorted(journal_order) == sorted(planned) and journal_order != planned, "completion order was random"
+    assert len(PdfReader(out / "book.pdf").pages) >= 3
+
+
+@pytest.mark.parametrize("stop_with", [signal.SIGKILL, signal.SIGINT])
+def test_a_stopped_run_resumes_without_asking_finished_sections_again(tmp_path, stop_with):
+    process, url = fake_engine_process(token_delay=0.01, jitter=0.0)
+    out = tmp_path / "run"
+    try:
+        writer = subprocess.Popen([*FANOUT, "book", "Resumable", "--shape", "1x3x8", "--backend", f"{url},cap=2",
+                                   "--out", str(out), "--quiet"], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+        journal = out / "sections.jsonl"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(read_journal(journal)) < 6:
+            time.sleep(0.05)
+        os.kill(writer.pid, stop_with)
+        assert writer.wait(30) == (130 if stop_with == signal.SIGINT else -signal.SIGKILL)
+        finished = {r.title for r in read_journal(journal).values() if r.ok}
+        assert 6 <= len(finished) < 24, "killed mid-write"
+        assert not (out / "stats.json").exists() and not (out / "book.md").exists(), "nothing looks finished"
+        asked_before = len(asked_sections(url))
+
+        resumed = fanout("book", "--resume", str(out), "--backend", f"{url},cap=2", "--quiet", "--json")
+        assert resumed.returncode == 0, resumed.stderr
+        asked_again = asked_sections(url)[asked_before:]
+        assert not finished & set(asked_again), "a finished section was asked again"
+        assert len(asked_again) == 24 - len(finished)
+        stats = json.loads(resumed.stdout)
+        assert stats["complete"] and stats["resumed"] and stats["requests_planning"] == 0
+        assert len(section_headings((out / "book.md").read_text())) == 24
+    finally:
+        process.kill()
+
+
+@pytest.mark.parametrize("args, words", [
+    (["book", ""], "prompt is empty"),
+    (["book", "x", "--shape", "0x1x1"], "--shape"),
+    (["book", "x", "--shape", "500x500x500"], "--shape"),
+    (["book", "x", "--shape", "banana"], "PxCxS"),
+    (["book", "x" * 20_000], "characters"),
+    (["book", "x", "--words", "0"], "--words"),
+    (["book", "x", "--backend", "http://127.0.0.1:9,cap=-1"], "cap must be positive"),
+    (["book", "x", "--backend", "http://127.0.0.1:9"], "no backend reachable"),
+    (["book", "x", "--no-such-flag"], "unrecognized arguments"),
+])
+def test_bad_input_is_one_line_exit_2_and_no_run_folder(tmp_path, args, words):
+    out = tmp_path / "run"
+    done = fanout(*args, "--out", str(out))
+    assert done.returncode == 2
+    assert words in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    assert not (out / "stats.json").exists() and not (out / "book.md").exists()
+
+
+def test_resume_of_a_folder_that_is_not_a_run(tmp_path):
+    done = fanout("book", "--resume", str(tmp_path))
+    assert done.returncode == 2 and "not a fanout run folder" in done.stderr
+
+
+@pytest.mark.engine
+def test_a_small_book_on_the_real_engine(tmp_path):
+    out = tmp_path / "run"
+    done = fanout("book", "A pocket guide to brewing tea", "--shape", "1x2x2", "--max-tokens", "160", "--slots",
+                  "4", "--threads", str(ENGINE_THREADS), "--out", str(out), "--quiet", "--json", timeout=600)
+    assert done.returncode == 0, done.stderr
+    stats = json.loads(done.stdout)
+    assert stats["complete"] and stats["sections_ok"] == 4 and stats["backends"][0]["engine"] == "llama.cpp"
+    journal = read_journal(out / "sections.jsonl")
+    assert stats["tokens_written"] == sum(r.completion_tokens for r in journal.values())
+    reader = PdfReader(out / "book.pdf")
+    assert len(reader.pages) >= 3 and len(reader.outline) >= 1

@@ -1,0 +1,160 @@
+"""Planner and assembly logic on FAKE engines and fixed texts: shape enforcement, dedup, order, headings."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from pipeline.assemble import assemble, close_open_fence, demote_headings
+from pipeline.backends.client import new_session
+from pipeline.backends.pool import BackendPool, RetryPolicy
+from pipeline.plan import Planner, parse_titles
+from pipeline.records import Backend, BookSpec, Chapter, Outline, Part, Section, SectionResult
+from pipeline.titles import title_key
+from tests.fake_engine import FakeEngine, prompt_of, requested_count
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+class ScriptedPlanner:
+    """FAKE planning answers: each level's first answers come from a script, later ones are clean JSON."""
+
+    def __init__(self, scripts: dict[str, list[str]]):
+        self.scripts = scripts
+        self.counter = 0
+        self.prompts: list[str] = []
+
+    def __call__(self, body: dict) -> str:
+        prompt = prompt_of(body)
+        self.prompts.append(prompt)
+        level = "book" if prompt.startswith("Plan a book") else "part" if "chapter title" in prompt else "chapter"
+        if self.scripts.get(level):
+            return self.scripts[level].pop(0)
+        self.counter += 1
+        titles = [f"Clean title {self.counter}-{i}" for i in range(requested_count(body))]
+        return json.dumps({"title": "Book", "parts": titles} if level == "book" else {"titles": titles})
+
+
+async def plan_with(replies, spec: BookSpec, json_schema: bool = False) -> tuple[Outline, Planner]:
+    engine = await FakeEngine(reply=replies).start()
+    try:
+        async with new_session(16) as session:
+            pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=8)], session, RetryPolicy())
+            planner = Planner(pool, spec, json_schema=json_schema, extra={})
+            return await planner.plan(), planner
+    finally:
+        await engine.stop()
+
+
+def shape_of(outline: Outline) -> tuple[int, set[int], set[int]]:
+    return (len(outline.parts), {len(p.chapters) for p in outline.parts},
+            {len(c.sections) for p in outline.parts for c in p.chapters})
+
+
+async def test_shape_is_enforced_from_malformed_short_and_overlong_answers():
+    scripts = {
+        "book": ['{"title": "Bad", "parts": ["One", "Two"', '{"title": "Short", "parts": ["Only one"]}'],
+        "part": ['```json\n{"titles": ["A", "Bb", "Cc", "Dd", "Ee", "Ff", "Gg"]}\n```',  # over-long, one too short
+                 "not json at all and no list"],
+        "chapter": ['[{"title": "1. Numbered"}, {"title": "**Bold**"}]', '{"titles": []}'],
+    }
+    outline, planner = await plan_with(ScriptedPlanner(scripts), BookSpec(prompt="p", parts=3, chapters=2,
+                                                                         sections=3))
+    assert shape_of(outline) == (3, {2}, {3})
+    titles = [s.title for _, _, s in outline.sections()]
+    assert "Numbered" in titles and "Bold" in titles, "numbering and Markdown are cleaned off"
+    assert planner.stats.placeholders == 0 and planner.stats.reasked >= 4
+    assert planner.stats.levels == [1, 3, 6]
+
+
+async def test_duplicate_titles_are_reasked_with_the_taken_titles_shown():
+    same = json.dumps({"titles": ["Getting Started", "getting  STARTED", "Common Pitfalls"]})
+    replies = ScriptedPlanner({"chapter": [same] * 4})
+    outline, planner = await plan_with(replies, BookSpec(prompt="p", parts=1, chapters=4, sections=3))
+    keys = [title_key(s.title) for _, _, s in outline.sections()]
+    assert len(keys) == 12 and len(set(keys)) == 12, "section titles are unique across the book"
+    assert planner.stats.reasked >= 4
+    assert any("already taken" in p and "Getting Started" in p for p in replies.prompts)
+
+
+async def test_a_model_that_never_complies_gets_numbered_placeholders_not_a_crash():
+    replies = ScriptedPlanner({"chapter": ["garbage"] * 100})
+    outline, planner = await plan_with(replies, BookSpec(prompt="p", parts=1, chapters=1, sections=2,
+                                                         plan_attempts=2))
+    assert shape_of(outline) == (1, {1}, {2})
+    assert planner.stats.placeholders == 2
+
+
+async def test_json_schema_is_sent_with_the_exact_count_when_the_engine_takes_it():
+    replies = ScriptedPlanner({})
+    engine = await FakeEngine(reply=replies).start()
+    async with new_session(8) as session:
+        pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=4)], session)
+        await Planner(pool, BookSpec(prompt="p", parts=2, chapters=3, sections=4), True, {}).plan()
+    schemas = [b["response_format"]["json_schema"]["schema"] for b in engine.bodies]
+    counts = sorted(s["properties"].get("titles", s["properties"].get("parts"))["minItems"] for s in schemas)
+    assert counts == [2, 3, 3, 4, 4, 4, 4, 4, 4]
+    await engine.stop()
+
+
+@pytest.mark.parametrize("text, titles", [
+    ('{"titles": ["a1", "b2"]}', ["a1", "b2"]),
+    ('Sure! {"items": ["x1", {"title": "y2"}]} hope it helps', ["x1", "y2"]),
+    ('["p1", "q2"]', ["p1", "q2"]),
+    ("1. First one\n2. Second one\nchatter", ["First one", "Second one"]),
+    ('{"titles": "not a list"}', []),
+    ("", []),
+])
+def test_parse_titles_takes_what_it_can(text, titles):
+    assert parse_titles(text, "titles") == titles
+
+
+def outline_of(parts: int, chapters: int, sections: int) -> Outline:
+    return Outline(title="T", parts=[
+        Part(id=f"p{p}", title=f"Part {p}", chapters=[
+            Chapter(id=f"p{p}.c{c}", title=f"Chapter {p}.{c}", sections=[
+                Section(id=f"p{p}.c{c}.s{s}", title=f"Section {p}.{c}.{s}") for s in range(sections)])
+            for c in range(chapters)])
+        for p in range(parts)])
+
+
+def test_assembly_follows_the_outline_whatever_the_completion_order():
+    outline = outline_of(2, 3, 4)
+    results = [SectionResult(id=s.id, title=s.title, text=f"Body of {s.id}.") for _, _, s in outline.sections()]
+    random.Random(7).shuffle(results)
+    book = assemble(outline, {r.id: r for r in results})
+    positions = [book.index(f"Body of {s.id}.") for _, _, s in outline.sections()]
+    assert positions == sorted(positions)
+    assert book.count("\n## Part ") == 2 and book.count("\n### ") == 6 and book.count("\n#### ") == 24
+
+
+def test_headings_in_a_body_never_outrank_the_section():
+    body = "# Big\n\ntext\n\n## Smaller\n\nSetext\n======\n\n> ## quoted\n\n```\n# not a heading\n```"
+    out = demote_headings(body, "Some section")
+    assert "##### Big" in out and "###### Smaller" in out and "##### Setext" in out
+    assert "> ###### quoted" in out and "# not a heading" in out.split("```")[1]
+    assert "======" not in out
+
+
+def test_a_leading_heading_repeating_the_title_is_dropped():
+    assert demote_headings("## The Title\n\nBody.", "the title") == "Body."
+
+
+def test_an_open_fence_is_closed_so_it_cannot_swallow_later_sections():
+    assert close_open_fence("text\n```python\nx = 1") == "text\n```python\nx = 1\n```"
+    assert close_open_fence("~~~~\ncode\n~~~~\nafter") == "~~~~\ncode\n~~~~\nafter"
+    assert close_open_fence("````\n```\nstill code") == "````\n```\nstill code\n````"
+
+
+def test_failed_and_missing_sections_show_as_such():
+    outline = outline_of(1, 1, 2)
+    first, second = [s for _, _, s in outline.sections()]
+    book = assemble(outline, {first.id: SectionResult(id=first.id, title=first.title, error="boom")})
+    assert "could not be written: boom" in book and "was not written" in book

@@ -70,7 +70,21 @@ def build_parser() -> Parser:
     book.add_argument("--resume", type=Path, metavar="DIR", help="finish an interrupted run; asks nothing again")
     book.add_argument("--quiet", action="store_true", help="no live progress")
     book.add_argument("--json", action="store_true", help="print stats.json to stdout")
+    book.add_argument("--repair", action="store_true", help="after writing, repair what the audit finds")
+    book.add_argument("--fail-on", metavar="RULES", help="exit 3 if the audit finds any of these (comma list)")
     add_fleet_flags(book)
+
+    audit = commands.add_parser("audit", help="find truncated, duplicate, empty, failed and looping sections")
+    audit.add_argument("source", type=Path, metavar="RUN_DIR|BOOK.md")
+    audit.add_argument("--json", action="store_true", help="print audit.json to stdout")
+    audit.add_argument("--rule", metavar="RULES", help="only these rules (comma list)")
+    audit.add_argument("--skip-rule", metavar="RULES", help="all rules but these (comma list)")
+    audit.add_argument("--fail-on", metavar="RULES", help="exit 3 if any of these rules finds a defect")
+
+    repair = commands.add_parser("repair", help="re-ask truncated, duplicate, empty and failed sections of a run")
+    repair.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    repair.add_argument("--quiet", action="store_true", help="no live progress")
+    add_fleet_flags(repair)
 
     probe = commands.add_parser("probe", help="detect the engine behind each backend")
     add_fleet_flags(probe)
@@ -180,25 +194,90 @@ def cmd_book(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from pipeline.progress import BookProgress
+    from pipeline.audit import audit_table
     from pipeline.run import book
     from pipeline.stats import stats_table
 
     spec = book_spec(args)
+    fail_on = parse_rule_list(args.fail_on)
     settings = settings_from(args)
-    result = anyio.run(book, settings, spec, args.out, args.resume, BookProgress(enabled=not args.quiet))
+    result = anyio.run(book, settings, spec, args.out, args.resume, BookProgress(enabled=not args.quiet),
+                       args.repair)
     if args.json:
         print(result.stats.model_dump_json(indent=2))
     if not args.quiet:
-        Console(stderr=True).print(stats_table(result.stats))
+        console = Console(stderr=True)
+        console.print(stats_table(result.stats))
+        console.print(audit_table(result.audit))
+    print_repair(result.repair)
     print(f"fanout: book: {result.folder / 'book.md'}\nfanout: PDF:  {result.folder / 'book.pdf'}", file=sys.stderr)
     if not result.stats.complete:
         print(f"fanout: error: {result.stats.failed_sections} sections failed; "
               f"`fanout book --resume {result.folder}` asks them again", file=sys.stderr)
         return 1
+    return gate_exit(result.audit, fail_on)
+
+
+def print_repair(summary) -> None:
+    if summary is None:
+        return
+    changed = ", ".join(f"{rule} {summary.before[rule]} -> {summary.after.get(rule, 0)}" for rule in summary.before
+                        if summary.before[rule] or summary.after.get(rule))
+    print(f"fanout: repaired {sum(summary.actions.values())} sections {summary.actions} in {summary.seconds:.1f} s; "
+          f"defects before -> after: {changed or 'none'}", file=sys.stderr)
+
+
+def gate_exit(report, fail_on: list[str] | None) -> int:
+    from pipeline.audit import gate
+
+    failing = gate(report, fail_on)
+    if failing:
+        print(f"fanout: audit gate: {', '.join(f'{r} {report.counts[r]}' for r in failing)}", file=sys.stderr)
+        return 3
     return 0
 
 
-COMMANDS = {"serve": cmd_serve, "ask": cmd_ask, "book": cmd_book, "probe": cmd_probe}
+def parse_rule_list(text: str | None) -> list[str] | None:
+    from pipeline.audit import choose_rules, parse_rule_list as split
+
+    rules = split(text)
+    choose_rules(rules, None)  # unknown names are a usage error before any work
+    return rules
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from pipeline.audit import audit, audit_path, audit_table, load_book
+    from pipeline.run import write_atomic
+
+    fail_on = parse_rule_list(args.fail_on)
+    report = audit(load_book(args.source), parse_rule_list(args.rule), parse_rule_list(args.skip_rule))
+    write_atomic(audit_path(args.source), report.model_dump_json(indent=2))
+    if args.json:
+        print(report.model_dump_json(indent=2))
+    else:
+        Console().print(audit_table(report))
+    return gate_exit(report, fail_on)
+
+
+def cmd_repair(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from pipeline.audit import audit_table
+    from pipeline.progress import BookProgress
+    from pipeline.run import book
+
+    result = anyio.run(book, settings_from(args), None, None, args.run_dir, BookProgress(enabled=not args.quiet),
+                       True, True)
+    if not args.quiet:
+        Console(stderr=True).print(audit_table(result.audit))
+    print_repair(result.repair)
+    return 0
+
+
+COMMANDS = {"serve": cmd_serve, "ask": cmd_ask, "book": cmd_book, "audit": cmd_audit, "repair": cmd_repair,
+            "probe": cmd_probe}
 
 
 def configure_logging(verbose: bool) -> None:

@@ -164,6 +164,8 @@ class SectionResult(BaseModel):
     t_done: float | None = None
     attempts: list[Attempt] = Field(default_factory=list)
     error: str | None = None
+    version: int = 1  # a repair appends version + 1; the journal keeps every version
+    repair: str | None = None  # how this version was made: rewritten, continued, retitled
 
     @property
     def ok(self) -> bool:

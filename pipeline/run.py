@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import time
+from collections import Counter
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ import anyio
 from pydantic import BaseModel, ValidationError
 
 from pipeline.assemble import assemble
+from pipeline.audit import AuditReport, audit, load_run
 from pipeline.backends.fleet import Fleet, open_fleet
 from pipeline.config import Settings
 from pipeline.errors import UsageError
@@ -28,6 +30,7 @@ from pipeline.journal import Journal, read_journal
 from pipeline.plan import PlanStats, Planner
 from pipeline.progress import BookProgress
 from pipeline.records import BookSpec, EngineInfo, EngineKind, Outline, SectionResult
+from pipeline.repair import Repairer
 from pipeline.stats import BookStats, backend_lines, book_stats
 from pipeline.typeset import typeset_pdf
 
@@ -47,6 +50,7 @@ class RunFolder:
         self.book = path / "book.md"
         self.pdf = path / "book.pdf"
         self.stats = path / "stats.json"
+        self.audit = path / "audit.json"
         self.log = path / "run.log"
         self.engine_log = path / "llama-server.log"
 
@@ -97,6 +101,22 @@ def request_options(engines: dict[str, EngineInfo]) -> tuple[bool, dict[str, Any
     return json_schema, extra
 
 
+class RepairSummary(BaseModel):
+    before: dict[str, int]
+    after: dict[str, int] = {}
+    actions: dict[str, int]
+    retitled: dict[str, tuple[str, str]]
+    tokens: int
+    seconds: float
+
+
+class BookOutcome(BaseModel):
+    folder: Path
+    stats: BookStats
+    audit: AuditReport
+    repair: RepairSummary | None = None
+
+
 class BookRun:
     def __init__(self, settings: Settings, spec: BookSpec, folder: RunFolder, resumed: bool,
                  progress: BookProgress):
@@ -107,8 +127,11 @@ class BookRun:
         self.progress = progress
         self.plan_stats = PlanStats()
 
-    async def run(self) -> BookStats:
+    async def run(self, repair: bool = False, keep_stats: bool = False) -> BookOutcome:
+        """Plan (unless outline.json exists), write what the journal lacks, optionally repair, then
+        assemble, audit and typeset. `keep_stats` leaves an earlier run's stats.json in place."""
         started = time.monotonic()
+        summary = None
         async with open_fleet(self.settings, engine_log=self.folder.engine_log) as fleet:
             json_schema, extra = request_options(fleet.engines)
             outline = load_outline(self.folder) or await self._plan(fleet, json_schema, extra)
@@ -117,16 +140,47 @@ class BookRun:
             written = await self._write(fleet, outline, journal, extra)
             write_seconds = time.monotonic() - write_started
             journal.update(written)
+            if repair:
+                summary = await self._repair(fleet, outline, journal, extra, json_schema)
             lines = backend_lines(fleet.pool.snapshot(), {b.name: b.base_url for b in fleet.backends},
                                   {b.name: b.model for b in fleet.backends}, fleet.engines)
             attempts = fleet.pool.stats.attempts
-        write_atomic(self.folder.book, assemble(outline, journal))
+        report = self._assemble_and_audit(outline, journal)
+        if summary is not None:
+            summary.after = report.counts
+            write_atomic(self.folder.path / "repair.json", summary.model_dump_json(indent=2))
         stats = book_stats(self.plan_stats, written, journal, attempts, len(outline.sections()), write_seconds,
                            time.monotonic() - started, lines, self.resumed)
         stats = await self._typeset(outline, stats)
         stats.job_seconds = round(time.monotonic() - started, 2)
-        write_atomic(self.folder.stats, stats.model_dump_json(indent=2))
-        return stats
+        if not (keep_stats and self.folder.stats.exists()):
+            write_atomic(self.folder.stats, stats.model_dump_json(indent=2))
+        return BookOutcome(folder=self.folder.path, stats=stats, audit=report, repair=summary)
+
+    def _assemble_and_audit(self, outline: Outline, journal: dict[str, SectionResult]) -> AuditReport:
+        write_atomic(self.folder.book, assemble(outline, journal))
+        report = audit(load_run(self.folder.path))
+        write_atomic(self.folder.audit, report.model_dump_json(indent=2))
+        return report
+
+    async def _repair(self, fleet: Fleet, outline: Outline, journal: dict[str, SectionResult],
+                      extra: dict[str, Any], json_schema: bool) -> RepairSummary:
+        started = time.monotonic()
+        before = self._assemble_and_audit(outline, journal)
+        repairer = Repairer(fleet.pool, self.spec, outline, journal, extra, json_schema)
+        writer = Journal(self.folder.journal)
+        try:
+            outcome = await repairer.repair(before, writer)
+        finally:
+            writer.close()
+        journal.update(outcome.results)
+        if outcome.retitled:
+            write_atomic(self.folder.outline, outline.model_dump_json(indent=2))
+        log.info("repaired %d sections: %s", len(outcome.actions), dict(Counter(outcome.actions.values())))
+        return RepairSummary(before=before.counts, actions=dict(Counter(outcome.actions.values())),
+                             retitled=outcome.retitled,
+                             tokens=sum(r.completion_tokens or 0 for r in outcome.results.values() if r.ok),
+                             seconds=round(time.monotonic() - started, 2))
 
     async def _plan(self, fleet: Fleet, json_schema: bool, extra: dict[str, Any]) -> Outline:
         planner = Planner(fleet.pool, self.spec, json_schema, extra, on_node=self.progress.planned)
@@ -167,13 +221,8 @@ def attach_run_log(folder: RunFolder) -> logging.Handler:
     return handler
 
 
-class BookResult(BaseModel):
-    folder: Path
-    stats: BookStats
-
-
 async def book(settings: Settings, spec: BookSpec | None, out: Path | None, resume: Path | None,
-               progress: BookProgress) -> BookResult:
+               progress: BookProgress, repair: bool = False, keep_stats: bool = False) -> BookOutcome:
     if resume is not None:
         folder, spec = load_run_folder(resume)
     else:
@@ -181,7 +230,7 @@ async def book(settings: Settings, spec: BookSpec | None, out: Path | None, resu
     handler = attach_run_log(folder)
     try:
         with progress:
-            stats = await BookRun(settings, spec, folder, resume is not None, progress).run()
+            outcome = await BookRun(settings, spec, folder, resume is not None, progress).run(repair, keep_stats)
     except UsageError:
         if resume is None:  # refused before any work (unreachable backend, wrong model): leave no folder
             shutil.rmtree(folder.path, ignore_errors=True)
@@ -189,4 +238,4 @@ async def book(settings: Settings, spec: BookSpec | None, out: Path | None, resu
     finally:
         logging.getLogger("fanout").removeHandler(handler)
         handler.close()
-    return BookResult(folder=folder.path, stats=stats)
+    return outcome

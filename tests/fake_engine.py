@@ -160,6 +160,10 @@ class BookReplies:
 
     def __call__(self, body: dict) -> str:
         prompt = prompt_of(body)
+        if "Give it a new" in prompt:
+            return json.dumps({"title": self._title()})
+        if prompt.startswith("Your answer stopped"):
+            return "and so the section ends here, complete."
         if "Answer with JSON" not in prompt:
             title = prompt.split("Section: ", 1)[1].split("\n", 1)[0]
             self.sections_asked.append(title)

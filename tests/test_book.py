@@ -136,3 +136,27 @@ def test_a_small_book_on_the_real_engine(tmp_path):
     assert stats["tokens_written"] == sum(r.completion_tokens for r in journal.values())
     reader = PdfReader(out / "book.pdf")
     assert len(reader.pages) >= 3 and len(reader.outline) >= 1
+    assert_audit_matches_an_independent_recount(out, journal)
+
+
+def assert_audit_matches_an_independent_recount(out: Path, journal: dict) -> None:
+    """The audit's counts, recomputed here from the raw files without the audit's code."""
+    audit = json.loads((out / "audit.json").read_text())
+    outline = json.loads((out / "outline.json").read_text())
+    def repeats(titles: list[str]) -> int:
+        keys = [" ".join(t.casefold().split()).strip(" .,:;!?") for t in titles]
+        return len(keys) - len(set(keys))
+
+    chapters = [c for p in outline["parts"] for c in p["chapters"]]
+    duplicates = (repeats([p["title"] for p in outline["parts"]]) + repeats([c["title"] for c in chapters])
+                  + repeats([s["title"] for c in chapters for s in c["sections"]]))
+    assert audit["counts"]["truncated"] == sum(r.finish_reason == "length" for r in journal.values())
+    assert audit["counts"]["failed"] == sum(r.error is not None for r in journal.values())
+    assert audit["counts"]["duplicate"] == duplicates
+    assert audit["counts"]["empty"] == sum(len(r.text.split()) < 40 for r in journal.values() if r.error is None)
+    looping = 0
+    for result in journal.values():
+        words = re.findall(r"[a-z0-9']+", result.text.lower())
+        grams = [tuple(words[i:i + 8]) for i in range(len(words) - 7)]
+        looping += any(grams.count(g) >= 3 for g in set(grams))
+    assert audit["counts"]["repetition_loop"] == looping

@@ -88,6 +88,12 @@ def build_parser() -> Parser:
 
     probe = commands.add_parser("probe", help="detect the engine behind each backend")
     add_fleet_flags(probe)
+
+    from pipeline.bench.command import add_bench_flags
+
+    bench = commands.add_parser("bench", help="throughput ladder: N closed-loop streams per backend (seed 003)")
+    add_bench_flags(bench)
+    add_fleet_flags(bench)
     return parser
 
 
@@ -276,8 +282,15 @@ def cmd_repair(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    from pipeline.bench.command import run_command, spec_from_args
+
+    spec_from_args(args)  # bad flags fail before any engine starts
+    return run_command(args, settings_from(args), ["fanout", *sys.argv[1:]])
+
+
 COMMANDS = {"serve": cmd_serve, "ask": cmd_ask, "book": cmd_book, "audit": cmd_audit, "repair": cmd_repair,
-            "probe": cmd_probe}
+            "probe": cmd_probe, "bench": cmd_bench}
 
 
 def configure_logging(verbose: bool) -> None:

@@ -4,7 +4,7 @@ Takes an open Fleet, the run's spec, outline and journal, and an AuditReport; re
 with the repaired SectionResults and the action taken for each. Per section, one action:
 - failed or empty: asked again;
 - duplicate title: re-titled (siblings and taken titles shown), then written again under the new title;
-- truncated or looping: repeated sentences are cut, then the model is asked to continue from where the
+- truncated or looping: the text is cut where it starts repeating itself, then the model is asked to continue from where the
   text stopped (the text so far sent back as its own answer); the continuation is appended. If the cut
   leaves less than a near-empty section, it is asked again with a repetition penalty instead.
 A repaired section is appended to the journal as version + 1; the old line stays.
@@ -18,7 +18,7 @@ from typing import Any
 
 import anyio
 
-from pipeline.audit import WORD_FLOOR, AuditReport
+from pipeline.audit import LOOP_WORDS, WORD_FLOOR, AuditReport
 from pipeline.backends.pool import BackendPool, RequestFailed
 from pipeline.journal import Journal
 from pipeline.plan import parse_book_title
@@ -29,7 +29,6 @@ from pipeline.write import WallClock, failed, finished, section_request
 
 RETITLE_ATTEMPTS = 3
 CONTINUE_PENALTY = 0.5  # frequency_penalty for continuations: the text so far already loops
-SENTENCE = re.compile(r"(?<=[.!?])\s+")
 ACTIONS = {"failed": "rewrite", "empty": "rewrite", "duplicate": "retitle", "truncated": "continue",
            "repetition_loop": "continue", "unclosed_fence": "continue"}
 PRIORITY = ["rewrite", "retitle", "continue"]
@@ -56,16 +55,15 @@ def plan_actions(report: AuditReport, section_ids: set[str]) -> dict[str, str]:
 
 
 def cut_repeats(text: str) -> str:
-    """The text up to the first sentence it has already said: where a loop starts."""
-    seen: set[str] = set()
-    kept: list[str] = []
-    for sentence in SENTENCE.split(text.strip()):
-        key = " ".join(sentence.lower().split())
-        if len(key) > 20 and key in seen:
-            break
-        seen.add(key)
-        kept.append(sentence)
-    return " ".join(kept) if len(kept) < len(SENTENCE.split(text.strip())) else text.strip()
+    """The text up to where it starts repeating itself: the first LOOP_WORDS-word run seen before."""
+    spans = [(m.start(), re.sub(r"[^a-z0-9']", "", m.group().lower())) for m in re.finditer(r"\S+", text)]
+    seen: set[tuple[str, ...]] = set()
+    for index in range(len(spans) - LOOP_WORDS + 1):
+        gram = tuple(word for _, word in spans[index:index + LOOP_WORDS])
+        if gram in seen:
+            return text[:spans[index][0]].rstrip(" ,;:-")
+        seen.add(gram)
+    return text.strip()
 
 
 class Repairer:

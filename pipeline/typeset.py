@@ -1,34 +1,42 @@
-"""Typesetting: book Markdown in, a PDF or a single-file HTML edition out.
+"""Typesetting: book Markdown in, a PDF and a single-file HTML edition out.
 
 Takes the assembled book Markdown (`# Title`, `## Part`, `### Chapter`, `#### Section`; section bodies are
-untrusted model output) and a title. `markdown_to_html` returns a full HTML document (stable heading ids, a
-table of contents, raw HTML escaped, images shown as their alt text) that links `templates/book.css`.
-`typeset_pdf` renders it with WeasyPrint into a PDF (written atomically) and returns a `TypesetResult`;
-`typeset_html` writes the same document with the CSS inlined. WeasyPrint may read only files inside the
-project's `templates/` directory; every other URL is refused, so untrusted text cannot make it fetch
-anything.
+untrusted model output) and a title.
 
-Everything here is plain module-level functions and classes on picklable arguments, so a later process pool
-can call `typeset_pdf` (or a per-part variant) in workers unchanged.
+- `markdown_to_html` / `typeset_html`: the whole book as one HTML document (stable heading ids, a table of
+  contents, raw HTML escaped, images shown as their alt text, code highlighted by `typeset_code`), linking
+  or inlining `templates/book.css`.
+- `typeset_pdf(markdown, title, out_pdf) -> TypesetResult`: the PDF. The book is split at its parts, each
+  part is rendered as its own WeasyPrint document in a process pool, then the front matter (title page and
+  a table of contents with real page numbers) is rendered and everything is merged with bookmarks and
+  links kept; see `typeset_parts` (the pool, and `PartTypesetter` for typesetting part by part while a book
+  is still being written) and `typeset_merge`.
+- `typeset_book(source, out_dir)`: what `fanout typeset` does for a run folder or a Markdown file.
+
+Safety: WeasyPrint may read only files inside the project's `templates/` directory; every other URL is
+refused, so untrusted text cannot make it fetch anything. With no fonts installed WeasyPrint segfaults;
+`require_fonts` turns that into a clear error first.
 """
 
 from __future__ import annotations
 
 import gc
 import html
+import json
 import os
 import re
-import time
 import uuid
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from pipeline.errors import FanoutError
+from pipeline.errors import FanoutError, UsageError
+from pipeline.typeset_code import highlight
 
 TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
 BOOK_CSS = TEMPLATES_DIR / "book.css"
@@ -40,11 +48,16 @@ CONTENT_TYPES = {".css": "text/css", ".ttf": "font/ttf", ".otf": "font/otf", ".w
 
 @dataclass(frozen=True)
 class TypesetResult:
-    """What one PDF render produced."""
+    """What one PDF render produced. `seconds` is wall time from the call (or from `finish` when typesetting
+    part by part) to the PDF on disk; `render_seconds` sums the workers' render times; `peak_rss_mb` is the
+    largest peak resident set of any one process that rendered or merged."""
 
     pages: int
     seconds: float
     path: Path
+    render_seconds: float = 0.0
+    peak_rss_mb: float = 0.0
+    worker_rss_mb: tuple[float, ...] = field(default=())
 
 
 @dataclass(frozen=True)
@@ -72,10 +85,22 @@ def _render_link_open(renderer, tokens: list[Token], idx: int, options, env) -> 
     return renderer.renderToken(tokens, idx, options, env)
 
 
+def _render_fence(renderer, tokens: list[Token], idx: int, options, env) -> str:
+    token = tokens[idx]
+    return highlight(token.content, token.info)
+
+
+def _render_code_block(renderer, tokens: list[Token], idx: int, options, env) -> str:
+    return highlight(tokens[idx].content, "")
+
+
+@lru_cache(maxsize=1)
 def _markdown_parser() -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": False}).enable("table")
     md.add_render_rule("image", _render_image_as_alt)
     md.add_render_rule("link_open", _render_link_open)
+    md.add_render_rule("fence", _render_fence)
+    md.add_render_rule("code_block", _render_code_block)
     return md
 
 
@@ -101,14 +126,14 @@ def slugify(text: str) -> str:
     return slug
 
 
-def _assign_heading_ids(tokens: list[Token]) -> list[Heading]:
+def _assign_heading_ids(tokens: list[Token], prefix: str = "") -> list[Heading]:
     """Give every heading a stable, de-duplicated id (in document order) and list them."""
     headings, seen = [], set()
     for i, token in enumerate(tokens):
         if token.type != "heading_open":
             continue
-        text = _inline_text(tokens[i + 1].children or [])
-        base = anchor = slugify(text)
+        text = " ".join(_inline_text(tokens[i + 1].children or []).split())
+        base = anchor = prefix + slugify(text)
         n = 2
         while anchor in seen:
             anchor, n = f"{base}-{n}", n + 1
@@ -118,52 +143,114 @@ def _assign_heading_ids(tokens: list[Token]) -> list[Heading]:
     return headings
 
 
-def _toc_html(headings: list[Heading]) -> str:
-    items = [f'<li class="toc-h{h.level}"><a href="#{h.anchor}">{html.escape(h.text)}</a></li>'
-             for h in headings if h.level in TOC_LEVELS]
+def toc_html(entries: list[tuple[Heading, int | None]], target_counter: bool = False) -> str:
+    """The contents list. Each entry is a heading and its page number (printed after a dotted leader), or
+    None for no number; `target_counter` lets WeasyPrint fill the numbers in a single-document render."""
+    items = []
+    for heading, page in entries:
+        if heading.level not in TOC_LEVELS:
+            continue
+        number = f' data-page="{page}"' if page is not None else ""
+        kind = " counted" if target_counter else ""
+        items.append(f'<li class="toc-h{heading.level}"><a href="#{heading.anchor}" class="toc-link{kind}"'
+                     f'{number}>{html.escape(heading.text)}</a></li>')
     if not items:
         return ""
     return ('<nav class="toc" id="contents"><p class="toc-title">Contents</p>\n<ul>\n'
             + "\n".join(items) + "\n</ul>\n</nav>\n")
 
 
-def _split_after_title(tokens: list[Token]) -> int:
-    """Index just after the first h1's closing token, or 0 when the book has no h1 heading."""
+def heading_counts(headings: list[Heading]) -> tuple[int, ...]:
+    return tuple(sum(h.level == level for h in headings) for level in TOC_LEVELS)
+
+
+def title_page_html(title: str, counts: tuple[int, ...]) -> str:
+    """The title page: the book's title and what it holds (parts, chapters, sections)."""
+    names = [("part", "parts"), ("chapter", "chapters"), ("section", "sections")]
+    held = " · ".join(f"{n:,} {one if n == 1 else many}" for n, (one, many) in zip(counts, names) if n)
+    return (f'<section class="title-page"><h1 id="title">{html.escape(title)}</h1>\n'
+            f'<p class="subtitle">A handbook</p>\n'
+            + (f'<p class="held">{held}</p>\n' if held else "")
+            + '<p class="imprint">Written and typeset by fanout</p></section>\n')
+
+
+def _split_after_title(tokens: list[Token]) -> tuple[int, int]:
+    """The (start, end) token range of the first h1, or (0, 0) when the book has none."""
     for i, token in enumerate(tokens):
-        if token.type == "heading_close" and token.tag == "h1":
-            return i + 1
-    return 0
+        if token.type == "heading_open" and token.tag == "h1":
+            return i, i + 3
+    return 0, 0
 
 
-def markdown_body(markdown: str, title: str) -> str:
-    """The <body> content: the title (h1), the table of contents, then the book."""
+def book_title(markdown: str, fallback: str) -> str:
+    """The text of the book's first `# ` heading outside code, or `fallback`."""
+    for line in _lines_outside_fences(markdown):
+        if match := re.match(r"^ {0,3}# +(.*?)(?: +#+)? *$", line):
+            return match[1].strip() or fallback
+    return fallback
+
+
+def line_flags(markdown: str) -> list[tuple[str, bool]]:
+    """Each line with True when it lies outside fenced code (fence lines themselves count as inside)."""
+    flags, fence = [], None
+    for line in markdown.splitlines():
+        marker = re.match(r"^ {0,3}(`{3,}|~{3,})", line)
+        if marker and fence is None:
+            fence = marker[1]
+            flags.append((line, False))
+            continue
+        if marker and marker[1][0] == fence[0] and len(marker[1]) >= len(fence) \
+                and not line.strip()[len(marker[1]):].strip():
+            fence = None
+            flags.append((line, False))
+            continue
+        flags.append((line, fence is None))
+    return flags
+
+
+def _lines_outside_fences(markdown: str):
+    return (line for line, outside in line_flags(markdown) if outside)
+
+
+def render_markdown(markdown: str, prefix: str = "") -> tuple[str, list[Heading], str | None]:
+    """(body HTML without the first h1, the headings after it, that h1's text or None)."""
     md = _markdown_parser()
     env: dict = {}
     tokens = md.parse(markdown, env)
-    headings = _assign_heading_ids(tokens)
-    split = _split_after_title(tokens)
-    head = (md.renderer.render(tokens[:split], md.options, env) if split
-            else f'<h1 id="title">{html.escape(title)}</h1>\n')
-    rest = md.renderer.render(tokens[split:], md.options, env)
-    return head + _toc_html(headings) + rest
+    start, end = _split_after_title(tokens)
+    h1 = _inline_text(tokens[start + 1].children or []) if end else None
+    tokens = tokens[:start] + tokens[end:]
+    headings = _assign_heading_ids(tokens, prefix)
+    return md.renderer.render(tokens, md.options, env), headings, h1
 
 
-def _document(title: str, style: str, body: str) -> str:
+def markdown_body(markdown: str, title: str, target_counter: bool = False) -> str:
+    """The whole book as one <body>: title page, table of contents, then the book."""
+    body, headings, h1 = render_markdown(markdown)
+    return (title_page_html(h1 or title, heading_counts(headings)) + toc_html([(h, None) for h in headings], target_counter)
+            + body)
+
+
+def document(title: str, style: str, body: str, body_class: str = "") -> str:
+    cls = f' class="{body_class}"' if body_class else ""
     return ('<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-            f"<title>{html.escape(title)}</title>\n{style}</head>\n<body>\n{body}</body>\n</html>\n")
+            f"<title>{html.escape(title)}</title>\n{style}</head>\n<body{cls}>\n{body}</body>\n</html>\n")
+
+
+def css_link() -> str:
+    return f'<link rel="stylesheet" href="{html.escape(BOOK_CSS.as_uri())}">\n'
 
 
 def markdown_to_html(markdown: str, title: str) -> str:
     """A full HTML document for the book, linking templates/book.css by its file URL."""
-    style = f'<link rel="stylesheet" href="{html.escape(BOOK_CSS.as_uri())}">\n'
-    return _document(title, style, markdown_body(markdown, title))
+    return document(title, css_link(), markdown_body(markdown, title))
 
 
 # ---------------------------------------------------------------- output
 
 
 @contextmanager
-def _atomic_target(out: Path):
+def atomic_target(out: Path):
     """Yield a temporary path next to `out`; rename it onto `out` only if the block succeeds."""
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.parent / f".{out.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
@@ -174,16 +261,17 @@ def _atomic_target(out: Path):
         tmp.unlink(missing_ok=True)
 
 
-def typeset_html(markdown: str, title: str, out_html: Path) -> Path:
+def typeset_html(markdown: str, title: str, out_html: Path, appendix_html: str = "") -> Path:
     """Write the single-file HTML edition (CSS inlined, nothing external) and return its path."""
     css = BOOK_CSS.read_text(encoding="utf-8")
-    document = _document(title, f"<style>\n{css}</style>\n", markdown_body(markdown, title))
-    with _atomic_target(out_html) as tmp:
-        tmp.write_text(document, encoding="utf-8")
+    page = document(title, f"<style>\n{css}</style>\n", markdown_body(markdown, title) + appendix_html,
+                    "html-edition")
+    with atomic_target(out_html) as tmp:
+        tmp.write_text(page, encoding="utf-8")
     return out_html
 
 
-# ---------------------------------------------------------------- PDF (WeasyPrint)
+# ---------------------------------------------------------------- WeasyPrint safety
 
 
 def _templates_path(url: str) -> Path:
@@ -210,6 +298,13 @@ def _templates_only_fetcher():
     return TemplatesOnlyFetcher(allowed_protocols=("file",))
 
 
+def weasy_html(page: str):
+    """A WeasyPrint HTML object for `page` that can fetch nothing but templates/ files."""
+    from weasyprint import HTML
+
+    return HTML(string=page, base_url=TEMPLATES_DIR.as_uri() + "/", url_fetcher=_templates_only_fetcher())
+
+
 def installed_font_count() -> int:
     """How many fonts fontconfig finds (read fresh, so FONTCONFIG_FILE changes are seen)."""
     from weasyprint.text.ffi import ffi, fontconfig
@@ -232,7 +327,7 @@ def require_fonts() -> None:
 
 
 @contextmanager
-def _render_gc_threshold():
+def render_gc_threshold():
     """Fewer gen-0 collections while WeasyPrint builds its millions of boxes (measured ~1.8x faster)."""
     saved = gc.get_threshold()
     gc.set_threshold(*RENDER_GC_THRESHOLD)
@@ -242,15 +337,51 @@ def _render_gc_threshold():
         gc.set_threshold(*saved)
 
 
-def typeset_pdf(markdown: str, title: str, out_pdf: Path) -> TypesetResult:
-    """Render the book to `out_pdf` (atomically) and report its page count and render time."""
-    require_fonts()
-    from weasyprint import HTML
+# ---------------------------------------------------------------- entry points
 
-    started = time.perf_counter()
-    document_html = markdown_to_html(markdown, title)
-    with _render_gc_threshold(), _atomic_target(out_pdf) as tmp:
-        document = HTML(string=document_html, base_url=TEMPLATES_DIR.as_uri() + "/",
-                        url_fetcher=_templates_only_fetcher()).render()
-        document.write_pdf(tmp)
-    return TypesetResult(pages=len(document.pages), seconds=time.perf_counter() - started, path=out_pdf)
+
+def typeset_pdf(markdown: str, title: str, out_pdf: Path, workers: int | None = None,
+                appendix_html: str = "") -> TypesetResult:
+    """Render the book to `out_pdf` (atomically): parts in a process pool, then front matter, then merge.
+
+    `workers` None: one a core (at most 4), or none for a one-part book; 0 renders in this process."""
+    from pipeline.typeset_parts import PartTypesetter, split_book
+
+    require_fonts()
+    book = split_book(markdown, title)
+    if workers is None and len(book.parts) + bool(appendix_html) < 2:
+        workers = 0  # one document: a pool would only add its start-up
+    with PartTypesetter(book.title, out_pdf, workers=workers) as typesetter:
+        for index, part in enumerate(book.parts):
+            typesetter.submit_part(index, part)
+        return typesetter.finish(appendix_html=appendix_html)
+
+
+def typeset_book(source: Path, out_dir: Path | None = None, workers: int | None = None
+                 ) -> tuple[TypesetResult, Path]:
+    """`fanout typeset`: a run folder (its book.md, plus stats.json / audit.json as an appendix when there)
+    or a Markdown file in; book.pdf and book.html out (next to the source unless `out_dir`)."""
+    from pipeline.typeset_appendix import appendix_html as make_appendix
+
+    if source.is_dir():
+        markdown_path, folder = source / "book.md", source
+    else:
+        markdown_path, folder = source, source.parent
+    if not markdown_path.is_file():
+        raise UsageError(f"no book to typeset: {markdown_path} is not a file")
+    out_dir = out_dir or folder
+    markdown = markdown_path.read_text(encoding="utf-8", errors="replace")
+    title = book_title(markdown, markdown_path.stem)
+    appendix = make_appendix(_read_json(folder / "stats.json"), _read_json(folder / "audit.json")) \
+        if source.is_dir() else ""
+    result = typeset_pdf(markdown, title, out_dir / "book.pdf", workers=workers, appendix_html=appendix)
+    html_path = typeset_html(markdown, title, out_dir / "book.html", appendix)
+    return result, html_path
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None

@@ -100,8 +100,10 @@ def test_audit_command_gates_with_exit_3(tmp_path):
 
 
 def test_cut_repeats_stops_where_the_loop_starts():
-    text = "First idea here. The loop sentence is right here. Another one. The loop sentence is right here. More."
-    assert cut_repeats(text) == "First idea here. The loop sentence is right here. Another one."
+    text = "First idea. The loop sentence is right here and it goes on. Another one. The loop sentence is right here and it goes on."
+    assert cut_repeats(text) == "First idea. The loop sentence is right here and it goes on. Another one."
+    phrase = "Sourdough Starter Care and Maintenance, Sourdough Starter Care and Maintenance, " * 3
+    assert cut_repeats("Intro. " + phrase) == "Intro. Sourdough Starter Care and Maintenance"
     assert cut_repeats("No loop at all. Just words.") == "No loop at all. Just words."
 
 

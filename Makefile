@@ -10,9 +10,10 @@ export FANOUT_CACHE ?= $(HOME)/.cache/fanout
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
 # WeasyPrint needs pango and harfbuzz's subsetter, and fonts (with none it segfaults); poppler-utils gives
-# pdftotext/pdftoppm for checks; cmake and g++ build llama-server.
+# pdftotext/pdftoppm for checks; cmake and g++ build llama-server; chromium and its driver run the live
+# page's browser tests.
 APT_PACKAGES := libpango-1.0-0 libpangoft2-1.0-0 libharfbuzz-subset0 fontconfig fonts-dejavu-core poppler-utils \
-	cmake g++ make
+	cmake g++ make chromium chromium-driver
 
 DEMO_PROMPT ?= Write a short handbook on keeping a sourdough starter alive. Practical, with examples.
 DEMO_SHAPE ?= 2x3x4

@@ -1,6 +1,10 @@
-"""Live progress of a book on stderr (rich): one bar per planning level, the writing bar with tokens and
-rate (client clock, server usage counts), and each backend's requests in flight against its cap.
-`BookProgress(enabled=False)` (--quiet) shows nothing."""
+"""What a book run tells its watchers, and the terminal watcher.
+
+BookListener is the protocol: the run calls it as planning levels and sections progress; each method does
+nothing unless a watcher overrides it. BookProgress draws live progress on stderr (rich): one bar per
+planning level, the writing bar with tokens and rate (server usage counts over the client clock), and
+each backend's requests in flight against its cap; `BookProgress(enabled=False)` (--quiet) shows nothing.
+Listeners fans one run out to several watchers (the terminal and the live page)."""
 
 from __future__ import annotations
 
@@ -13,7 +17,85 @@ from pipeline.backends.pool import BackendPool
 from pipeline.records import BookSpec, SectionResult
 
 
-class BookProgress:
+class BookListener:
+    wants_deltas = False  # only then does the writer pass every streamed piece of text on
+
+    def __enter__(self) -> BookListener:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        return None
+
+    def fleet_opened(self, fleet) -> None: ...
+    def planning(self, spec: BookSpec) -> None: ...
+    def planned(self, level: str) -> None: ...
+    def outline_ready(self, outline) -> None: ...
+    def writing(self, total: int, done: int, pool: BackendPool) -> None: ...
+    def section_started(self, section_id: str, title: str) -> None: ...
+    def section_delta(self, section_id: str, text: str) -> None: ...
+    def written(self, result: SectionResult) -> None: ...
+    def typesetting(self) -> None: ...
+    def finished(self, outcome) -> None: ...
+
+
+class Listeners(BookListener):
+    """Every call goes to each watcher in turn."""
+
+    def __init__(self, *watchers: BookListener):
+        self.watchers = watchers
+        self.wants_deltas = any(w.wants_deltas for w in watchers)
+
+    def __enter__(self) -> Listeners:
+        for watcher in self.watchers:
+            watcher.__enter__()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        for watcher in self.watchers:
+            watcher.__exit__(*exc_info)
+
+    def fleet_opened(self, fleet) -> None:
+        for watcher in self.watchers:
+            watcher.fleet_opened(fleet)
+
+    def planning(self, spec: BookSpec) -> None:
+        for watcher in self.watchers:
+            watcher.planning(spec)
+
+    def planned(self, level: str) -> None:
+        for watcher in self.watchers:
+            watcher.planned(level)
+
+    def outline_ready(self, outline) -> None:
+        for watcher in self.watchers:
+            watcher.outline_ready(outline)
+
+    def writing(self, total: int, done: int, pool: BackendPool) -> None:
+        for watcher in self.watchers:
+            watcher.writing(total, done, pool)
+
+    def section_started(self, section_id: str, title: str) -> None:
+        for watcher in self.watchers:
+            watcher.section_started(section_id, title)
+
+    def section_delta(self, section_id: str, text: str) -> None:
+        for watcher in self.watchers:
+            watcher.section_delta(section_id, text)
+
+    def written(self, result: SectionResult) -> None:
+        for watcher in self.watchers:
+            watcher.written(result)
+
+    def typesetting(self) -> None:
+        for watcher in self.watchers:
+            watcher.typesetting()
+
+    def finished(self, outcome) -> None:
+        for watcher in self.watchers:
+            watcher.finished(outcome)
+
+
+class BookProgress(BookListener):
     def __init__(self, enabled: bool = True):
         self.enabled = enabled
         self.bars = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),

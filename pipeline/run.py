@@ -28,7 +28,7 @@ from pipeline.config import Settings
 from pipeline.errors import UsageError
 from pipeline.journal import Journal, read_journal
 from pipeline.plan import PlanStats, Planner
-from pipeline.progress import BookProgress
+from pipeline.progress import BookListener
 from pipeline.records import BookSpec, EngineInfo, EngineKind, Outline, SectionResult
 from pipeline.repair import Repairer
 from pipeline.stats import BookStats, backend_lines, book_stats
@@ -119,7 +119,7 @@ class BookOutcome(BaseModel):
 
 class BookRun:
     def __init__(self, settings: Settings, spec: BookSpec, folder: RunFolder, resumed: bool,
-                 progress: BookProgress):
+                 progress: BookListener):
         self.settings = settings
         self.spec = spec
         self.folder = folder
@@ -133,8 +133,10 @@ class BookRun:
         started = time.monotonic()
         summary = None
         async with open_fleet(self.settings, engine_log=self.folder.engine_log) as fleet:
+            self.progress.fleet_opened(fleet)
             json_schema, extra = request_options(fleet.engines)
             outline = load_outline(self.folder) or await self._plan(fleet, json_schema, extra)
+            self.progress.outline_ready(outline)
             journal = read_journal(self.folder.journal)
             write_started = time.monotonic()
             written = await self._write(fleet, outline, journal, extra)
@@ -155,7 +157,9 @@ class BookRun:
         stats.job_seconds = round(time.monotonic() - started, 2)
         if not (keep_stats and self.folder.stats.exists()):
             write_atomic(self.folder.stats, stats.model_dump_json(indent=2))
-        return BookOutcome(folder=self.folder.path, stats=stats, audit=report, repair=summary)
+        outcome = BookOutcome(folder=self.folder.path, stats=stats, audit=report, repair=summary)
+        self.progress.finished(outcome)
+        return outcome
 
     def _assemble_and_audit(self, outline: Outline, journal: dict[str, SectionResult]) -> AuditReport:
         write_atomic(self.folder.book, assemble(outline, journal))
@@ -203,7 +207,7 @@ class BookRun:
         writer_journal = Journal(self.folder.journal)
         try:
             return await write_sections(fleet.pool, self.spec, outline, todo, writer_journal, extra,
-                                        self.progress.written)
+                                        self.progress)
         finally:
             writer_journal.close()
 
@@ -222,7 +226,7 @@ def attach_run_log(folder: RunFolder) -> logging.Handler:
 
 
 async def book(settings: Settings, spec: BookSpec | None, out: Path | None, resume: Path | None,
-               progress: BookProgress, repair: bool = False, keep_stats: bool = False) -> BookOutcome:
+               progress: BookListener, repair: bool = False, keep_stats: bool = False) -> BookOutcome:
     if resume is not None:
         folder, spec = load_run_folder(resume)
     else:

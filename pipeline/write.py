@@ -9,17 +9,15 @@ a finished section; it is journaled too, so a resume asks it again.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import Any
 
 import anyio
 
 from pipeline.backends.pool import BackendPool, RequestFailed
 from pipeline.journal import Journal
+from pipeline.progress import BookListener
 from pipeline.prompts import render
 from pipeline.records import BookSpec, Chapter, ChatRequest, Completion, Outline, Part, Section, SectionResult
-
-OnSection = Callable[[SectionResult], None]
-
 
 def section_request(spec: BookSpec, outline: Outline, part: Part, chapter: Chapter, section: Section,
                     extra: dict[str, Any]) -> ChatRequest:
@@ -53,20 +51,21 @@ def failed(section: Section, failure: RequestFailed) -> SectionResult:
 
 async def write_sections(pool: BackendPool, spec: BookSpec, outline: Outline,
                          todo: list[tuple[Part, Chapter, Section]], journal: Journal, extra: dict[str, Any],
-                         on_section: OnSection | None = None) -> dict[str, SectionResult]:
+                         listener: BookListener) -> dict[str, SectionResult]:
     wall = WallClock()
     results: dict[str, SectionResult] = {}
 
     async def write_one(part: Part, chapter: Chapter, section: Section) -> None:
         request = section_request(spec, outline, part, chapter, section, extra)
+        on_delta = (lambda text: listener.section_delta(section.id, text)) if listener.wants_deltas else None
+        listener.section_started(section.id, section.title)
         try:
-            result = finished(section, await pool.complete(request), wall)
+            result = finished(section, await pool.complete(request, on_delta), wall)
         except RequestFailed as failure:
             result = failed(section, failure)
         journal.append(result)
         results[section.id] = result
-        if on_section is not None:
-            on_section(result)
+        listener.written(result)
 
     async with anyio.create_task_group() as group:
         for part, chapter, section in todo:

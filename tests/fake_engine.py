@@ -153,8 +153,9 @@ def requested_count(body: dict) -> int:
 class BookReplies:
     """FAKE model answers for a whole book: unique titles for planning prompts, a paragraph per section."""
 
-    def __init__(self, words: int = 40):
+    def __init__(self, words: int = 40, section_text: str | None = None):
         self.words = words
+        self.section_text = section_text  # a fixed answer for every section (hostile text, say)
         self.counter = 0
         self.sections_asked: list[str] = []
 
@@ -167,6 +168,8 @@ class BookReplies:
         if "Answer with JSON" not in prompt:
             title = prompt.split("Section: ", 1)[1].split("\n", 1)[0]
             self.sections_asked.append(title)
+            if self.section_text is not None:
+                return self.section_text
             sentence = f"This text explains {title} with care and a short example."
             return " ".join([sentence] * (self.words // 10 + 1))
         titles = [self._title() for _ in range(requested_count(body))]
@@ -179,8 +182,8 @@ class BookReplies:
         return f"Topic number {self.counter}"
 
 
-async def serve_forever(port: int, token_delay: float, jitter: float) -> None:
-    engine = FakeEngine(token_delay=token_delay, jitter=jitter, reply=BookReplies())
+async def serve_forever(port: int, token_delay: float, jitter: float, section_text: str | None = None) -> None:
+    engine = FakeEngine(token_delay=token_delay, jitter=jitter, reply=BookReplies(section_text=section_text))
     await engine.start()
     print(engine.url, flush=True)
     try:
@@ -192,4 +195,5 @@ async def serve_forever(port: int, token_delay: float, jitter: float) -> None:
 if __name__ == "__main__":  # a FAKE engine in its own process, for tests that kill the client
     import sys
 
-    asyncio.run(serve_forever(0, float(sys.argv[1]), float(sys.argv[2])))
+    text = sys.argv[sys.argv.index("--section-text") + 1] if "--section-text" in sys.argv else None
+    asyncio.run(serve_forever(0, float(sys.argv[1]), float(sys.argv[2]), text))

@@ -1,0 +1,227 @@
+"""The live page: every stream of a book merged into one scrolling feed, with honest rates.
+
+A BookListener that serves templates/live.html and a Server-Sent Events stream on loopback. Four times a
+second it sends what changed: planning levels, sections started and their text so far, sections done,
+each backend's load, tokens and the live rate. The rate comes from the engine's own generated-token
+counter where the engine counts every step (vLLM), otherwise from the client's token arrival times in
+this process — never from the browser's arrival times (seed 003 §9: those read 9% high); the page shows
+which. Model text travels as JSON and is put on the page as text, never as HTML. The page works offline:
+no external assets. After the run the final stats stay on the page until the command exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import logging
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from pipeline.backends.metrics import METRIC_NAMES, scrape
+from pipeline.errors import UsageError
+from pipeline.progress import BookListener
+from pipeline.records import SectionResult
+
+log = logging.getLogger("fanout")
+PAGE = Path(__file__).resolve().parent.parent / "templates" / "live.html"
+TICK_S = 0.25
+RATE_WINDOW_S = 5.0
+TEXT_CAP = 6000  # characters of a section kept for the page; the book itself is not affected
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, allow_public: bool) -> None:
+    if not is_loopback(host) and not allow_public:
+        raise UsageError(f"--live-host {host} is not a loopback address; add --live-public to serve it anyway")
+
+
+class LiveFeed(BookListener):
+    wants_deltas = True
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, allow_public: bool = False):
+        check_bind(host, allow_public)
+        self.host, self.port = host, port
+        self.state: dict[str, Any] = {"title": "", "levels": {}, "total": 0, "done": 0, "tokens": 0,
+                                      "backends": [], "rate": None, "rate_source": "", "final": None}
+        self.sections: dict[str, dict[str, Any]] = {}
+        self.changed: set[str] = set()
+        self.arrivals: deque[float] = deque()
+        self.fleet = None
+        self.pool = None
+        self.clients: list[asyncio.Queue] = []
+        self.runner: web.AppRunner | None = None
+        self.tasks: list[asyncio.Task] = []
+        self.url = ""
+
+    async def start(self) -> str:
+        app = web.Application()
+        app.router.add_get("/", self._page)
+        app.router.add_get("/events", self._events)
+        self.runner = web.AppRunner(app, handle_signals=False, access_log=None)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, self.host, self.port)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]
+        self.url = f"http://{self.host}:{self.port}/"
+        self.tasks = [asyncio.create_task(self._tick_forever())]
+        return self.url
+
+    async def stop(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        for queue in self.clients:
+            queue.put_nowait(None)
+        if self.runner is not None:
+            await self.runner.cleanup()
+
+    # ------------------------------------------------------------ listener
+
+    def fleet_opened(self, fleet) -> None:
+        self.fleet = fleet
+        self.tasks.append(asyncio.create_task(self._count_server_tokens()))
+
+    def planning(self, spec) -> None:
+        self.state["levels"] = {"parts": [0, 1], "chapters": [0, spec.parts],
+                                "sections": [0, spec.parts * spec.chapters]}
+
+    def planned(self, level: str) -> None:
+        self.state["levels"][level][0] += 1
+
+    def outline_ready(self, outline) -> None:
+        self.state["title"] = outline.title
+
+    def writing(self, total: int, done: int, pool) -> None:
+        self.state["total"], self.state["done"] = total, done
+        self.pool = pool
+
+    def section_started(self, section_id: str, title: str) -> None:
+        self.sections[section_id] = {"id": section_id, "title": title, "text": "", "state": "writing", "sent": 0}
+        self.changed.add(section_id)
+
+    def section_delta(self, section_id: str, text: str) -> None:
+        self.arrivals.append(time.monotonic())
+        section = self.sections[section_id]
+        if len(section["text"]) < TEXT_CAP:
+            section["text"] += text
+        self.changed.add(section_id)
+
+    def written(self, result: SectionResult) -> None:
+        section = self.sections.setdefault(result.id, {"id": result.id, "title": result.title, "text": "",
+                                                       "sent": 0})
+        section["state"] = "failed" if not result.ok else result.finish_reason or "done"
+        self.state["done"] += 1
+        self.state["tokens"] += result.completion_tokens or 0
+        self.changed.add(result.id)
+
+    def finished(self, outcome) -> None:
+        self.state["final"] = outcome.stats.model_dump(mode="json")
+
+    # ------------------------------------------------------------ rates
+
+    def _client_rate(self) -> float:
+        """Tokens (stream pieces) per second over the last few seconds, by this process's clock."""
+        now = time.monotonic()
+        while self.arrivals and self.arrivals[0] < now - RATE_WINDOW_S:
+            self.arrivals.popleft()
+        return len(self.arrivals) / RATE_WINDOW_S
+
+    async def _count_server_tokens(self) -> None:
+        """Where every engine counts per step, the rate is the counters' growth; else client timestamps."""
+        fleet = self.fleet
+        per_step = all(fleet.engines[b.name].counts_per_step for b in fleet.backends)
+        previous: tuple[float, float] | None = None
+        while True:
+            if not per_step:
+                self.state["rate"], self.state["rate_source"] = self._client_rate(), "client token timestamps"
+            else:
+                total = 0.0
+                for backend in fleet.backends:
+                    samples = await scrape(fleet.session, backend) or {}
+                    total += samples.get(METRIC_NAMES[fleet.engines[backend.name].kind].generated_tokens, 0.0)
+                now = time.monotonic()
+                if previous is not None and now > previous[0]:
+                    self.state["rate"] = (total - previous[1]) / (now - previous[0])
+                    self.state["rate_source"] = "server counter (generated tokens)"
+                previous = (now, total)
+            await asyncio.sleep(1.0)
+
+    # ------------------------------------------------------------ web
+
+    async def _page(self, request: web.Request) -> web.Response:
+        return web.Response(text=PAGE.read_text(), content_type="text/html",
+                            headers={"Content-Security-Policy": "default-src 'none'; script-src 'unsafe-inline'; "
+                                                                "style-src 'unsafe-inline'; connect-src 'self'"})
+
+    def _snapshot(self) -> dict[str, Any]:
+        """For a page that just connected: the latest sections whole."""
+        latest = list(self.sections.values())[-200:]
+        return {**self.state, "sections": [{**self._public(s), "append": s["text"]} for s in latest]}
+
+    @staticmethod
+    def _public(section: dict[str, Any]) -> dict[str, Any]:
+        return {"id": section["id"], "title": section["title"], "state": section["state"]}
+
+    def _changes(self) -> list[dict[str, Any]]:
+        """Each changed section with only the text added since the last tick."""
+        changes = []
+        for section_id in self.changed:
+            section = self.sections[section_id]
+            changes.append({**self._public(section), "append": section["text"][section["sent"]:]})
+            section["sent"] = len(section["text"])
+        self.changed.clear()
+        return changes
+
+    async def _events(self, request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await response.prepare(request)
+        queue: asyncio.Queue = asyncio.Queue()
+        self.clients.append(queue)
+        try:
+            await response.write(self._event(self._snapshot()))
+            while (payload := await queue.get()) is not None:
+                await response.write(payload)
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            self.clients.remove(queue)
+        return response
+
+    @staticmethod
+    def _event(data: dict[str, Any]) -> bytes:
+        return b"data: " + json.dumps(data).encode() + b"\n\n"
+
+    async def _tick_forever(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_S)
+            if self.pool is not None:
+                self.state["backends"] = self.pool.snapshot()
+            payload = self._event({**self.state, "sections": self._changes()})
+            for queue in self.clients:
+                queue.put_nowait(payload)
+
+
+async def serve_during(feed: LiveFeed, job, linger_s: float):
+    """Run `job(feed)` with the page up; keep the page (final stats on it) `linger_s` seconds after."""
+    url = await feed.start()
+    log.info("live page: %s", url)
+    try:
+        result = await job(feed)
+        if linger_s > 0:
+            log.info("live page stays up %.0f s more with the final stats (Ctrl-C ends it)", linger_s)
+            await asyncio.sleep(linger_s)
+        return result
+    finally:
+        await feed.stop()

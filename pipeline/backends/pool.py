@@ -66,10 +66,7 @@ class BackendState:
 
 @dataclass
 class PoolStats:
-    attempts: list[Attempt] = field(default_factory=list)
-
-    def count(self, outcome: str) -> int:
-        return sum(a.outcome == outcome for a in self.attempts)
+    attempts: list[Attempt] = field(default_factory=list)  # every attempt the pool made, in order
 
 
 class BackendPool:

@@ -1,0 +1,165 @@
+"""The bench runner: the throughput ladder, measured the way seed 003 measures it.
+
+Takes Settings (the backends, or the embedded engine) and a BenchSpec; returns a BenchRecord. It opens the
+fleet, refuses what would not measure batching (a level above a backend's cap or its engine's slots, a
+window too short, a backend that does not answer, an engine whose slot count is unknown and not given),
+builds the prompts, runs every level of every series (one summed fleet, or each backend alone with
+`compare`), and turns the raw samples into figures and a fit. This module wires the stages together;
+the stages are loadgen (closed loop), sampler, figures, fit and provenance.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import logging
+import time
+from pathlib import Path
+from typing import Callable, Iterator
+
+import anyio
+
+from pipeline.backends.fleet import Fleet, open_fleet
+from pipeline.bench.figures import level_result
+from pipeline.bench.fit import fit_levels
+from pipeline.bench.loadgen import LevelPlan, Target, run_level
+from pipeline.bench.prompts import PromptMaker, new_nonce, sized_prompts, token_counter
+from pipeline.bench.provenance import host_info, loadavg
+from pipeline.bench.records import MIN_WINDOW_S, BackendInfo, BenchRecord, BenchSpec, ComparisonRow, \
+    LevelResult, Provenance, Series
+from pipeline.config import Settings
+from pipeline.errors import UsageError
+from pipeline.records import EngineInfo, EngineKind
+
+log = logging.getLogger("fanout")
+IGNORE_EOS_ENGINES = {EngineKind.VLLM, EngineKind.SGLANG, EngineKind.LLAMACPP}
+OnLevel = Callable[[str, LevelResult], None]
+
+
+def check_spec(spec: BenchSpec) -> None:
+    """What can be refused before any backend is touched."""
+    if spec.window_s < MIN_WINDOW_S:
+        raise UsageError(f"--window {spec.window_s:g}: too short to hold full occupancy and a best second; "
+                         f"at least {MIN_WINDOW_S:g} s")
+
+
+def slots_for(name: str, info: EngineInfo, spec: BenchSpec) -> tuple[int, str]:
+    if info.slots is not None:
+        return info.slots, "engine (/props total_slots)"
+    given = spec.engine_slots.get(name, spec.engine_slots.get("*"))
+    if given is None:
+        raise UsageError(f"backend {name} ({info.kind.value}) does not report how many sequences it runs at once: "
+                         f"give --engine-slots {name}=N (vLLM --max-num-seqs, SGLang --max-running-requests)")
+    return given, "--engine-slots"
+
+
+def check_level_fits(name: str, cap: int, slots: int, slots_source: str, levels: list[int]) -> None:
+    top = max(levels)
+    if top > cap:
+        raise UsageError(f"--streams {top}: backend {name} has cap {cap}, so {top} streams would measure queueing, "
+                         f"not batching (raise its cap, or --slots for the embedded engine)")
+    if top > slots:
+        raise UsageError(f"--streams {top}: backend {name} runs at most {slots} sequences at once ({slots_source}), "
+                         f"so {top} streams would measure queueing, not batching")
+
+
+def targets_of(fleet: Fleet, spec: BenchSpec) -> tuple[list[Target], list[BackendInfo]]:
+    """Every backend as a bench target, checked; with what the record says about it."""
+    targets, infos = [], []
+    for state in fleet.pool.states:
+        backend, info = state.backend, fleet.engines[state.backend.name]
+        if not info.models:
+            raise UsageError(f"backend {backend.name} ({backend.base_url}) is not reachable")
+        slots, source = slots_for(backend.name, info, spec)
+        check_level_fits(backend.name, state.cap, slots, source, spec.streams)
+        ignore_eos = spec.ignore_eos and info.kind in IGNORE_EOS_ENGINES
+        targets.append(Target(backend, info, {"ignore_eos": True} if ignore_eos else {}))
+        infos.append(BackendInfo(name=backend.name, base_url=backend.base_url, engine=info.kind.value,
+                                 version=info.version, model=backend.model, slots=slots, slots_source=source,
+                                 cap=state.cap, counts_per_step=info.counts_per_step, has_metrics=info.has_metrics,
+                                 ignore_eos=ignore_eos, embedded=embedded_settings(fleet, backend.name)))
+    return targets, infos
+
+
+def embedded_settings(fleet: Fleet, name: str) -> dict[str, int] | None:
+    if fleet.embedded is None or name != fleet.embedded.backend.name:
+        return None
+    s = fleet.embedded.settings
+    return {"slots": s.slots, "threads": s.threads, "ctx_per_slot": s.ctx_per_slot}
+
+
+async def prompt_maker(fleet: Fleet, targets: list[Target], spec: BenchSpec,
+                       infos: list[BackendInfo]) -> PromptMaker:
+    nonce = new_nonce()
+    if spec.prompt_tokens is None:
+        return PromptMaker(nonce)
+    counter = await token_counter(fleet.session, targets[0].backend)
+    for info in infos:
+        info.tokenizer = f"{counter.name} of {targets[0].backend.name}"
+    return await sized_prompts(counter, spec.prompt_tokens, nonce)
+
+
+def level_plan(spec: BenchSpec, streams: int, read_timeout: float) -> LevelPlan:
+    return LevelPlan(streams=streams, window_s=spec.window_s, warmup_s=spec.warmup_s, max_tokens=spec.max_tokens,
+                     interval_s=spec.sample_interval_s, ramp_limit_s=spec.ramp_limit_s, read_timeout=read_timeout)
+
+
+async def run_series(fleet: Fleet, label: str, targets: list[Target], spec: BenchSpec, prompts: PromptMaker,
+                     numbers: Iterator[int], on_level: OnLevel | None) -> Series:
+    engines = {t.backend.name: t.info for t in targets}
+    levels = []
+    for streams in spec.streams:
+        plan = level_plan(spec, streams, fleet.pool.policy.read_timeout)
+        raw = await run_level(fleet.session, targets, plan, prompts, numbers)
+        levels.append(level_result(raw, engines, spec))
+        if on_level is not None:
+            on_level(label, levels[-1])
+    return Series(label=label, backends=list(engines), levels=levels, fit=fit_levels(levels, len(targets)))
+
+
+def comparison(series: list[Series]) -> list[ComparisonRow]:
+    """Seed 003 Table 2: each later series against the first, level by level."""
+    rows = []
+    base = {level.streams: level.total for level in series[0].levels} if series else {}
+    for other in series[1:]:
+        for level in other.levels:
+            first = base.get(level.streams)
+            if first is None:
+                continue
+            point = level.total
+            rows.append(ComparisonRow(label=other.label, streams=level.streams, base=first.sustained,
+                                      other=point.sustained,
+                                      ratio=point.sustained / first.sustained if first.sustained > 0 else None,
+                                      other_ttft_p50_ms=point.ttft_p50_ms, other_running=point.running_mean,
+                                      other_waiting=point.waiting_mean))
+    return rows
+
+
+def groups(targets: list[Target], spec: BenchSpec) -> list[tuple[str, list[Target]]]:
+    if spec.compare:
+        return [(t.backend.name, [t]) for t in targets]
+    return [(spec.label, targets)]
+
+
+async def bench(settings: Settings, spec: BenchSpec, engine_log: Path | None = None, command: list[str] | None = None,
+                on_level: OnLevel | None = None) -> BenchRecord:
+    check_spec(spec)
+    if not settings.backends:  # the embedded engine: refuse before starting it
+        check_level_fits("embedded", settings.slots, settings.slots, "--slots", spec.streams)
+    host = host_info()
+    started, wall = time.monotonic(), dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    async with open_fleet(settings, engine_log) as fleet:
+        targets, infos = targets_of(fleet, spec)
+        prompts = await prompt_maker(fleet, targets, spec, infos)
+        numbers = itertools.count(1)
+        series = [await run_series(fleet, label, group, spec, prompts, numbers, on_level)
+                  for label, group in groups(targets, spec)]
+    host.loadavg_end = loadavg()
+    provenance = Provenance(host=host, backends=infos, started_at=wall, duration_s=round(time.monotonic() - started, 2),
+                            command=command or [])
+    return BenchRecord(spec=spec, provenance=provenance, series=series, comparison=comparison(series))
+
+
+def run_bench(settings: Settings, spec: BenchSpec, engine_log: Path | None = None, command: list[str] | None = None,
+              on_level: OnLevel | None = None) -> BenchRecord:
+    return anyio.run(bench, settings, spec, engine_log, command, on_level)

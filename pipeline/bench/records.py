@@ -1,0 +1,229 @@
+"""Typed records of the bench: what was asked (BenchSpec), what was sampled (raw counter, power and request
+samples), what was derived (LadderPoint per backend and for the total, Fit), and the whole run
+(BenchRecord, with its Provenance). Times are time.monotonic seconds unless a name says otherwise; every
+figure that could come from more than one place carries a `*_source` label saying where it came from."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field, field_validator
+
+MIN_WINDOW_S = 2.0  # a best second needs a 1-second span inside the window, with samples every 0.5 s
+
+
+class BenchSpec(BaseModel):
+    """The ladder asked for. `streams` are per backend: with three backends, level 8 is 24 streams."""
+
+    streams: list[int]
+    window_s: float = Field(default=40.0, gt=0)
+    warmup_s: float = Field(default=3.0, ge=0)
+    max_tokens: int = Field(default=512, gt=0)
+    prompt_tokens: int | None = Field(default=None, gt=0)
+    label: str = "bench"
+    compare: bool = False  # each backend its own labelled series (side by side) instead of one summed fleet
+    engine_slots: dict[str, int] = Field(default_factory=dict)  # backend name ("*" for all) -> slots
+    ignore_eos: bool = True
+    sample_interval_s: float = Field(default=0.5, gt=0)
+    ramp_limit_s: float = Field(default=120.0, gt=0)  # longest wait for full occupancy before a window
+
+    @field_validator("streams")
+    @classmethod
+    def _levels(cls, levels: list[int]) -> list[int]:
+        if not levels or any(n <= 0 for n in levels):
+            raise ValueError("stream levels must be positive whole numbers")
+        return sorted(set(levels))
+
+
+class CounterSample(BaseModel):
+    """One /metrics scrape of one backend, read through its engine's name map (None: not exposed)."""
+
+    backend: str
+    t: float
+    generated: float | None = None
+    prompt: float | None = None
+    cached_prompt: float | None = None
+    running: float | None = None
+    waiting: float | None = None
+    kv_usage: float | None = None
+    decode_steps: float | None = None
+
+
+class PowerSample(BaseModel):
+    """GPU draw of the bench host (nvidia-smi), summed over its GPUs."""
+
+    t: float
+    watts: float
+    per_gpu: list[float] = Field(default_factory=list)
+
+
+class RequestSample(BaseModel):
+    """One closed-loop request. `token_times` (client receive time of each content chunk) stay in memory
+    for the per-second figures and are not written to the record."""
+
+    backend: str
+    number: int
+    t_sent: float
+    t_first: float | None = None
+    t_done: float | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    chunks: int = 0
+    finish_reason: str | None = None
+    reissued: int = 0
+    error: str | None = None
+    token_times: list[float] = Field(default_factory=list, exclude=True)
+
+    @property
+    def ttft(self) -> float | None:
+        return None if self.t_first is None else self.t_first - self.t_sent
+
+
+class LevelRaw(BaseModel):
+    """What one level of the ladder recorded, on one absolute schedule for every backend."""
+
+    streams: int  # per backend
+    backends: list[str]
+    t0: float
+    window_start: float
+    window_end: float
+    t_end: float
+    requests: list[RequestSample]
+    samples: list[CounterSample]
+    power: list[PowerSample] = Field(default_factory=list)
+    start: list[CounterSample] = Field(default_factory=list)  # one scrape per backend before the level
+    end: list[CounterSample] = Field(default_factory=list)  # one per backend after the drain, counters settled
+
+
+class LadderPoint(BaseModel):
+    """Figures of one level for one backend (`scope` its name) or for the whole fleet (`scope` "total")."""
+
+    scope: str
+    streams: int
+    window_s: float
+    tokens: float  # generated inside the window, counted by `sustained_source`
+    sustained: float
+    sustained_source: str
+    best_second: float
+    best_second_source: str
+    per_stream: float
+    step_ms: float | None  # streams / sustained
+    step_ms_server: float | None = None  # window / engine steps (a per-step counter)
+    step_ms_server_source: str | None = None
+    ttft_p50_ms: float | None = None
+    ttft_p90_ms: float | None = None
+    ttft_p99_ms: float | None = None
+    ttft_scope: str = ""
+    ttft_requests: int = 0
+    running_mean: float | None = None
+    waiting_mean: float | None = None
+    waiting_max: float | None = None
+    kv_usage_mean: float | None = None
+    occupancy: float | None = None  # server-reported running / streams, mean over the window
+    server_window_tokens: float | None = None  # counter increase inside the window (lumpy on request-end engines)
+    client_window_tokens: float = 0.0  # client token timestamps inside the window, scaled to usage
+    requests_done: int = 0
+    requests_failed: int = 0
+    reissued: int = 0
+    level_server_tokens: float | None = None  # counter increase over the whole level, drain included
+    level_client_tokens: int = 0  # sum of usage.completion_tokens over the whole level
+    tokens_match: bool | None = None
+    prompt_tokens_target: int | None = None
+    prompt_tokens_median: float | None = None
+    prompt_tokens_min: int | None = None
+    prompt_tokens_max: int | None = None
+    cached_prompt_tokens: float | None = None  # engine's cached-prompt counter increase over the level
+    cache_hit_rate: float | None = None  # cached / usage prompt tokens
+    power_w: float | None = None  # null where nvidia-smi is absent, never zero
+    tokens_per_joule: float | None = None
+    power_source: str | None = None
+
+
+class LevelResult(BaseModel):
+    streams: int  # per backend
+    total: LadderPoint
+    backends: list[LadderPoint]
+    grid_step_s: float
+    total_grid: list[float]  # cumulative tokens of the summed fleet on the common grid, from window start
+    samples: list[CounterSample]
+    power: list[PowerSample]
+
+
+class Fit(BaseModel):
+    """Least squares step_ms = a + b * streams; predicted tok/s = streams / step."""
+
+    a_ms: float
+    b_ms: float
+    r2: float | None
+    ceiling_tok_s: float | None  # 1 / b
+    streams: list[int]
+    measured_tok_s: list[float]
+    predicted_tok_s: list[float]
+
+
+class Series(BaseModel):
+    """One labelled ladder: one backend, or several summed on a common grid."""
+
+    label: str
+    backends: list[str]
+    levels: list[LevelResult]
+    fit: Fit | None = None
+
+
+class GpuInfo(BaseModel):
+    name: str
+    memory_mib: float | None = None
+
+
+class HostInfo(BaseModel):
+    cpu_model: str
+    cores: int
+    ram_gib: float
+    gpus: list[GpuInfo]
+    loadavg_start: list[float]
+    loadavg_end: list[float] = Field(default_factory=list)
+    platform: str
+    python: str
+    fanout_version: str
+
+
+class BackendInfo(BaseModel):
+    name: str
+    base_url: str
+    engine: str
+    version: str | None
+    model: str | None
+    slots: int
+    slots_source: str  # "engine (/props)" or "--engine-slots"
+    cap: int
+    counts_per_step: bool
+    has_metrics: bool
+    ignore_eos: bool
+    tokenizer: str | None = None  # how --prompt-tokens counted
+    embedded: dict[str, int] | None = None  # slots, threads, ctx_per_slot of the embedded engine
+
+
+class Provenance(BaseModel):
+    host: HostInfo
+    backends: list[BackendInfo]
+    started_at: str  # wall clock, ISO 8601 UTC
+    duration_s: float = 0.0
+    command: list[str] = Field(default_factory=list)
+
+
+class ComparisonRow(BaseModel):
+    """Seed 003 Table 2: a series (`label`) against the first series at each level both measured."""
+
+    label: str
+    streams: int
+    base: float
+    other: float
+    ratio: float | None
+    other_ttft_p50_ms: float | None
+    other_running: float | None
+    other_waiting: float | None
+
+
+class BenchRecord(BaseModel):
+    spec: BenchSpec
+    provenance: Provenance
+    series: list[Series]
+    comparison: list[ComparisonRow] = Field(default_factory=list)  # every later series against the first

@@ -1,0 +1,233 @@
+"""The bench report: tables of a BenchRecord as text/Markdown and HTML, with the charts, written to a folder.
+
+Takes a BenchRecord (and a folder); returns the Markdown text, the HTML text, and the paths written
+(bench.json, report.md, report.html, charts/*.png). The ladder table follows seed 003 Table 1, the fit
+its Section 4, several backends Table 3 with per-backend figures beside the total, and side-by-side series
+Table 2 with its ratio column. Under each table, every figure's source is named.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.bench.charts import draw_charts
+from pipeline.bench.records import BenchRecord, Fit, LadderPoint, Series
+
+
+@dataclass
+class Table:
+    title: str
+    header: list[str]
+    rows: list[list[str]]
+    notes: list[str]
+
+
+def num(value: float | None, digits: int = 1) -> str:
+    return "n/a" if value is None else f"{value:,.{digits}f}"
+
+
+def pair(a: float | None, b: float | None) -> str:
+    return "n/a" if a is None and b is None else f"{num(a)} / {num(b)}"
+
+
+def match(point: LadderPoint) -> str:
+    if point.tokens_match is None:
+        return "n/a"
+    verdict = "yes" if point.tokens_match else "NO"
+    return f"{verdict} ({point.level_client_tokens:,})"
+
+
+def ladder_row(streams: int, point: LadderPoint) -> list[str]:
+    return [str(streams), num(point.sustained), num(point.best_second), num(point.per_stream), num(point.step_ms, 2),
+            num(point.step_ms_server, 2), num(point.ttft_p50_ms, 0), num(point.ttft_p90_ms, 0),
+            num(point.ttft_p99_ms, 0), pair(point.running_mean, point.waiting_mean),
+            "n/a" if point.kv_usage_mean is None else f"{100 * point.kv_usage_mean:.1f}%", match(point),
+            num(point.power_w), num(point.tokens_per_joule, 2)]
+
+
+LADDER_HEADER = ["Streams", "Sustained tok/s", "Best second", "Per stream tok/s", "Step ms", "Step ms (server)",
+                 "TTFT p50 ms", "TTFT p90 ms", "TTFT p99 ms", "Running / waiting", "KV use", "Server = usage",
+                 "GPU power W", "tok/J"]
+
+
+def sources(points: list[LadderPoint]) -> list[str]:
+    first = points[0]
+    notes = [f"Sustained and best second: {first.sustained_source}.",
+             "Per stream = sustained / streams; step ms = streams / sustained (seed 003 §3).",
+             f"TTFT: {first.ttft_scope}."]
+    if first.step_ms_server_source:
+        notes.append(f"Step ms (server): window / engine steps, {first.step_ms_server_source}.")
+    notes.append("Running / waiting / KV: the engine's gauges, mean of the 0.5 s samples inside the window "
+                 "(n/a: not exposed).")
+    notes.append("Server = usage: the engine's generated-token counter over the whole level (drain included) equals "
+                 "the sum of usage.completion_tokens; the count in brackets.")
+    notes.append(f"GPU power: {first.power_source or 'n/a: no nvidia-smi on the bench host (null, not zero)'}.")
+    return notes
+
+
+def ladder_table(series: Series) -> Table:
+    rows = [ladder_row(level.total.streams, level.total) for level in series.levels]
+    points = [level.total for level in series.levels]
+    notes = sources(points) + level_notes(series)
+    streams_note = " (total streams over all backends)" if len(series.backends) > 1 else ""
+    return Table(f"Ladder: {series.label}{streams_note}", LADDER_HEADER, rows, notes)
+
+
+def level_notes(series: Series) -> list[str]:
+    notes = []
+    for level in series.levels:
+        point = level.total
+        if point.occupancy is not None and point.occupancy < 0.95:
+            notes.append(f"{point.streams} streams: the engine ran {point.running_mean:.1f} on average "
+                         f"({100 * point.occupancy:.0f}% occupancy): under-loaded, the figure understates batching.")
+        if point.requests_failed or point.reissued:
+            notes.append(f"{point.streams} streams: {point.requests_failed} failed requests, {point.reissued} asked "
+                         f"again after a connection closed before its first byte.")
+    first = series.levels[0].total if series.levels else None
+    if first is not None:
+        cached = [lv.total.cached_prompt_tokens for lv in series.levels]
+        hits = [lv.total.cache_hit_rate for lv in series.levels if lv.total.cache_hit_rate is not None]
+        if any(c is not None for c in cached):
+            notes.append(f"Prefix cache: the engine's cached-prompt counter rose by "
+                         f"{', '.join(num(c, 0) for c in cached)} tokens per level "
+                         f"(hit rate up to {100 * max(hits, default=0):.1f}% of usage prompt tokens).")
+        else:
+            notes.append("Prefix cache: the engine exposes no cached-prompt counter.")
+        if first.prompt_tokens_median is not None:
+            target = f"target {first.prompt_tokens_target}, " if first.prompt_tokens_target else ""
+            notes.append(f"Prompt tokens reported by the engine: {target}median {num(first.prompt_tokens_median, 0)}, "
+                         f"range {first.prompt_tokens_min}–{first.prompt_tokens_max} (first level).")
+    return notes
+
+
+def fit_table(series: Series) -> Table | None:
+    fit: Fit | None = series.fit
+    if fit is None:
+        return None
+    backends = len(series.backends)
+    rows = []
+    for streams, measured, predicted in zip(fit.streams, fit.measured_tok_s, fit.predicted_tok_s):
+        step = fit.a_ms + fit.b_ms * streams
+        rows.append([str(streams), num(measured), num(predicted), f"{100 * (measured / predicted - 1):+.1f}%",
+                     num(backends * streams * 1000 / measured if measured else None, 2), num(step, 2)])
+    ceiling = "n/a (slope not positive)" if fit.ceiling_tok_s is None else f"{fit.ceiling_tok_s:,.0f} tok/s per backend"
+    notes = [f"Least squares: step_ms = {fit.a_ms:.2f} + {fit.b_ms:.4f} × streams "
+             f"(r² {num(fit.r2, 4)}); ceiling 1/b = {ceiling}.",
+             "Predicted tok/s = streams / (a + b × streams), times the number of backends. The line describes "
+             "the curve; it is not a law."]
+    return Table(f"Fit: {series.label}", ["Streams per backend", "Measured tok/s", "Predicted tok/s", "Measured vs "
+                                          "predicted", "Measured step ms", "Fitted step ms"], rows, notes)
+
+
+def backends_table(series: Series) -> Table | None:
+    if len(series.backends) < 2:
+        return None
+    rows = []
+    for level in series.levels:
+        for point in [*level.backends, level.total]:
+            rows.append([str(level.streams), point.scope, num(point.sustained), num(point.best_second),
+                         num(point.per_stream), num(point.step_ms, 2), num(point.ttft_p50_ms, 0), match(point)])
+    notes = ["One absolute schedule for every backend; the total is the backends' token series summed on a common "
+             "grid, so its best second is a simultaneous peak, not a sum of separate peaks."]
+    notes += sorted({f"{p.scope}: {p.sustained_source}." for lv in series.levels for p in lv.backends})
+    return Table(f"Per backend: {series.label}", ["Streams per backend", "Backend", "Sustained tok/s", "Best second",
+                                                  "Per stream", "Step ms", "TTFT p50 ms", "Server = usage"], rows, notes)
+
+
+def comparison_table(record: BenchRecord) -> Table | None:
+    if not record.comparison:
+        return None
+    base = record.series[0].label
+    rows = [[row.label, str(row.streams), num(row.base), num(row.other), num(row.ratio, 2),
+             num(row.other_ttft_p50_ms, 0), pair(row.other_running, row.other_waiting)] for row in record.comparison]
+    return Table(f"Side by side (against {base})", ["Series", "Streams", f"{base} tok/s", "Series tok/s", "Ratio",
+                                                    "Series TTFT median ms", "Running / waiting (series)"], rows,
+                 [f"Ratio = series sustained / {base} sustained at the same streams (seed 003 Table 2)."])
+
+
+def provenance_lines(record: BenchRecord) -> list[str]:
+    p, spec = record.provenance, record.spec
+    host = p.host
+    gpus = ", ".join(f"{g.name} ({num(g.memory_mib, 0)} MiB)" for g in host.gpus) or "none"
+    lines = [f"Started {p.started_at}, {p.duration_s:,.0f} s in all; window {spec.window_s:g} s after a warm-up of at "
+             f"least {spec.warmup_s:g} s and full occupancy; max tokens {spec.max_tokens}; temperature 0; "
+             f"counters sampled every {spec.sample_interval_s:g} s.",
+             f"Host: {host.cpu_model}, {host.cores} cores, {host.ram_gib:g} GiB RAM; GPUs: {gpus}; load average "
+             f"{host.loadavg_start} at start, {host.loadavg_end} at end; {host.platform}; fanout {host.fanout_version}."]
+    for b in p.backends:
+        embedded = f"; embedded engine {b.embedded}" if b.embedded else ""
+        lines.append(f"Backend {b.name}: {b.base_url}, engine {b.engine} {b.version or '(version unknown)'}, model "
+                     f"{b.model}, {b.slots} slots ({b.slots_source}), cap {b.cap}, ignore_eos "
+                     f"{'on' if b.ignore_eos else 'off (not supported)'}, counter "
+                     f"{'per step' if b.counts_per_step else 'at request end'}"
+                     f"{', prompts counted by ' + b.tokenizer if b.tokenizer else ''}{embedded}.")
+    return lines
+
+
+def tables(record: BenchRecord) -> list[Table]:
+    found: list[Table | None] = []
+    for series in record.series:
+        found += [ladder_table(series), fit_table(series), backends_table(series)]
+    found.append(comparison_table(record))
+    return [table for table in found if table is not None]
+
+
+def markdown_table(table: Table) -> str:
+    lines = ["| " + " | ".join(table.header) + " |", "|" + "---|" * len(table.header)]
+    lines += ["| " + " | ".join(row) + " |" for row in table.rows]
+    return "\n".join(lines)
+
+
+def text_report(record: BenchRecord) -> str:
+    """What the terminal shows: every table in Markdown, with its notes."""
+    parts = []
+    for table in tables(record):
+        parts.append(f"{table.title}\n{markdown_table(table)}\n" + "\n".join(f"  {n}" for n in table.notes))
+    return "\n\n".join(parts)
+
+
+CHART_TITLES = {"throughput": "Total tok/s against streams", "per_stream": "Per-stream tok/s against streams",
+                "step_time": "Step time with its fit", "ttft": "Time to first token"}
+
+
+def markdown_report(record: BenchRecord, charts: dict[str, str]) -> str:
+    parts = [f"# Bench: {record.spec.label}", "\n".join(f"- {line}" for line in provenance_lines(record))]
+    for table in tables(record):
+        parts.append(f"## {table.title}\n\n{markdown_table(table)}\n\n" + "\n".join(f"- {n}" for n in table.notes))
+    parts.append("## Charts\n\n" + "\n\n".join(f"![{CHART_TITLES[k]}]({v})" for k, v in charts.items()))
+    return "\n\n".join(parts) + "\n"
+
+
+def html_table(table: Table) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in table.header)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in table.rows)
+    notes = "".join(f"<li>{html.escape(n)}</li>" for n in table.notes)
+    return (f"<h2>{html.escape(table.title)}</h2><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+            f"<ul class='notes'>{notes}</ul>")
+
+
+STYLE = ("body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}"
+         "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 7px;text-align:right}"
+         "th{background:#f3f3f3}.notes{font-size:13px;color:#444}img{max-width:48%;margin:0.5%}")
+
+
+def html_report(record: BenchRecord, charts: dict[str, str]) -> str:
+    title = html.escape(f"Bench: {record.spec.label}")
+    provenance = "".join(f"<li>{html.escape(line)}</li>" for line in provenance_lines(record))
+    images = "".join(f"<img src='{html.escape(v)}' alt='{html.escape(CHART_TITLES[k])}'>" for k, v in charts.items())
+    body = "".join(html_table(table) for table in tables(record))
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title><style>{STYLE}</style></head>"
+            f"<body><h1>{title}</h1><ul>{provenance}</ul>{body}<h2>Charts</h2>{images}</body></html>\n")
+
+
+def write_report(record: BenchRecord, folder: Path) -> dict[str, Path]:
+    """bench.json, charts, report.md and report.html in `folder`; returns their paths."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = {"record": folder / "bench.json", "markdown": folder / "report.md", "html": folder / "report.html"}
+    paths["record"].write_text(record.model_dump_json(indent=1))
+    charts = {name: f"charts/{path.name}" for name, path in draw_charts(record, folder / "charts").items()}
+    paths["markdown"].write_text(markdown_report(record, charts))
+    paths["html"].write_text(html_report(record, charts))
+    return paths

@@ -72,6 +72,12 @@ def build_parser() -> Parser:
     book.add_argument("--json", action="store_true", help="print stats.json to stdout")
     book.add_argument("--repair", action="store_true", help="after writing, repair what the audit finds")
     book.add_argument("--fail-on", metavar="RULES", help="exit 3 if the audit finds any of these (comma list)")
+    live = book.add_argument_group("live page")
+    live.add_argument("--live", action="store_true", help="serve a page with every stream merged into one feed")
+    live.add_argument("--live-port", type=int, default=0, help="its port (default: a free one)")
+    live.add_argument("--live-host", default="127.0.0.1", help="its address (loopback unless --live-public)")
+    live.add_argument("--live-public", action="store_true", help="allow a non-loopback --live-host")
+    live.add_argument("--live-linger", type=float, default=30.0, help="seconds the page stays up after the job")
     add_fleet_flags(book)
 
     audit = commands.add_parser("audit", help="find truncated, duplicate, empty, failed and looping sections")
@@ -89,12 +95,44 @@ def build_parser() -> Parser:
     probe = commands.add_parser("probe", help="detect the engine behind each backend")
     add_fleet_flags(probe)
 
+    typeset = commands.add_parser("typeset", help="typeset a run folder or a Markdown book: book.pdf and book.html")
+    typeset.add_argument("source", nargs="?", type=Path, metavar="RUN_DIR|BOOK.md")
+    typeset.add_argument("--out", type=Path, metavar="DIR", help="where book.pdf/book.html go (default: beside it)")
+    typeset.add_argument("--workers", type=int, help="render processes (default: one a core, at most 4)")
+    typeset.add_argument("--bench", action="store_true", help="benchmark on a synthetic 8x12x16 book instead "
+                                                             "(python -m pipeline.typeset_bench --help)")
+
     from pipeline.bench.command import add_bench_flags
 
     bench = commands.add_parser("bench", help="throughput ladder: N closed-loop streams per backend (seed 003)")
     add_bench_flags(bench)
     add_fleet_flags(bench)
+
+    sweep = commands.add_parser("sweep", help="concurrency sweep with repetitions and a coherence gate (seed 001)")
+    sweep.add_argument("--levels", default="1,2,4,8", help="concurrent users per level (1,2,4,8)")
+    sweep.add_argument("--repetitions", type=int, default=5, help="runs per level, fresh nonces each (5)")
+    sweep.add_argument("--prompt-tokens", type=int, default=128, help="prompt length as the engine counts it")
+    sweep.add_argument("--max-tokens", type=int, default=256, help="output length, ignore_eos where possible")
+    sweep.add_argument("--batch", type=int, default=200, help="questions in the batch-time table (200)")
+    sweep.add_argument("--engine-slots", type=int, help="the server's slot count, for engines that cannot report it")
+    sweep.add_argument("--skip-gate", action="store_true", help="measure even if the coherence gate fails (recorded)")
+    add_record_flags(sweep)
+    add_fleet_flags(sweep)
+
+    identity = commands.add_parser("identity", help="answers under load against a single-user oracle (seed 000)")
+    identity.add_argument("--levels", default="1,2,4,8", help="concurrent users per level (1,2,4,8)")
+    identity.add_argument("--mode", default="concurrency", choices=["concurrency", "same", "servers"],
+                          help="levels of users; one question N times at once; two fresh servers")
+    identity.add_argument("--max-tokens", type=int, default=96)
+    identity.add_argument("--prompts", type=Path, metavar="FILE", help="one prompt a line (default: 12 built in)")
+    add_record_flags(identity)
+    add_fleet_flags(identity)
     return parser
+
+
+def add_record_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", type=Path, metavar="DIR", help="where the record goes (default outputs/<kind>-<time>)")
+    parser.add_argument("--json", action="store_true", help="print the record (JSON) to stdout")
 
 
 def settings_from(args: argparse.Namespace):
@@ -207,8 +245,19 @@ def cmd_book(args: argparse.Namespace) -> int:
     spec = book_spec(args)
     fail_on = parse_rule_list(args.fail_on)
     settings = settings_from(args)
-    result = anyio.run(book, settings, spec, args.out, args.resume, BookProgress(enabled=not args.quiet),
-                       args.repair)
+    progress = BookProgress(enabled=not args.quiet)
+
+    async def job(listener=progress):
+        return await book(settings, spec, args.out, args.resume, listener, args.repair)
+
+    if args.live:
+        from pipeline.live import LiveFeed, serve_during
+        from pipeline.progress import Listeners
+
+        feed = LiveFeed(args.live_host, args.live_port, args.live_public)
+        result = anyio.run(serve_during, feed, lambda page: job(Listeners(progress, page)), args.live_linger)
+    else:
+        result = anyio.run(job)
     if args.json:
         print(result.stats.model_dump_json(indent=2))
     if not args.quiet:
@@ -289,8 +338,80 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return run_command(args, settings_from(args), ["fanout", *sys.argv[1:]])
 
 
+def cmd_typeset(args: argparse.Namespace) -> int:
+    if args.bench:
+        from pipeline.typeset_bench import main as bench_main
+
+        return bench_main([] if args.workers is None else ["--workers", str(args.workers)])
+    from pipeline.typeset import typeset_book
+
+    if args.source is None:
+        raise UsageError("typeset needs a run folder or a Markdown file")
+    if args.workers is not None and args.workers < 0:
+        raise UsageError("--workers must be 0 or more")
+    result, html_path = typeset_book(args.source, args.out, args.workers)
+    print(f"fanout: PDF:  {result.path} ({result.pages:,} pages, {result.seconds:.1f} s)\n"
+          f"fanout: HTML: {html_path}", file=sys.stderr)
+    return 0
+
+
+def parse_levels(text: str) -> list[int]:
+    try:
+        levels = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise UsageError(f"--levels {text!r}: expected numbers like 1,2,4,8") from None
+    if not levels or min(levels) < 1:
+        raise UsageError(f"--levels {text!r}: every level must be at least 1")
+    return levels
+
+
+def save_record(kind: str, record, markdown: str, out: Path | None, as_json: bool) -> None:
+    from datetime import datetime
+
+    from pipeline.run import write_atomic
+
+    folder = out or Path("outputs") / f"{kind}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    folder.mkdir(parents=True, exist_ok=True)
+    write_atomic(folder / f"{kind}.json", record.model_dump_json(indent=2))
+    write_atomic(folder / f"{kind}.md", markdown)
+    print(record.model_dump_json(indent=2) if as_json else markdown)
+    print(f"fanout: {kind} record: {folder / (kind + '.json')}", file=sys.stderr)
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from pipeline.bench.sweep import SweepSpec, run_sweep, sweep_markdown
+
+    for name in ("repetitions", "prompt_tokens", "max_tokens", "batch"):
+        if getattr(args, name) <= 0:
+            raise UsageError(f"--{name.replace('_', '-')} must be positive")
+    spec = SweepSpec(levels=parse_levels(args.levels), repetitions=args.repetitions, prompt_tokens=args.prompt_tokens,
+                     max_tokens=args.max_tokens, batch=args.batch, slots=args.engine_slots, skip_gate=args.skip_gate)
+    record = anyio.run(run_sweep, settings_from(args), spec)
+    save_record("sweep", record, sweep_markdown(record), args.out, args.json)
+    return 1 if any(level.failed for level in record.levels) else 0
+
+
+def cmd_identity(args: argparse.Namespace) -> int:
+    from pipeline.bench.identity import IdentitySpec, identity_markdown, run_identity
+
+    if args.max_tokens <= 0:
+        raise UsageError("--max-tokens must be positive")
+    spec = IdentitySpec(levels=parse_levels(args.levels), mode=args.mode, max_tokens=args.max_tokens)
+    if args.prompts is not None:
+        try:
+            spec.prompts = [line.strip() for line in args.prompts.read_text().splitlines() if line.strip()]
+        except OSError as exc:
+            raise UsageError(f"--prompts {args.prompts}: {exc}") from None
+        if not spec.prompts:
+            raise UsageError(f"--prompts {args.prompts}: no prompts in it")
+    record = anyio.run(run_identity, settings_from(args), spec)
+    save_record("identity", record, identity_markdown(record), args.out, args.json)
+    return 0
+
+
 COMMANDS = {"serve": cmd_serve, "ask": cmd_ask, "book": cmd_book, "audit": cmd_audit, "repair": cmd_repair,
-            "probe": cmd_probe, "bench": cmd_bench}
+            "probe": cmd_probe, "bench": cmd_bench, "typeset": cmd_typeset, "sweep": cmd_sweep,
+            "identity": cmd_identity}
 
 
 def configure_logging(verbose: bool) -> None:

@@ -86,6 +86,7 @@ class Completion(BaseModel):
     t_done: float
     chunks: int = 0
     token_times: list[float] = Field(default_factory=list)
+    logprobs: list[dict[str, Any]] | None = None  # per token, when asked for: id, token, logprob, top_logprobs
     attempts: list[Attempt] = Field(default_factory=list)
 
     @property

@@ -35,6 +35,12 @@ def auth_headers(backend: Backend) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"} if key else {}
 
 
+def hide_key(text: str, backend: Backend) -> str:
+    """A server may echo the Authorization header back in its error text; the key never leaves as data."""
+    key = os.environ.get(backend.api_key_env, "") if backend.api_key_env else ""
+    return text.replace(key, "<api key hidden>") if key else text
+
+
 def request_body(backend: Backend, request: ChatRequest) -> dict[str, Any]:
     body: dict[str, Any] = {
         "messages": request.messages,
@@ -68,6 +74,7 @@ class _Stream:
         self.t_first: float | None = None
         self.token_times: list[float] | None = [] if keep_token_times else None
         self.on_delta = on_delta
+        self.logprobs: list[dict[str, Any]] = []
 
     def feed(self, payload: bytes, now: float) -> None:
         try:
@@ -99,6 +106,8 @@ class _Stream:
                 self.on_delta(content)
             if self.size > MAX_ANSWER_BYTES:
                 raise AttemptError("oversized", f"answer passed {MAX_ANSWER_BYTES} bytes", retryable=False)
+        if choice.get("logprobs"):
+            self.logprobs.extend(choice["logprobs"].get("content") or ())
         if choice.get("finish_reason"):
             self.finish_reason = choice["finish_reason"]
 
@@ -131,11 +140,13 @@ async def stream_chat(session: aiohttp.ClientSession, backend: Backend, request:
         async with session.post(url, json=request_body(backend, request), headers=auth_headers(backend),
                                 timeout=aiohttp.ClientTimeout(sock_read=read_timeout)) as response:
             if response.status != 200:
-                text = await response.text(errors="replace")
+                text = hide_key(await response.text(errors="replace"), backend)
                 raise _status_error(response.status, text, response.headers.get("Retry-After"))
             got_bytes = True
             done = await _read_events(response, stream)
-    except AttemptError:
+    except AttemptError as error:
+        error.detail = hide_key(error.detail, backend)
+        error.args = (hide_key(str(error), backend),)
         raise
     except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
         kind = "stream_cut" if got_bytes else "cut_before_first_byte"
@@ -190,6 +201,7 @@ def _finish(backend: Backend, request: ChatRequest, stream: _Stream, t_sent: flo
         t_done=time.monotonic(),
         chunks=stream.chunks,
         token_times=stream.token_times or [],
+        logprobs=stream.logprobs or None,
     )
 
 

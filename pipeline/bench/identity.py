@@ -1,0 +1,259 @@
+"""Identity against a single-user oracle (seed 000): do answers change when the server gets busy?
+
+Takes a pool (one backend, or two for the two-servers mode) and a prompt set; returns an IdentityRecord.
+The oracle is each prompt answered alone, one request at a time, at temperature 0. Then, per level N, N
+requests at once (prompt i mod the set), each compared with its prompt's oracle: by token ids when the
+engine returns logprobs with ids, else by bytes. For every divergence: the first differing index and both
+candidates, with their logprobs when given. Modes: `concurrency` (the levels above), `same` (one question
+N times at once, compared with its oracle and among themselves), `servers` (the oracle of one fresh server
+against another's: for the embedded engine, a restart).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import anyio
+from pydantic import BaseModel, Field
+
+from pipeline.backends.pool import BackendPool
+from pipeline.records import ChatRequest, Completion
+
+DEFAULT_PROMPTS = [
+    "Explain in three sentences why the sky is blue.",
+    "Write a short Python function that reverses a string, with a docstring.",
+    "List five uses of a paperclip.",
+    "What is the difference between a list and a tuple in Python?",
+    "Describe how a bicycle gear works to a child.",
+    "Give three tips for writing clear error messages.",
+    "Summarise the water cycle in four steps.",
+    "Why do we sleep? Answer in two short paragraphs.",
+    "Write a haiku about compilers.",
+    "What makes a good unit test? Give four properties.",
+    "Explain what an HTTP status code 429 means and how a client should react.",
+    "Compare walking and cycling for a five-kilometre commute.",
+]
+TOP_LOGPROBS = 2
+
+
+class Candidate(BaseModel):
+    token: str
+    id: int | None = None
+    logprob: float | None = None
+
+
+class Answer(BaseModel):
+    prompt_index: int
+    text: str
+    tokens: list[Candidate] = Field(default_factory=list)  # the chosen token at each step
+    alternatives: list[list[Candidate]] = Field(default_factory=list)  # top candidates at each step
+
+
+class Divergence(BaseModel):
+    prompt_index: int
+    request: int
+    unit: str  # "token" (ids or token strings from logprobs) or "byte"
+    index: int
+    oracle: Candidate
+    got: Candidate
+    oracle_top: list[Candidate] = Field(default_factory=list)
+    got_top: list[Candidate] = Field(default_factory=list)
+
+
+class IdentityLevel(BaseModel):
+    users: int
+    identical: int
+    total: int
+    distinct_answers: int
+    divergences: list[Divergence] = Field(default_factory=list)
+
+
+class IdentityRecord(BaseModel):
+    mode: str
+    backend: str
+    engine: str
+    model: str | None
+    slots: int | None
+    max_tokens: int
+    prompts: list[str]
+    levels: list[IdentityLevel]
+    oracle_has_token_ids: bool
+    duration_s: float
+    provenance: dict[str, Any] = Field(default_factory=dict)
+
+
+def answer_of(index: int, completion: Completion) -> Answer:
+    steps = completion.logprobs or []
+    tokens = [Candidate(token=s.get("token", ""), id=s.get("id"), logprob=s.get("logprob")) for s in steps]
+    alternatives = [[Candidate(token=t.get("token", ""), id=t.get("id"), logprob=t.get("logprob"))
+                     for t in s.get("top_logprobs") or ()] for s in steps]
+    return Answer(prompt_index=index, text=completion.text, tokens=tokens, alternatives=alternatives)
+
+
+def identity_request(prompt: str, max_tokens: int, tag: str) -> ChatRequest:
+    return ChatRequest(messages=[{"role": "user", "content": prompt}], max_tokens=max_tokens, temperature=0.0,
+                       extra={"logprobs": True, "top_logprobs": TOP_LOGPROBS}, tag=tag)
+
+
+def _key(candidate: Candidate) -> object:
+    return candidate.id if candidate.id is not None else candidate.token
+
+
+def first_divergence(oracle: Answer, got: Answer, request: int) -> Divergence | None:
+    """Where `got` first leaves the oracle: by token when both have tokens, else by byte."""
+    if oracle.tokens and got.tokens:
+        for index, (a, b) in enumerate(zip(oracle.tokens, got.tokens)):
+            if _key(a) != _key(b):
+                return Divergence(prompt_index=oracle.prompt_index, request=request, unit="token", index=index,
+                                  oracle=a, got=b, oracle_top=_at(oracle.alternatives, index),
+                                  got_top=_at(got.alternatives, index))
+        if len(oracle.tokens) != len(got.tokens):
+            index = min(len(oracle.tokens), len(got.tokens))
+            end = Candidate(token="<end>")
+            return Divergence(prompt_index=oracle.prompt_index, request=request, unit="token", index=index,
+                              oracle=_at(oracle.tokens, index, end), got=_at(got.tokens, index, end))
+        return None
+    a, b = oracle.text.encode(), got.text.encode()
+    if a == b:
+        return None
+    index = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    return Divergence(prompt_index=oracle.prompt_index, request=request, unit="byte", index=index,
+                      oracle=Candidate(token=a[index:index + 16].decode(errors="replace")),
+                      got=Candidate(token=b[index:index + 16].decode(errors="replace")))
+
+
+def _at(items: list, index: int, default=None):
+    return items[index] if index < len(items) else ([] if default is None else default)
+
+
+async def ask_all(pool: BackendPool, prompts: list[str], indices: list[int], max_tokens: int,
+                  users: int | None = None) -> list[Answer]:
+    """The requests for `indices`, at most `users` in flight (all at once by default), in request order."""
+    answers: list[Answer | None] = [None] * len(indices)
+    limiter = anyio.CapacityLimiter(users or len(indices))
+
+    async def one(slot: int, index: int) -> None:
+        async with limiter:
+            completion = await pool.complete(identity_request(prompts[index], max_tokens, f"id-{slot}"))
+        answers[slot] = answer_of(index, completion)
+
+    async with anyio.create_task_group() as group:
+        for slot, index in enumerate(indices):
+            group.start_soon(one, slot, index)
+    return answers
+
+
+async def oracle_answers(pool: BackendPool, prompts: list[str], max_tokens: int) -> list[Answer]:
+    """The single-user oracle: one request at a time."""
+    return await ask_all(pool, prompts, list(range(len(prompts))), max_tokens, users=1)
+
+
+def compare_level(users: int, oracle: list[Answer], answers: list[Answer]) -> IdentityLevel:
+    divergences = [d for request, answer in enumerate(answers)
+                   if (d := first_divergence(oracle[answer.prompt_index], answer, request)) is not None]
+    distinct = len({(a.prompt_index, tuple(_key(t) for t in a.tokens) or a.text) for a in answers})
+    return IdentityLevel(users=users, identical=len(answers) - len(divergences), total=len(answers),
+                         distinct_answers=distinct, divergences=divergences)
+
+
+async def concurrency_levels(pool: BackendPool, prompts: list[str], levels: list[int], max_tokens: int,
+                             oracle: list[Answer]) -> list[IdentityLevel]:
+    """At N users every prompt is asked (repeated to fill N when N is larger), N requests in flight."""
+    results = []
+    for users in levels:
+        indices = [i % len(prompts) for i in range(max(users, len(prompts)))]
+        results.append(compare_level(users, oracle, await ask_all(pool, prompts, indices, max_tokens, users)))
+    return results
+
+
+async def same_question(pool: BackendPool, prompts: list[str], levels: list[int], max_tokens: int,
+                        oracle: list[Answer]) -> list[IdentityLevel]:
+    return [compare_level(users, oracle, await ask_all(pool, prompts, [0] * users, max_tokens))
+            for users in levels]
+
+
+def servers_level(oracle_a: list[Answer], oracle_b: list[Answer]) -> IdentityLevel:
+    """Two fresh servers, one user each: B's oracle against A's."""
+    return compare_level(1, oracle_a, oracle_b)
+
+
+def elapsed_since(started: float) -> float:
+    return round(time.monotonic() - started, 2)
+
+
+class IdentitySpec(BaseModel):
+    prompts: list[str] = Field(default_factory=lambda: list(DEFAULT_PROMPTS))
+    levels: list[int] = Field(default_factory=lambda: [1, 2, 4, 8])
+    max_tokens: int = Field(default=96, gt=0)
+    mode: str = "concurrency"  # concurrency | same | servers
+
+
+def single_pool(fleet, index: int) -> BackendPool:
+    """A pool over one backend of the fleet, so each oracle comes from one server."""
+    state = fleet.pool.states[index]
+    return BackendPool([state.backend], fleet.session, fleet.pool.policy, caps=[state.cap])
+
+
+def check_levels(spec: IdentitySpec, cap: int) -> None:
+    from pipeline.errors import UsageError
+
+    if spec.mode not in ("concurrency", "same", "servers"):
+        raise UsageError(f"--mode {spec.mode!r}: expected concurrency, same or servers")
+    too_many = [n for n in spec.levels if n > cap]
+    if too_many:
+        raise UsageError(f"levels {too_many} exceed the backend's cap {cap}: that would measure queueing, "
+                         "not batching")
+
+
+async def run_identity(settings, spec: IdentitySpec) -> IdentityRecord:
+    from pipeline.backends.fleet import open_fleet
+    from pipeline.bench.provenance import host_info
+
+    started = time.monotonic()
+    async with open_fleet(settings) as fleet:
+        backend, info = fleet.backends[0], fleet.engines[fleet.backends[0].name]
+        check_levels(spec, fleet.pool.states[0].cap)
+        pool = single_pool(fleet, 0)
+        oracle = await oracle_answers(pool, spec.prompts, spec.max_tokens)
+        if spec.mode == "concurrency":
+            levels = await concurrency_levels(pool, spec.prompts, spec.levels, spec.max_tokens, oracle)
+        elif spec.mode == "same":
+            levels = await same_question(pool, spec.prompts, spec.levels, spec.max_tokens, oracle)
+        elif len(fleet.backends) > 1:
+            levels = [servers_level(oracle, await oracle_answers(single_pool(fleet, 1), spec.prompts,
+                                                                 spec.max_tokens))]
+    if spec.mode == "servers" and len(fleet.backends) == 1:
+        if fleet.embedded is None:
+            from pipeline.errors import UsageError
+            raise UsageError("--mode servers needs two --backend servers (or the embedded engine, restarted)")
+        async with open_fleet(settings) as second:  # a fresh embedded engine
+            levels = [servers_level(oracle, await oracle_answers(single_pool(second, 0), spec.prompts,
+                                                                 spec.max_tokens))]
+    return IdentityRecord(mode=spec.mode, backend=backend.base_url, engine=info.kind.value, model=backend.model,
+                          slots=info.slots, max_tokens=spec.max_tokens, prompts=spec.prompts, levels=levels,
+                          oracle_has_token_ids=all(t.id is not None for a in oracle for t in a.tokens) and
+                          any(a.tokens for a in oracle),
+                          duration_s=elapsed_since(started), provenance=host_info().model_dump())
+
+
+def identity_markdown(record: IdentityRecord) -> str:
+    unit = "token ids" if record.oracle_has_token_ids else "bytes"
+    lines = [f"# Identity against a single-user oracle ({record.mode})", "",
+             f"{record.engine} at {record.backend}, model {record.model}, slots {record.slots}, "
+             f"{len(record.prompts)} prompts, {record.max_tokens} tokens each, temperature 0; compared by {unit}; "
+             f"{record.duration_s:.1f} s.", "",
+             "| users | identical | distinct answers | first divergences (prompt, index: oracle → got) |",
+             "|---|---|---|---|"]
+    for level in record.levels:
+        shown = "; ".join(divergence_text(d) for d in level.divergences[:4])
+        more = f" (+{len(level.divergences) - 4} more)" if len(level.divergences) > 4 else ""
+        lines.append(f"| {level.users} | {level.identical}/{level.total} | {level.distinct_answers} | "
+                     f"{shown}{more} |")
+    return "\n".join(lines) + "\n"
+
+
+def divergence_text(d: Divergence) -> str:
+    def show(c: Candidate) -> str:
+        return repr(c.token) + (f" ({c.logprob:.3f})" if c.logprob is not None else "")
+    return f"#{d.prompt_index + 1} {d.unit} {d.index}: {show(d.oracle)} → {show(d.got)}"

@@ -71,6 +71,8 @@ def build_parser() -> Parser:
     book.add_argument("--quiet", action="store_true", help="no live progress")
     book.add_argument("--json", action="store_true", help="print stats.json to stdout")
     book.add_argument("--repair", action="store_true", help="after writing, repair what the audit finds")
+    book.add_argument("--barrier", action="store_true",
+                      help="plan level by level before writing anything (seed 003's schedule; default: pipelined)")
     book.add_argument("--fail-on", metavar="RULES", help="exit 3 if the audit finds any of these (comma list)")
     live = book.add_argument_group("live page")
     live.add_argument("--live", action="store_true", help="serve a page with every stream merged into one feed")
@@ -248,7 +250,7 @@ def cmd_book(args: argparse.Namespace) -> int:
     progress = BookProgress(enabled=not args.quiet)
 
     async def job(listener=progress):
-        return await book(settings, spec, args.out, args.resume, listener, args.repair)
+        return await book(settings, spec, args.out, args.resume, listener, args.repair, barrier=args.barrier)
 
     if args.live:
         from pipeline.live import LiveFeed, serve_during

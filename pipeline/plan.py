@@ -101,16 +101,65 @@ class Planner:
         self.stats = PlanStats()
         self.book_keys: dict[str, set[str]] = {"parts": set(), "chapters": set(), "sections": set()}
 
-    async def plan(self) -> Outline:
+    async def plan(self, outline: Outline | None = None, barrier: bool = False,
+                   on_chapter: Callable[[Outline, Part, Chapter], None] | None = None,
+                   on_change: Callable[[Outline], None] | None = None) -> Outline:
+        """Plan what `outline` (a partial one from an interrupted run, or None) still lacks.
+
+        Pipelined (the default): a part's chapters are asked the moment its title exists, and a chapter's
+        sections the moment its title exists; `on_chapter` fires as each chapter's sections are known, so
+        writing starts while the rest is still being planned. `barrier=True` waits for each whole level
+        (seed 003's schedule). `on_change` sees the outline after every planned node, to save it."""
         started = time.monotonic()
-        title, part_titles = await self._plan_book()
-        parts = [Part(id=f"p{i + 1:02d}", title=t) for i, t in enumerate(part_titles)]
-        outline = Outline(title=title, parts=parts)
-        self.stats.levels = [1, len(parts), len(parts) * self.spec.chapters]
-        await self._each(parts, lambda part: self._plan_part(outline, part))
-        await self._each([c for p in parts for c in p.chapters], lambda ch: self._plan_chapter(outline, ch))
+        if outline is None:
+            title, part_titles = await self._plan_book()
+            outline = Outline(title=title, parts=[Part(id=f"p{i + 1:02d}", title=t)
+                                                  for i, t in enumerate(part_titles)], complete=False)
+        else:
+            self._claim_existing(outline)
+        self.stats.levels = [1, len(outline.parts), len(outline.parts) * self.spec.chapters]
+        changed = on_change or (lambda _: None)
+        changed(outline)
+        chapter_done = on_chapter or (lambda outline, part, chapter: None)
+
+        async def chapter(part: Part, ch: Chapter, announce: bool) -> None:
+            if not ch.sections:
+                await self._plan_chapter(outline, ch)
+                changed(outline)
+            if announce:
+                chapter_done(outline, part, ch)
+
+        async def part(pt: Part, group) -> None:
+            if not pt.chapters:
+                await self._plan_part(outline, pt)
+                changed(outline)
+            for ch in pt.chapters:
+                group.start_soon(chapter, pt, ch, True)
+
+        if barrier:
+            await self._each([pt for pt in outline.parts if not pt.chapters], lambda pt: self._plan_part(outline, pt))
+            changed(outline)
+            await self._each([(pt, ch) for pt in outline.parts for ch in pt.chapters],
+                             lambda pair: chapter(*pair, False))
+            for pt, ch in [(pt, ch) for pt in outline.parts for ch in pt.chapters]:
+                chapter_done(outline, pt, ch)
+        else:
+            async with anyio.create_task_group() as group:
+                for pt in outline.parts:
+                    group.start_soon(part, pt, group)
+        outline.complete = True
+        changed(outline)
         self.stats.seconds = time.monotonic() - started
         return outline
+
+    def _claim_existing(self, outline: Outline) -> None:
+        """Titles an interrupted run already planned stay taken."""
+        for pt in outline.parts:
+            self._claim("parts", pt.title)
+            for ch in pt.chapters:
+                self._claim("chapters", ch.title)
+                for section in ch.sections:
+                    self._claim("sections", section.title)
 
     @staticmethod
     async def _each(items: list, plan_one) -> None:
@@ -206,6 +255,6 @@ class Planner:
                               temperature=temperature, extra=extra, tag="plan")
         self.stats.requests += 1
         try:
-            return (await self.pool.complete(request)).text
+            return (await self.pool.complete(request, first=True)).text
         except RequestFailed as failure:
             raise FanoutError(f"planning failed: {failure}") from None

@@ -144,6 +144,7 @@ class Part(BaseModel):
 class Outline(BaseModel):
     title: str
     parts: list[Part]
+    complete: bool = True  # False while planning: an interrupted run plans only what is missing
 
     def sections(self) -> list[tuple[Part, Chapter, Section]]:
         """Every section with its part and chapter, in outline order."""

@@ -29,10 +29,11 @@ from pipeline.errors import UsageError
 from pipeline.journal import Journal, read_journal
 from pipeline.plan import PlanStats, Planner
 from pipeline.progress import BookListener
-from pipeline.records import BookSpec, EngineInfo, EngineKind, Outline, SectionResult
+from pipeline.records import BookSpec, Chapter, EngineInfo, EngineKind, Outline, Part, SectionResult
 from pipeline.repair import Repairer
 from pipeline.stats import BookStats, backend_lines, book_stats
 from pipeline.typeset import typeset_pdf
+from pipeline.write import SectionWriter
 
 log = logging.getLogger("fanout")
 JSON_SCHEMA_ENGINES = {EngineKind.VLLM, EngineKind.SGLANG, EngineKind.LLAMACPP, EngineKind.OLLAMA}
@@ -119,12 +120,13 @@ class BookOutcome(BaseModel):
 
 class BookRun:
     def __init__(self, settings: Settings, spec: BookSpec, folder: RunFolder, resumed: bool,
-                 progress: BookListener):
+                 progress: BookListener, barrier: bool = False):
         self.settings = settings
         self.spec = spec
         self.folder = folder
         self.resumed = resumed
         self.progress = progress
+        self.barrier = barrier
         self.plan_stats = PlanStats()
 
     async def run(self, repair: bool = False, keep_stats: bool = False) -> BookOutcome:
@@ -135,12 +137,9 @@ class BookRun:
         async with open_fleet(self.settings, engine_log=self.folder.engine_log) as fleet:
             self.progress.fleet_opened(fleet)
             json_schema, extra = request_options(fleet.engines)
-            outline = load_outline(self.folder) or await self._plan(fleet, json_schema, extra)
-            self.progress.outline_ready(outline)
             journal = read_journal(self.folder.journal)
-            write_started = time.monotonic()
-            written = await self._write(fleet, outline, journal, extra)
-            write_seconds = time.monotonic() - write_started
+            outline, writer = await self._plan_and_write(fleet, journal, json_schema, extra)
+            written, write_seconds = writer.results, writer.seconds
             journal.update(written)
             if repair:
                 summary = await self._repair(fleet, outline, journal, extra, json_schema)
@@ -186,30 +185,47 @@ class BookRun:
                              tokens=sum(r.completion_tokens or 0 for r in outcome.results.values() if r.ok),
                              seconds=round(time.monotonic() - started, 2))
 
-    async def _plan(self, fleet: Fleet, json_schema: bool, extra: dict[str, Any]) -> Outline:
+    async def _plan_and_write(self, fleet: Fleet, journal: dict[str, SectionResult], json_schema: bool,
+                              extra: dict[str, Any]) -> tuple[Outline, SectionWriter]:
+        """Each chapter's sections are written as soon as its titles exist (or all at once, from a
+        finished outline.json); sections the journal already has are not asked again."""
+        outline = load_outline(self.folder)
+        done = sum(1 for r in journal.values() if r.ok)
+        writer = SectionWriter(fleet.pool, self.spec, Journal(self.folder.journal), extra, self.progress)
+        self.progress.writing(self.spec.section_count, done, fleet.pool)
+        try:
+            async with anyio.create_task_group() as group:
+                def start_chapter(book: Outline, part: Part, chapter: Chapter) -> None:
+                    for section in chapter.sections:
+                        if not (section.id in journal and journal[section.id].ok):
+                            group.start_soon(writer.write, book, part, chapter, section)
+
+                if outline is None or not outline.complete:
+                    outline = await self._plan(fleet, json_schema, extra, outline, start_chapter)
+                else:
+                    for part, chapter in [(p, c) for p in outline.parts for c in p.chapters]:
+                        start_chapter(outline, part, chapter)
+        finally:
+            writer.journal.close()
+        self.progress.outline_ready(outline)
+        log.info("wrote %d sections (%d were already in the journal)", len(writer.results), done)
+        return outline, writer
+
+    async def _plan(self, fleet: Fleet, json_schema: bool, extra: dict[str, Any], partial: Outline | None,
+                    on_chapter) -> Outline:
         planner = Planner(fleet.pool, self.spec, json_schema, extra, on_node=self.progress.planned)
         self.progress.planning(self.spec)
-        outline = await planner.plan()
+
+        def save(outline: Outline) -> None:
+            write_atomic(self.folder.outline, outline.model_dump_json(indent=2))
+            self.progress.outline_ready(outline)
+
+        outline = await planner.plan(partial, self.barrier, on_chapter, save)
         self.plan_stats = planner.stats
-        write_atomic(self.folder.outline, outline.model_dump_json(indent=2))
         log.info("planned %s: %d sections in %.1f s (%d requests, %d re-asked, %d placeholder titles)",
                  outline.title, len(outline.sections()), planner.stats.seconds, planner.stats.requests,
                  planner.stats.reasked, planner.stats.placeholders)
         return outline
-
-    async def _write(self, fleet: Fleet, outline: Outline, journal: dict[str, SectionResult],
-                     extra: dict[str, Any]) -> dict[str, SectionResult]:
-        from pipeline.write import write_sections
-
-        todo = [(p, c, s) for p, c, s in outline.sections() if not (s.id in journal and journal[s.id].ok)]
-        log.info("writing %d sections (%d already in the journal)", len(todo), len(outline.sections()) - len(todo))
-        self.progress.writing(len(outline.sections()), len(outline.sections()) - len(todo), fleet.pool)
-        writer_journal = Journal(self.folder.journal)
-        try:
-            return await write_sections(fleet.pool, self.spec, outline, todo, writer_journal, extra,
-                                        self.progress)
-        finally:
-            writer_journal.close()
 
     async def _typeset(self, outline: Outline, stats: BookStats) -> BookStats:
         self.progress.typesetting()
@@ -226,7 +242,8 @@ def attach_run_log(folder: RunFolder) -> logging.Handler:
 
 
 async def book(settings: Settings, spec: BookSpec | None, out: Path | None, resume: Path | None,
-               progress: BookListener, repair: bool = False, keep_stats: bool = False) -> BookOutcome:
+               progress: BookListener, repair: bool = False, keep_stats: bool = False,
+               barrier: bool = False) -> BookOutcome:
     if resume is not None:
         folder, spec = load_run_folder(resume)
     else:
@@ -234,7 +251,8 @@ async def book(settings: Settings, spec: BookSpec | None, out: Path | None, resu
     handler = attach_run_log(folder)
     try:
         with progress:
-            outcome = await BookRun(settings, spec, folder, resume is not None, progress).run(repair, keep_stats)
+            run = BookRun(settings, spec, folder, resume is not None, progress, barrier)
+            outcome = await run.run(repair, keep_stats)
     except UsageError:
         if resume is None:  # refused before any work (unreachable backend, wrong model): leave no folder
             shutil.rmtree(folder.path, ignore_errors=True)

@@ -1,6 +1,7 @@
 """The writer: every section in its own request, through the pool, journaled as it lands.
 
-Takes the Outline, the BookSpec and the sections still to write; returns a SectionResult per section.
+A SectionWriter is handed sections (as soon as their chapter is planned) and keeps a SectionResult per
+section.
 Each request carries only the book title, its part, chapter and section title and the length asked
 for (templates/section.md). A section whose every attempt failed comes back with `error` set, never as
 a finished section; it is journaled too, so a resume asks it again.
@@ -10,8 +11,6 @@ from __future__ import annotations
 
 import time
 from typing import Any
-
-import anyio
 
 from pipeline.backends.pool import BackendPool, RequestFailed
 from pipeline.journal import Journal
@@ -49,25 +48,36 @@ def failed(section: Section, failure: RequestFailed) -> SectionResult:
     return SectionResult(id=section.id, title=section.title, error=str(failure), attempts=failure.attempts)
 
 
-async def write_sections(pool: BackendPool, spec: BookSpec, outline: Outline,
-                         todo: list[tuple[Part, Chapter, Section]], journal: Journal, extra: dict[str, Any],
-                         listener: BookListener) -> dict[str, SectionResult]:
-    wall = WallClock()
-    results: dict[str, SectionResult] = {}
+class SectionWriter:
+    """Writes sections one request each, as they are handed to it, and journals each as it lands."""
 
-    async def write_one(part: Part, chapter: Chapter, section: Section) -> None:
-        request = section_request(spec, outline, part, chapter, section, extra)
+    def __init__(self, pool: BackendPool, spec: BookSpec, journal: Journal, extra: dict[str, Any],
+                 listener: BookListener):
+        self.pool = pool
+        self.spec = spec
+        self.journal = journal
+        self.extra = extra
+        self.listener = listener
+        self.wall = WallClock()
+        self.results: dict[str, SectionResult] = {}
+        self.first_sent: float | None = None
+        self.last_done: float | None = None
+
+    @property
+    def seconds(self) -> float:
+        return 0.0 if self.first_sent is None else (self.last_done or self.first_sent) - self.first_sent
+
+    async def write(self, outline: Outline, part: Part, chapter: Chapter, section: Section) -> None:
+        listener = self.listener
+        request = section_request(self.spec, outline, part, chapter, section, self.extra)
         on_delta = (lambda text: listener.section_delta(section.id, text)) if listener.wants_deltas else None
+        self.first_sent = self.first_sent or time.monotonic()
         listener.section_started(section.id, section.title)
         try:
-            result = finished(section, await pool.complete(request, on_delta), wall)
+            result = finished(section, await self.pool.complete(request, on_delta), self.wall)
         except RequestFailed as failure:
             result = failed(section, failure)
-        journal.append(result)
-        results[section.id] = result
+        self.last_done = time.monotonic()
+        self.journal.append(result)
+        self.results[section.id] = result
         listener.written(result)
-
-    async with anyio.create_task_group() as group:
-        for part, chapter, section in todo:
-            group.start_soon(write_one, part, chapter, section)
-    return results

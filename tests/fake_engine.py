@@ -4,7 +4,8 @@ It is not an LLM: it streams a fixed number of word tokens per request, in the S
 llama-server use, and keeps a vLLM-style generation counter on /metrics. Each request takes the next mode
 from `modes` (then "ok"): ok, http_500, http_429, reset (connection dropped mid-stream), close_early
 (connection dropped before any byte), empty, stall (no bytes until the client gives up), no_done (stream
-ends without [DONE]), bad_utf8 (an SSE line that is not UTF-8), huge (a 10 MB answer), bad_json (a
+ends without [DONE]), bad_utf8 (an SSE line that is not UTF-8), huge (a 10 MB answer in 32 KB tokens),
+huge_line (a 10 MB answer in one SSE line), bad_json (a
 200 answer of chatter with no JSON in it, for planning prompts), echo_auth (a 500 whose body repeats the
 Authorization header it got, as a careless server might). `section_modes` and `plan_modes` are taken
 first by section-writing and planning prompts only, so a book-level test can plant a fault where it wants.
@@ -21,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import time
 import re
 import zlib
 from collections import deque
@@ -56,6 +58,7 @@ class FakeEngine:
         self.requests = 0
         self.generated = 0
         self.bodies: list[dict] = []
+        self.timeline: list[tuple[float, float, str]] = []  # (start, end, prompt) of each finished request
         self.runner: web.AppRunner | None = None
         self.port = port
 
@@ -70,6 +73,7 @@ class FakeEngine:
         app.router.add_get("/metrics", self.metrics)
         app.router.add_get("/health", self.health)
         app.router.add_get("/fake/prompts", self.prompts)
+        app.router.add_get("/fake/timeline", self.timeline_view)
         app.router.add_get("/fake/stats", self.fake_stats)
         app.router.add_post("/fake/modes", self.plant_modes)
         self.runner = web.AppRunner(app, handle_signals=False)
@@ -103,6 +107,9 @@ class FakeEngine:
             getattr(self, key).extend(planted.get(key, []))
         return web.json_response({"ok": True})
 
+    async def timeline_view(self, request: web.Request) -> web.Response:
+        return web.json_response(self.timeline)
+
     async def health(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
 
@@ -122,10 +129,12 @@ class FakeEngine:
         self.modes_used.append(mode)
         self.in_flight += 1
         self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        started = time.time()
         try:
             return await self._answer(request, body, mode)
         finally:
             self.in_flight -= 1
+            self.timeline.append((started, time.time(), prompt_of(body)))
 
     def _next_mode(self, body: dict) -> str:
         prompt = prompt_of(body)
@@ -196,6 +205,8 @@ class FakeEngine:
             return []
         if mode == "huge":
             return ["x" * (HUGE_PIECE - 1) + " "] * (HUGE_BYTES // HUGE_PIECE)
+        if mode == "huge_line":
+            return ["y" * HUGE_BYTES]
         if mode == "bad_json":
             return ["Sure! ", "Here ", "is ", "a ", "plan: ", "{titles: ", "[first, ", "second ", "(to be continued"]
         limit = body.get("max_tokens", self.tokens)

@@ -69,6 +69,18 @@ def test_book_on_fake_engines_end_to_end(fake_fleet, tmp_path):
     assert len(PdfReader(out / "book.pdf").pages) >= 3
 
 
+@pytest.mark.parametrize("barrier", [False, True])
+def test_writing_starts_before_planning_ends_unless_barrier(fake_fleet, tmp_path, barrier):
+    done = fanout("book", "Pipelined", "--shape", "2x3x4", "--backend", f"{fake_fleet},cap=3", "--out",
+                  str(tmp_path / "run"), "--quiet", *(["--barrier"] if barrier else []))
+    assert done.returncode == 0, done.stderr
+    with urllib.request.urlopen(fake_fleet[:-3] + "/fake/timeline") as response:
+        timeline = json.load(response)
+    first_section_sent = min(start for start, _, prompt in timeline if "Section: " in prompt)
+    planning_done = max(end for _, end, prompt in timeline if "Answer with JSON" in prompt)
+    assert (first_section_sent >= planning_done) == barrier
+
+
 @pytest.mark.parametrize("stop_with", [signal.SIGKILL, signal.SIGINT])
 def test_a_stopped_run_resumes_without_asking_finished_sections_again(tmp_path, stop_with):
     process, url = fake_engine_process(token_delay=0.01, jitter=0.0)
@@ -87,6 +99,8 @@ def test_a_stopped_run_resumes_without_asking_finished_sections_again(tmp_path, 
         assert 6 <= len(finished) < 24, "killed mid-write"
         assert not (out / "stats.json").exists() and not (out / "book.md").exists(), "nothing looks finished"
         asked_before = len(asked_sections(url))
+        outline_before = (out / "outline.json").read_bytes()
+        kept = {r.id: r.text for r in read_journal(journal).values() if r.ok}
 
         resumed = fanout("book", "--resume", str(out), "--backend", f"{url},cap=2", "--quiet", "--json")
         assert resumed.returncode == 0, resumed.stderr
@@ -96,8 +110,28 @@ def test_a_stopped_run_resumes_without_asking_finished_sections_again(tmp_path, 
         stats = json.loads(resumed.stdout)
         assert stats["complete"] and stats["resumed"] and stats["requests_planning"] == 0
         assert len(section_headings((out / "book.md").read_text())) == 24
+        assert (out / "outline.json").read_bytes() == outline_before, "the resume planned nothing again"
+        results = read_journal(journal)
+        assert all(results[i].text == text for i, text in kept.items()), "finished sections kept as written"
+        assert_book_follows_outline(out, results)
     finally:
         process.kill()
+
+
+def assert_book_follows_outline(out: Path, results: dict) -> None:
+    """The same section set as planned, and book.md's part, chapter and section headings in outline order."""
+    outline = json.loads((out / "outline.json").read_text())
+    planned = [s for p in outline["parts"] for c in p["chapters"] for s in c["sections"]]
+    assert set(results) == {s["id"] for s in planned} and all(r.ok for r in results.values())
+    expected = []
+    for p in outline["parts"]:
+        expected.append(("##", p["title"]))
+        for c in p["chapters"]:
+            expected.append(("###", c["title"]))
+            expected += [("####", s["title"]) for s in c["sections"]]
+    found = re.findall(r"^(#{2,4}) (?:Part \d+\. |\d+(?:\.\d+)?\.? )?(.+)$", (out / "book.md").read_text(),
+                       flags=re.MULTILINE)
+    assert found == expected, "a book identical in structure to the outline"
 
 
 @pytest.mark.parametrize("args, words", [

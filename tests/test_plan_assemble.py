@@ -11,7 +11,7 @@ from pipeline.assemble import assemble, close_open_fence, demote_headings
 from pipeline.backends.client import new_session
 from pipeline.backends.pool import BackendPool, RetryPolicy
 from pipeline.plan import Planner, parse_titles
-from pipeline.records import Backend, BookSpec, Chapter, Outline, Part, Section, SectionResult
+from pipeline.records import Backend, BookSpec, Chapter, ChatRequest, Outline, Part, Section, SectionResult
 from pipeline.titles import title_key
 from tests.fake_engine import FakeEngine, prompt_of, requested_count
 
@@ -158,3 +158,41 @@ def test_failed_and_missing_sections_show_as_such():
     first, second = [s for _, _, s in outline.sections()]
     book = assemble(outline, {first.id: SectionResult(id=first.id, title=first.title, error="boom")})
     assert "could not be written: boom" in book and "was not written" in book
+
+
+async def test_a_partial_outline_is_completed_without_planning_again():
+    done = Part(id="p01", title="Kept part", chapters=[Chapter(id="p01.c01", title="Kept chapter", sections=[
+        Section(id="p01.c01.s01", title="Kept one"), Section(id="p01.c01.s02", title="Kept two")])])
+    partial = Outline(title="Book", parts=[done, Part(id="p02", title="Second part")], complete=False)
+    replies = ScriptedPlanner({})
+    engine = await FakeEngine(reply=replies).start()
+    async with new_session(8) as session:
+        pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=4)], session)
+        planner = Planner(pool, BookSpec(prompt="p", parts=2, chapters=1, sections=2), False, {})
+        outline = await planner.plan(partial)
+    await engine.stop()
+    assert planner.stats.requests == 2, "one request for part 2's chapters, one for its chapter's sections"
+    assert outline.complete and outline.parts[0] == done and shape_of(outline) == (2, {1}, {2})
+
+
+async def test_planning_requests_wait_ahead_of_writing_requests():
+    engine = await FakeEngine(tokens=4, token_delay=0.05).start()
+    order: list[str] = []
+    async with new_session(8) as session:
+        pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=1)], session)
+
+        async def send(tag: str, first: bool) -> None:
+            await pool.complete(ChatRequest(messages=[{"role": "user", "content": tag}], max_tokens=4, tag=tag),
+                                first=first)
+            order.append(tag)
+
+        import anyio
+        async with anyio.create_task_group() as group:
+            group.start_soon(send, "busy", False)
+            await anyio.sleep(0.02)
+            group.start_soon(send, "write-1", False)
+            group.start_soon(send, "write-2", False)
+            await anyio.sleep(0.02)
+            group.start_soon(send, "plan", True)
+    await engine.stop()
+    assert order == ["busy", "plan", "write-1", "write-2"]

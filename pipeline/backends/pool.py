@@ -2,7 +2,7 @@
 
 Takes Backends (each with a cap: the most requests in flight there) and ChatRequests; returns Completions.
 A request goes to the backend with the lowest in_flight/cap that has a free slot and waits, first come
-first served, while all are full. A failed attempt is retried with backoff (tenacity), preferring another
+first served, while all are full; a request sent with `first=True` (planning) waits ahead of the others. A failed attempt is retried with backoff (tenacity), preferring another
 backend; a backend that fails `down_after` times in a row is rested and later probed by a single request.
 A connection the server closed before the first byte (llama-server drops idle keep-alives) is re-asked at
 once on the same slot and counted apart from failures. Every attempt is recorded.
@@ -80,11 +80,13 @@ class BackendPool:
         self.policy = policy or RetryPolicy()
         self.stats = PoolStats()
         self._waiters: deque[anyio.Event] = deque()
+        self._urgent: deque[anyio.Event] = deque()
         self._backoff = wait_exponential_jitter(multiplier=self.policy.backoff_initial, max=self.policy.backoff_max,
                                                 jitter=self.policy.backoff_initial)
 
-    async def complete(self, request: ChatRequest, on_delta: OnDelta | None = None) -> Completion:
-        """Send one request through the pool; raise RequestFailed when every attempt failed."""
+    async def complete(self, request: ChatRequest, on_delta: OnDelta | None = None, first: bool = False) -> Completion:
+        """Send one request through the pool; raise RequestFailed when every attempt failed. `first` puts it
+        ahead of every waiting request without it."""
         attempts: list[Attempt] = []
         avoid: set[str] = set()
         retrying = AsyncRetrying(
@@ -96,7 +98,7 @@ class BackendPool:
         try:
             async for attempt in retrying:
                 with attempt:
-                    completion = await self._attempt(request, attempts, avoid, on_delta)
+                    completion = await self._attempt(request, attempts, avoid, on_delta, first)
         except AttemptError:
             raise RequestFailed(request.tag, attempts) from None
         completion.attempts = attempts
@@ -109,8 +111,8 @@ class BackendPool:
         return self._backoff(retry_state)
 
     async def _attempt(self, request: ChatRequest, attempts: list[Attempt], avoid: set[str],
-                       on_delta: OnDelta | None) -> Completion:
-        state = await self._acquire(avoid)
+                       on_delta: OnDelta | None, first: bool) -> Completion:
+        state = await self._acquire(avoid, first)
         try:
             for _ in range(REASK_BEFORE_FIRST_BYTE):
                 t_start = time.monotonic()
@@ -166,31 +168,33 @@ class BackendPool:
         preferred = [s for s in free if s.backend.name not in avoid] or free
         return min(preferred, key=lambda s: s.load, default=None)
 
-    async def _acquire(self, avoid: set[str]) -> BackendState:
-        """Take a slot: at once if one is free and nobody waits, else in arrival order."""
+    async def _acquire(self, avoid: set[str], first: bool = False) -> BackendState:
+        """Take a slot: at once if one is free and nobody waits ahead, else in arrival order (urgent first)."""
+        queue = self._urgent if first else self._waiters
+        ahead = self._urgent if first else self._urgent or self._waiters
         state = self._pick(avoid)
-        if state is None or self._waiters:
-            await self._wait_turn(at_front=False)
+        if state is None or ahead:
+            await self._wait_turn(queue, at_front=False)
             while (state := self._pick(avoid)) is None:
-                await self._wait_turn(at_front=True)
+                await self._wait_turn(queue, at_front=True)
         state.in_flight += 1
         state.peak_in_flight = max(state.peak_in_flight, state.in_flight)
-        if self._waiters and self._pick(set()) is not None:
+        if (self._urgent or self._waiters) and self._pick(set()) is not None:
             self._wake_next()  # more than one slot came free: pass the turn on
         return state
 
-    async def _wait_turn(self, at_front: bool) -> None:
+    async def _wait_turn(self, queue: deque[anyio.Event], at_front: bool) -> None:
         event = anyio.Event()
         if at_front:
-            self._waiters.appendleft(event)
+            queue.appendleft(event)
         else:
-            self._waiters.append(event)
+            queue.append(event)
         try:
             with anyio.move_on_after(self._rest_left()):
                 await event.wait()
         finally:
             if not event.is_set():
-                self._waiters.remove(event)
+                queue.remove(event)
 
     def _rest_left(self) -> float:
         """How long until a rested backend may be probed: waiters wake then even if nothing was released."""
@@ -199,8 +203,10 @@ class BackendPool:
         return max(min(rests), 0.05) if rests else 5.0
 
     def _wake_next(self) -> None:
-        if self._waiters:
-            self._waiters.popleft().set()
+        for queue in (self._urgent, self._waiters):
+            if queue:
+                queue.popleft().set()
+                return
 
     def _release(self, state: BackendState) -> None:
         state.in_flight -= 1

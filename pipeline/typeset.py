@@ -143,7 +143,7 @@ def _assign_heading_ids(tokens: list[Token], prefix: str = "") -> list[Heading]:
     return headings
 
 
-def toc_html(entries: list[tuple[Heading, int | None]], target_counter: bool = False) -> str:
+def toc_html(entries: list[tuple[Heading, int | None]], target_counter: bool = False, title: bool = True) -> str:
     """The contents list. Each entry is a heading and its page number (printed after a dotted leader), or
     None for no number; `target_counter` lets WeasyPrint fill the numbers in a single-document render."""
     items = []
@@ -156,8 +156,8 @@ def toc_html(entries: list[tuple[Heading, int | None]], target_counter: bool = F
                      f'{number}>{html.escape(heading.text)}</a></li>')
     if not items:
         return ""
-    return ('<nav class="toc" id="contents"><p class="toc-title">Contents</p>\n<ul>\n'
-            + "\n".join(items) + "\n</ul>\n</nav>\n")
+    head = '<nav class="toc" id="contents"><p class="toc-title">Contents</p>' if title else '<nav class="toc">'
+    return head + "\n<ul>\n" + "\n".join(items) + "\n</ul>\n</nav>\n"
 
 
 def heading_counts(headings: list[Heading]) -> tuple[int, ...]:
@@ -227,8 +227,8 @@ def render_markdown(markdown: str, prefix: str = "") -> tuple[str, list[Heading]
 def markdown_body(markdown: str, title: str, target_counter: bool = False) -> str:
     """The whole book as one <body>: title page, table of contents, then the book."""
     body, headings, h1 = render_markdown(markdown)
-    return (title_page_html(h1 or title, heading_counts(headings)) + toc_html([(h, None) for h in headings], target_counter)
-            + body)
+    contents = toc_html([(h, None) for h in headings], target_counter)
+    return title_page_html(h1 or title, heading_counts(headings)) + contents + body
 
 
 def document(title: str, style: str, body: str, body_class: str = "") -> str:

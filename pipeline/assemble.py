@@ -65,15 +65,26 @@ def section_body(result: SectionResult | None) -> str:
     return demote_headings(close_open_fence(result.text), result.title)
 
 
-def assemble(outline: Outline, results: dict[str, SectionResult]) -> str:
-    out = [f"# {outline.title}", ""]
-    chapter_number = 0
-    for part_number, part in enumerate(outline.parts, 1):
-        out += [f"## Part {part_number}. {part.title}", ""]
-        for chapter in part.chapters:
-            chapter_number += 1
-            out += [f"### {chapter_number}. {chapter.title}", ""]
-            for section_number, section in enumerate(chapter.sections, 1):
-                out += [f"#### {chapter_number}.{section_number} {section.title}", "",
-                        section_body(results.get(section.id)), ""]
+def part_markdown(outline: Outline, index: int, results: dict[str, SectionResult], chapter_offset: int) -> str:
+    """One part, from its `## Part n.` heading; chapters are numbered from chapter_offset + 1."""
+    part = outline.parts[index]
+    out = [f"## Part {index + 1}. {part.title}", ""]
+    for chapter_number, chapter in enumerate(part.chapters, chapter_offset + 1):
+        out += [f"### {chapter_number}. {chapter.title}", ""]
+        for section_number, section in enumerate(chapter.sections, 1):
+            out += [f"#### {chapter_number}.{section_number} {section.title}", "",
+                    section_body(results.get(section.id)), ""]
     return "\n".join(out)
+
+
+def chapter_offsets(outline: Outline) -> list[int]:
+    offsets, total = [], 0
+    for part in outline.parts:
+        offsets.append(total)
+        total += len(part.chapters)
+    return offsets
+
+
+def assemble(outline: Outline, results: dict[str, SectionResult]) -> str:
+    parts = [part_markdown(outline, i, results, offset) for i, offset in enumerate(chapter_offsets(outline))]
+    return "\n".join([f"# {outline.title}", "", *parts])

@@ -13,7 +13,7 @@ import os
 import re
 import shutil
 import time
-from collections import Counter
+from collections import ChainMap, Counter
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -29,10 +29,12 @@ from pipeline.errors import UsageError
 from pipeline.journal import Journal, read_journal
 from pipeline.plan import PlanStats, Planner
 from pipeline.progress import BookListener
-from pipeline.records import BookSpec, Chapter, EngineInfo, EngineKind, Outline, Part, SectionResult
+from pipeline.records import BookSpec, Chapter, EngineInfo, EngineKind, Outline, Part, Section, SectionResult
 from pipeline.repair import Repairer
 from pipeline.stats import BookStats, backend_lines, book_stats
-from pipeline.typeset import typeset_pdf
+from pipeline.typeset import typeset_html
+from pipeline.typeset_appendix import appendix_html
+from pipeline.typeset_incremental import IncrementalTypesetter
 from pipeline.write import SectionWriter
 
 log = logging.getLogger("fanout")
@@ -50,6 +52,7 @@ class RunFolder:
         self.journal = path / "sections.jsonl"
         self.book = path / "book.md"
         self.pdf = path / "book.pdf"
+        self.html = path / "book.html"
         self.stats = path / "stats.json"
         self.audit = path / "audit.json"
         self.log = path / "run.log"
@@ -134,25 +137,39 @@ class BookRun:
         assemble, audit and typeset. `keep_stats` leaves an earlier run's stats.json in place."""
         started = time.monotonic()
         summary = None
-        async with open_fleet(self.settings, engine_log=self.folder.engine_log) as fleet:
-            self.progress.fleet_opened(fleet)
-            json_schema, extra = request_options(fleet.engines)
-            journal = read_journal(self.folder.journal)
-            outline, writer = await self._plan_and_write(fleet, journal, json_schema, extra)
-            written, write_seconds = writer.results, writer.seconds
-            journal.update(written)
-            if repair:
-                summary = await self._repair(fleet, outline, journal, extra, json_schema)
-            lines = backend_lines(fleet.pool.snapshot(), {b.name: b.base_url for b in fleet.backends},
-                                  {b.name: b.model for b in fleet.backends}, fleet.engines)
-            attempts = fleet.pool.stats.attempts
+        # Parts are typeset while the book is written, unless a repair will change them afterwards.
+        typesetter = IncrementalTypesetter(self.spec, self.folder.pdf) if not repair else None
+        try:
+            async with open_fleet(self.settings, engine_log=self.folder.engine_log) as fleet:
+                self.progress.fleet_opened(fleet)
+                json_schema, extra = request_options(fleet.engines)
+                journal = read_journal(self.folder.journal)
+                outline, writer = await self._plan_and_write(fleet, journal, json_schema, extra, typesetter)
+                written, write_seconds = writer.results, writer.seconds
+                journal.update(written)
+                if repair:
+                    summary = await self._repair(fleet, outline, journal, extra, json_schema)
+                lines = backend_lines(fleet.pool.snapshot(), {b.name: b.base_url for b in fleet.backends},
+                                      {b.name: b.model for b in fleet.backends}, fleet.engines)
+                attempts = fleet.pool.stats.attempts
+            return await self._finish(outline, journal, written, write_seconds, attempts, lines, summary,
+                                      typesetter or IncrementalTypesetter(self.spec, self.folder.pdf), started,
+                                      keep_stats)
+        finally:
+            if typesetter is not None:
+                typesetter.close()
+
+    async def _finish(self, outline: Outline, journal: dict[str, SectionResult], written: dict[str, SectionResult],
+                      write_seconds: float, attempts, lines, summary: RepairSummary | None,
+                      typesetter: IncrementalTypesetter, started: float, keep_stats: bool) -> BookOutcome:
+        """Assemble, audit, typeset (the stats and audit go in the appendix), and write stats.json last."""
         report = self._assemble_and_audit(outline, journal)
         if summary is not None:
             summary.after = report.counts
             write_atomic(self.folder.path / "repair.json", summary.model_dump_json(indent=2))
         stats = book_stats(self.plan_stats, written, journal, attempts, len(outline.sections()), write_seconds,
                            time.monotonic() - started, lines, self.resumed)
-        stats = await self._typeset(outline, stats)
+        stats = await self._typeset(outline, journal, stats, report, typesetter)
         stats.job_seconds = round(time.monotonic() - started, 2)
         if not (keep_stats and self.folder.stats.exists()):
             write_atomic(self.folder.stats, stats.model_dump_json(indent=2))
@@ -186,19 +203,27 @@ class BookRun:
                              seconds=round(time.monotonic() - started, 2))
 
     async def _plan_and_write(self, fleet: Fleet, journal: dict[str, SectionResult], json_schema: bool,
-                              extra: dict[str, Any]) -> tuple[Outline, SectionWriter]:
+                              extra: dict[str, Any], typesetter: IncrementalTypesetter | None
+                              ) -> tuple[Outline, SectionWriter]:
         """Each chapter's sections are written as soon as its titles exist (or all at once, from a
         finished outline.json); sections the journal already has are not asked again."""
         outline = load_outline(self.folder)
         done = sum(1 for r in journal.values() if r.ok)
         writer = SectionWriter(fleet.pool, self.spec, Journal(self.folder.journal), extra, self.progress)
         self.progress.writing(self.spec.section_count, done, fleet.pool)
+        results = ChainMap(writer.results, journal)
+
+        async def write(book: Outline, part: Part, chapter: Chapter, section: Section) -> None:
+            await writer.write(book, part, chapter, section)
+            if typesetter is not None:
+                typesetter.section_done(book, results, section.id)
+
         try:
             async with anyio.create_task_group() as group:
                 def start_chapter(book: Outline, part: Part, chapter: Chapter) -> None:
                     for section in chapter.sections:
                         if not (section.id in journal and journal[section.id].ok):
-                            group.start_soon(writer.write, book, part, chapter, section)
+                            group.start_soon(write, book, part, chapter, section)
 
                 if outline is None or not outline.complete:
                     outline = await self._plan(fleet, json_schema, extra, outline, start_chapter)
@@ -227,10 +252,14 @@ class BookRun:
                  planner.stats.reasked, planner.stats.placeholders)
         return outline
 
-    async def _typeset(self, outline: Outline, stats: BookStats) -> BookStats:
+    async def _typeset(self, outline: Outline, journal: dict[str, SectionResult], stats: BookStats,
+                       report: AuditReport, typesetter: IncrementalTypesetter) -> BookStats:
+        """book.pdf (the parts already rendered while writing are only merged now) and book.html."""
         self.progress.typesetting()
-        markdown = self.folder.book.read_text()
-        result = await anyio.to_thread.run_sync(typeset_pdf, markdown, outline.title, self.folder.pdf)
+        appendix = appendix_html(stats.model_dump(mode="json"), report.model_dump(mode="json"))
+        result = await anyio.to_thread.run_sync(typesetter.finish, outline, journal, appendix)
+        typeset_html(self.folder.book.read_text(), outline.title, self.folder.html, appendix)
+        log.info("PDF ready %.1f s after the last section (%d pages)", result.seconds, result.pages)
         return stats.model_copy(update={"typeset_seconds": round(result.seconds, 2), "pdf_pages": result.pages})
 
 

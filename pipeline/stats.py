@@ -122,7 +122,7 @@ def stats_table(stats: BookStats) -> Table:
         ("placeholder titles", str(stats.placeholder_titles)),
     ]
     if stats.pdf_pages is not None:
-        rows.append(("PDF pages (typeset s)", f"{stats.pdf_pages} ({stats.typeset_seconds:.1f})"))
+        rows.append(("PDF pages (ready s after the last section)", f"{stats.pdf_pages} ({stats.typeset_seconds:.1f})"))
     for backend in stats.backends:
         rows.append((f"backend {backend.name}", f"{backend.engine} {backend.version or ''} cap {backend.cap}, "
                                                 f"{backend.sent} attempts, {backend.failed} failed".replace("  ", " ")))

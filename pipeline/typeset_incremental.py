@@ -1,0 +1,62 @@
+"""Typesetting while the book is written: each part goes to the render pool the moment its last section
+lands, so the PDF is ready a few seconds after the last section rather than a whole render later.
+
+Takes the run's outline and results as they grow (`section_done`), and at the end (`finish`) submits
+whatever parts are still missing, adds the appendix and merges. `finish` returns the TypesetResult, whose
+`seconds` is the delay from the end of writing to the PDF on disk.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipeline.assemble import part_markdown
+from pipeline.records import BookSpec, Outline, SectionResult
+from pipeline.typeset import TypesetResult, require_fonts
+
+
+class IncrementalTypesetter:
+    def __init__(self, spec: BookSpec, out_pdf: Path, workers: int | None = None):
+        self.spec = spec
+        self.out_pdf = out_pdf
+        self.workers = workers
+        self.typesetter = None
+        self.submitted: set[int] = set()
+
+    def _open(self, title: str):
+        if self.typesetter is None:
+            from pipeline.typeset_parts import PartTypesetter
+
+            require_fonts()
+            self.typesetter = PartTypesetter(title, self.out_pdf, workers=self.workers)
+        return self.typesetter
+
+    def section_done(self, outline: Outline, results: dict[str, SectionResult], section_id: str) -> None:
+        """Submit the section's part if this was its last section (planned and answered)."""
+        index = int(section_id.split(".")[0][1:]) - 1
+        part = outline.parts[index]
+        if index in self.submitted or len(part.chapters) < self.spec.chapters:
+            return
+        sections = [s for c in part.chapters for s in c.sections]
+        if len(sections) == self.spec.chapters * self.spec.sections and all(s.id in results for s in sections):
+            self._submit(outline, results, index)
+
+    def _submit(self, outline: Outline, results: dict[str, SectionResult], index: int) -> None:
+        markdown = part_markdown(outline, index, results, index * self.spec.chapters)
+        self._open(outline.title).submit_part(index, markdown)
+        self.submitted.add(index)
+
+    def finish(self, outline: Outline, results: dict[str, SectionResult], appendix_html: str) -> TypesetResult:
+        """Blocking: run it in a thread. Parts not yet submitted (a resumed run, say) go now."""
+        for index in range(len(outline.parts)):
+            if index not in self.submitted:
+                self._submit(outline, results, index)
+        try:
+            return self._open(outline.title).finish(appendix_html=appendix_html)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        if self.typesetter is not None:
+            self.typesetter.close()
+            self.typesetter = None

@@ -121,6 +121,15 @@ def build_parser() -> Parser:
     add_record_flags(sweep)
     add_fleet_flags(sweep)
 
+    efficiency = commands.add_parser("efficiency", help="a book job's tok/s against what the backends sustain")
+    efficiency.add_argument("--shape", default="8x12x16", metavar="PxCxS")
+    efficiency.add_argument("--max-tokens", type=int, default=520)
+    efficiency.add_argument("--window", type=float, default=30.0, help="seconds of the sustained-rate window")
+    efficiency.add_argument("--prompt", default="Write a complete software engineering handbook. Every topic, "
+                                                "with examples.")
+    add_record_flags(efficiency)
+    add_fleet_flags(efficiency)
+
     identity = commands.add_parser("identity", help="answers under load against a single-user oracle (seed 000)")
     identity.add_argument("--levels", default="1,2,4,8", help="concurrent users per level (1,2,4,8)")
     identity.add_argument("--mode", default="concurrency", choices=["concurrency", "same", "servers"],
@@ -411,9 +420,22 @@ def cmd_identity(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_efficiency(args: argparse.Namespace) -> int:
+    from pipeline.bench.efficiency import efficiency_markdown, job_efficiency
+    from pipeline.records import BookSpec
+
+    parts, chapters, sections = parse_shape(args.shape)
+    if args.max_tokens <= 0 or args.window <= 0:
+        raise UsageError("--max-tokens and --window must be positive")
+    spec = BookSpec(prompt=args.prompt, parts=parts, chapters=chapters, sections=sections, max_tokens=args.max_tokens)
+    record = anyio.run(job_efficiency, settings_from(args), spec, args.window)
+    save_record("efficiency", record, efficiency_markdown(record), args.out, args.json)
+    return 0
+
+
 COMMANDS = {"serve": cmd_serve, "ask": cmd_ask, "book": cmd_book, "audit": cmd_audit, "repair": cmd_repair,
             "probe": cmd_probe, "bench": cmd_bench, "typeset": cmd_typeset, "sweep": cmd_sweep,
-            "identity": cmd_identity}
+            "identity": cmd_identity, "efficiency": cmd_efficiency}
 
 
 def configure_logging(verbose: bool) -> None:

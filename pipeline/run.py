@@ -123,14 +123,16 @@ class BookOutcome(BaseModel):
 
 class BookRun:
     def __init__(self, settings: Settings, spec: BookSpec, folder: RunFolder, resumed: bool,
-                 progress: BookListener, barrier: bool = False):
+                 progress: BookListener, barrier: bool = False, incremental: bool = True):
         self.settings = settings
         self.spec = spec
         self.folder = folder
         self.resumed = resumed
         self.progress = progress
         self.barrier = barrier
+        self.incremental = incremental  # typeset parts while writing (off: all at the end)
         self.plan_stats = PlanStats()
+        self.requests_started: float | None = None
 
     async def run(self, repair: bool = False, keep_stats: bool = False) -> BookOutcome:
         """Plan (unless outline.json exists), write what the journal lacks, optionally repair, then
@@ -138,7 +140,7 @@ class BookRun:
         started = time.monotonic()
         summary = None
         # Parts are typeset while the book is written, unless a repair will change them afterwards.
-        typesetter = IncrementalTypesetter(self.spec, self.folder.pdf) if not repair else None
+        typesetter = IncrementalTypesetter(self.spec, self.folder.pdf) if self.incremental and not repair else None
         try:
             async with open_fleet(self.settings, engine_log=self.folder.engine_log) as fleet:
                 self.progress.fleet_opened(fleet)
@@ -146,21 +148,22 @@ class BookRun:
                 journal = read_journal(self.folder.journal)
                 outline, writer = await self._plan_and_write(fleet, journal, json_schema, extra, typesetter)
                 written, write_seconds = writer.results, writer.seconds
+                generate_seconds = (writer.last_done or self.requests_started) - self.requests_started
                 journal.update(written)
                 if repair:
                     summary = await self._repair(fleet, outline, journal, extra, json_schema)
                 lines = backend_lines(fleet.pool.snapshot(), {b.name: b.base_url for b in fleet.backends},
                                       {b.name: b.model for b in fleet.backends}, fleet.engines)
                 attempts = fleet.pool.stats.attempts
-            return await self._finish(outline, journal, written, write_seconds, attempts, lines, summary,
-                                      typesetter or IncrementalTypesetter(self.spec, self.folder.pdf), started,
-                                      keep_stats)
+            return await self._finish(outline, journal, written, write_seconds, generate_seconds, attempts, lines,
+                                      summary, typesetter or IncrementalTypesetter(self.spec, self.folder.pdf),
+                                      started, keep_stats)
         finally:
             if typesetter is not None:
                 typesetter.close()
 
     async def _finish(self, outline: Outline, journal: dict[str, SectionResult], written: dict[str, SectionResult],
-                      write_seconds: float, attempts, lines, summary: RepairSummary | None,
+                      write_seconds: float, generate_seconds: float, attempts, lines, summary: RepairSummary | None,
                       typesetter: IncrementalTypesetter, started: float, keep_stats: bool) -> BookOutcome:
         """Assemble, audit, typeset (the stats and audit go in the appendix), and write stats.json last."""
         report = self._assemble_and_audit(outline, journal)
@@ -169,6 +172,8 @@ class BookRun:
             write_atomic(self.folder.path / "repair.json", summary.model_dump_json(indent=2))
         stats = book_stats(self.plan_stats, written, journal, attempts, len(outline.sections()), write_seconds,
                            time.monotonic() - started, lines, self.resumed)
+        stats.generate_seconds = round(generate_seconds, 2)
+        stats.generate_tok_s = round(stats.tokens_written / generate_seconds, 1) if generate_seconds > 0 else 0.0
         stats = await self._typeset(outline, journal, stats, report, typesetter)
         stats.job_seconds = round(time.monotonic() - started, 2)
         if not (keep_stats and self.folder.stats.exists()):
@@ -211,6 +216,7 @@ class BookRun:
         done = sum(1 for r in journal.values() if r.ok)
         writer = SectionWriter(fleet.pool, self.spec, Journal(self.folder.journal), extra, self.progress)
         self.progress.writing(self.spec.section_count, done, fleet.pool)
+        self.requests_started = time.monotonic()
         results = ChainMap(writer.results, journal)
 
         async def write(book: Outline, part: Part, chapter: Chapter, section: Section) -> None:
@@ -272,7 +278,7 @@ def attach_run_log(folder: RunFolder) -> logging.Handler:
 
 async def book(settings: Settings, spec: BookSpec | None, out: Path | None, resume: Path | None,
                progress: BookListener, repair: bool = False, keep_stats: bool = False,
-               barrier: bool = False) -> BookOutcome:
+               barrier: bool = False, incremental: bool = True) -> BookOutcome:
     if resume is not None:
         folder, spec = load_run_folder(resume)
     else:
@@ -280,7 +286,7 @@ async def book(settings: Settings, spec: BookSpec | None, out: Path | None, resu
     handler = attach_run_log(folder)
     try:
         with progress:
-            run = BookRun(settings, spec, folder, resume is not None, progress, barrier)
+            run = BookRun(settings, spec, folder, resume is not None, progress, barrier, incremental)
             outcome = await run.run(repair, keep_stats)
     except UsageError:
         if resume is None:  # refused before any work (unreachable backend, wrong model): leave no folder

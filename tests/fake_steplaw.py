@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 import time
 from contextlib import contextmanager
@@ -121,7 +122,8 @@ class StepLawEngine:
         self.prompts.append(body["messages"][-1]["content"])
         prompt = len(body["messages"][-1]["content"].split())
         self.prompt_tokens += prompt
-        running = _Running(remaining=int(body.get("max_tokens", 16)))
+        pieces = answer_pieces(body)
+        running = _Running(remaining=len(pieces))
         self.waiting.append(running)
         self.wake.set()
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
@@ -131,19 +133,41 @@ class StepLawEngine:
             while True:
                 last = await running.queue.get()
                 count += 1
-                await _event(response, {"choices": [{"index": 0, "delta": {"content": f"t{count} "}}]})
+                await _event(response, {"choices": [{"index": 0, "delta": {"content": pieces[count - 1]}}]})
                 if last:
                     break
         finally:
             for pool in (self.running, self.waiting):
                 if running in pool:
                     pool.remove(running)
-        await _event(response, {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]})
+        finish = "length" if count == int(body.get("max_tokens", 16)) else "stop"
+        await _event(response, {"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
         await _event(response, {"choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": count,
                                                           "total_tokens": prompt + count}})
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response
+
+
+def answer_pieces(body: dict) -> list[str]:
+    """A planning prompt gets valid JSON with unique titles (one word a token); anything else gets
+    `max_tokens` filler tokens, as with ignore_eos."""
+    limit = int(body.get("max_tokens", 16))
+    prompt = body["messages"][-1]["content"]
+    if "Answer with JSON" not in prompt:
+        return [f"t{i} " for i in range(1, limit + 1)]
+    count = int(re.search(r"(?:exactly|What are) (\d+)", prompt).group(1))
+    key = "parts" if prompt.startswith("Plan a book") else "titles"
+    global _TITLES
+    titles = []
+    for _ in range(count):
+        _TITLES += 1
+        titles.append(f"Topic {_TITLES}")
+    text = json.dumps({"title": "Step law book", key: titles} if key == "parts" else {key: titles})
+    return [word + " " for word in text.split(" ")][:limit]
+
+
+_TITLES = 0
 
 
 async def _event(response: web.StreamResponse, payload: dict) -> None:
@@ -170,3 +194,16 @@ def steplaw_in_thread(*laws: tuple[float, float]) -> Iterator[list[StepLawEngine
             asyncio.run_coroutine_threadsafe(engine.stop(), loop).result(10)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
+
+
+async def _serve(count: int, a_ms: float, b_ms: float, max_seqs: int) -> None:
+    engines = [await StepLawEngine(a_ms, b_ms, max_seqs).start() for _ in range(count)]
+    print(" ".join(engine.url for engine in engines), flush=True)
+    await asyncio.Event().wait()
+
+
+if __name__ == "__main__":  # FAKE step-law engines in their own process: python -m tests.fake_steplaw N [A B SEQS]
+    import sys
+
+    numbers = [float(x) for x in sys.argv[2:5]] + [12.94, 0.2451, 256][len(sys.argv[2:5]):]
+    asyncio.run(_serve(int(sys.argv[1]), numbers[0], numbers[1], int(numbers[2])))

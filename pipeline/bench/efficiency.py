@@ -1,0 +1,100 @@
+"""Job efficiency (issue 10, P1): how much of what the backends sustain does a whole book job get?
+
+Takes Settings (the backends and their caps, or the embedded engine) and a book shape; in one run it
+measures the ladder's sustained rate at the caps (every backend full, seed 003's closed loop), then writes
+the book pipelined and again with --barrier, and returns an EfficiencyRecord: plan + write tok/s ÷
+sustained (seed 003's "whole job", 0.73 there) and write-phase tok/s ÷ sustained (0.86 there). Tokens are
+the servers' usage counts; times are the client's clock.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from pipeline.bench.ladder import bench
+from pipeline.bench.records import BenchSpec
+from pipeline.config import Settings
+from pipeline.progress import BookListener
+from pipeline.records import BookSpec
+from pipeline.run import book
+
+
+class JobRow(BaseModel):
+    schedule: str
+    sections: int
+    tokens: int
+    plan_seconds: float
+    write_seconds: float
+    generate_seconds: float
+    generate_tok_s: float
+    write_tok_s: float
+    whole_ratio: float
+    write_ratio: float
+
+
+class EfficiencyRecord(BaseModel):
+    shape: str
+    caps: list[int]
+    sustained_tok_s: float
+    sustained_source: str
+    window_s: float
+    rows: list[JobRow]
+    duration_s: float
+
+
+def caps_of(settings: Settings) -> list[int]:
+    return [b.cap for b in settings.backends] or [settings.slots]
+
+
+async def sustained_at_caps(settings: Settings, max_tokens: int, window_s: float) -> tuple[float, str]:
+    caps = caps_of(settings)
+    if len(set(caps)) != 1:
+        raise ValueError("the efficiency benchmark needs one cap for every backend")
+    # The cap is the load the book job puts on each backend, so the ladder is measured at exactly that
+    # many streams; for engines that cannot report their slots, the cap stands in for them.
+    spec = BenchSpec(streams=[caps[0]], window_s=window_s, max_tokens=max_tokens, label="at caps",
+                     engine_slots={"*": caps[0]})
+    record = await bench(settings, spec)
+    point = record.series[0].levels[0].total
+    return point.sustained, point.sustained_source
+
+
+async def job_row(settings: Settings, spec: BookSpec, barrier: bool, sustained: float) -> JobRow:
+    with tempfile.TemporaryDirectory(prefix="fanout-efficiency-") as folder:
+        # Typesetting waits for the end here: on a machine that also hosts the backends (the embedded
+        # engine, local fakes) its render processes would take CPU from them mid-job.
+        outcome = await book(settings, spec, Path(folder) / "run", None, BookListener(), barrier=barrier,
+                             incremental=False)
+    stats = outcome.stats
+    return JobRow(schedule="barrier" if barrier else "pipelined", sections=stats.sections_ok,
+                  tokens=stats.tokens_written, plan_seconds=stats.plan_seconds, write_seconds=stats.write_seconds,
+                  generate_seconds=stats.generate_seconds, generate_tok_s=stats.generate_tok_s,
+                  write_tok_s=stats.write_tok_s, whole_ratio=round(stats.generate_tok_s / sustained, 3),
+                  write_ratio=round(stats.write_tok_s / sustained, 3))
+
+
+async def job_efficiency(settings: Settings, spec: BookSpec, window_s: float) -> EfficiencyRecord:
+    started = time.monotonic()
+    sustained, source = await sustained_at_caps(settings, spec.max_tokens, window_s)
+    rows = [await job_row(settings, spec, barrier, sustained) for barrier in (False, True)]
+    return EfficiencyRecord(shape=spec.shape, caps=caps_of(settings), sustained_tok_s=round(sustained, 1),
+                            sustained_source=source, window_s=window_s, rows=rows,
+                            duration_s=round(time.monotonic() - started, 1))
+
+
+def efficiency_markdown(record: EfficiencyRecord) -> str:
+    lines = [f"# Job efficiency: book {record.shape} at caps {record.caps}", "",
+             f"Sustained at the caps: {record.sustained_tok_s:,.1f} tok/s ({record.sustained_source}, "
+             f"{record.window_s:.0f} s window). Jobs: tokens from server usage, times from the client clock; "
+             f"{record.duration_s:.0f} s in all.", "",
+             "| schedule | sections | plan s | write s | plan + write s | plan + write tok/s | ÷ sustained "
+             "| write tok/s | ÷ sustained |", "|---|---|---|---|---|---|---|---|---|"]
+    for row in record.rows:
+        lines.append(f"| {row.schedule} | {row.sections:,} | {row.plan_seconds:.2f} | {row.write_seconds:.2f} | "
+                     f"{row.generate_seconds:.2f} | {row.generate_tok_s:,.1f} | {row.whole_ratio:.3f} | "
+                     f"{row.write_tok_s:,.1f} | {row.write_ratio:.3f} |")
+    return "\n".join(lines) + "\n"

@@ -248,6 +248,8 @@ def book_spec(args: argparse.Namespace):
 def cmd_book(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from pipeline.backends.client import fast_loop
+
     from pipeline.progress import BookProgress
     from pipeline.audit import audit_table
     from pipeline.run import book
@@ -266,9 +268,11 @@ def cmd_book(args: argparse.Namespace) -> int:
         from pipeline.progress import Listeners
 
         feed = LiveFeed(args.live_host, args.live_port, args.live_public)
-        result = anyio.run(serve_during, feed, lambda page: job(Listeners(progress, page)), args.live_linger)
+        with fast_loop():
+            result = anyio.run(serve_during, feed, lambda page: job(Listeners(progress, page)), args.live_linger)
     else:
-        result = anyio.run(job)
+        with fast_loop():
+            result = anyio.run(job)
     if args.json:
         print(result.stats.model_dump_json(indent=2))
     if not args.quiet:
@@ -343,10 +347,18 @@ def cmd_repair(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from pipeline.bench.command import run_command, spec_from_args
+    from pipeline.backends.client import fast_loop
+    from pipeline.bench.command import add_bench_flags, run_ceiling_command, run_command, spec_from_args
 
+    if args.ceiling:
+        defaults = argparse.ArgumentParser()
+        add_bench_flags(defaults)
+        return run_ceiling_command(args, vars(defaults.parse_args([])))
+    if args.workers != "1" or args.ticks != "20,10,0":
+        raise UsageError("--workers and --ticks belong to --ceiling; the engine ladder runs in one process")
     spec_from_args(args)  # bad flags fail before any engine starts
-    return run_command(args, settings_from(args), ["fanout", *sys.argv[1:]])
+    with fast_loop():
+        return run_command(args, settings_from(args), ["fanout", *sys.argv[1:]])
 
 
 def cmd_typeset(args: argparse.Namespace) -> int:

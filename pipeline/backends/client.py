@@ -7,16 +7,21 @@ from each event: content deltas, finish_reason and usage. Retries and balancing 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
+import re
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import aiohttp
+from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 
 from pipeline.records import Backend, ChatRequest, Completion
 
 MAX_ANSWER_BYTES = 4 * 1024 * 1024  # model output is untrusted: a runaway answer is cut and flagged
+MAX_LINE_BYTES = 128 * 1024  # one SSE line (aiohttp's own line limit was the same): longer is `oversized`
 
 
 class AttemptError(Exception):
@@ -61,8 +66,20 @@ def new_session(total_connections: int) -> aiohttp.ClientSession:
     return aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None))
 
 
+_CONTENT_KEY = b'"content":"'
+_PLAIN = re.compile(rb'[^"\\\x00-\x1f]*')  # a JSON string body with nothing to unescape
+
+
 class _Stream:
-    """Accumulates one SSE stream. Each `data:` line is a JSON chunk; only three fields matter."""
+    """Accumulates one SSE stream. Each `data:` line is a JSON chunk; only these fields matter: error, model,
+    usage, and per choice delta.content, logprobs, finish_reason.
+
+    Fast path: the first plain content event of a stream is parsed by json.loads and remembered as a
+    template, its bytes split around the content string (head, tail). A later event that is the same head,
+    a string with no quote, backslash or control character, and the same tail is that same event with other
+    text, so its content is the UTF-8 decoding of the middle, without json.loads. Anything else (escapes,
+    usage, finish_reason, logprobs, a new `created` second) goes through json.loads and may become the new
+    template."""
 
     def __init__(self, keep_token_times: bool, on_delta: OnDelta | None = None):
         self.parts: list[str] = []
@@ -75,8 +92,23 @@ class _Stream:
         self.token_times: list[float] | None = [] if keep_token_times else None
         self.on_delta = on_delta
         self.logprobs: list[dict[str, Any]] = []
+        self._head = b""
+        self._tail = b""
+        self._fixed = 0  # len(head) + len(tail); 0: no template yet
 
-    def feed(self, payload: bytes, now: float) -> None:
+    def feed(self, payload: bytes) -> None:
+        fixed = self._fixed
+        if fixed and len(payload) >= fixed and payload.startswith(self._head) and payload.endswith(self._tail):
+            middle = payload[len(self._head):len(payload) - len(self._tail)]
+            if _PLAIN.fullmatch(middle):
+                try:
+                    content = middle.decode()
+                except UnicodeDecodeError:
+                    pass  # json.loads decides (it passes surrogates through; _finish flags them)
+                else:
+                    if content:
+                        self._take_content(content)
+                    return
         try:
             event = json.loads(payload)
         except ValueError as exc:
@@ -88,24 +120,48 @@ class _Stream:
         self.model = self.model or event.get("model")
         if event.get("usage"):
             self.usage = event["usage"]
-        for choice in event.get("choices") or ():
-            self._take_choice(choice, now)
+        choices = event.get("choices") or ()
+        for choice in choices:
+            self._take_choice(choice)
+        if len(choices) == 1 and not event.get("usage"):
+            self._learn(payload, choices[0])
 
-    def _take_choice(self, choice: dict[str, Any], now: float) -> None:
+    def _learn(self, payload: bytes, choice: Any) -> None:
+        """Remember this event as the template if it is a plain content event that can be split safely."""
+        if not isinstance(choice, dict) or choice.get("logprobs") or choice.get("finish_reason"):
+            return
+        content = (choice.get("delta") or {}).get("content")
+        if not isinstance(content, str) or not content:
+            return
+        at = payload.find(_CONTENT_KEY)
+        if at < 0 or any(payload.count(key) != 1 for key in (b'"content"', b'"choices"', b'"delta"')):
+            return  # a repeated key could make a later event mean something else
+        start = at + len(_CONTENT_KEY)
+        end = payload.find(b'"', start)
+        middle = payload[start:end]
+        if end < 0 or not _PLAIN.fullmatch(middle) or middle.decode("utf-8", "replace") != content:
+            return
+        self._head, self._tail = payload[:start], payload[end:]
+        self._fixed = len(self._head) + len(self._tail)
+
+    def _take_content(self, content: str) -> None:
+        if self.t_first is None:
+            self.t_first = time.monotonic()
+        self.parts.append(content)
+        self.size += len(content)
+        self.chunks += 1
+        if self.token_times is not None:
+            self.token_times.append(time.monotonic())
+        if self.on_delta is not None:
+            self.on_delta(content)
+        if self.size > MAX_ANSWER_BYTES:
+            raise AttemptError("oversized", f"answer passed {MAX_ANSWER_BYTES} bytes", retryable=False)
+
+    def _take_choice(self, choice: dict[str, Any]) -> None:
         delta = choice.get("delta") or {}
         content = delta.get("content")
         if content:
-            if self.t_first is None:
-                self.t_first = now
-            self.parts.append(content)
-            self.size += len(content)
-            self.chunks += 1
-            if self.token_times is not None:
-                self.token_times.append(now)
-            if self.on_delta is not None:
-                self.on_delta(content)
-            if self.size > MAX_ANSWER_BYTES:
-                raise AttemptError("oversized", f"answer passed {MAX_ANSWER_BYTES} bytes", retryable=False)
+            self._take_content(content)
         if choice.get("logprobs"):
             self.logprobs.extend(choice["logprobs"].get("content") or ())
         if choice.get("finish_reason"):
@@ -159,22 +215,35 @@ async def stream_chat(session: aiohttp.ClientSession, backend: Backend, request:
         raise AttemptError("stream_cut", str(exc)) from exc
     except aiohttp.ClientError as exc:
         raise AttemptError("connect", str(exc)) from exc
+    except HttpProcessingError as exc:  # any other malformed response: a failed attempt, never a crashed job
+        raise AttemptError("bad_response", str(exc)[:200]) from exc
     if not done:
         raise AttemptError("stream_cut", "stream ended without [DONE]")
     return _finish(backend, request, stream, t_sent)
 
 
 async def _read_events(response: aiohttp.ClientResponse, stream: _Stream) -> bool:
-    """Read SSE lines until [DONE]; True if it came. Lines are split by aiohttp's stream reader."""
+    """Read SSE lines until [DONE]; True if it came. Reads whatever bytes arrived (one event per read
+    against a real engine) and splits lines here: aiohttp's per-line iteration costs more than the parse."""
+    pending = b""
+    content = response.content
     try:
-        async for line in response.content:
-            if not line.startswith(b"data:"):
-                continue  # blank separators, comments, event names
-            payload = line[5:].strip()
-            if payload == b"[DONE]":
-                return True
-            stream.feed(payload, time.monotonic())
-    except ValueError as exc:  # aiohttp's "line too long"; our own AttemptError is not a ValueError
+        while data := await content.readany():
+            if pending:
+                data = pending + data
+            start = 0
+            while (end := data.find(b"\n", start)) >= 0:
+                if data.startswith(b"data:", start):
+                    payload = data[start + 5:end].strip()
+                    if payload == b"[DONE]":
+                        return True
+                    stream.feed(payload)
+                start = end + 1  # blank separators, comments, event names are skipped
+            pending = data[start:]
+            if len(pending) > MAX_LINE_BYTES:
+                raise AttemptError("oversized", "SSE line too long", retryable=False)
+    except (ValueError, LineTooLong) as exc:  # as aiohttp's own line reader said it (LineTooLong is not a
+        # ClientError: uncaught, it crashed the whole job); our own AttemptError is neither
         raise AttemptError("oversized", "SSE line too long", retryable=False) from exc
     return False
 
@@ -205,6 +274,23 @@ def _finish(backend: Backend, request: ChatRequest, stream: _Stream, t_sent: flo
     )
 
 
+@contextlib.contextmanager
+def fast_loop() -> Iterator[bool]:
+    """Run the asyncio loops started inside on uvloop when it is installed (cheaper reads: the stock loop
+    allocates a 256 KiB buffer per socket read); the previous policy comes back afterwards."""
+    try:
+        import uvloop
+    except ImportError:
+        yield False
+        return
+    previous = asyncio.get_event_loop_policy()
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    try:
+        yield True
+    finally:
+        asyncio.set_event_loop_policy(previous)
+
+
 def sdk_client(backend: Backend):
     """The openai SDK for calls where its types help and rate does not matter; its own retries are off
     so they do not multiply with the pool's."""
@@ -226,5 +312,5 @@ async def sdk_chat(backend: Backend, request: ChatRequest) -> Completion:
             stream=True, stream_options=body.pop("stream_options"), extra_body={k: v for k, v in body.items()
                                                                                if k != "stream"})
         async for chunk in chunks:
-            stream.feed(chunk.model_dump_json(exclude_none=True).encode(), time.monotonic())
+            stream.feed(chunk.model_dump_json(exclude_none=True).encode())
     return _finish(backend, request, stream, t_sent)

@@ -38,6 +38,14 @@ def add_bench_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-ignore-eos", action="store_true", help="let answers stop at end of sequence")
     parser.add_argument("--out", type=Path, metavar="DIR", help="run folder (default outputs/bench-<label>-<time>)")
     parser.add_argument("--json", action="store_true", help="print bench.json to stdout instead of the tables")
+    ceiling = parser.add_argument_group("client ceiling (--ceiling: no engine; python -m pipeline.bench.ceiling -h)")
+    ceiling.add_argument("--ceiling", action="store_true",
+                         help="measure the client's own ingest ceiling against a local SSE source, ours vs the "
+                              "naive openai SDK loop (--streams then defaults to 1536, --window to 6)")
+    ceiling.add_argument("--ticks", default="20,10,0", metavar="MS,MS,...",
+                         help="with --ceiling: source tick per event, 0 unpaced (20,10,0)")
+    ceiling.add_argument("--workers", default="1", metavar="N,N,...",
+                         help="with --ceiling: client processes, streams sharded over them (1; 1,2 side by side)")
 
 
 def parse_levels(text: str) -> list[int]:
@@ -92,6 +100,17 @@ def progress_line(label: str, level) -> None:
     print(f"fanout: bench {label}: {point.streams} streams: {point.sustained:,.1f} tok/s sustained, best second "
           f"{point.best_second:,.1f}, step {point.step_ms or 0:.2f} ms, TTFT p50 {point.ttft_p50_ms or 0:,.0f} ms",
           file=sys.stderr, flush=True)
+
+
+def run_ceiling_command(args: argparse.Namespace, parser_defaults: dict) -> int:
+    from pipeline.bench.ceiling import run_from_args
+
+    def given(name: str, fallback):
+        value = getattr(args, name)
+        return fallback if value == parser_defaults.get(name) else value
+
+    return run_from_args("ours,sdk", args.ticks, str(given("streams", "1536")), args.workers,
+                         args.max_tokens, 3.0, float(given("window", 6.0)), args.out)
 
 
 def run_command(args: argparse.Namespace, settings, argv: list[str]) -> int:

@@ -1,0 +1,444 @@
+"""The client-ceiling benchmark: how many tokens a second one client process can take in, and at what CPU cost.
+
+`python -m pipeline.bench.ceiling [--streams 1536] [--ticks 20,10,0] [--clients ours,sdk] [--workers 1,2]`
+(also `fanout bench --ceiling ...`). A local SSE source (pipeline/bench/sse_source.py) runs in its own
+process and feeds N closed-loop streams, paced (one event per stream per tick, so each read carries one
+event) or unpaced (tick 0). The client under test runs in worker processes, streams sharded over them:
+`ours` is the real path (BackendPool.complete -> stream_chat, on_delta counting), `sdk` a naive loop over
+AsyncOpenAI streaming on the stock asyncio loop. Each worker counts events and its own CPU time
+(time.process_time) over the same wall-clock window; the parent merges them into one row: tokens/s, client
+CPU (core-seconds per second), CPU µs per event, server CPU, streams actually receiving. Every completed
+answer is checked exactly (text, event count == usage.completion_tokens == max_tokens, finish_reason).
+A row says `client` when the client was the limit: delivered < 97% of offered or a worker at >= 0.95 of a
+core while the source was not saturated. Prints a table; writes a JSON record.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+CLIENT_BOUND_CPU = 0.95
+WORKER_GRACE_S = 30.0  # a worker whose loop is this late past the window's end is killed and counted stuck
+DELIVERED_SHARE = 0.97
+
+
+@dataclass
+class Case:
+    client: str  # ours | sdk
+    tick_ms: float  # 0: unpaced
+    streams: int
+    workers: int
+    max_tokens: int
+    ramp_s: float
+    window_s: float
+
+
+@dataclass
+class Row:
+    case: Case
+    offered_tps: float | None  # None when unpaced
+    tokens_per_s: float
+    client_cpu: float  # core-seconds per second, all workers together
+    worker_cpu_max: float
+    us_per_event: float
+    sys_share: float  # of the client's CPU, the part spent in the kernel (socket reads)
+    server_cpu: float
+    events: int
+    receiving: int  # streams that got at least one event in the window
+    completed: int
+    exact: int
+    mismatches: list[str] = field(default_factory=list)
+    errors: int = 0
+    limit: str = ""
+    source_tps: float = 0.0  # events the source wrote a second
+    late_s: float = 0.0  # how late a busy worker loop started its window (its rates use its own window)
+
+
+_LOOP_POLICY = None
+
+# ---------------------------------------------------------------- worker side (one client process)
+
+async def _sampler(boxes: list[list[int]], start_at: float, window_s: float, out: dict) -> None:
+    """Counts and CPU at the window's two ends. A loop busy with a burst of events wakes late: the window
+    then starts late but still lasts window_s, and rates use the times actually read."""
+    await asyncio.sleep(max(start_at - time.time(), 0))
+    out["start"] = [b[0] for b in boxes]
+    out["cpu0"], out["t0"] = time.process_time(), time.time()
+    out["sys0"] = resource.getrusage(resource.RUSAGE_SELF).ru_stime
+    await asyncio.sleep(window_s)
+    out["cpu1"], out["t1"] = time.process_time(), time.time()
+    out["sys1"] = resource.getrusage(resource.RUSAGE_SELF).ru_stime
+    out["end"] = [b[0] for b in boxes]
+
+
+def _first_tokens(index: int, streams: int, max_tokens: int) -> int:
+    """Each stream's first answer is shorter by a different amount, so answers end spread over time."""
+    return max(1, max_tokens - (index * max_tokens) // max(streams, 1))
+
+
+class _Checks:
+    def __init__(self) -> None:
+        self.completed = 0
+        self.exact = 0
+        self.errors = 0
+        self.mismatches: list[str] = []
+
+    def check(self, asked: int, text: str, events: int, usage_tokens: int | None, finish: str | None) -> None:
+        from pipeline.bench.sse_source import expected_text
+
+        self.completed += 1
+        if text == expected_text(asked) and events == asked and usage_tokens == asked and finish == "length":
+            self.exact += 1
+        elif len(self.mismatches) < 5:
+            self.mismatches.append(f"asked {asked}: events {events}, usage {usage_tokens}, finish {finish}, "
+                                   f"text ok {text == expected_text(asked)}")
+
+
+async def _ours(port: int, streams: int, offset: int, total: int, max_tokens: int, boxes, checks: _Checks,
+                stop_at: float) -> None:
+    from pipeline.backends.client import new_session
+    from pipeline.backends.pool import BackendPool, RequestFailed, RetryPolicy
+    from pipeline.records import Backend, ChatRequest
+
+    backend = Backend(name="source", base_url=f"http://127.0.0.1:{port}/v1", model="ceiling", cap=streams)
+    async with new_session(streams) as session:
+        pool = BackendPool([backend], session, RetryPolicy(attempts=1, read_timeout=30.0))
+
+        async def one(index: int) -> None:
+            box = boxes[index]
+
+            def on_delta(_text: str) -> None:
+                box[0] += 1
+
+            asked = _first_tokens(offset + index, total, max_tokens)
+            while time.time() < stop_at:
+                request = ChatRequest(messages=[{"role": "user", "content": "go"}], max_tokens=asked)
+                try:
+                    completion = await pool.complete(request, on_delta)
+                except RequestFailed:
+                    checks.errors += 1
+                    await asyncio.sleep(0.1)
+                    continue
+                checks.check(asked, completion.text, completion.chunks, completion.completion_tokens,
+                             completion.finish_reason)
+                asked = max_tokens
+
+        await asyncio.gather(*(one(i) for i in range(streams)))
+
+
+async def _sdk(port: int, streams: int, offset: int, total: int, max_tokens: int, boxes, checks: _Checks,
+               stop_at: float) -> None:
+    import openai
+
+    try:
+        import httpx2
+
+        http_client = openai.DefaultAsyncHttpx2Client(
+            limits=httpx2.Limits(max_connections=streams + 16, max_keepalive_connections=streams + 16))
+    except (ImportError, AttributeError):
+        import httpx
+
+        http_client = openai.DefaultAsyncHttpxClient(
+            limits=httpx.Limits(max_connections=streams + 16, max_keepalive_connections=streams + 16))
+    client = openai.AsyncOpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0,
+                                http_client=http_client, timeout=60.0)
+
+    async def one(index: int) -> None:
+        box = boxes[index]
+        asked = _first_tokens(offset + index, total, max_tokens)
+        while time.time() < stop_at:
+            parts: list[str] = []
+            usage = finish = None
+            events = 0
+            try:
+                stream = await client.chat.completions.create(
+                    model="ceiling", messages=[{"role": "user", "content": "go"}], max_tokens=asked, stream=True,
+                    stream_options={"include_usage": True})
+                async for chunk in stream:
+                    if chunk.usage:
+                        usage = chunk.usage.completion_tokens
+                    for choice in chunk.choices:
+                        if choice.delta.content:
+                            parts.append(choice.delta.content)
+                            events += 1
+                            box[0] += 1
+                        if choice.finish_reason:
+                            finish = choice.finish_reason
+            except openai.OpenAIError:
+                checks.errors += 1
+                await asyncio.sleep(0.1)
+                continue
+            checks.check(asked, "".join(parts), events, usage, finish)
+            asked = max_tokens
+
+    async with client:
+        await asyncio.gather(*(one(i) for i in range(streams)))
+
+
+async def _worker_main(client: str, port: int, streams: int, offset: int, total: int, max_tokens: int,
+                       start_at: float, end_at: float) -> dict:
+    boxes = [[0] for _ in range(streams)]
+    checks = _Checks()
+    marks: dict = {}
+    runner = _ours if client == "ours" else _sdk
+    task = asyncio.ensure_future(runner(port, streams, offset, total, max_tokens, boxes, checks, float("inf")))
+    if os.environ.get("CEILING_DEBUG"):
+        async def progress():
+            while True:
+                await asyncio.sleep(1)
+                print(f"{time.time() - start_at:+.1f}s events {sum(b[0] for b in boxes)} completed {checks.completed} "
+                      f"cpu {time.process_time():.2f}", file=sys.stderr, flush=True)
+        asyncio.ensure_future(progress())
+    await _sampler(boxes, start_at, end_at - start_at, marks)
+    task.cancel()
+    try:
+        await task
+    except (asyncio.CancelledError, Exception):  # the window is over: in-flight answers are dropped unchecked
+        pass
+    receiving = sum(1 for a, b in zip(marks["start"], marks["end"]) if b > a)
+    return {"events": sum(marks["end"]) - sum(marks["start"]), "cpu_s": marks["cpu1"] - marks["cpu0"],
+            "sys_s": marks["sys1"] - marks["sys0"],
+            "seconds": marks["t1"] - marks["t0"], "late_s": marks["t0"] - start_at,
+            "receiving": receiving, "completed": checks.completed, "exact": checks.exact, "errors": checks.errors,
+            "mismatches": checks.mismatches}
+
+
+def worker_entry(argv: list[str]) -> None:
+    """Child process: import everything, say ready, read the start time, run, print one JSON line."""
+    parser = argparse.ArgumentParser()
+    for name in ("client",):
+        parser.add_argument(f"--{name}")
+    for name in ("port", "streams", "offset", "total", "max-tokens"):
+        parser.add_argument(f"--{name}", type=int)
+    parser.add_argument("--ramp", type=float)
+    parser.add_argument("--window", type=float)
+    args = parser.parse_args(argv)
+    if args.client == "ours":
+        import pipeline.backends.pool  # noqa: F401  (imports before the clock starts)
+
+        from pipeline.backends.client import fast_loop
+
+        global _LOOP_POLICY
+        _LOOP_POLICY = fast_loop()  # this process only runs the client: the policy stays for its life
+        _LOOP_POLICY.__enter__()
+    else:
+        import openai  # noqa: F401
+    print("ready", flush=True)
+    t0 = float(sys.stdin.readline())
+    start_at = t0 + args.ramp
+    result = asyncio.run(_worker_main(args.client, args.port, args.streams, args.offset, args.total,
+                                      args.max_tokens, start_at, start_at + args.window))
+    print(json.dumps(result), flush=True)
+    os._exit(0)  # skip tearing down thousands of sockets
+
+
+# ---------------------------------------------------------------- parent side
+
+class SourceProcess:
+    def __init__(self, tick_ms: float):
+        self.process = subprocess.Popen([sys.executable, "-m", "pipeline.bench.sse_source", "--tick-ms",
+                                         str(tick_ms)], stdout=subprocess.PIPE, text=True)
+        self.port = int(self.process.stdout.readline())
+
+    def stats(self) -> dict:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/stats", timeout=10) as response:
+            return json.loads(response.read())
+
+    def close(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def shards(streams: int, workers: int) -> list[tuple[int, int]]:
+    """(offset, count) of each worker's streams."""
+    base, extra = divmod(streams, workers)
+    out, offset = [], 0
+    for index in range(workers):
+        count = base + (1 if index < extra else 0)
+        out.append((offset, count))
+        offset += count
+    return [s for s in out if s[1] > 0]
+
+
+def merge(case: Case, parts: list[dict], server_cpu: float, server_events: int) -> Row:
+    events = sum(p["events"] for p in parts)
+    cpu = sum(p["cpu_s"] for p in parts)
+    offered = case.streams * 1000 / case.tick_ms if case.tick_ms > 0 else None
+    rate = sum(p["events"] / p.get("seconds", case.window_s) for p in parts)
+    row = Row(case=case, offered_tps=offered, tokens_per_s=rate,
+              client_cpu=sum(p["cpu_s"] / p.get("seconds", case.window_s) for p in parts),
+              worker_cpu_max=max(p["cpu_s"] / p.get("seconds", case.window_s) for p in parts),
+              us_per_event=cpu / events * 1e6 if events else float("inf"),
+              sys_share=sum(p["sys_s"] for p in parts) / cpu if cpu else 0.0, server_cpu=server_cpu / case.window_s,
+              events=events, receiving=sum(p["receiving"] for p in parts),
+              completed=sum(p["completed"] for p in parts), exact=sum(p["exact"] for p in parts),
+              mismatches=[m for p in parts for m in p["mismatches"]], errors=sum(p["errors"] for p in parts),
+              late_s=max(p.get("late_s", 0.0) for p in parts))
+    short = offered is None or row.tokens_per_s < DELIVERED_SHARE * offered  # unpaced: someone is the limit
+    busy = row.worker_cpu_max >= CLIENT_BOUND_CPU
+    server_busy = row.server_cpu >= CLIENT_BOUND_CPU
+    source_short = offered is not None and server_events / case.window_s < DELIVERED_SHARE * offered
+    row.source_tps = server_events / case.window_s
+    if server_busy:
+        row.limit = "source"
+    elif busy or (short and not source_short):
+        row.limit = "client"
+    elif short:
+        row.limit = "machine (neither at a full core: CPU contention)"
+    else:
+        row.limit = "offered"
+    if any(p.get("stuck") for p in parts):
+        row.limit = "client (a worker's loop never reached the window)"
+    if row.receiving < case.streams:
+        row.limit += f" ({case.streams - row.receiving} streams starved)"
+    return row
+
+
+def run_case(source: SourceProcess, case: Case) -> Row:
+    children = []
+    for offset, count in shards(case.streams, case.workers):
+        argv = [sys.executable, "-m", "pipeline.bench.ceiling", "--worker", "--client", case.client, "--port",
+                str(source.port), "--streams", str(count), "--offset", str(offset), "--total", str(case.streams),
+                "--max-tokens", str(case.max_tokens), "--ramp", str(case.ramp_s), "--window", str(case.window_s)]
+        children.append(subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
+    for child in children:
+        if child.stdout.readline().strip() != "ready":
+            raise RuntimeError("a ceiling worker failed to start")
+    t0 = time.time() + 0.05
+    for child in children:
+        child.stdin.write(f"{t0!r}\n")
+        child.stdin.flush()
+    time.sleep(max(t0 + case.ramp_s - time.time(), 0))
+    before = source.stats()
+    time.sleep(max(t0 + case.ramp_s + case.window_s - time.time(), 0))
+    after = source.stats()
+    parts = []
+    for child in children:
+        try:
+            out, _ = child.communicate(timeout=case.window_s + WORKER_GRACE_S)
+        except subprocess.TimeoutExpired:  # its loop never got to the window: the client was the limit
+            child.kill()
+            child.communicate()
+            parts.append({"events": 0, "cpu_s": 0.0, "sys_s": 0.0, "receiving": 0, "completed": 0, "exact": 0,
+                          "errors": 0, "mismatches": ["worker loop never reached its window"], "stuck": True})
+            continue
+        lines = [line for line in out.splitlines() if line.startswith("{")]
+        if child.returncode != 0 or not lines:
+            raise RuntimeError(f"a ceiling worker failed (exit {child.returncode})")
+        parts.append(json.loads(lines[-1]))
+    return merge(case, parts, after["cpu_s"] - before["cpu_s"], after["events"] - before["events"])
+
+
+def run_ceiling(clients: list[str], ticks: list[float], streams: list[int], workers: list[int], max_tokens: int,
+                ramp_s: float, window_s: float, echo=print) -> list[Row]:
+    rows = []
+    for tick in ticks:
+        source = SourceProcess(tick)
+        try:
+            for count in streams:
+                for client in clients:
+                    for n in workers:
+                        row = run_case(source, Case(client, tick, count, n, max_tokens, ramp_s, window_s))
+                        rows.append(row)
+                        echo(format_row(row))
+        finally:
+            source.close()
+    return rows
+
+
+HEADER = ("| client | pacing | streams | workers | offered tok/s | received tok/s | client CPU (sys) | µs/event "
+          "| source CPU | receiving | exact / completed | limit |\n|---|---|---|---|---|---|---|---|---|---|---|---|")
+
+
+def format_row(row: Row) -> str:
+    c = row.case
+    pacing = f"{c.tick_ms:g} ms tick" if c.tick_ms > 0 else "unpaced"
+    offered = f"{row.offered_tps:,.0f}" if row.offered_tps else "–"
+    exact = f"{row.exact:,} / {row.completed:,}" + (f", {row.errors} failed" if row.errors else "")
+    return (f"| {c.client} | {pacing} | {c.streams:,} | {c.workers} | {offered} | {row.tokens_per_s:,.0f} "
+            f"| {row.client_cpu:.2f} ({row.sys_share:.0%}) | {row.us_per_event:.1f} | {row.server_cpu:.2f} | {row.receiving:,} | {exact} "
+            f"| {row.limit} |")
+
+
+def table(rows: list[Row]) -> str:
+    return "\n".join([HEADER, *(format_row(r) for r in rows)])
+
+
+def ratios(rows: list[Row]) -> list[str]:
+    lines = []
+    for row in rows:
+        if row.case.client != "ours":
+            continue
+        for other in rows:
+            c, o = row.case, other.case
+            if (o.client == "sdk" and (o.tick_ms, o.streams, o.workers) == (c.tick_ms, c.streams, c.workers)
+                    and row.us_per_event > 0):
+                lines.append(f"ours vs sdk, {c.tick_ms:g} ms tick, {c.streams} streams, {c.workers} worker(s): "
+                             f"{other.us_per_event / row.us_per_event:.1f}x less CPU per event, "
+                             f"{row.tokens_per_s / max(other.tokens_per_s, 1):.1f}x the tokens/s")
+    return lines
+
+
+def add_ceiling_flags(parser: argparse.ArgumentParser, prefix: str = "") -> None:
+    parser.add_argument(f"--{prefix}clients", default="ours,sdk", help="ours,sdk (default both)")
+    parser.add_argument(f"--{prefix}ticks", default="20,10,0", metavar="MS,MS,...",
+                        help="server tick in ms, one event per stream per tick; 0 is unpaced (20,10,0)")
+    parser.add_argument(f"--{prefix}streams", default="1536", metavar="N,N,...", help="streams (1536; try 64,256)")
+    parser.add_argument(f"--{prefix}workers", default="1", metavar="N,N,...",
+                        help="client processes, streams sharded over them (1; 1,2 prints both side by side)")
+    parser.add_argument(f"--{prefix}max-tokens", type=int, default=512, help="events per answer (512)")
+    parser.add_argument(f"--{prefix}ramp", type=float, default=3.0, help="seconds before the window (3)")
+    parser.add_argument(f"--{prefix}window", type=float, default=6.0, help="measured seconds (6)")
+    parser.add_argument(f"--{prefix}out", type=Path, default=None, help="JSON record (outputs/ceiling-<time>.json)")
+
+
+def _numbers(text: str, kind=int) -> list:
+    return [kind(part) for part in text.split(",") if part.strip()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--worker"]:
+        worker_entry(argv[1:])
+        return 0
+    parser = argparse.ArgumentParser(prog="python -m pipeline.bench.ceiling", description=__doc__.split("\n")[0])
+    add_ceiling_flags(parser)
+    args = parser.parse_args(argv)
+    return run_from_args(args.clients, args.ticks, args.streams, args.workers, args.max_tokens, args.ramp,
+                         args.window, args.out)
+
+
+def run_from_args(clients: str, ticks: str, streams: str, workers: str, max_tokens: int, ramp: float,
+                  window: float, out: Path | None) -> int:
+    load = Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() else []
+    print(f"load average before: {' '.join(load)}; {os.cpu_count()} cores", file=sys.stderr)
+    rows = run_ceiling(_numbers(clients, str), _numbers(ticks, float), _numbers(streams), _numbers(workers),
+                       max_tokens, ramp, window, echo=lambda line: print(line, file=sys.stderr, flush=True))
+    print(table(rows))
+    for line in ratios(rows):
+        print(line)
+    out = out or Path("outputs") / f"ceiling-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"load_before": load, "cores": os.cpu_count(), "rows": [asdict(r) for r in rows]},
+                              indent=1))
+    print(f"ceiling record: {out}", file=sys.stderr)
+    return 0 if all(r.exact == r.completed and not r.errors and not any(m.startswith("asked") for m in r.mismatches)
+                    for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

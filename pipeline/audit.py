@@ -10,6 +10,7 @@ punctuation").
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 from collections import Counter
@@ -200,17 +201,32 @@ def rule_duplicate_titles(book: AuditBook) -> list[Defect]:
 def rule_near_duplicate_titles(book: AuditBook) -> list[Defect]:
     found = []
     for level, items in (("chapter", book.chapters), ("section", [(s.id, s.title) for s in book.sections])):
-        keyed = [(item_id, title, set(words_of(title))) for item_id, title in items]
-        flagged: set[str] = set()
-        for i, (id_a, title_a, words_a) in enumerate(keyed):
-            for id_b, title_b, words_b in keyed[i + 1:]:
-                if id_b in flagged or title_key(title_a) == title_key(title_b) or not words_a or not words_b:
-                    continue
-                if len(words_a & words_b) / len(words_a | words_b) >= NEAR_DUPLICATE_JACCARD:
-                    flagged.add(id_b)
-                    found.append(Defect(rule="near_duplicate", section_id=id_b, title=title_b,
-                                        detail=f"{level} title close to {id_a} {title_a!r}"))
+        for (id_b, title_b), (id_a, title_a) in near_pairs(items):
+            found.append(Defect(rule="near_duplicate", section_id=id_b, title=title_b,
+                                detail=f"{level} title close to {id_a} {title_a!r}"))
     return found
+
+
+def near_pairs(items: list[tuple[str, str]]) -> list[tuple[tuple[str, str], tuple[str, str]]]:
+    """Each title whose words overlap an earlier title's by NEAR_DUPLICATE_JACCARD or more (exact
+    duplicates are another rule's), with the earliest such title. Prefix filtering keeps it near-linear:
+    two sets that similar must share one of the rarest few words of each."""
+    words = [set(words_of(title)) for _, title in items]
+    frequency = Counter(word for bag in words for word in bag)
+    index: dict[str, list[int]] = {}
+    pairs = []
+    for later, bag in enumerate(words):
+        ordered = sorted(bag, key=lambda word: (frequency[word], word))
+        prefix = ordered[:len(ordered) - math.ceil(NEAR_DUPLICATE_JACCARD * len(ordered)) + 1]
+        for earlier in sorted({i for word in prefix for i in index.get(word, ())}):
+            other = words[earlier]
+            if title_key(items[earlier][1]) != title_key(items[later][1]) and \
+                    len(bag & other) / len(bag | other) >= NEAR_DUPLICATE_JACCARD:
+                pairs.append((items[later], items[earlier]))
+                break
+        for word in prefix:
+            index.setdefault(word, []).append(later)
+    return pairs
 
 
 def rule_truncated(book: AuditBook) -> list[Defect]:

@@ -146,6 +146,12 @@ def add_record_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the record (JSON) to stdout")
 
 
+def require_positive(args: argparse.Namespace, *names: str) -> None:
+    for name in names:
+        if getattr(args, name) <= 0:
+            raise UsageError(f"--{name.replace('_', '-')} must be positive")
+
+
 def settings_from(args: argparse.Namespace):
     from pipeline.config import load_settings, parse_backend_spec
 
@@ -172,9 +178,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_ask(args: argparse.Namespace) -> int:
     from pipeline.ask import AskSpec, ask
 
-    for name in ("streams", "max_tokens"):
-        if getattr(args, name) <= 0:
-            raise UsageError(f"--{name.replace('_', '-')} must be positive")
+    require_positive(args, "streams", "max_tokens")
     if not args.prompt.strip():
         raise UsageError("the prompt is empty")
     spec = AskSpec(prompt=args.prompt, streams=args.streams, max_tokens=args.max_tokens, ignore_eos=args.ignore_eos)
@@ -237,9 +241,7 @@ def book_spec(args: argparse.Namespace):
         raise UsageError("the prompt is empty")
     if len(args.prompt) > MAX_PROMPT_CHARS:
         raise UsageError(f"the prompt is {len(args.prompt):,} characters; at most {MAX_PROMPT_CHARS:,}")
-    for name in ("words", "max_tokens"):
-        if getattr(args, name) <= 0:
-            raise UsageError(f"--{name.replace('_', '-')} must be positive")
+    require_positive(args, "words", "max_tokens")
     parts, chapters, sections = parse_shape(args.shape)
     return BookSpec(prompt=args.prompt.strip(), parts=parts, chapters=chapters, sections=sections,
                     words=args.words, max_tokens=args.max_tokens)
@@ -248,10 +250,9 @@ def book_spec(args: argparse.Namespace):
 def cmd_book(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from pipeline.backends.client import fast_loop
-
-    from pipeline.progress import BookProgress
     from pipeline.audit import audit_table
+    from pipeline.backends.client import fast_loop
+    from pipeline.progress import BookProgress
     from pipeline.run import book
     from pipeline.stats import stats_table
 
@@ -263,15 +264,14 @@ def cmd_book(args: argparse.Namespace) -> int:
     async def job(listener=progress):
         return await book(settings, spec, args.out, args.resume, listener, args.repair, barrier=args.barrier)
 
-    if args.live:
-        from pipeline.live import LiveFeed, serve_during
-        from pipeline.progress import Listeners
+    with fast_loop():
+        if args.live:
+            from pipeline.live import LiveFeed, serve_during
+            from pipeline.progress import Listeners
 
-        feed = LiveFeed(args.live_host, args.live_port, args.live_public)
-        with fast_loop():
+            feed = LiveFeed(args.live_host, args.live_port, args.live_public)
             result = anyio.run(serve_during, feed, lambda page: job(Listeners(progress, page)), args.live_linger)
-    else:
-        with fast_loop():
+        else:
             result = anyio.run(job)
     if args.json:
         print(result.stats.model_dump_json(indent=2))
@@ -404,9 +404,7 @@ def save_record(kind: str, record, markdown: str, out: Path | None, as_json: boo
 def cmd_sweep(args: argparse.Namespace) -> int:
     from pipeline.bench.sweep import SweepSpec, run_sweep, sweep_markdown
 
-    for name in ("repetitions", "prompt_tokens", "max_tokens", "batch"):
-        if getattr(args, name) <= 0:
-            raise UsageError(f"--{name.replace('_', '-')} must be positive")
+    require_positive(args, "repetitions", "prompt_tokens", "max_tokens", "batch")
     spec = SweepSpec(levels=parse_levels(args.levels), repetitions=args.repetitions, prompt_tokens=args.prompt_tokens,
                      max_tokens=args.max_tokens, batch=args.batch, slots=args.engine_slots, skip_gate=args.skip_gate)
     record = anyio.run(run_sweep, settings_from(args), spec)
@@ -417,8 +415,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def cmd_identity(args: argparse.Namespace) -> int:
     from pipeline.bench.identity import IdentitySpec, identity_markdown, run_identity
 
-    if args.max_tokens <= 0:
-        raise UsageError("--max-tokens must be positive")
+    require_positive(args, "max_tokens")
     spec = IdentitySpec(levels=parse_levels(args.levels), mode=args.mode, max_tokens=args.max_tokens)
     if args.prompts is not None:
         try:
@@ -437,8 +434,7 @@ def cmd_efficiency(args: argparse.Namespace) -> int:
     from pipeline.records import BookSpec
 
     parts, chapters, sections = parse_shape(args.shape)
-    if args.max_tokens <= 0 or args.window <= 0:
-        raise UsageError("--max-tokens and --window must be positive")
+    require_positive(args, "max_tokens", "window")
     spec = BookSpec(prompt=args.prompt, parts=parts, chapters=chapters, sections=sections, max_tokens=args.max_tokens)
     record = anyio.run(job_efficiency, settings_from(args), spec, args.window)
     save_record("efficiency", record, efficiency_markdown(record), args.out, args.json)

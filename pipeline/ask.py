@@ -13,8 +13,7 @@ import anyio
 from pydantic import BaseModel
 
 from pipeline.backends.client import OnDelta
-from pipeline.backends.fleet import Fleet, open_fleet
-from pipeline.backends.metrics import METRIC_NAMES, scrape
+from pipeline.backends.fleet import generated_tokens, open_fleet
 from pipeline.config import Settings
 from pipeline.records import ChatRequest, Completion, EngineInfo
 
@@ -43,18 +42,6 @@ def build_request(spec: AskSpec, index: int) -> ChatRequest:
     extra = {"ignore_eos": True} if spec.ignore_eos else {}
     return ChatRequest(messages=[{"role": "user", "content": prompt}], max_tokens=spec.max_tokens,
                        extra=extra, tag=f"ask-{index + 1}")
-
-
-async def generated_tokens(fleet: Fleet) -> float | None:
-    """Sum of every backend's generated-token counter, or None if any backend lacks one."""
-    total = 0.0
-    for backend in fleet.backends:
-        names = METRIC_NAMES.get(fleet.engines[backend.name].kind)
-        samples = await scrape(fleet.session, backend)
-        if names is None or samples is None or names.generated_tokens not in samples:
-            return None
-        total += samples[names.generated_tokens]
-    return total
 
 
 async def ask(settings: Settings, spec: AskSpec, on_delta: OnDelta | None = None) -> AskReport:

@@ -22,7 +22,7 @@ from typing import Any
 
 from aiohttp import web
 
-from pipeline.backends.metrics import METRIC_NAMES, scrape
+from pipeline.backends.fleet import generated_tokens
 from pipeline.errors import UsageError
 from pipeline.progress import BookListener
 from pipeline.records import SectionResult
@@ -147,15 +147,13 @@ class LiveFeed(BookListener):
             if not per_step:
                 self.state["rate"], self.state["rate_source"] = self._client_rate(), "client token timestamps"
             else:
-                total = 0.0
-                for backend in fleet.backends:
-                    samples = await scrape(fleet.session, backend) or {}
-                    total += samples.get(METRIC_NAMES[fleet.engines[backend.name].kind].generated_tokens, 0.0)
+                total = await generated_tokens(fleet)
                 now = time.monotonic()
-                if previous is not None and now > previous[0]:
+                if previous is not None and total is not None and now > previous[0]:
                     self.state["rate"] = (total - previous[1]) / (now - previous[0])
                     self.state["rate_source"] = "server counter (generated tokens)"
-                previous = (now, total)
+                # a failed scrape keeps the last rate rather than show a false jump
+                previous = None if total is None else (now, total)
             await asyncio.sleep(1.0)
 
     # ------------------------------------------------------------ web

@@ -20,7 +20,7 @@ import anyio
 from pipeline.backends.client import new_session
 from pipeline.backends.embedded import EmbeddedEngine, EngineSettings
 from pipeline.backends.limits import plan_open_files
-from pipeline.backends.metrics import detect_engine
+from pipeline.backends.metrics import METRIC_NAMES, detect_engine, scrape
 from pipeline.backends.pool import BackendPool, RetryPolicy
 from pipeline.config import Settings
 from pipeline.errors import UsageError
@@ -97,3 +97,15 @@ def settle_model(backend: Backend, info: EngineInfo) -> Backend:
         raise UsageError(f"backend {backend.name}: model {backend.model!r} is not served there "
                          f"(it serves: {', '.join(info.models)})")
     return backend
+
+
+async def generated_tokens(fleet: Fleet) -> float | None:
+    """Sum of every backend's generated-token counter, or None if any backend lacks one."""
+    total = 0.0
+    for backend in fleet.backends:
+        names = METRIC_NAMES.get(fleet.engines[backend.name].kind)
+        samples = await scrape(fleet.session, backend)
+        if names is None or samples is None or names.generated_tokens not in samples:
+            return None
+        total += samples[names.generated_tokens]
+    return total

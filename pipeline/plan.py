@@ -83,6 +83,11 @@ def titles_schema(key: str, count: int, with_title: bool = False) -> dict[str, A
     return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
 
 
+def response_format(name: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """The OpenAI-style body field that constrains an answer to a JSON schema."""
+    return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
+
+
 def taken_note(taken: list[str]) -> str:
     if not taken:
         return ""
@@ -249,8 +254,7 @@ class Planner:
     async def _ask(self, prompt: str, schema: dict[str, Any], temperature: float) -> str:
         extra = dict(self.extra)
         if self.json_schema:
-            extra["response_format"] = {"type": "json_schema",
-                                        "json_schema": {"name": "titles", "schema": schema, "strict": True}}
+            extra["response_format"] = response_format("titles", schema)
         request = ChatRequest(messages=[{"role": "user", "content": prompt}], max_tokens=PLAN_MAX_TOKENS,
                               temperature=temperature, extra=extra, tag="plan")
         self.stats.requests += 1

@@ -22,7 +22,7 @@ import anyio
 from pipeline.audit import LOOP_WORDS, WORD_FLOOR, AuditReport
 from pipeline.backends.pool import BackendPool, RequestFailed
 from pipeline.journal import Journal
-from pipeline.plan import parse_book_title
+from pipeline.plan import parse_book_title, response_format
 from pipeline.prompts import render
 from pipeline.records import BookSpec, ChatRequest, Chapter, Outline, Part, Section, SectionResult
 from pipeline.titles import plausible_title, title_key
@@ -161,8 +161,7 @@ class Repairer:
             if self.json_schema:
                 schema = {"type": "object", "properties": {"title": {"type": "string", "minLength": 3,
                                                                        "maxLength": 100}}, "required": ["title"]}
-                extra["response_format"] = {"type": "json_schema",
-                                            "json_schema": {"name": "title", "schema": schema, "strict": True}}
+                extra["response_format"] = response_format("title", schema)
             request = ChatRequest(messages=[{"role": "user", "content": prompt}], max_tokens=128, temperature=0.7,
                                   extra=extra, tag=f"retitle {section.id}")
             answer = await self._send(request)

@@ -97,9 +97,9 @@ def build_parser() -> Parser:
     probe = commands.add_parser("probe", help="detect the engine behind each backend")
     add_fleet_flags(probe)
 
-    typeset = commands.add_parser("typeset", help="typeset a run folder or a Markdown book: book.pdf and book.html")
+    typeset = commands.add_parser("typeset", help="typeset a run folder or a Markdown book: book.pdf, book.html, book.epub")
     typeset.add_argument("source", nargs="?", type=Path, metavar="RUN_DIR|BOOK.md")
-    typeset.add_argument("--out", type=Path, metavar="DIR", help="where book.pdf/book.html go (default: beside it)")
+    typeset.add_argument("--out", type=Path, metavar="DIR", help="where the editions go (default: beside it)")
     typeset.add_argument("--workers", type=int, help="render processes (default: one a core, at most 4)")
     typeset.add_argument("--bench", action="store_true", help="benchmark on a synthetic 8x12x16 book instead "
                                                              "(python -m pipeline.typeset_bench --help)")
@@ -372,9 +372,9 @@ def cmd_typeset(args: argparse.Namespace) -> int:
         raise UsageError("typeset needs a run folder or a Markdown file")
     if args.workers is not None and args.workers < 0:
         raise UsageError("--workers must be 0 or more")
-    result, html_path = typeset_book(args.source, args.out, args.workers)
+    result, html_path, epub_path = typeset_book(args.source, args.out, args.workers)
     print(f"fanout: PDF:  {result.path} ({result.pages:,} pages, {result.seconds:.1f} s)\n"
-          f"fanout: HTML: {html_path}", file=sys.stderr)
+          f"fanout: HTML: {html_path}\nfanout: EPUB: {epub_path}", file=sys.stderr)
     return 0
 
 

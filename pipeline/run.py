@@ -33,6 +33,7 @@ from pipeline.records import BookSpec, Chapter, EngineInfo, EngineKind, Outline,
 from pipeline.repair import Repairer
 from pipeline.stats import BookStats, backend_lines, book_stats
 from pipeline.typeset import typeset_html
+from pipeline.typeset_epub import typeset_epub
 from pipeline.typeset_appendix import appendix_html
 from pipeline.typeset_incremental import IncrementalTypesetter
 from pipeline.write import SectionWriter
@@ -53,6 +54,7 @@ class RunFolder:
         self.book = path / "book.md"
         self.pdf = path / "book.pdf"
         self.html = path / "book.html"
+        self.epub = path / "book.epub"
         self.stats = path / "stats.json"
         self.audit = path / "audit.json"
         self.log = path / "run.log"
@@ -260,11 +262,13 @@ class BookRun:
 
     async def _typeset(self, outline: Outline, journal: dict[str, SectionResult], stats: BookStats,
                        report: AuditReport, typesetter: IncrementalTypesetter) -> BookStats:
-        """book.pdf (the parts already rendered while writing are only merged now) and book.html."""
+        """book.pdf (the parts already rendered while writing are only merged now), book.html, book.epub."""
         self.progress.typesetting()
         appendix = appendix_html(stats.model_dump(mode="json"), report.model_dump(mode="json"))
         result = await anyio.to_thread.run_sync(typesetter.finish, outline, journal, appendix)
-        typeset_html(self.folder.book.read_text(), outline.title, self.folder.html, appendix)
+        markdown = self.folder.book.read_text()
+        typeset_html(markdown, outline.title, self.folder.html, appendix)
+        typeset_epub(markdown, outline.title, self.folder.epub, appendix)
         log.info("PDF ready %.1f s after the last section (%d pages)", result.seconds, result.pages)
         return stats.model_copy(update={"typeset_seconds": round(result.seconds, 2), "pdf_pages": result.pages})
 

@@ -11,7 +11,8 @@ untrusted model output) and a title.
   a table of contents with real page numbers) is rendered and everything is merged with bookmarks and
   links kept; see `typeset_parts` (the pool, and `PartTypesetter` for typesetting part by part while a book
   is still being written) and `typeset_merge`.
-- `typeset_book(source, out_dir)`: what `fanout typeset` does for a run folder or a Markdown file.
+- `typeset_book(source, out_dir)`: what `fanout typeset` does for a run folder or a Markdown file (the PDF,
+  the HTML edition and the EPUB edition of `typeset_epub`).
 
 Safety: WeasyPrint may read only files inside the project's `templates/` directory; every other URL is
 refused, so untrusted text cannot make it fetch anything. With no fonts installed WeasyPrint segfaults;
@@ -358,10 +359,12 @@ def typeset_pdf(markdown: str, title: str, out_pdf: Path, workers: int | None = 
 
 
 def typeset_book(source: Path, out_dir: Path | None = None, workers: int | None = None
-                 ) -> tuple[TypesetResult, Path]:
+                 ) -> tuple[TypesetResult, Path, Path]:
     """`fanout typeset`: a run folder (its book.md, plus stats.json / audit.json as an appendix when there)
-    or a Markdown file in; book.pdf and book.html out (next to the source unless `out_dir`)."""
+    or a Markdown file in; book.pdf, book.html and book.epub out (next to the source unless `out_dir`).
+    Returns (the PDF's result, the HTML path, the EPUB path)."""
     from pipeline.typeset_appendix import appendix_html as make_appendix
+    from pipeline.typeset_epub import typeset_epub
 
     if source.is_dir():
         markdown_path, folder = source / "book.md", source
@@ -376,7 +379,8 @@ def typeset_book(source: Path, out_dir: Path | None = None, workers: int | None 
         if source.is_dir() else ""
     result = typeset_pdf(markdown, title, out_dir / "book.pdf", workers=workers, appendix_html=appendix)
     html_path = typeset_html(markdown, title, out_dir / "book.html", appendix)
-    return result, html_path
+    epub_path = typeset_epub(markdown, title, out_dir / "book.epub", appendix)
+    return result, html_path, epub_path
 
 
 def _read_json(path: Path) -> dict | None:

@@ -58,7 +58,8 @@ def test_book_on_fake_engines_end_to_end(fake_fleet, tmp_path):
     assert stats["complete"] and stats["sections_ok"] == 24 and stats["shape"] == "1 -> 2 -> 6"
     assert stats["requests_planning"] == 9 and stats["requests_writing"] == 24
     assert stats["tokens_written"] > 0 and stats["failed_sections"] == 0 and stats["empty_sections"] == 0
-    for name in ("spec.json", "outline.json", "sections.jsonl", "book.md", "book.pdf", "stats.json", "run.log"):
+    for name in ("spec.json", "outline.json", "sections.jsonl", "book.md", "book.pdf", "book.html", "book.epub",
+                 "stats.json", "run.log"):
         assert (out / name).exists(), name
     outline = json.loads((out / "outline.json").read_text())
     planned = [s["title"] for p in outline["parts"] for c in p["chapters"] for s in c["sections"]]

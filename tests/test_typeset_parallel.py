@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import zipfile
 
 import pypdf
 import pytest
@@ -224,14 +225,15 @@ def test_run_folder_gets_an_appendix_and_survives_a_bad_audit(tmp_path):
     (folder / "stats.json").write_text(json.dumps({"sections": 1, "write_tok_s": 51.7, "complete": True,
                                                    "backends": [{"name": "embedded", "cap": 16}]}))
     (folder / "audit.json").write_text(json.dumps({"counts": {"truncated": 2}, "summary": ["two cut short"]}))
-    result, html_path = typeset_book(folder, workers=2)
+    result, html_path, epub_path = typeset_book(folder, workers=2)
     text = "\n".join(p.extract_text() or "" for p in pypdf.PdfReader(result.path).pages)
     for piece in ("Run statistics", "Write tok s", "51.7", "embedded", "Audit", "truncated", "two cut short"):
         assert piece in text, piece
     assert "Run statistics" in html_path.read_text()
+    assert "Run statistics" in zipfile.ZipFile(epub_path).read("EPUB/appendix.xhtml").decode()
     (folder / "audit.json").write_text("[not an object")
     (folder / "stats.json").unlink()
-    result, _ = typeset_book(folder, tmp_path / "out", workers=0)
+    result, _, _ = typeset_book(folder, tmp_path / "out", workers=0)
     text = "\n".join(p.extract_text() or "" for p in pypdf.PdfReader(result.path).pages)
     assert "Appendix" not in text and "Some text." in text
 
@@ -252,10 +254,11 @@ def test_hostile_parts_through_the_pool_fetch_nothing(tmp_path):
     assert listener.connections == 0
 
 
-def test_cli_typeset_writes_pdf_and_html(tmp_path, capsys):
+def test_cli_typeset_writes_pdf_html_and_epub(tmp_path, capsys):
     source = tmp_path / "notes.md"
     source.write_text("# Notes\n## Part 1. Only\n### 1. Chapter\n#### 1.1 Section\nText.\n")
     assert main(["typeset", str(source), "--out", str(tmp_path / "out"), "--workers", "0"]) == 0
-    assert (tmp_path / "out" / "book.pdf").is_file() and (tmp_path / "out" / "book.html").is_file()
+    for edition in ("book.pdf", "book.html", "book.epub"):
+        assert (tmp_path / "out" / edition).is_file(), edition
     assert "book.pdf" in capsys.readouterr().err
     assert main(["typeset", str(tmp_path / "missing.md")]) == 2

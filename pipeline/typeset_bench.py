@@ -1,6 +1,7 @@
 """Typesetting benchmark: our part-parallel PDF beside one stock WeasyPrint document, same book, same run.
 
     python -m pipeline.typeset_bench [--shape 8x12x16] [--workers N] [--words 290] [--no-stock] [--keep DIR]
+                                     [--floor]
 
 Builds a synthetic book (P x C x S sections of about `--words` words, a code block in three sections of
 four, a list or a table in some), then typesets it twice, each in its own child process so that memory is
@@ -156,6 +157,41 @@ def run_ours(markdown: str, out: Path, workers: int) -> dict:
     return {"wall_s": wall, "pages": result.pages, "rss_mb": rss, "render_cpu_s": result.render_seconds}
 
 
+FLOOR_CSS = ('@page { size: A5; margin: 18mm 15mm 20mm 17mm } html { font-family: "DejaVu Serif"; '
+             'font-size: 9.5pt; line-height: 1.4 } pre { font-family: "DejaVu Sans Mono"; font-size: 7.6pt; '
+             'white-space: pre-wrap } h3 { break-before: page }')
+
+
+def render_cpu(markdown: str, css: str, out: Path) -> tuple[int, float]:
+    """(pages, CPU seconds) to render one part's Markdown to a PDF in this process with `css` inlined."""
+    from pipeline.typeset import document, render_gc_threshold, render_markdown, weasy_html
+
+    started = time.process_time()
+    with render_gc_threshold():
+        body, _, _ = render_markdown(markdown, "p0-")
+        rendered = weasy_html(document("part", f"<style>{css}</style>", body, "part")).render()
+        rendered.write_pdf(out)
+    return len(rendered.pages), time.process_time() - started
+
+
+def floor(markdown: str, folder: Path) -> None:
+    """WeasyPrint's own cost a page on this CPU: the book's first part with book.css, then with a bare
+    stylesheet (no running heads, justification, hyphenation, leaders or colours), and the least wall time
+    the whole book could take at that cost with every core busy and nothing else to do."""
+    from pipeline.typeset import BOOK_CSS
+    from pipeline.typeset_parts import split_book
+
+    split = split_book(markdown, "floor")
+    render_cpu("## Warm-up\n\nimports and fonts\n", FLOOR_CSS, folder / "warm.pdf")
+    total_pages = None
+    for name, css in (("book.css", BOOK_CSS.read_text(encoding="utf-8")), ("bare stylesheet", FLOOR_CSS)):
+        pages, cpu = render_cpu(split.parts[0], css, folder / "floor.pdf")
+        total_pages = total_pages or pages * len(split.parts)
+        print(f"one part, {name:<16} {pages:>4} pages {cpu:6.2f} CPU s = {1000 * cpu / pages:5.1f} ms a page; "
+              f"{total_pages:,} pages at that cost on {os.cpu_count()} cores: >= "
+              f"{total_pages * cpu / pages / (os.cpu_count() or 1):5.1f} s wall", flush=True)
+
+
 def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -185,6 +221,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2, help="our pool size (2)")
     parser.add_argument("--no-stock", action="store_true", help="skip the stock single-document run")
     parser.add_argument("--keep", type=Path, help="leave book.md and the PDFs in this folder")
+    parser.add_argument("--floor", action="store_true", help="also time one part with book.css and with a "
+                        "bare stylesheet in one process: WeasyPrint's cost a page, and the least wall time "
+                        "it allows for the whole book on this machine")
     parser.add_argument("--child", choices=["ours", "stock"], help=argparse.SUPPRESS)
     parser.add_argument("--markdown", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--pdf", type=Path, help=argparse.SUPPRESS)
@@ -214,6 +253,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{max(ours['rss_mb'].values()) / max(stock['rss_mb'].values()):.2f} "
               f"({max(ours['rss_mb'].values()):,.0f} MB vs {max(stock['rss_mb'].values()):,.0f} MB; "
               f"goal <= 500 MB a process)")
+    if args.floor:
+        print(f"load average before the floor: {_load()}")
+        floor(markdown, folder)
     print(f"load average after: {_load()}")
     if args.keep:
         print(f"files in {folder}")

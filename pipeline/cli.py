@@ -30,6 +30,15 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+def add_live_flags(parser: argparse.ArgumentParser) -> None:
+    live = parser.add_argument_group("live page")
+    live.add_argument("--live", action="store_true", help="serve a page with every stream merged into one feed")
+    live.add_argument("--live-port", type=int, default=0, help="its port (default: a free one)")
+    live.add_argument("--live-host", default="127.0.0.1", help="its address (loopback unless --live-public)")
+    live.add_argument("--live-public", action="store_true", help="allow a non-loopback --live-host")
+    live.add_argument("--live-linger", type=float, default=30.0, help="seconds the page stays up after the job")
+
+
 def add_fleet_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("backends (none given: the embedded llama.cpp engine)")
     group.add_argument("--backend", action="append", metavar="URL[,cap=N][,model=NAME]",
@@ -74,12 +83,7 @@ def build_parser() -> Parser:
     book.add_argument("--barrier", action="store_true",
                       help="plan level by level before writing anything (seed 003's schedule; default: pipelined)")
     book.add_argument("--fail-on", metavar="RULES", help="exit 3 if the audit finds any of these (comma list)")
-    live = book.add_argument_group("live page")
-    live.add_argument("--live", action="store_true", help="serve a page with every stream merged into one feed")
-    live.add_argument("--live-port", type=int, default=0, help="its port (default: a free one)")
-    live.add_argument("--live-host", default="127.0.0.1", help="its address (loopback unless --live-public)")
-    live.add_argument("--live-public", action="store_true", help="allow a non-loopback --live-host")
-    live.add_argument("--live-linger", type=float, default=30.0, help="seconds the page stays up after the job")
+    add_live_flags(book)
     add_fleet_flags(book)
 
     audit = commands.add_parser("audit", help="find truncated, duplicate, empty, failed and looping sections")
@@ -108,6 +112,7 @@ def build_parser() -> Parser:
 
     bench = commands.add_parser("bench", help="throughput ladder: N closed-loop streams per backend (seed 003)")
     add_bench_flags(bench)
+    add_live_flags(bench)
     add_fleet_flags(bench)
 
     sweep = commands.add_parser("sweep", help="concurrency sweep with repetitions and a coherence gate (seed 001)")
@@ -350,6 +355,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from pipeline.backends.client import fast_loop
     from pipeline.bench.command import add_bench_flags, run_ceiling_command, run_command, spec_from_args
 
+    if args.live:
+        from pipeline.live import check_bind
+
+        if args.ceiling:
+            raise UsageError("--live shows an engine ladder; --ceiling runs no engine")
+        check_bind(args.live_host, args.live_public)
     if args.ceiling:
         defaults = argparse.ArgumentParser()
         add_bench_flags(defaults)

@@ -1,8 +1,9 @@
 """The live page: every stream of a book merged into one scrolling feed, with honest rates.
 
-A BookListener that serves templates/live.html and a Server-Sent Events stream on loopback. Four times a
-second it sends what changed: planning levels, sections started and their text so far, sections done,
-each backend's load, tokens and the live rate. The rate comes from the engine's own generated-token
+A BookListener (and BenchListener) that serves templates/live.html and a Server-Sent Events stream on
+loopback. Four times a second it sends what changed: planning levels (or the bench ladder's levels),
+sections (or bench requests) started and their text so far, those done, each backend's load, tokens and
+the live rate. The rate comes from the engine's own generated-token
 counter where the engine counts every step (vLLM), otherwise from the client's token arrival times in
 this process — never from the browser's arrival times (seed 003 §9: those read 9% high); the page shows
 which. Model text travels as JSON and is put on the page as text, never as HTML. The page works offline:
@@ -24,7 +25,7 @@ from aiohttp import web
 
 from pipeline.backends.fleet import generated_tokens
 from pipeline.errors import UsageError
-from pipeline.progress import BookListener
+from pipeline.progress import BenchListener, BookListener, request_id
 from pipeline.records import SectionResult
 
 log = logging.getLogger("fanout")
@@ -48,19 +49,23 @@ def check_bind(host: str, allow_public: bool) -> None:
         raise UsageError(f"--live-host {host} is not a loopback address; add --live-public to serve it anyway")
 
 
-class LiveFeed(BookListener):
+class LiveFeed(BookListener, BenchListener):
+    """The page's state, fed by a book run (BookListener) or a bench run (BenchListener)."""
+
     wants_deltas = True
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, allow_public: bool = False):
         check_bind(host, allow_public)
         self.host, self.port = host, port
-        self.state: dict[str, Any] = {"title": "", "levels": {}, "total": 0, "done": 0, "tokens": 0,
-                                      "backends": [], "rate": None, "rate_source": "", "final": None}
+        self.state: dict[str, Any] = {"title": "", "unit": "sections", "levels": {}, "total": 0, "done": 0,
+                                      "tokens": 0, "backends": [], "rate": None, "rate_source": "", "final": None}
         self.sections: dict[str, dict[str, Any]] = {}
         self.changed: set[str] = set()
         self.arrivals: deque[float] = deque()
         self.fleet = None
         self.pool = None
+        self.in_flight: dict[str, dict[str, Any]] = {}  # bench: per backend, as the pool's snapshot has it
+        self.ladder: list[list[str]] = []
         self.clients: list[asyncio.Queue] = []
         self.runner: web.AppRunner | None = None
         self.tasks: list[asyncio.Task] = []
@@ -94,11 +99,11 @@ class LiveFeed(BookListener):
         self.tasks.append(asyncio.create_task(self._count_server_tokens()))
 
     def planning(self, spec) -> None:
-        self.state["levels"] = {"parts": [0, 1], "chapters": [0, spec.parts],
-                                "sections": [0, spec.parts * spec.chapters]}
+        self.state["levels"] = {"plan parts": [0, 1], "plan chapters": [0, spec.parts],
+                                "plan sections": [0, spec.parts * spec.chapters]}
 
     def planned(self, level: str) -> None:
-        self.state["levels"][level][0] += 1
+        self.state["levels"][f"plan {level}"][0] += 1
 
     def outline_ready(self, outline) -> None:
         self.state["title"] = outline.title
@@ -109,6 +114,11 @@ class LiveFeed(BookListener):
 
     def section_started(self, section_id: str, title: str) -> None:
         self.sections[section_id] = {"id": section_id, "title": title, "text": "", "state": "writing", "sent": 0}
+        self.changed.add(section_id)
+
+    def section_restarted(self, section_id: str) -> None:
+        section = self.sections[section_id]
+        section["text"], section["sent"], section["reset"] = "", 0, True
         self.changed.add(section_id)
 
     def section_delta(self, section_id: str, text: str) -> None:
@@ -127,7 +137,42 @@ class LiveFeed(BookListener):
         self.changed.add(result.id)
 
     def finished(self, outcome) -> None:
-        self.state["final"] = outcome.stats.model_dump(mode="json")
+        self.state["final"] = {"head": ["measure", "value"], "rows": book_rows(outcome.stats)}
+
+    # ------------------------------------------------------------ bench listener
+
+    def level_started(self, label: str, streams: int, backends: list[str], levels: int) -> None:
+        self.state["title"] = f"fanout bench: {streams} streams a backend" + (f" ({label})" if label != "bench"
+                                                                               else "")
+        self.state["unit"] = "requests"
+        done, _ = self.state["levels"].get(f"ladder {label}", [0, levels])
+        self.state["levels"][f"ladder {label}"] = [done, levels]
+        self.in_flight = {name: {"name": name, "cap": streams, "in_flight": 0} for name in backends}
+        self.state["backends"] = list(self.in_flight.values())
+
+    def request_started(self, backend: str, number: int) -> None:
+        self.state["total"] += 1
+        self.in_flight[backend]["in_flight"] += 1
+        self.section_started(request_id(number), f"request {number} → {backend}")
+
+    def request_done(self, sample) -> None:
+        self.in_flight[sample.backend]["in_flight"] -= 1
+        section = self.sections[request_id(sample.number)]
+        section["state"] = "failed" if sample.error else sample.finish_reason or "done"
+        self.state["done"] += 1
+        self.state["tokens"] += sample.completion_tokens or 0
+        self.changed.add(section["id"])
+
+    def level_done(self, label: str, result) -> None:
+        self.state["levels"][f"ladder {label}"][0] += 1
+        point = result.total
+        self.ladder.append([label, str(point.streams), f"{point.sustained:,.1f}", f"{point.best_second:,.1f}",
+                            f"{point.per_stream:,.1f}", f"{point.step_ms or 0:,.2f}",
+                            f"{point.ttft_p50_ms or 0:,.0f}"])
+        self.state["final"] = {"head": list(LADDER_HEAD), "rows": self.ladder, "running": True}
+
+    def bench_finished(self, record) -> None:
+        self.state["final"] = {"head": list(LADDER_HEAD), "rows": self.ladder}
 
     # ------------------------------------------------------------ rates
 
@@ -164,9 +209,10 @@ class LiveFeed(BookListener):
                                                                 "style-src 'unsafe-inline'; connect-src 'self'"})
 
     def _snapshot(self) -> dict[str, Any]:
-        """For a page that just connected: the latest sections whole."""
+        """For a page that just connected: the latest sections as far as the other pages have them (the
+        next tick sends every page the rest)."""
         latest = list(self.sections.values())[-200:]
-        return {**self.state, "sections": [{**self._public(s), "append": s["text"]} for s in latest]}
+        return {**self.state, "sections": [{**self._public(s), "append": s["text"][:s["sent"]]} for s in latest]}
 
     @staticmethod
     def _public(section: dict[str, Any]) -> dict[str, Any]:
@@ -177,7 +223,8 @@ class LiveFeed(BookListener):
         changes = []
         for section_id in self.changed:
             section = self.sections[section_id]
-            changes.append({**self._public(section), "append": section["text"][section["sent"]:]})
+            changes.append({**self._public(section), "append": section["text"][section["sent"]:],
+                            "reset": section.pop("reset", False)})
             section["sent"] = len(section["text"])
         self.changed.clear()
         return changes
@@ -209,6 +256,23 @@ class LiveFeed(BookListener):
             payload = self._event({**self.state, "sections": self._changes()})
             for queue in self.clients:
                 queue.put_nowait(payload)
+
+
+LADDER_HEAD = ("series", "streams", "sustained tok/s", "best second", "per stream", "step ms", "TTFT p50 ms")
+
+
+def book_rows(stats) -> list[list[str]]:
+    """The final stats of a book run, as the page's table shows them."""
+    return [[name, str(value)] for name, value in (
+        ("sections ok / planned", f"{stats.sections_ok} / {stats.sections}"),
+        ("requests (planning + writing)", f"{stats.requests} ({stats.requests_planning} + {stats.requests_writing})"),
+        ("tokens written (server usage)", f"{stats.tokens_written:,}"),
+        ("write time s", stats.write_seconds),
+        ("average while writing tok/s (usage / client clock)", stats.write_tok_s),
+        ("whole job s", stats.job_seconds), ("words", f"{stats.words:,}"),
+        ("request errors", stats.request_errors),
+        ("failed / empty / truncated", f"{stats.failed_sections} / {stats.empty_sections} / "
+                                       f"{stats.truncated_sections}"))]
 
 
 async def serve_during(feed: LiveFeed, job, linger_s: float):

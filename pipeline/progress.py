@@ -32,10 +32,29 @@ class BookListener:
     def outline_ready(self, outline) -> None: ...
     def writing(self, total: int, done: int, pool: BackendPool) -> None: ...
     def section_started(self, section_id: str, title: str) -> None: ...
+    def section_restarted(self, section_id: str) -> None: ...  # an attempt cut mid-stream is asked again
     def section_delta(self, section_id: str, text: str) -> None: ...
     def written(self, result: SectionResult) -> None: ...
     def typesetting(self) -> None: ...
     def finished(self, outcome) -> None: ...
+
+
+class BenchListener:
+    """What a bench run tells its watcher (the live page): levels, and every request as it streams."""
+
+    wants_deltas = False
+
+    def fleet_opened(self, fleet) -> None: ...
+    def level_started(self, label: str, streams: int, backends: list[str], levels: int) -> None: ...
+    def request_started(self, backend: str, number: int) -> None: ...
+    def section_delta(self, section_id: str, text: str) -> None: ...  # section_id: request_id(number)
+    def request_done(self, sample) -> None: ...  # a bench.records.RequestSample
+    def level_done(self, label: str, result) -> None: ...  # a bench.records.LevelResult
+    def bench_finished(self, record) -> None: ...  # the BenchRecord
+
+
+def request_id(number: int) -> str:
+    return f"r{number}"
 
 
 class Listeners(BookListener):
@@ -77,6 +96,10 @@ class Listeners(BookListener):
     def section_started(self, section_id: str, title: str) -> None:
         for watcher in self.watchers:
             watcher.section_started(section_id, title)
+
+    def section_restarted(self, section_id: str) -> None:
+        for watcher in self.watchers:
+            watcher.section_restarted(section_id)
 
     def section_delta(self, section_id: str, text: str) -> None:
         for watcher in self.watchers:

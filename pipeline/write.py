@@ -70,11 +70,14 @@ class SectionWriter:
     async def write(self, outline: Outline, part: Part, chapter: Chapter, section: Section) -> None:
         listener = self.listener
         request = section_request(self.spec, outline, part, chapter, section, self.extra)
-        on_delta = (lambda text: listener.section_delta(section.id, text)) if listener.wants_deltas else None
+        on_delta = on_retry = None
+        if listener.wants_deltas:
+            on_delta = lambda text: listener.section_delta(section.id, text)  # noqa: E731
+            on_retry = lambda: listener.section_restarted(section.id)  # noqa: E731
         self.first_sent = self.first_sent or time.monotonic()
         listener.section_started(section.id, section.title)
         try:
-            result = finished(section, await self.pool.complete(request, on_delta), self.wall)
+            result = finished(section, await self.pool.complete(request, on_delta, on_retry=on_retry), self.wall)
         except RequestFailed as failure:
             result = failed(section, failure)
         self.last_done = time.monotonic()

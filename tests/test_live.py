@@ -1,5 +1,6 @@
 """The live page in a real headless browser (Debian's chromium + chromedriver, driven by selenium), during a
-book on a FAKE engine in its own process."""
+book on a FAKE engine and during a bench ladder on a FAKE step-law engine, each in its own process; and the
+feed's bookkeeping (late joiners, retried attempts) without a browser."""
 
 from __future__ import annotations
 
@@ -111,3 +112,55 @@ def test_events_are_json_with_text_as_data(tmp_path):
     finally:
         run.kill()
         backend.kill()
+
+
+def test_bench_live_shows_requests_streaming_the_server_rate_and_the_ladder(tmp_path):
+    engine = subprocess.Popen([sys.executable, "-m", "tests.fake_steplaw", "1"], stdout=subprocess.PIPE, text=True)
+    url = engine.stdout.readline().strip()
+    run = subprocess.Popen([sys.executable, "-m", "pipeline", "bench", "--backend", f"{url},cap=8", "--streams",
+                            "2,4", "--window", "2", "--warmup", "0.2", "--max-tokens", "200", "--engine-slots", "64",
+                            "--out", str(tmp_path / "bench"), "--live", "--live-linger", "20"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    driver = browser()
+    try:
+        driver.get(live_port(run))
+        wait_for(lambda: driver.find_elements("css selector", "article.card pre"))
+        assert driver.find_element("id", "unit").text == "requests"
+        wait_for(lambda: int(driver.find_element("id", "tokens").text.replace(",", "") or 0) > 0)
+        wait_for(lambda: "server counter" in driver.find_element("id", "rate-source").text)
+        assert float(driver.find_element("id", "rate").text.replace(",", "")) > 0
+        wait_for(lambda: driver.find_element("id", "final-title").text == "Finished", timeout=60)
+        rows = driver.find_elements("css selector", "#final-table tr")
+        assert [r.find_elements("css selector", "td")[1].text for r in rows[1:]] == ["2", "4"]
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        driver.save_screenshot(str(ARTIFACTS / "bench-live-page.png"))
+    finally:
+        driver.quit()
+        run.kill()
+        engine.kill()
+
+
+def test_bench_live_refuses_public_binding_and_the_ceiling():
+    for extra, message in ((["--live-host", "0.0.0.0"], "--live-public"), (["--ceiling"], "--ceiling")):
+        done = subprocess.run([sys.executable, "-m", "pipeline", "bench", "--live", *extra],
+                              capture_output=True, text=True)
+        assert done.returncode == 2 and message in done.stderr, done.stderr
+
+
+def test_a_late_page_gets_no_text_twice_and_a_retried_attempt_starts_clean():
+    feed = LiveFeed()
+    feed.section_started("s1", "One")
+    feed.section_delta("s1", "abc")
+    assert [c["append"] for c in feed._changes()] == ["abc"]
+    feed.section_delta("s1", "de")
+    late, = feed._snapshot()["sections"]
+    assert late["append"] == "abc", "the rest comes with the next tick, to every page"
+    change, = feed._changes()
+    assert change["append"] == "de" and not change["reset"]
+    feed.section_restarted("s1")
+    feed.section_delta("s1", "fresh")
+    change, = feed._changes()
+    assert change["reset"] and change["append"] == "fresh"
+    feed.section_delta("s1", "!")
+    change, = feed._changes()
+    assert not change["reset"] and change["append"] == "!"

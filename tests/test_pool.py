@@ -65,8 +65,12 @@ async def test_a_failed_attempt_is_retried_on_another_backend(mode):
     async with new_session(8) as session:
         pool = BackendPool([backend(bad, "bad", 4), backend(good, "good", 4)], session, FAST)
         pool.states[1].in_flight = 1  # so the first pick is the bad backend
-        completion = await pool.complete(request())
+        streamed: list[str] = []
+        completion = await pool.complete(request(), streamed.append, on_retry=lambda: streamed.append(None))
         pool.states[1].in_flight = 0
+    assert streamed.count(None) == len(completion.attempts) - 1, "on_retry before every attempt but the first"
+    assert "".join(streamed[len(streamed) - streamed[::-1].index(None):]) == completion.text, \
+        "what streamed after the last retry is the answer"
     assert [a.outcome for a in completion.attempts][0] != "ok"
     assert [(a.backend, a.outcome) for a in completion.attempts][-1] == ("good", "ok")
     assert completion.backend == "good" and completion.text.startswith("w0")

@@ -2,8 +2,9 @@
 
 Takes Backends (each with a cap: the most requests in flight there) and ChatRequests; returns Completions.
 A request goes to the backend with the lowest in_flight/cap that has a free slot and waits, first come
-first served, while all are full; a request sent with `first=True` (planning) waits ahead of the others. A failed attempt is retried with backoff (tenacity), preferring another
-backend; a backend that fails `down_after` times in a row is rested and later probed by a single request.
+first served, while all are full; a request sent with `first=True` (planning) waits ahead of the others.
+A failed attempt is retried with backoff (tenacity), preferring another backend; a backend that fails
+`down_after` times in a row is rested and later probed by a single request.
 A connection the server closed before the first byte (llama-server drops idle keep-alives) is re-asked at
 once on the same slot and counted apart from failures. Every attempt is recorded.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Callable
 
 import aiohttp
 import anyio
@@ -84,9 +86,11 @@ class BackendPool:
         self._backoff = wait_exponential_jitter(multiplier=self.policy.backoff_initial, max=self.policy.backoff_max,
                                                 jitter=self.policy.backoff_initial)
 
-    async def complete(self, request: ChatRequest, on_delta: OnDelta | None = None, first: bool = False) -> Completion:
+    async def complete(self, request: ChatRequest, on_delta: OnDelta | None = None, first: bool = False,
+                       on_retry: Callable[[], None] | None = None) -> Completion:
         """Send one request through the pool; raise RequestFailed when every attempt failed. `first` puts it
-        ahead of every waiting request without it."""
+        ahead of every waiting request without it; `on_retry` is called before each attempt after the first
+        (text an earlier attempt streamed to `on_delta` is void)."""
         attempts: list[Attempt] = []
         avoid: set[str] = set()
         retrying = AsyncRetrying(
@@ -97,6 +101,8 @@ class BackendPool:
         )
         try:
             async for attempt in retrying:
+                if on_retry is not None and attempt.retry_state.attempt_number > 1:
+                    on_retry()
                 with attempt:
                     completion = await self._attempt(request, attempts, avoid, on_delta, first)
         except AttemptError:

@@ -113,6 +113,18 @@ def run_ceiling_command(args: argparse.Namespace, parser_defaults: dict) -> int:
                          args.max_tokens, 3.0, float(given("window", 6.0)), args.out)
 
 
+def run_live(args: argparse.Namespace, settings, spec, engine_log: Path, argv: list[str]):
+    """The ladder with the live page up (it stays up --live-linger seconds with the ladder table)."""
+    import anyio
+
+    from pipeline.bench.ladder import bench
+    from pipeline.live import LiveFeed, serve_during
+
+    feed = LiveFeed(args.live_host, args.live_port, args.live_public)
+    return anyio.run(serve_during, feed, lambda page: bench(settings, spec, engine_log, argv, progress_line, page),
+                     args.live_linger)
+
+
 def run_command(args: argparse.Namespace, settings, argv: list[str]) -> int:
     from pipeline.bench.ladder import run_bench
     from pipeline.bench.report import text_report, write_report
@@ -121,7 +133,10 @@ def run_command(args: argparse.Namespace, settings, argv: list[str]) -> int:
     label_given = args.label is not None
     folder = args.out or default_folder(spec.label if label_given else "run")
     folder.mkdir(parents=True, exist_ok=True)
-    record = run_bench(settings, spec, folder / "llama-server.log", argv, progress_line)
+    if args.live:
+        record = run_live(args, settings, spec, folder / "llama-server.log", argv)
+    else:
+        record = run_bench(settings, spec, folder / "llama-server.log", argv, progress_line)
     if not label_given and not spec.compare:
         engines = sorted({b.engine for b in record.provenance.backends})
         record.spec.label = record.series[0].label = "+".join(engines)

@@ -29,6 +29,7 @@ from pipeline.bench.records import MIN_WINDOW_S, BackendInfo, BenchRecord, Bench
     LevelResult, Provenance, Series
 from pipeline.config import Settings
 from pipeline.errors import UsageError
+from pipeline.progress import BenchListener
 from pipeline.records import EngineInfo, EngineKind
 
 log = logging.getLogger("fanout")
@@ -105,15 +106,20 @@ def level_plan(spec: BenchSpec, streams: int, read_timeout: float) -> LevelPlan:
 
 
 async def run_series(fleet: Fleet, label: str, targets: list[Target], spec: BenchSpec, prompts: PromptMaker,
-                     numbers: Iterator[int], on_level: OnLevel | None) -> Series:
+                     numbers: Iterator[int], on_level: OnLevel | None, watcher: BenchListener | None = None
+                     ) -> Series:
     engines = {t.backend.name: t.info for t in targets}
     levels = []
     for streams in spec.streams:
         plan = level_plan(spec, streams, fleet.pool.policy.read_timeout)
-        raw = await run_level(fleet.session, targets, plan, prompts, numbers)
+        if watcher is not None:
+            watcher.level_started(label, streams, list(engines), len(spec.streams))
+        raw = await run_level(fleet.session, targets, plan, prompts, numbers, watcher)
         levels.append(level_result(raw, engines, spec))
         if on_level is not None:
             on_level(label, levels[-1])
+        if watcher is not None:
+            watcher.level_done(label, levels[-1])
     return Series(label=label, backends=list(engines), levels=levels, fit=fit_levels(levels, len(targets)))
 
 
@@ -142,7 +148,8 @@ def groups(targets: list[Target], spec: BenchSpec) -> list[tuple[str, list[Targe
 
 
 async def bench(settings: Settings, spec: BenchSpec, engine_log: Path | None = None, command: list[str] | None = None,
-                on_level: OnLevel | None = None) -> BenchRecord:
+                on_level: OnLevel | None = None, watcher: BenchListener | None = None) -> BenchRecord:
+    """The ladder; `watcher` (the live page) hears of the fleet, every level and every request."""
     check_spec(spec)
     if not settings.backends:  # the embedded engine: refuse before starting it
         check_level_fits("embedded", settings.slots, settings.slots, "--slots", spec.streams)
@@ -150,14 +157,19 @@ async def bench(settings: Settings, spec: BenchSpec, engine_log: Path | None = N
     started, wall = time.monotonic(), dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     async with open_fleet(settings, engine_log) as fleet:
         targets, infos = targets_of(fleet, spec)
+        if watcher is not None:
+            watcher.fleet_opened(fleet)
         prompts = await prompt_maker(fleet, targets, spec, infos)
         numbers = itertools.count(1)
-        series = [await run_series(fleet, label, group, spec, prompts, numbers, on_level)
+        series = [await run_series(fleet, label, group, spec, prompts, numbers, on_level, watcher)
                   for label, group in groups(targets, spec)]
     host.loadavg_end = loadavg()
     provenance = Provenance(host=host, backends=infos, started_at=wall, duration_s=round(time.monotonic() - started, 2),
                             command=command or [])
-    return BenchRecord(spec=spec, provenance=provenance, series=series, comparison=comparison(series))
+    record = BenchRecord(spec=spec, provenance=provenance, series=series, comparison=comparison(series))
+    if watcher is not None:
+        watcher.bench_finished(record)
+    return record
 
 
 def run_bench(settings: Settings, spec: BenchSpec, engine_log: Path | None = None, command: list[str] | None = None,

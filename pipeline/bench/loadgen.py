@@ -24,6 +24,7 @@ from pipeline.bench.prompts import PromptMaker
 from pipeline.bench.records import CounterSample, LevelRaw, PowerSample, RequestSample
 from pipeline.bench.sampler import counter_loop, power_loop, sample_all, sleep_until
 from pipeline.errors import BackendError
+from pipeline.progress import BenchListener, request_id
 from pipeline.records import Backend, ChatRequest, Completion, EngineInfo
 
 REASK_BEFORE_FIRST_BYTE = 5  # llama-server drops idle keep-alives: ask again at once, counted apart
@@ -103,20 +104,31 @@ async def one_request(session: aiohttp.ClientSession, target: Target, plan: Leve
 
 
 async def stream_worker(loop: _Loop, session: aiohttp.ClientSession, target: Target, plan: LevelPlan,
-                        prompts: PromptMaker, t0: float) -> None:
-    """One closed-loop stream: a new request the moment the last one ends, until the window closes."""
+                        prompts: PromptMaker, t0: float, watcher: BenchListener | None = None) -> None:
+    """One closed-loop stream: a new request the moment the last one ends, until the window closes.
+    A watcher (the live page) hears of each request and, if it wants them, its streamed pieces."""
     seen_first = False
+    watching_text = watcher is not None and watcher.wants_deltas
+    current = ""
 
-    def on_delta(_text: str) -> None:
+    def on_delta(text: str) -> None:
         nonlocal seen_first
         if not seen_first:
             seen_first = True
             loop.note_first_token()
+        if watching_text:
+            watcher.section_delta(current, text)
 
     await sleep_until(t0)
     failures = 0
     while time.monotonic() < loop.stop_at:
-        sample = await one_request(session, target, plan, prompts, next(loop.numbers), on_delta)
+        number = next(loop.numbers)
+        if watcher is not None:
+            current = request_id(number)
+            watcher.request_started(target.backend.name, number)
+        sample = await one_request(session, target, plan, prompts, number, on_delta)
+        if watcher is not None:
+            watcher.request_done(sample)
         loop.requests.append(sample)
         failures = failures + 1 if sample.error else 0
         if failures >= FAILURES_IN_A_ROW:
@@ -158,7 +170,7 @@ async def settled_end(session: aiohttp.ClientSession, targets: list[Target], sta
 
 
 async def run_level(session: aiohttp.ClientSession, targets: list[Target], plan: LevelPlan, prompts: PromptMaker,
-                    numbers: Iterator[int]) -> LevelRaw:
+                    numbers: Iterator[int], watcher: BenchListener | None = None) -> LevelRaw:
     pairs = [(t.backend, t.info) for t in targets]
     names = [t.backend.name for t in targets]
     start = await sample_all(session, pairs)
@@ -173,7 +185,7 @@ async def run_level(session: aiohttp.ClientSession, targets: list[Target], plan:
         async with anyio.create_task_group() as streams:
             for target in targets:
                 for _ in range(plan.streams):
-                    streams.start_soon(stream_worker, loop, session, target, plan, prompts, t0)
+                    streams.start_soon(stream_worker, loop, session, target, plan, prompts, t0, watcher)
             window_start, window_end = await open_window(loop, plan, t0, names)
         end = await settled_end(session, targets, start, loop.requests)
         stop.set()

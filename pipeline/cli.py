@@ -441,13 +441,15 @@ def cmd_identity(args: argparse.Namespace) -> int:
 
 
 def cmd_efficiency(args: argparse.Namespace) -> int:
+    from pipeline.backends.client import fast_loop
     from pipeline.bench.efficiency import efficiency_markdown, job_efficiency
     from pipeline.records import BookSpec
 
     parts, chapters, sections = parse_shape(args.shape)
     require_positive(args, "max_tokens", "window")
     spec = BookSpec(prompt=args.prompt, parts=parts, chapters=chapters, sections=sections, max_tokens=args.max_tokens)
-    record = anyio.run(job_efficiency, settings_from(args), spec, args.window)
+    with fast_loop():
+        record = anyio.run(job_efficiency, settings_from(args), spec, args.window)
     save_record("efficiency", record, efficiency_markdown(record), args.out, args.json)
     return 0
 

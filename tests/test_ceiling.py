@@ -10,7 +10,9 @@ import json
 
 import pytest
 
-from pipeline.backends.client import AttemptError, _read_events, _Stream, new_session, sdk_chat, stream_chat
+from pipeline.backends.client import AttemptError, _read_events, _Stream, new_session, sdk_chat, \
+    stream_chat_aiohttp
+from pipeline.backends.wire import stream_chat
 from pipeline.bench import ceiling
 from pipeline.bench.sse_source import content_event, expected_text
 from pipeline.records import Backend, ChatRequest
@@ -142,18 +144,19 @@ def source():
     process.close()
 
 
-def test_our_path_and_the_sdk_get_the_same_answer(source):
+def test_our_path_aiohttp_and_the_sdk_get_the_same_answer(source):
     backend = Backend(name="s", base_url=f"http://127.0.0.1:{source.port}/v1", model="ceiling")
     request = ChatRequest(messages=[{"role": "user", "content": "go"}], max_tokens=200)
 
-    async def ours():
+    async def over_aiohttp():
         async with new_session(4) as session:
-            return await stream_chat(session, backend, request, 10.0)
+            return await stream_chat_aiohttp(session, backend, request, 10.0)
 
-    mine, theirs = asyncio.run(ours()), asyncio.run(sdk_chat(backend, request))
-    assert mine.text == theirs.text == expected_text(200)
-    assert mine.completion_tokens == theirs.completion_tokens == mine.chunks == theirs.chunks == 200
-    assert mine.finish_reason == theirs.finish_reason == "length"
+    answers = [asyncio.run(stream_chat(backend, request, 10.0)), asyncio.run(over_aiohttp()),
+               asyncio.run(sdk_chat(backend, request))]
+    for answer in answers:
+        assert answer.text == expected_text(200)
+        assert answer.completion_tokens == answer.chunks == 200 and answer.finish_reason == "length"
 
 
 def test_source_events_are_what_json_says():
@@ -163,9 +166,10 @@ def test_source_events_are_what_json_says():
 
 
 def test_ceiling_harness_exact_counts_one_and_two_workers():
-    rows = ceiling.run_ceiling(["ours", "sdk"], [5.0], [12], [1, 2], max_tokens=40, ramp_s=0.8, window_s=1.2,
-                               echo=lambda _line: None)
-    assert [(r.case.client, r.case.workers) for r in rows] == [("ours", 1), ("ours", 2), ("sdk", 1), ("sdk", 2)]
+    rows = ceiling.run_ceiling(["ours", "aiohttp", "sdk"], [5.0], [12], [1, 2], max_tokens=40, ramp_s=0.8,
+                               window_s=1.2, echo=lambda _line: None)
+    assert [(r.case.client, r.case.workers) for r in rows] == [
+        ("ours", 1), ("ours", 2), ("aiohttp", 1), ("aiohttp", 2), ("sdk", 1), ("sdk", 2)]
     for row in rows:
         assert row.completed > 0 and row.exact == row.completed and not row.errors, ceiling.format_row(row)
         assert row.events > 0 and row.receiving == 12

@@ -12,7 +12,8 @@ import urllib.request
 import anyio
 import pytest
 
-from pipeline.backends.client import new_session, sdk_chat, stream_chat
+from pipeline.backends.client import new_session, sdk_chat, stream_chat_aiohttp
+from pipeline.backends.wire import stream_chat
 from pipeline.backends.embedded import EmbeddedEngine, EngineSettings
 from pipeline.backends.metrics import detect_engine, scrape
 from pipeline.backends.pool import BackendPool, RetryPolicy
@@ -59,7 +60,7 @@ async def test_eight_streams_usage_equals_the_server_counter(engine8):
         info = await detect_engine(session, backend)
         assert info.kind == EngineKind.LLAMACPP and info.slots == 8 and info.has_metrics
         before = (await scrape(session, backend))[COUNTER]
-        pool = BackendPool([backend], session, RetryPolicy(read_timeout=120))
+        pool = BackendPool([backend], RetryPolicy(read_timeout=120))
         results = []
 
         async def one(i: int) -> None:
@@ -76,16 +77,18 @@ async def test_eight_streams_usage_equals_the_server_counter(engine8):
     assert all(c.t_sent < c.t_first_token <= c.t_done for c in results)
 
 
-async def test_sdk_path_and_aiohttp_path_return_the_same_answer(engine_assets, tmp_path):
+async def test_wire_aiohttp_and_sdk_paths_return_the_same_answer(engine_assets, tmp_path):
     settings = EngineSettings(slots=1, threads=ENGINE_THREADS, ctx_per_slot=1024)
     with EmbeddedEngine(settings, engine_assets, tmp_path / "server.log") as engine:
         request = question(7, max_tokens=32)
+        wire = await stream_chat(engine.backend, request, read_timeout=120)
         async with new_session(4) as session:
-            lean = await stream_chat(session, engine.backend, request, read_timeout=120)
+            lean = await stream_chat_aiohttp(session, engine.backend, request, read_timeout=120)
         sdk = await sdk_chat(engine.backend, request)
-    assert lean.text == sdk.text
-    assert (lean.prompt_tokens, lean.completion_tokens, lean.finish_reason) == (
-        sdk.prompt_tokens, sdk.completion_tokens, sdk.finish_reason)
+    for answer in (wire, lean):
+        assert answer.text == sdk.text
+        assert (answer.prompt_tokens, answer.completion_tokens, answer.finish_reason) == (
+            sdk.prompt_tokens, sdk.completion_tokens, sdk.finish_reason)
 
 
 def test_stop_leaves_no_process(engine_assets, tmp_path):

@@ -8,7 +8,6 @@ import random
 import pytest
 
 from pipeline.assemble import assemble, close_open_fence, demote_headings
-from pipeline.backends.client import new_session
 from pipeline.backends.pool import BackendPool, RetryPolicy
 from pipeline.plan import Planner, parse_titles
 from pipeline.records import Backend, BookSpec, Chapter, ChatRequest, Outline, Part, Section, SectionResult
@@ -45,10 +44,9 @@ class ScriptedPlanner:
 async def plan_with(replies, spec: BookSpec, json_schema: bool = False) -> tuple[Outline, Planner]:
     engine = await FakeEngine(reply=replies).start()
     try:
-        async with new_session(16) as session:
-            pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=8)], session, RetryPolicy())
-            planner = Planner(pool, spec, json_schema=json_schema, extra={})
-            return await planner.plan(), planner
+        pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=8)], RetryPolicy())
+        planner = Planner(pool, spec, json_schema=json_schema, extra={})
+        return await planner.plan(), planner
     finally:
         await engine.stop()
 
@@ -95,9 +93,8 @@ async def test_a_model_that_never_complies_gets_numbered_placeholders_not_a_cras
 async def test_json_schema_is_sent_with_the_exact_count_when_the_engine_takes_it():
     replies = ScriptedPlanner({})
     engine = await FakeEngine(reply=replies).start()
-    async with new_session(8) as session:
-        pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=4)], session)
-        await Planner(pool, BookSpec(prompt="p", parts=2, chapters=3, sections=4), True, {}).plan()
+    pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=4)])
+    await Planner(pool, BookSpec(prompt="p", parts=2, chapters=3, sections=4), True, {}).plan()
     schemas = [b["response_format"]["json_schema"]["schema"] for b in engine.bodies]
     counts = sorted(s["properties"].get("titles", s["properties"].get("parts"))["minItems"] for s in schemas)
     assert counts == [2, 3, 3, 4, 4, 4, 4, 4, 4]
@@ -166,10 +163,9 @@ async def test_a_partial_outline_is_completed_without_planning_again():
     partial = Outline(title="Book", parts=[done, Part(id="p02", title="Second part")], complete=False)
     replies = ScriptedPlanner({})
     engine = await FakeEngine(reply=replies).start()
-    async with new_session(8) as session:
-        pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=4)], session)
-        planner = Planner(pool, BookSpec(prompt="p", parts=2, chapters=1, sections=2), False, {})
-        outline = await planner.plan(partial)
+    pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=4)])
+    planner = Planner(pool, BookSpec(prompt="p", parts=2, chapters=1, sections=2), False, {})
+    outline = await planner.plan(partial)
     await engine.stop()
     assert planner.stats.requests == 2, "one request for part 2's chapters, one for its chapter's sections"
     assert outline.complete and outline.parts[0] == done and shape_of(outline) == (2, {1}, {2})
@@ -178,21 +174,20 @@ async def test_a_partial_outline_is_completed_without_planning_again():
 async def test_planning_requests_wait_ahead_of_writing_requests():
     engine = await FakeEngine(tokens=4, token_delay=0.05).start()
     order: list[str] = []
-    async with new_session(8) as session:
-        pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=1)], session)
+    pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=1)])
 
-        async def send(tag: str, first: bool) -> None:
-            await pool.complete(ChatRequest(messages=[{"role": "user", "content": tag}], max_tokens=4, tag=tag),
-                                first=first)
-            order.append(tag)
+    async def send(tag: str, first: bool) -> None:
+        await pool.complete(ChatRequest(messages=[{"role": "user", "content": tag}], max_tokens=4, tag=tag),
+                            first=first)
+        order.append(tag)
 
-        import anyio
-        async with anyio.create_task_group() as group:
-            group.start_soon(send, "busy", False)
-            await anyio.sleep(0.02)
-            group.start_soon(send, "write-1", False)
-            group.start_soon(send, "write-2", False)
-            await anyio.sleep(0.02)
-            group.start_soon(send, "plan", True)
+    import anyio
+    async with anyio.create_task_group() as group:
+        group.start_soon(send, "busy", False)
+        await anyio.sleep(0.02)
+        group.start_soon(send, "write-1", False)
+        group.start_soon(send, "write-2", False)
+        await anyio.sleep(0.02)
+        group.start_soon(send, "plan", True)
     await engine.stop()
     assert order == ["busy", "plan", "write-1", "write-2"]

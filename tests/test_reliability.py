@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.backends.client import new_session
 from pipeline.backends.pool import BackendPool, RequestFailed, RetryPolicy
 from pipeline.journal import read_journal
 from pipeline.records import Backend, ChatRequest
@@ -169,11 +168,10 @@ def test_one_giant_sse_line_fails_as_oversized_without_a_retry():
         engine = await FakeEngine(reply=lambda body: "x" * 2_000_000).start()
         policy = RetryPolicy(attempts=3, backoff_initial=0.01, backoff_max=0.02, read_timeout=5.0)
         try:
-            async with new_session(4) as session:
-                pool = BackendPool([Backend(name="a", base_url=engine.url, model="fake-model", cap=2)], session,
-                                   policy)
-                with pytest.raises(RequestFailed) as failure:
-                    await pool.complete(ChatRequest(messages=[{"role": "user", "content": "hi"}], max_tokens=8))
+            pool = BackendPool([Backend(name="a", base_url=engine.url, model="fake-model", cap=2)],
+                               policy)
+            with pytest.raises(RequestFailed) as failure:
+                await pool.complete(ChatRequest(messages=[{"role": "user", "content": "hi"}], max_tokens=8))
         finally:
             await engine.stop()
         return failure.value.attempts

@@ -1,8 +1,10 @@
-"""The streaming hot path: one chat completion over aiohttp, parsed by a lean SSE reader.
+"""Streaming chat completions: the lean SSE reader, its failure kinds, and the aiohttp and SDK paths.
 
 Takes a Backend and a ChatRequest, returns a Completion (text, finish_reason, usage, timestamps) or raises
 an AttemptError saying what went wrong and whether it is worth asking again. Only what is needed is read
-from each event: content deltas, finish_reason and usage. Retries and balancing live in pool.py.
+from each event: content deltas, finish_reason and usage. The hot path itself is wire.py (an asyncio
+Protocol feeding this module's reader); `stream_chat_aiohttp` is the same exchange over aiohttp, kept as the
+client-ceiling bench's yardstick, and `sdk_chat` the openai SDK's. Retries and balancing live in pool.py.
 """
 
 from __future__ import annotations
@@ -182,8 +184,8 @@ def _status_error(status: int, body: str, retry_after: str | None) -> AttemptErr
 OnDelta = Callable[[str], None]
 
 
-async def stream_chat(session: aiohttp.ClientSession, backend: Backend, request: ChatRequest,
-                      read_timeout: float, on_delta: OnDelta | None = None) -> Completion:
+async def stream_chat_aiohttp(session: aiohttp.ClientSession, backend: Backend, request: ChatRequest,
+                              read_timeout: float, on_delta: OnDelta | None = None) -> Completion:
     """Send one streaming chat request; raise AttemptError on any failure, empty answers included.
 
     `read_timeout` bounds every wait for bytes (headers, first token, each later event): a stalled
@@ -301,7 +303,7 @@ def sdk_client(backend: Backend):
 
 
 async def sdk_chat(backend: Backend, request: ChatRequest) -> Completion:
-    """The same request as stream_chat, through the openai SDK (slow path: planning, model checks)."""
+    """The same request as wire.stream_chat, through the openai SDK (slow path: planning, model checks)."""
     t_sent = time.monotonic()
     stream = _Stream(request.keep_token_times)
     body = request_body(backend, request)

@@ -61,7 +61,7 @@ async def open_fleet(settings: Settings, engine_log: Path | None = None) -> Asyn
             log.warning(fd_plan.warning)
         async with new_session(sum(fd_plan.caps) + EXTRA_CONNECTIONS) as session:
             backends, engines, down = await check_backends(session, backends)
-            pool = BackendPool(backends, session, retry_policy(settings), caps=fd_plan.caps)
+            pool = BackendPool(backends, retry_policy(settings), caps=fd_plan.caps)
             pool.rest(down)
             yield Fleet(pool, engines, session, embedded)
     finally:

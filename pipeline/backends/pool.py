@@ -16,11 +16,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
-import aiohttp
 import anyio
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
-from pipeline.backends.client import AttemptError, OnDelta, stream_chat
+from pipeline.backends.client import AttemptError, OnDelta
+from pipeline.backends.wire import stream_chat
 from pipeline.errors import FanoutError
 from pipeline.records import Attempt, Backend, ChatRequest, Completion
 
@@ -72,13 +72,11 @@ class PoolStats:
 
 
 class BackendPool:
-    def __init__(self, backends: list[Backend], session: aiohttp.ClientSession, policy: RetryPolicy | None = None,
-                 caps: list[int] | None = None):
+    def __init__(self, backends: list[Backend], policy: RetryPolicy | None = None, caps: list[int] | None = None):
         if not backends:
             raise FanoutError("no backends")
         caps = caps or [b.cap for b in backends]
         self.states = [BackendState(b, cap) for b, cap in zip(backends, caps)]
-        self.session = session
         self.policy = policy or RetryPolicy()
         self.stats = PoolStats()
         self._waiters: deque[anyio.Event] = deque()
@@ -123,8 +121,7 @@ class BackendPool:
             for _ in range(REASK_BEFORE_FIRST_BYTE):
                 t_start = time.monotonic()
                 try:
-                    completion = await stream_chat(self.session, state.backend, request, self.policy.read_timeout,
-                                                   on_delta)
+                    completion = await stream_chat(state.backend, request, self.policy.read_timeout, on_delta)
                 except AttemptError as error:
                     self._record(attempts, state, t_start, error.kind, error.detail)
                     if error.kind == "cut_before_first_byte":

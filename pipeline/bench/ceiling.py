@@ -4,8 +4,9 @@
 (also `fanout bench --ceiling ...`). A local SSE source (pipeline/bench/sse_source.py) runs in its own
 process and feeds N closed-loop streams, paced (one event per stream per tick, so each read carries one
 event) or unpaced (tick 0). The client under test runs in worker processes, streams sharded over them:
-`ours` is the real path (BackendPool.complete -> stream_chat, on_delta counting), `sdk` a naive loop over
-AsyncOpenAI streaming on the stock asyncio loop. Each worker counts events and its own CPU time
+`ours` is the real path (BackendPool.complete -> wire.stream_chat, on_delta counting), `aiohttp` the same
+SSE reader over aiohttp (the path wire.py replaced), `sdk` a naive loop over AsyncOpenAI streaming on the
+stock asyncio loop. Each worker counts events and its own CPU time
 (time.process_time) over the same wall-clock window; the parent merges them into one row: tokens/s, client
 CPU (core-seconds per second), CPU µs per event, server CPU, streams actually receiving. Every completed
 answer is checked exactly (text, event count == usage.completion_tokens == max_tokens, finish_reason).
@@ -52,6 +53,7 @@ class Row:
     worker_cpu_max: float
     us_per_event: float
     sys_share: float  # of the client's CPU, the part spent in the kernel (socket reads)
+    events_per_read: float  # events / read syscalls in the window: 1.0 is the engine-like case
     server_cpu: float
     events: int
     receiving: int  # streams that got at least one event in the window
@@ -74,11 +76,21 @@ async def _sampler(boxes: list[list[int]], start_at: float, window_s: float, out
     await asyncio.sleep(max(start_at - time.time(), 0))
     out["start"] = [b[0] for b in boxes]
     out["cpu0"], out["t0"] = time.process_time(), time.time()
-    out["sys0"] = resource.getrusage(resource.RUSAGE_SELF).ru_stime
+    out["sys0"], out["reads0"] = resource.getrusage(resource.RUSAGE_SELF).ru_stime, _read_syscalls()
     await asyncio.sleep(window_s)
     out["cpu1"], out["t1"] = time.process_time(), time.time()
-    out["sys1"] = resource.getrusage(resource.RUSAGE_SELF).ru_stime
+    out["sys1"], out["reads1"] = resource.getrusage(resource.RUSAGE_SELF).ru_stime, _read_syscalls()
     out["end"] = [b[0] for b in boxes]
+
+
+def _read_syscalls() -> int:
+    """This process's read syscalls so far (Linux /proc/self/io syscr; 0 elsewhere): how many events a
+    socket read carried is events / reads."""
+    try:
+        return next(int(line.split()[1]) for line in Path("/proc/self/io").read_text().splitlines()
+                    if line.startswith("syscr:"))
+    except (OSError, StopIteration, ValueError):
+        return 0
 
 
 def _first_tokens(index: int, streams: int, max_tokens: int) -> int:
@@ -104,40 +116,61 @@ class _Checks:
                                    f"text ok {text == expected_text(asked)}")
 
 
-async def _ours(port: int, streams: int, offset: int, total: int, max_tokens: int, boxes, checks: _Checks,
-                stop_at: float) -> None:
-    from pipeline.backends.client import new_session
+async def _closed_loop(ask, streams: int, offset: int, total: int, max_tokens: int, boxes, checks: _Checks,
+                       failed: type[Exception]) -> None:
+    """`streams` closed-loop streams through `ask(request, on_delta) -> Completion`, each answer checked."""
+    from pipeline.records import ChatRequest
+
+    async def one(index: int) -> None:
+        box = boxes[index]
+
+        def on_delta(_text: str) -> None:
+            box[0] += 1
+
+        asked = _first_tokens(offset + index, total, max_tokens)
+        while True:
+            request = ChatRequest(messages=[{"role": "user", "content": "go"}], max_tokens=asked)
+            try:
+                completion = await ask(request, on_delta)
+            except failed:
+                checks.errors += 1
+                await asyncio.sleep(0.1)
+                continue
+            checks.check(asked, completion.text, completion.chunks, completion.completion_tokens,
+                         completion.finish_reason)
+            asked = max_tokens
+
+    await asyncio.gather(*(one(i) for i in range(streams)))
+
+
+def _source_backend(port: int, streams: int):
+    from pipeline.records import Backend
+
+    return Backend(name="source", base_url=f"http://127.0.0.1:{port}/v1", model="ceiling", cap=streams)
+
+
+async def _ours(port: int, streams: int, offset: int, total: int, max_tokens: int, boxes, checks: _Checks) -> None:
+    """The real path: BackendPool.complete -> wire.stream_chat."""
     from pipeline.backends.pool import BackendPool, RequestFailed, RetryPolicy
-    from pipeline.records import Backend, ChatRequest
 
-    backend = Backend(name="source", base_url=f"http://127.0.0.1:{port}/v1", model="ceiling", cap=streams)
+    pool = BackendPool([_source_backend(port, streams)], RetryPolicy(attempts=1, read_timeout=30.0))
+    await _closed_loop(pool.complete, streams, offset, total, max_tokens, boxes, checks, RequestFailed)
+
+
+async def _aiohttp(port: int, streams: int, offset: int, total: int, max_tokens: int, boxes, checks: _Checks
+                   ) -> None:
+    """The same reader over aiohttp (client.stream_chat_aiohttp): the path the hot path replaced."""
+    from pipeline.backends.client import AttemptError, new_session, stream_chat_aiohttp
+
+    backend = _source_backend(port, streams)
     async with new_session(streams) as session:
-        pool = BackendPool([backend], session, RetryPolicy(attempts=1, read_timeout=30.0))
+        async def ask(request, on_delta):
+            return await stream_chat_aiohttp(session, backend, request, 30.0, on_delta)
 
-        async def one(index: int) -> None:
-            box = boxes[index]
-
-            def on_delta(_text: str) -> None:
-                box[0] += 1
-
-            asked = _first_tokens(offset + index, total, max_tokens)
-            while time.time() < stop_at:
-                request = ChatRequest(messages=[{"role": "user", "content": "go"}], max_tokens=asked)
-                try:
-                    completion = await pool.complete(request, on_delta)
-                except RequestFailed:
-                    checks.errors += 1
-                    await asyncio.sleep(0.1)
-                    continue
-                checks.check(asked, completion.text, completion.chunks, completion.completion_tokens,
-                             completion.finish_reason)
-                asked = max_tokens
-
-        await asyncio.gather(*(one(i) for i in range(streams)))
+        await _closed_loop(ask, streams, offset, total, max_tokens, boxes, checks, AttemptError)
 
 
-async def _sdk(port: int, streams: int, offset: int, total: int, max_tokens: int, boxes, checks: _Checks,
-               stop_at: float) -> None:
+async def _sdk(port: int, streams: int, offset: int, total: int, max_tokens: int, boxes, checks: _Checks) -> None:
     import openai
 
     try:
@@ -156,7 +189,7 @@ async def _sdk(port: int, streams: int, offset: int, total: int, max_tokens: int
     async def one(index: int) -> None:
         box = boxes[index]
         asked = _first_tokens(offset + index, total, max_tokens)
-        while time.time() < stop_at:
+        while True:
             parts: list[str] = []
             usage = finish = None
             events = 0
@@ -190,8 +223,8 @@ async def _worker_main(client: str, port: int, streams: int, offset: int, total:
     boxes = [[0] for _ in range(streams)]
     checks = _Checks()
     marks: dict = {}
-    runner = _ours if client == "ours" else _sdk
-    task = asyncio.ensure_future(runner(port, streams, offset, total, max_tokens, boxes, checks, float("inf")))
+    runner = {"ours": _ours, "aiohttp": _aiohttp, "sdk": _sdk}[client]
+    task = asyncio.ensure_future(runner(port, streams, offset, total, max_tokens, boxes, checks))
     if os.environ.get("CEILING_DEBUG"):
         async def progress():
             while True:
@@ -207,7 +240,7 @@ async def _worker_main(client: str, port: int, streams: int, offset: int, total:
         pass
     receiving = sum(1 for a, b in zip(marks["start"], marks["end"]) if b > a)
     return {"events": sum(marks["end"]) - sum(marks["start"]), "cpu_s": marks["cpu1"] - marks["cpu0"],
-            "sys_s": marks["sys1"] - marks["sys0"],
+            "sys_s": marks["sys1"] - marks["sys0"], "reads": marks["reads1"] - marks["reads0"],
             "seconds": marks["t1"] - marks["t0"], "late_s": marks["t0"] - start_at,
             "receiving": receiving, "completed": checks.completed, "exact": checks.exact, "errors": checks.errors,
             "mismatches": checks.mismatches}
@@ -223,9 +256,8 @@ def worker_entry(argv: list[str]) -> None:
     parser.add_argument("--ramp", type=float)
     parser.add_argument("--window", type=float)
     args = parser.parse_args(argv)
-    if args.client == "ours":
+    if args.client in ("ours", "aiohttp"):
         import pipeline.backends.pool  # noqa: F401  (imports before the clock starts)
-
         from pipeline.backends.client import fast_loop
 
         global _LOOP_POLICY
@@ -284,6 +316,7 @@ def merge(case: Case, parts: list[dict], server_cpu: float, server_events: int) 
               worker_cpu_max=max(p["cpu_s"] / p.get("seconds", case.window_s) for p in parts),
               us_per_event=cpu / events * 1e6 if events else float("inf"),
               sys_share=sum(p["sys_s"] for p in parts) / cpu if cpu else 0.0, server_cpu=server_cpu / case.window_s,
+              events_per_read=events / max(sum(p.get("reads", 0) for p in parts), 1),
               events=events, receiving=sum(p["receiving"] for p in parts),
               completed=sum(p["completed"] for p in parts), exact=sum(p["exact"] for p in parts),
               mismatches=[m for p in parts for m in p["mismatches"]], errors=sum(p["errors"] for p in parts),
@@ -333,7 +366,7 @@ def run_case(source: SourceProcess, case: Case) -> Row:
         except subprocess.TimeoutExpired:  # its loop never got to the window: the client was the limit
             child.kill()
             child.communicate()
-            parts.append({"events": 0, "cpu_s": 0.0, "sys_s": 0.0, "receiving": 0, "completed": 0, "exact": 0,
+            parts.append({"events": 0, "cpu_s": 0.0, "sys_s": 0.0, "reads": 0, "receiving": 0, "completed": 0, "exact": 0,
                           "errors": 0, "mismatches": ["worker loop never reached its window"], "stuck": True})
             continue
         lines = [line for line in out.splitlines() if line.startswith("{")]
@@ -361,7 +394,8 @@ def run_ceiling(clients: list[str], ticks: list[float], streams: list[int], work
 
 
 HEADER = ("| client | pacing | streams | workers | offered tok/s | received tok/s | client CPU (sys) | µs/event "
-          "| source CPU | receiving | exact / completed | limit |\n|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| events/read | source CPU | receiving | exact / completed | limit |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
 
 def format_row(row: Row) -> str:
@@ -370,7 +404,8 @@ def format_row(row: Row) -> str:
     offered = f"{row.offered_tps:,.0f}" if row.offered_tps else "–"
     exact = f"{row.exact:,} / {row.completed:,}" + (f", {row.errors} failed" if row.errors else "")
     return (f"| {c.client} | {pacing} | {c.streams:,} | {c.workers} | {offered} | {row.tokens_per_s:,.0f} "
-            f"| {row.client_cpu:.2f} ({row.sys_share:.0%}) | {row.us_per_event:.1f} | {row.server_cpu:.2f} | {row.receiving:,} | {exact} "
+            f"| {row.client_cpu:.2f} ({row.sys_share:.0%}) | {row.us_per_event:.1f} | {row.events_per_read:.2f} "
+            f"| {row.server_cpu:.2f} | {row.receiving:,} | {exact} "
             f"| {row.limit} |")
 
 
@@ -379,22 +414,24 @@ def table(rows: list[Row]) -> str:
 
 
 def ratios(rows: list[Row]) -> list[str]:
+    """Ours against every other client measured in the same case."""
     lines = []
     for row in rows:
         if row.case.client != "ours":
             continue
         for other in rows:
             c, o = row.case, other.case
-            if (o.client == "sdk" and (o.tick_ms, o.streams, o.workers) == (c.tick_ms, c.streams, c.workers)
+            if (o.client != "ours" and (o.tick_ms, o.streams, o.workers) == (c.tick_ms, c.streams, c.workers)
                     and row.us_per_event > 0):
-                lines.append(f"ours vs sdk, {c.tick_ms:g} ms tick, {c.streams} streams, {c.workers} worker(s): "
+                pacing = f"{c.tick_ms:g} ms tick" if c.tick_ms > 0 else "unpaced"
+                lines.append(f"ours vs {o.client}, {pacing}, {c.streams} streams, {c.workers} worker(s): "
                              f"{other.us_per_event / row.us_per_event:.1f}x less CPU per event, "
                              f"{row.tokens_per_s / max(other.tokens_per_s, 1):.1f}x the tokens/s")
     return lines
 
 
 def add_ceiling_flags(parser: argparse.ArgumentParser, prefix: str = "") -> None:
-    parser.add_argument(f"--{prefix}clients", default="ours,sdk", help="ours,sdk (default both)")
+    parser.add_argument(f"--{prefix}clients", default="ours,sdk", help="ours (wire.py), aiohttp (the path it replaced), sdk (the naive openai loop); default ours,sdk")
     parser.add_argument(f"--{prefix}ticks", default="20,10,0", metavar="MS,MS,...",
                         help="server tick in ms, one event per stream per tick; 0 is unpaced (20,10,0)")
     parser.add_argument(f"--{prefix}streams", default="1536", metavar="N,N,...", help="streams (1536; try 64,256)")

@@ -40,8 +40,8 @@ def add_bench_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print bench.json to stdout instead of the tables")
     ceiling = parser.add_argument_group("client ceiling (--ceiling: no engine; python -m pipeline.bench.ceiling -h)")
     ceiling.add_argument("--ceiling", action="store_true",
-                         help="measure the client's own ingest ceiling against a local SSE source, ours vs the "
-                              "naive openai SDK loop (--streams then defaults to 1536, --window to 6)")
+                         help="measure the client's own ingest ceiling against a local SSE source: ours beside "
+                              "aiohttp and the naive openai SDK loop (--streams then defaults to 1536, --window to 6)")
     ceiling.add_argument("--ticks", default="20,10,0", metavar="MS,MS,...",
                          help="with --ceiling: source tick per event, 0 unpaced (20,10,0)")
     ceiling.add_argument("--workers", default="1", metavar="N,N,...",
@@ -109,7 +109,7 @@ def run_ceiling_command(args: argparse.Namespace, parser_defaults: dict) -> int:
         value = getattr(args, name)
         return fallback if value == parser_defaults.get(name) else value
 
-    return run_from_args("ours,sdk", args.ticks, str(given("streams", "1536")), args.workers,
+    return run_from_args("ours,aiohttp,sdk", args.ticks, str(given("streams", "1536")), args.workers,
                          args.max_tokens, 3.0, float(given("window", 6.0)), args.out)
 
 

@@ -192,7 +192,7 @@ class IdentitySpec(BaseModel):
 def single_pool(fleet, index: int) -> BackendPool:
     """A pool over one backend of the fleet, so each oracle comes from one server."""
     state = fleet.pool.states[index]
-    return BackendPool([state.backend], fleet.session, fleet.pool.policy, caps=[state.cap])
+    return BackendPool([state.backend], fleet.pool.policy, caps=[state.cap])
 
 
 def check_levels(spec: IdentitySpec, cap: int) -> None:

@@ -19,7 +19,8 @@ from typing import Iterator
 import aiohttp
 import anyio
 
-from pipeline.backends.client import AttemptError, stream_chat
+from pipeline.backends.client import AttemptError
+from pipeline.backends.wire import stream_chat
 from pipeline.bench.prompts import PromptMaker
 from pipeline.bench.records import CounterSample, LevelRaw, PowerSample, RequestSample
 from pipeline.bench.sampler import counter_loop, power_loop, sample_all, sleep_until
@@ -91,7 +92,7 @@ async def one_request(session: aiohttp.ClientSession, target: Target, plan: Leve
     error = "cut_before_first_byte"
     for reissued in range(REASK_BEFORE_FIRST_BYTE):
         try:
-            completion = await stream_chat(session, target.backend, request, plan.read_timeout, on_delta)
+            completion = await stream_chat(target.backend, request, plan.read_timeout, on_delta)
         except AttemptError as failure:
             error = f"{failure.kind}: {failure.detail}"[:300]
             if failure.kind == "cut_before_first_byte":

@@ -1,0 +1,219 @@
+"""The streaming hot path on the wire: one chat completion on its own HTTP/1.1 connection, parsed as it
+arrives, with no task wake-up per read.
+
+Takes a Backend and a ChatRequest, returns a Completion or raises AttemptError, exactly as client.py's
+aiohttp path does (same SSE reader, same failure kinds). Why it exists: aiohttp hands every read to a
+waiting task (a future, a loop callback and a coroutine resume per read), and against an engine each read
+carries one event, so at 1,536 streams that hand-off costs about as much as the parse (13 µs an event
+against 6 µs, shared/notes/machine-facts.md; issue 10). Here an asyncio Protocol passes each read straight
+to httptools (llhttp: status line, headers, chunked decoding) and on to the SSE reader inside the loop's
+own callback; the awaiting coroutine wakes once, at the end.
+
+One connection a request, closed after it (`Connection: close`): on loopback the connect costs a fraction
+of a microsecond an event over a few hundred tokens, and llama-server's habit of dropping idle keep-alive
+connections (a third of requests re-asked, with aiohttp) goes away. Over https every request pays a TLS
+handshake. The read timeout is one timer a request, re-armed lazily, so events cost no timer work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import ssl
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+from urllib.parse import urlsplit
+
+import httptools
+
+from pipeline.backends.client import MAX_LINE_BYTES, AttemptError, OnDelta, _finish, _status_error, _Stream, \
+    auth_headers, hide_key, request_body
+from pipeline.records import Backend, ChatRequest, Completion
+
+MAX_HEADER_BYTES = 64 * 1024
+MAX_ERROR_BODY = 64 * 1024
+IDLE_CHECKS = 4
+
+
+@dataclass(frozen=True)
+class _Target:
+    host: str
+    port: int
+    host_header: str
+    path: str
+    tls: bool
+
+
+@lru_cache(maxsize=256)
+def _target(base_url: str) -> _Target:
+    parts = urlsplit(base_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise AttemptError("connect", f"not an http(s) URL: {base_url}", retryable=False)
+    tls = parts.scheme == "https"
+    port = parts.port or (443 if tls else 80)
+    return _Target(parts.hostname, port, parts.netloc.rpartition("@")[2], parts.path.rstrip("/") +
+                   "/chat/completions", tls)
+
+
+@lru_cache(maxsize=1)
+def _tls_context() -> ssl.SSLContext:
+    return ssl.create_default_context()
+
+
+def http_request(target: _Target, backend: Backend, request: ChatRequest) -> bytes:
+    body = json.dumps(request_body(backend, request)).encode()
+    headers = {"Host": target.host_header, "User-Agent": "fanout", "Accept": "text/event-stream",
+               "Content-Type": "application/json", "Content-Length": str(len(body)), "Connection": "close",
+               **auth_headers(backend)}
+    head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+    return f"POST {target.path} HTTP/1.1\r\n{head}\r\n".encode("latin-1") + body
+
+
+class _Exchange(asyncio.Protocol):
+    """One request and its streamed answer. `done` resolves at [DONE] or fails with an AttemptError."""
+
+    def __init__(self, stream: _Stream, payload: bytes, read_timeout: float) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.done: asyncio.Future = self.loop.create_future()
+        self.stream = stream
+        self.payload = payload
+        self.read_timeout = read_timeout
+        self.parser = httptools.HttpResponseParser(self)
+        self.transport: asyncio.Transport | None = None
+        self.status = 0
+        self.retry_after: str | None = None
+        self.header_bytes = 0
+        self.error_body = bytearray()
+        self.pending = b""
+        self.reads = 0
+        self.reads_seen = -1
+        self.quiet_checks = 0
+        self.timer = self.loop.call_later(read_timeout / IDLE_CHECKS, self._check_idle)
+
+    # ------------------------------------------------------------ transport
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        transport.write(self.payload)
+
+    def data_received(self, data: bytes) -> None:
+        self.reads += 1
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            # what a callback raised (the SSE reader's AttemptError) comes back as the context
+            cause = exc.__cause__ or exc.__context__
+            self._fail(cause if isinstance(cause, AttemptError) else AttemptError("bad_response", str(exc)[:200]))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.timer.cancel()
+        if self.done.done():
+            return
+        if self.status and self.status != 200:
+            self._fail(self._status_error())
+        elif self.status:
+            self._fail(AttemptError("stream_cut", str(exc) if exc else "stream ended without [DONE]"))
+        else:
+            self._fail(AttemptError("cut_before_first_byte", str(exc) if exc else "connection closed"))
+
+    # ------------------------------------------------------------ httptools callbacks
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.header_bytes += len(name) + len(value)
+        if self.header_bytes > MAX_HEADER_BYTES:
+            raise AttemptError("bad_response", "response headers too large")
+        if name.lower() == b"retry-after":
+            self.retry_after = value.decode("latin-1")
+
+    def on_headers_complete(self) -> None:
+        self.status = self.parser.get_status_code()
+
+    def on_body(self, body: bytes) -> None:
+        if self.status != 200:
+            if len(self.error_body) < MAX_ERROR_BODY:
+                self.error_body += body
+        elif not self.done.done():
+            self._lines(body)
+
+    def on_message_complete(self) -> None:
+        if self.status != 200:
+            self._fail(self._status_error())
+        else:
+            self._fail(AttemptError("stream_cut", "stream ended without [DONE]"))  # no-op after [DONE]
+
+    # ------------------------------------------------------------ the answer
+
+    def _lines(self, data: bytes) -> None:
+        """SSE lines to the reader until [DONE]; blank separators, comments and event names are skipped."""
+        if self.pending:
+            data = self.pending + data
+        start = 0
+        while (end := data.find(b"\n", start)) >= 0:
+            if data.startswith(b"data:", start):
+                payload = data[start + 5:end].strip()
+                if payload == b"[DONE]":
+                    self._finish()
+                    return
+                self.stream.feed(payload)
+            start = end + 1
+        self.pending = data[start:]
+        if len(self.pending) > MAX_LINE_BYTES:
+            raise AttemptError("oversized", "SSE line too long", retryable=False)
+
+    def _status_error(self) -> AttemptError:
+        return _status_error(self.status, self.error_body.decode("utf-8", "replace"), self.retry_after)
+
+    def _check_idle(self) -> None:
+        """Every read_timeout / IDLE_CHECKS: no read since the last look, IDLE_CHECKS times running, is a
+        stall (so one is caught between 1 and 1 + 1/IDLE_CHECKS read timeouts, and reads need no clock)."""
+        self.quiet_checks = self.quiet_checks + 1 if self.reads == self.reads_seen else 0
+        self.reads_seen = self.reads
+        if self.quiet_checks >= IDLE_CHECKS:
+            self._fail(AttemptError("timeout", "no bytes within the timeout"))
+        else:
+            self.timer = self.loop.call_later(self.read_timeout / IDLE_CHECKS, self._check_idle)
+
+    def _finish(self) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+        self.close()
+
+    def _fail(self, error: AttemptError) -> None:
+        if not self.done.done():
+            self.done.set_exception(error)
+        self.close(abort=True)
+
+    def close(self, abort: bool = False) -> None:
+        self.timer.cancel()
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.abort() if abort else self.transport.close()
+
+
+async def stream_chat(backend: Backend, request: ChatRequest, read_timeout: float,
+                      on_delta: OnDelta | None = None) -> Completion:
+    """Send one streaming chat request; raise AttemptError on any failure, empty answers included.
+    `read_timeout` bounds the connect and every wait for bytes."""
+    t_sent = time.monotonic()
+    target = _target(backend.base_url)
+    stream = _Stream(request.keep_token_times, on_delta)
+    exchange = _Exchange(stream, http_request(target, backend, request), read_timeout)
+    loop = exchange.loop
+    try:
+        try:
+            async with asyncio.timeout(read_timeout):  # not wait_for: on 3.11 it can swallow a cancel
+                await loop.create_connection(lambda: exchange, target.host, target.port,
+                                             ssl=_tls_context() if target.tls else None,
+                                             server_hostname=target.host if target.tls else None)
+        except (OSError, asyncio.TimeoutError) as exc:
+            raise AttemptError("connect", f"{target.host}:{target.port}: {exc or 'timed out'}") from exc
+        await exchange.done
+    except AttemptError as error:
+        error.detail = hide_key(error.detail, backend)
+        error.args = (hide_key(str(error), backend),)
+        raise
+    finally:
+        if not exchange.done.done():  # cancelled: drop the connection
+            exchange.done.cancel()
+        exchange.close(abort=True)
+    return _finish(backend, request, stream, t_sent)

@@ -166,10 +166,10 @@ def test_source_events_are_what_json_says():
 
 
 def test_ceiling_harness_exact_counts_one_and_two_workers():
-    rows = ceiling.run_ceiling(["ours", "aiohttp", "sdk"], [5.0], [12], [1, 2], max_tokens=40, ramp_s=0.8,
-                               window_s=1.2, echo=lambda _line: None)
+    rows = ceiling.run_ceiling(["ours", "aiohttp", "sdk", "floor"], [5.0], [12], [1, 2], max_tokens=40,
+                               ramp_s=0.8, window_s=1.2, echo=lambda _line: None)
     assert [(r.case.client, r.case.workers) for r in rows] == [
-        ("ours", 1), ("ours", 2), ("aiohttp", 1), ("aiohttp", 2), ("sdk", 1), ("sdk", 2)]
+        ("ours", 1), ("ours", 2), ("aiohttp", 1), ("aiohttp", 2), ("sdk", 1), ("sdk", 2), ("floor", 1), ("floor", 2)]
     for row in rows:
         assert row.completed > 0 and row.exact == row.completed and not row.errors, ceiling.format_row(row)
         assert row.events > 0 and row.receiving == 12
@@ -178,13 +178,14 @@ def test_ceiling_harness_exact_counts_one_and_two_workers():
 
 def test_workers_merge_counts():
     case = ceiling.Case("ours", 10.0, 10, 2, 40, 1.0, 2.0)
-    parts = [{"events": 900, "cpu_s": 0.5, "sys_s": 0.1, "receiving": 5, "completed": 20, "exact": 20, "errors": 0,
+    parts = [{"events": 900, "cpu_s": 0.5, "sys_s": 0.1, "reads": 900, "receiving": 5, "completed": 20, "exact": 20, "errors": 0,
               "mismatches": []},
-             {"events": 1100, "cpu_s": 0.7, "sys_s": 0.1, "receiving": 5, "completed": 25, "exact": 24, "errors": 1,
+             {"events": 1100, "cpu_s": 0.7, "sys_s": 0.1, "reads": 550, "receiving": 5, "completed": 25, "exact": 24, "errors": 1,
               "mismatches": ["asked 40: ..."]}]
     row = ceiling.merge(case, parts, server_cpu=0.4, server_events=2000)
     assert (row.events, row.completed, row.exact, row.errors, row.receiving) == (2000, 45, 44, 1, 10)
     assert row.tokens_per_s == 1000 and row.offered_tps == 1000
     assert row.client_cpu == pytest.approx(0.6) and row.worker_cpu_max == pytest.approx(0.35)
     assert row.us_per_event == pytest.approx(600.0) and row.mismatches == ["asked 40: ..."]
+    assert row.events_per_read == pytest.approx(2000 / 1450)
     assert ceiling.shards(1536, 2) == [(0, 768), (768, 768)] and ceiling.shards(5, 2) == [(0, 3), (3, 2)]

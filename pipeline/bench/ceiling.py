@@ -6,7 +6,8 @@ process and feeds N closed-loop streams, paced (one event per stream per tick, s
 event) or unpaced (tick 0). The client under test runs in worker processes, streams sharded over them:
 `ours` is the real path (BackendPool.complete -> wire.stream_chat, on_delta counting), `aiohttp` the same
 SSE reader over aiohttp (the path wire.py replaced), `sdk` a naive loop over AsyncOpenAI streaming on the
-stock asyncio loop. Each worker counts events and its own CPU time
+stock asyncio loop, `floor` a Protocol that only counts `data:` lines (the cost of a read itself, kernel
+and event loop, below which no client can go on this machine). Each worker counts events and its own CPU time
 (time.process_time) over the same wall-clock window; the parent merges them into one row: tokens/s, client
 CPU (core-seconds per second), CPU µs per event, server CPU, streams actually receiving. Every completed
 answer is checked exactly (text, event count == usage.completion_tokens == max_tokens, finish_reason).
@@ -53,7 +54,8 @@ class Row:
     worker_cpu_max: float
     us_per_event: float
     sys_share: float  # of the client's CPU, the part spent in the kernel (socket reads)
-    events_per_read: float  # events / read syscalls in the window: 1.0 is the engine-like case
+    events_per_read: float | None  # events / read(2) calls in the window: 1.0 is the engine-like case; None
+    # for a client that reads with recv(2) (httpx), which /proc/self/io does not count
     server_cpu: float
     events: int
     receiving: int  # streams that got at least one event in the window
@@ -170,6 +172,64 @@ async def _aiohttp(port: int, streams: int, offset: int, total: int, max_tokens:
         await _closed_loop(ask, streams, offset, total, max_tokens, boxes, checks, AttemptError)
 
 
+class _FloorExchange(asyncio.Protocol):
+    """The floor: send the request, count `data:` lines in every read, close at [DONE]. No HTTP parsing,
+    no JSON, no text kept: what reading one event costs here before any client does any work."""
+
+    def __init__(self, payload: bytes, box: list[int]) -> None:
+        self.payload, self.box = payload, box
+        self.lines = 0
+        self.done = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        transport.write(self.payload)
+
+    def data_received(self, data: bytes) -> None:
+        lines = data.count(b"data: ")
+        self.lines += lines
+        self.box[0] += lines
+        if b"data: [DONE]" in data:
+            self.transport.close()
+            self.done.set_result(None)
+
+    def connection_lost(self, exc) -> None:
+        if not self.done.done():
+            self.done.set_exception(ConnectionError("closed before [DONE]"))
+
+
+async def _floor(port: int, streams: int, offset: int, total: int, max_tokens: int, boxes, checks: _Checks
+                 ) -> None:
+    """Closed loop over _FloorExchange; an answer counts as exact when it had `asked` content events
+    (its role, finish, usage and [DONE] lines are the 4 others)."""
+    from pipeline.backends.wire import _target, http_request
+    from pipeline.records import ChatRequest
+
+    backend = _source_backend(port, streams)
+    target = _target(backend.base_url)
+    loop = asyncio.get_running_loop()
+
+    async def one(index: int) -> None:
+        asked = _first_tokens(offset + index, total, max_tokens)
+        while True:
+            request = ChatRequest(messages=[{"role": "user", "content": "go"}], max_tokens=asked)
+            exchange = _FloorExchange(http_request(target, backend, request), boxes[index])
+            try:
+                await loop.create_connection(lambda: exchange, target.host, target.port)
+                await exchange.done
+            except OSError:
+                checks.errors += 1
+                await asyncio.sleep(0.1)
+                continue
+            events = exchange.lines - 4
+            boxes[index][0] -= 4
+            checks.completed += 1
+            checks.exact += events == asked
+            asked = max_tokens
+
+    await asyncio.gather(*(one(i) for i in range(streams)))
+
+
 async def _sdk(port: int, streams: int, offset: int, total: int, max_tokens: int, boxes, checks: _Checks) -> None:
     import openai
 
@@ -223,7 +283,7 @@ async def _worker_main(client: str, port: int, streams: int, offset: int, total:
     boxes = [[0] for _ in range(streams)]
     checks = _Checks()
     marks: dict = {}
-    runner = {"ours": _ours, "aiohttp": _aiohttp, "sdk": _sdk}[client]
+    runner = {"ours": _ours, "aiohttp": _aiohttp, "sdk": _sdk, "floor": _floor}[client]
     task = asyncio.ensure_future(runner(port, streams, offset, total, max_tokens, boxes, checks))
     if os.environ.get("CEILING_DEBUG"):
         async def progress():
@@ -256,7 +316,7 @@ def worker_entry(argv: list[str]) -> None:
     parser.add_argument("--ramp", type=float)
     parser.add_argument("--window", type=float)
     args = parser.parse_args(argv)
-    if args.client in ("ours", "aiohttp"):
+    if args.client in ("ours", "aiohttp", "floor"):
         import pipeline.backends.pool  # noqa: F401  (imports before the clock starts)
         from pipeline.backends.client import fast_loop
 
@@ -316,7 +376,7 @@ def merge(case: Case, parts: list[dict], server_cpu: float, server_events: int) 
               worker_cpu_max=max(p["cpu_s"] / p.get("seconds", case.window_s) for p in parts),
               us_per_event=cpu / events * 1e6 if events else float("inf"),
               sys_share=sum(p["sys_s"] for p in parts) / cpu if cpu else 0.0, server_cpu=server_cpu / case.window_s,
-              events_per_read=events / max(sum(p.get("reads", 0) for p in parts), 1),
+              events_per_read=events / reads if (reads := sum(p.get("reads", 0) for p in parts)) else None,
               events=events, receiving=sum(p["receiving"] for p in parts),
               completed=sum(p["completed"] for p in parts), exact=sum(p["exact"] for p in parts),
               mismatches=[m for p in parts for m in p["mismatches"]], errors=sum(p["errors"] for p in parts),
@@ -403,8 +463,10 @@ def format_row(row: Row) -> str:
     pacing = f"{c.tick_ms:g} ms tick" if c.tick_ms > 0 else "unpaced"
     offered = f"{row.offered_tps:,.0f}" if row.offered_tps else "–"
     exact = f"{row.exact:,} / {row.completed:,}" + (f", {row.errors} failed" if row.errors else "")
+    implausible = row.events_per_read is None or row.events_per_read > c.max_tokens + 4  # recv(2) readers
+    per_read = "–" if implausible else f"{row.events_per_read:.2f}"
     return (f"| {c.client} | {pacing} | {c.streams:,} | {c.workers} | {offered} | {row.tokens_per_s:,.0f} "
-            f"| {row.client_cpu:.2f} ({row.sys_share:.0%}) | {row.us_per_event:.1f} | {row.events_per_read:.2f} "
+            f"| {row.client_cpu:.2f} ({row.sys_share:.0%}) | {row.us_per_event:.1f} | {per_read} "
             f"| {row.server_cpu:.2f} | {row.receiving:,} | {exact} "
             f"| {row.limit} |")
 
@@ -422,7 +484,7 @@ def ratios(rows: list[Row]) -> list[str]:
         for other in rows:
             c, o = row.case, other.case
             if (o.client != "ours" and (o.tick_ms, o.streams, o.workers) == (c.tick_ms, c.streams, c.workers)
-                    and row.us_per_event > 0):
+                    and row.us_per_event > 0 and other.events > 0):
                 pacing = f"{c.tick_ms:g} ms tick" if c.tick_ms > 0 else "unpaced"
                 lines.append(f"ours vs {o.client}, {pacing}, {c.streams} streams, {c.workers} worker(s): "
                              f"{other.us_per_event / row.us_per_event:.1f}x less CPU per event, "
@@ -431,7 +493,8 @@ def ratios(rows: list[Row]) -> list[str]:
 
 
 def add_ceiling_flags(parser: argparse.ArgumentParser, prefix: str = "") -> None:
-    parser.add_argument(f"--{prefix}clients", default="ours,sdk", help="ours (wire.py), aiohttp (the path it replaced), sdk (the naive openai loop); default ours,sdk")
+    parser.add_argument(f"--{prefix}clients", default="ours,sdk", help="ours (wire.py), aiohttp (the path it replaced), sdk (the naive openai loop), floor (reads and "
+                             "counts, no parsing: the machine's own cost an event); default ours,sdk")
     parser.add_argument(f"--{prefix}ticks", default="20,10,0", metavar="MS,MS,...",
                         help="server tick in ms, one event per stream per tick; 0 is unpaced (20,10,0)")
     parser.add_argument(f"--{prefix}streams", default="1536", metavar="N,N,...", help="streams (1536; try 64,256)")

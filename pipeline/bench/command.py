@@ -109,7 +109,7 @@ def run_ceiling_command(args: argparse.Namespace, parser_defaults: dict) -> int:
         value = getattr(args, name)
         return fallback if value == parser_defaults.get(name) else value
 
-    return run_from_args("ours,aiohttp,sdk", args.ticks, str(given("streams", "1536")), args.workers,
+    return run_from_args("ours,aiohttp,sdk,floor", args.ticks, str(given("streams", "1536")), args.workers,
                          args.max_tokens, 3.0, float(given("window", 6.0)), args.out)
 
 

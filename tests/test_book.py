@@ -71,12 +71,19 @@ def test_book_on_fake_engines_end_to_end(fake_fleet, tmp_path):
 
 
 @pytest.mark.parametrize("barrier", [False, True])
-def test_writing_starts_before_planning_ends_unless_barrier(fake_fleet, tmp_path, barrier):
-    done = fanout("book", "Pipelined", "--shape", "2x3x4", "--backend", f"{fake_fleet},cap=3", "--out",
-                  str(tmp_path / "run"), "--quiet", *(["--barrier"] if barrier else []))
-    assert done.returncode == 0, done.stderr
-    with urllib.request.urlopen(fake_fleet[:-3] + "/fake/timeline") as response:
-        timeline = json.load(response)
+def test_writing_starts_before_planning_ends_unless_barrier(tmp_path, barrier):
+    # Pauses of up to 0.3 s spread the last planning answers apart; with the fleet's 0.05 s the last three
+    # could end within the few ms a section takes to reach the server, and the overlap would not show.
+    process, url = fake_engine_process(token_delay=0.002, jitter=0.3)
+    try:
+        done = fanout("book", "Pipelined", "--shape", "2x3x4", "--backend", f"{url},cap=3", "--out",
+                      str(tmp_path / "run"), "--quiet", *(["--barrier"] if barrier else []))
+        assert done.returncode == 0, done.stderr
+        with urllib.request.urlopen(url[:-3] + "/fake/timeline") as response:
+            timeline = json.load(response)
+    finally:
+        process.kill()
+        process.wait()
     first_section_sent = min(start for start, _, prompt in timeline if "Section: " in prompt)
     planning_done = max(end for _, end, prompt in timeline if "Answer with JSON" in prompt)
     assert (first_section_sent >= planning_done) == barrier

@@ -9,10 +9,11 @@ truncated answer is closed so it cannot swallow the sections after it.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from markdown_it import MarkdownIt
 
-from pipeline.records import Outline, SectionResult
+from pipeline.records import Outline, Part, SectionResult
 from pipeline.titles import title_key
 
 SECTION_LEVEL = 4
@@ -75,6 +76,26 @@ def part_markdown(outline: Outline, index: int, results: dict[str, SectionResult
             out += [f"#### {chapter_number}.{section_number} {section.title}", "",
                     section_body(results.get(section.id)), ""]
     return "\n".join(out)
+
+
+@dataclass(frozen=True)
+class PartSource:
+    """What `part_markdown` needs for one part, picklable: a typesetting worker assembles the part itself,
+    so the parsing of its sections (a few hundred ms for 192) never blocks the run's event loop."""
+
+    title: str
+    index: int
+    part: Part
+    results: dict[str, SectionResult]
+    chapter_offset: int
+
+    def markdown(self) -> str:
+        outline = Outline(title=self.title, parts=[*[Part(id="", title="")] * self.index, self.part])
+        return part_markdown(outline, self.index, self.results, self.chapter_offset)
+
+    def heading_counts(self) -> tuple[int, int, int]:
+        """Parts, chapters, sections: the `##`-`####` headings its Markdown will have."""
+        return 1, len(self.part.chapters), sum(len(c.sections) for c in self.part.chapters)
 
 
 def chapter_offsets(outline: Outline) -> list[int]:

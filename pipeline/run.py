@@ -144,6 +144,8 @@ class BookRun:
         # Parts are typeset while the book is written, unless a repair will change them afterwards.
         typesetter = IncrementalTypesetter(self.spec, self.folder.pdf) if self.incremental and not repair else None
         try:
+            if typesetter is not None:
+                typesetter.start()
             async with open_fleet(self.settings, engine_log=self.folder.engine_log) as fleet:
                 self.progress.fleet_opened(fleet)
                 json_schema, extra = request_options(fleet.engines)

@@ -8,11 +8,16 @@ whatever parts are still missing, adds the appendix and merges. `finish` returns
 
 from __future__ import annotations
 
+import logging
+import threading
 from pathlib import Path
 
-from pipeline.assemble import part_markdown
+from pipeline.assemble import PartSource
+from pipeline.errors import FanoutError
 from pipeline.records import BookSpec, Outline, SectionResult
 from pipeline.typeset import TypesetResult, require_fonts
+
+log = logging.getLogger("fanout")
 
 
 class IncrementalTypesetter:
@@ -21,15 +26,35 @@ class IncrementalTypesetter:
         self.out_pdf = out_pdf
         self.workers = workers
         self.typesetter = None
+        self.lock = threading.Lock()
+        self.closed = False
         self.submitted: set[int] = set()
 
-    def _open(self, title: str):
-        if self.typesetter is None:
-            from pipeline.typeset_parts import PartTypesetter
+    def start(self) -> None:
+        """Check the fonts now (a missing font fails before anything is asked) and start the render
+        processes in the background, so their start-up (WeasyPrint's import, ~1 CPU-second) overlaps the
+        planning instead of landing in the middle of the last sections' streams."""
+        require_fonts()
+        threading.Thread(target=self._warm, name="typeset-warm", daemon=True).start()
 
-            require_fonts()
-            self.typesetter = PartTypesetter(title, self.out_pdf, workers=self.workers)
-        return self.typesetter
+    def _warm(self) -> None:
+        try:
+            self._open("").warm()
+        except Exception as error:  # closed meanwhile (a run that stopped early): nothing to warm
+            log.debug("typesetting warm-up skipped: %s", error)
+
+    def _open(self, title: str):
+        with self.lock:
+            if self.closed:
+                raise FanoutError("typesetting: already closed")
+            if self.typesetter is None:
+                from pipeline.typeset_parts import PartTypesetter
+
+                require_fonts()
+                self.typesetter = PartTypesetter(title, self.out_pdf, workers=self.workers)
+            if title:
+                self.typesetter.title = title
+            return self.typesetter
 
     def section_done(self, outline: Outline, results: dict[str, SectionResult], section_id: str) -> None:
         """Submit the section's part if this was its last section (planned and answered)."""
@@ -42,8 +67,12 @@ class IncrementalTypesetter:
             self._submit(outline, results, index)
 
     def _submit(self, outline: Outline, results: dict[str, SectionResult], index: int) -> None:
-        markdown = part_markdown(outline, index, results, index * self.spec.chapters)
-        self._open(outline.title).submit_part(index, markdown)
+        """Hand the part's sections to the pool, which assembles and renders it (no parsing here: this
+        runs on the event loop that is still streaming other sections)."""
+        part = outline.parts[index]
+        mine = {s.id: results[s.id] for c in part.chapters for s in c.sections if s.id in results}
+        source = PartSource(outline.title, index, part.model_copy(deep=True), mine, index * self.spec.chapters)
+        self._open(outline.title).submit_part(index, source)
         self.submitted.add(index)
 
     def finish(self, outline: Outline, results: dict[str, SectionResult], appendix_html: str) -> TypesetResult:
@@ -57,6 +86,8 @@ class IncrementalTypesetter:
             self.close()
 
     def close(self) -> None:
-        if self.typesetter is not None:
-            self.typesetter.close()
-            self.typesetter = None
+        with self.lock:
+            self.closed = True
+            typesetter, self.typesetter = self.typesetter, None
+        if typesetter is not None:
+            typesetter.close()

@@ -33,6 +33,7 @@ from typing import Any, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipeline.assemble import PartSource
 from pipeline.errors import FanoutError
 from pipeline.typeset import (TOC_LEVELS, Heading, TypesetResult, book_title, css_link, document, heading_counts,
                               line_flags, render_gc_threshold, render_markdown, title_page_html, toc_html,
@@ -41,6 +42,7 @@ from pipeline.typeset import (TOC_LEVELS, Heading, TypesetResult, book_title, cs
 log = logging.getLogger("fanout")
 PX_TO_PT = 0.75  # WeasyPrint lays out in CSS px (1/96 in); PDF user space is pt (1/72 in)
 MAX_WORKERS = 4
+WORKER_NICE = 10
 TOC_PRIORITY, PART_PRIORITY = 0, 1  # a waiting contents slice goes before a waiting part
 H1_LINE = re.compile(r"^ {0,3}#(?:[ \t]+|$)")
 H2_LINE = re.compile(r"^ {0,3}##(?:[ \t]+|$)")
@@ -102,7 +104,7 @@ class PlacedHeading:
 @dataclass(frozen=True)
 class PartJob:
     index: int
-    source: str  # Markdown, or HTML (the appendix) when is_html
+    source: str | PartSource  # Markdown (or what the worker assembles it from), or HTML when is_html
     is_html: bool
     out: str
 
@@ -175,7 +177,8 @@ def render_part(job: PartJob) -> PartDone:
         if job.is_html:
             body, headings = _html_headings(job.source, prefix)
         else:
-            body, headings, _ = render_markdown(job.source, prefix)
+            source = job.source if isinstance(job.source, str) else job.source.markdown()
+            body, headings, _ = render_markdown(source, prefix)
         rendered = weasy_html(document("part", css_link(), body, "part")).render()
         placed = _place(rendered, headings)
         rendered.write_pdf(job.out)
@@ -238,7 +241,9 @@ def default_workers() -> int:
 def _pool(workers: int) -> ProcessPoolExecutor:
     context = multiprocessing.get_context("forkserver")  # no fork of a threaded parent (anyio, engines)
     context.set_forkserver_preload(["pipeline.typeset_parts", "weasyprint"])
-    return ProcessPoolExecutor(max_workers=workers, mp_context=context)
+    # Niced: parts render while the book is still streaming, and on a small machine the client (and any
+    # local engine) must keep the CPU it needs; rendering takes what is left.
+    return ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=os.nice, initargs=(WORKER_NICE,))
 
 
 class _Scheduler:
@@ -269,6 +274,11 @@ class _Scheduler:
             heapq.heappush(self.queue, (priority, self.seq, fn, job, out))
             self._dispatch()
         return out
+
+    def warm(self) -> None:
+        if self.pool is not None:
+            for done in [self.pool.submit(os.getpid) for _ in range(self.slots)]:
+                done.result()
 
     def _dispatch(self) -> None:
         while self.running < self.slots and self.queue:
@@ -329,7 +339,7 @@ class PartTypesetter:
         self.scheduler = _Scheduler(workers)
         self.scheduler.on_done = self._advance
         self.parts: dict[int, Future] = {}
-        self.sources: dict[int, str] = {}
+        self.counts: dict[int, tuple[int, ...]] = {}  # parts, chapters, sections of each submitted part
         self.tocs: dict[int, Future | None] = {}
         self.body_pages = 0  # body pages before the part whose contents slice is next
         self.appendix_index: int | None = None
@@ -337,16 +347,26 @@ class PartTypesetter:
     def __enter__(self) -> PartTypesetter:
         return self
 
+    def warm(self) -> None:
+        """Start every render process (and the forkserver's WeasyPrint import) before the first part."""
+        self.scheduler.warm()
+
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def submit_part(self, index: int, markdown: str) -> None:
+    def submit_part(self, index: int, markdown: str | PartSource) -> None:
+        """`markdown`: the part's Markdown, or a PartSource the worker assembles it from."""
         if index in self.parts or index < 0:
             raise FanoutError(f"typesetting: part {index} submitted twice or negative")
         self._submit(index, markdown, is_html=False)
 
-    def _submit(self, index: int, source: str, is_html: bool) -> None:
-        self.sources[index] = "" if is_html else source
+    def _submit(self, index: int, source: str | PartSource, is_html: bool) -> None:
+        if is_html:
+            self.counts[index] = (0, 0, 0)
+        elif isinstance(source, str):
+            self.counts[index] = heading_counts(toc_headings(source))
+        else:
+            self.counts[index] = source.heading_counts()
         job = PartJob(index, source, is_html, str(self.scratch / f"part-{index:04d}.pdf"))
         self.parts[index] = self.scheduler.submit(PART_PRIORITY, render_part, job)
         self._advance()
@@ -375,7 +395,7 @@ class PartTypesetter:
         if appendix_html.strip():
             self.appendix_index = len(indices)
             self._submit(self.appendix_index, appendix_html, is_html=True)
-        counts = heading_counts([h for i, s in self.sources.items() for h in toc_headings(s)])
+        counts = tuple(map(sum, zip(*self.counts.values())))
         title = self.scheduler.submit(TOC_PRIORITY, render_front, FrontJob(
             self.title, counts, (), False, str(self.scratch / "title.pdf"), str(self.scratch / "digits.pdf")))
         parts = [self.parts[i].result() for i in sorted(self.parts)]

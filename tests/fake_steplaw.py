@@ -16,22 +16,32 @@ import re
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterator
 
-from aiohttp import web
+import httptools
 
 MODEL = "fake-steplaw"
 MAX_BACKLOG_S = 0.5  # after a stall longer than this the clock restarts instead of catching up
+EVENT_HEAD = ('data: {"id":"x","object":"chat.completion.chunk","model":"%s","choices":[{"index":0,"delta":'
+              '{"content":' % MODEL).encode()
+STREAM_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
 
 
 @dataclass
 class _Running:
-    remaining: int
-    queue: asyncio.Queue = field(default_factory=asyncio.Queue)
+    connection: _Connection
+    pieces: list[str]
+    max_tokens: int
+    prompt_tokens: int
+    sent: int = 0
 
 
 class StepLawEngine:
+    """Served by a lean asyncio Protocol (httptools parses requests): each step writes every running
+    request's next event straight to its socket, so the fake's own CPU stays well below a client's and
+    the law, not the fake, sets the pace at 1,536 streams."""
+
     def __init__(self, a_ms: float = 12.94, b_ms: float = 0.2451, max_seqs: int = 256):
         self.a_ms, self.b_ms, self.max_seqs = a_ms, b_ms, max_seqs
         self.running: list[_Running] = []
@@ -42,9 +52,10 @@ class StepLawEngine:
         self.requests = 0
         self.prompts: list[str] = []
         self.wake = asyncio.Event()
-        self.runner: web.AppRunner | None = None
+        self.server: asyncio.AbstractServer | None = None
         self.stepper: asyncio.Task | None = None
         self.port = 0
+        self.events: dict[str, bytes] = {}  # chunk-encoded content event per piece of text
 
     @property
     def url(self) -> str:
@@ -55,23 +66,17 @@ class StepLawEngine:
         return streams * 1000 / (self.a_ms + self.b_ms * streams)
 
     async def start(self) -> StepLawEngine:
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", self.chat)
-        app.router.add_get("/v1/models", self.models)
-        app.router.add_get("/metrics", self.metrics)
-        self.runner = web.AppRunner(app, handle_signals=False)
-        await self.runner.setup()
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]
+        loop = asyncio.get_running_loop()
+        self.server = await loop.create_server(lambda: _Connection(self), "127.0.0.1", 0, backlog=4096)
+        self.port = self.server.sockets[0].getsockname()[1]
         self.stepper = asyncio.create_task(self.step_loop())
         return self
 
     async def stop(self) -> None:
         if self.stepper is not None:
             self.stepper.cancel()
-        if self.runner is not None:
-            await self.runner.cleanup()
+        if self.server is not None:
+            self.server.close()
 
     async def step_loop(self) -> None:
         next_t = time.monotonic()
@@ -96,57 +101,126 @@ class StepLawEngine:
 
     def _step(self, batch: list[_Running]) -> None:
         for request in batch:
-            request.remaining -= 1
-            request.queue.put_nowait(request.remaining == 0)
-            if request.remaining == 0:
+            if request.connection.closed:
                 self.running.remove(request)
+                continue
+            request.connection.send(self._event(request.pieces[request.sent]))
+            request.sent += 1
+            if request.sent == len(request.pieces):
+                self.running.remove(request)
+                self._finish(request)
         self.generated += len(batch)
         self.steps += 1
 
-    async def models(self, request: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "vllm"}]})
+    def _event(self, piece: str) -> bytes:
+        event = self.events.get(piece)
+        if event is None:
+            event = self.events[piece] = _chunk(EVENT_HEAD + json.dumps(piece).encode() + b"}}]}\n\n")
+        return event
 
-    async def metrics(self, request: web.Request) -> web.Response:
+    def _finish(self, request: _Running) -> None:
+        count = request.sent
+        finish = "length" if count == request.max_tokens else "stop"
+        usage = {"prompt_tokens": request.prompt_tokens, "completion_tokens": count,
+                 "total_tokens": request.prompt_tokens + count}
+        tail = (_sse({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+                + _sse({"choices": [], "usage": usage}) + b"data: [DONE]\n\n")
+        request.connection.send(_chunk(tail) + b"0\r\n\r\n")
+        request.connection.done()
+
+    # ------------------------------------------------------------ requests
+
+    def handle(self, connection: _Connection, method: bytes, path: str, body: bytes) -> None:
+        if method == b"POST" and path.endswith("/chat/completions"):
+            self.chat(connection, json.loads(body))
+        elif path.endswith("/v1/models"):
+            connection.reply(json.dumps({"object": "list", "data": [{"id": MODEL, "object": "model",
+                                                                     "owned_by": "vllm"}]}), "application/json")
+        elif path == "/metrics":
+            connection.reply(self.metrics(), "text/plain")
+        else:
+            connection.reply('{"error": "not found"}', "application/json", status=b"404 Not Found")
+
+    def metrics(self) -> str:
         label = f'{{engine="0",model_name="{MODEL}"}}'
-        text = (f"vllm:generation_tokens_total{label} {self.generated}\n"
+        return (f"vllm:generation_tokens_total{label} {self.generated}\n"
                 f"vllm:prompt_tokens_total{label} {self.prompt_tokens}\n"
                 f"vllm:num_requests_running{label} {len(self.running)}\n"
                 f"vllm:num_requests_waiting{label} {len(self.waiting)}\n"
                 f"vllm:kv_cache_usage_perc{label} {len(self.running) / self.max_seqs}\n"
                 f"vllm:iteration_tokens_total_count{label} {self.steps}\n")
-        return web.Response(text=text, content_type="text/plain")
 
-    async def chat(self, request: web.Request) -> web.StreamResponse:
-        body = await request.json()
+    def chat(self, connection: _Connection, body: dict) -> None:
         self.requests += 1
-        self.prompts.append(body["messages"][-1]["content"])
-        prompt = len(body["messages"][-1]["content"].split())
+        content = body["messages"][-1]["content"]
+        self.prompts.append(content)
+        prompt = len(content.split())
         self.prompt_tokens += prompt
-        pieces = answer_pieces(body)
-        running = _Running(remaining=len(pieces))
-        self.waiting.append(running)
+        connection.send(STREAM_HEAD + b"\r\n")
+        self.waiting.append(_Running(connection, answer_pieces(body), int(body.get("max_tokens", 16)), prompt))
         self.wake.set()
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await response.prepare(request)
-        count = 0
+
+
+class _Connection(asyncio.Protocol):
+    """One client connection: HTTP/1.1 requests one after another (keep-alive unless the client says
+    close), each answered by the engine."""
+
+    def __init__(self, engine: StepLawEngine) -> None:
+        self.engine = engine
+        self.parser = httptools.HttpRequestParser(self)
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.url = b""
+        self.body = b""
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
         try:
-            while True:
-                last = await running.queue.get()
-                count += 1
-                await _event(response, {"choices": [{"index": 0, "delta": {"content": pieces[count - 1]}}]})
-                if last:
-                    break
-        finally:
-            for pool in (self.running, self.waiting):
-                if running in pool:
-                    pool.remove(running)
-        finish = "length" if count == int(body.get("max_tokens", 16)) else "stop"
-        await _event(response, {"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
-        await _event(response, {"choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": count,
-                                                          "total_tokens": prompt + count}})
-        await response.write(b"data: [DONE]\n\n")
-        await response.write_eof()
-        return response
+            self.parser.feed_data(data)
+        except httptools.HttpParserError:
+            self.transport.close()
+
+    def connection_lost(self, exc) -> None:
+        self.closed = True
+
+    def on_message_begin(self) -> None:
+        self.url, self.body = b"", b""
+
+    def on_url(self, url: bytes) -> None:
+        self.url += url
+
+    def on_body(self, body: bytes) -> None:
+        self.body += body
+
+    def on_message_complete(self) -> None:
+        self.keep_alive = self.parser.should_keep_alive()
+        path = self.url.decode("latin-1").split("?", 1)[0]
+        self.engine.handle(self, self.parser.get_method(), path, self.body)
+
+    def send(self, data: bytes) -> None:
+        if not self.closed:
+            self.transport.write(data)
+
+    def reply(self, text: str, content_type: str, status: bytes = b"200 OK") -> None:
+        payload = text.encode()
+        self.send(b"HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n%s"
+                  % (status, content_type.encode(), len(payload), payload))
+        self.done()
+
+    def done(self) -> None:
+        if not self.keep_alive and not self.closed:
+            self.transport.close()
+
+
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def _sse(payload: dict) -> bytes:
+    return b"data: " + json.dumps({"id": "x", "object": "chat.completion.chunk", "model": MODEL,
+                                   **payload}).encode() + b"\n\n"
 
 
 def answer_pieces(body: dict) -> list[str]:
@@ -168,11 +242,6 @@ def answer_pieces(body: dict) -> list[str]:
 
 
 _TITLES = 0
-
-
-async def _event(response: web.StreamResponse, payload: dict) -> None:
-    payload = {"id": "x", "object": "chat.completion.chunk", "model": MODEL, **payload}
-    await response.write(b"data: " + json.dumps(payload).encode() + b"\n\n")
 
 
 @contextmanager

@@ -191,3 +191,22 @@ async def test_planning_requests_wait_ahead_of_writing_requests():
         group.start_soon(send, "plan", True)
     await engine.stop()
     assert order == ["busy", "plan", "write-1", "write-2"]
+
+
+def test_a_part_source_pickles_and_assembles_what_part_markdown_does():
+    import pickle
+
+    from pipeline.assemble import PartSource, part_markdown
+    from pipeline.records import Chapter, Outline, Part, Section, SectionResult
+
+    outline = Outline(title="T", parts=[Part(id=f"p{p:02d}", title=f"Part {p}", chapters=[
+        Chapter(id=f"p{p:02d}.c{c:02d}", title=f"Chapter {c}", sections=[
+            Section(id=f"p{p:02d}.c{c:02d}.s{s:02d}", title=f"Section {s}") for s in (1, 2)]) for c in (1, 2, 3)])
+        for p in (1, 2, 3)])
+    results = {s.id: SectionResult(id=s.id, title=s.title, text=f"# {s.title}\nBody\n## inner\n```\nopen",
+                                   finish_reason="length")
+               for p in outline.parts for c in p.chapters for s in c.sections if s.id != "p02.c01.s02"}
+    for index in range(3):
+        source = pickle.loads(pickle.dumps(PartSource("T", index, outline.parts[index], results, index * 3)))
+        assert source.markdown() == part_markdown(outline, index, results, index * 3)
+        assert source.heading_counts() == (1, 3, 6)

@@ -33,8 +33,8 @@ from pipeline.records import BookSpec, Chapter, EngineInfo, EngineKind, Outline,
 from pipeline.repair import Repairer
 from pipeline.stats import BookStats, backend_lines, book_stats
 from pipeline.typeset import typeset_html
-from pipeline.typeset_epub import typeset_epub
 from pipeline.typeset_appendix import appendix_html
+from pipeline.typeset_epub import typeset_epub
 from pipeline.typeset_incremental import IncrementalTypesetter
 from pipeline.write import SectionWriter
 

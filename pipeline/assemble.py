@@ -66,10 +66,9 @@ def section_body(result: SectionResult | None) -> str:
     return demote_headings(close_open_fence(result.text), result.title)
 
 
-def part_markdown(outline: Outline, index: int, results: dict[str, SectionResult], chapter_offset: int) -> str:
-    """One part, from its `## Part n.` heading; chapters are numbered from chapter_offset + 1."""
-    part = outline.parts[index]
-    out = [f"## Part {index + 1}. {part.title}", ""]
+def part_markdown(part: Part, number: int, results: dict[str, SectionResult], chapter_offset: int) -> str:
+    """One part, from its `## Part {number}.` heading; chapters are numbered from chapter_offset + 1."""
+    out = [f"## Part {number}. {part.title}", ""]
     for chapter_number, chapter in enumerate(part.chapters, chapter_offset + 1):
         out += [f"### {chapter_number}. {chapter.title}", ""]
         for section_number, section in enumerate(chapter.sections, 1):
@@ -83,15 +82,13 @@ class PartSource:
     """What `part_markdown` needs for one part, picklable: a typesetting worker assembles the part itself,
     so the parsing of its sections (a few hundred ms for 192) never blocks the run's event loop."""
 
-    title: str
-    index: int
     part: Part
+    number: int
     results: dict[str, SectionResult]
     chapter_offset: int
 
     def markdown(self) -> str:
-        outline = Outline(title=self.title, parts=[*[Part(id="", title="")] * self.index, self.part])
-        return part_markdown(outline, self.index, self.results, self.chapter_offset)
+        return part_markdown(self.part, self.number, self.results, self.chapter_offset)
 
     def heading_counts(self) -> tuple[int, int, int]:
         """Parts, chapters, sections: the `##`-`####` headings its Markdown will have."""
@@ -107,5 +104,6 @@ def chapter_offsets(outline: Outline) -> list[int]:
 
 
 def assemble(outline: Outline, results: dict[str, SectionResult]) -> str:
-    parts = [part_markdown(outline, i, results, offset) for i, offset in enumerate(chapter_offsets(outline))]
+    parts = [part_markdown(part, i + 1, results, offset)
+             for i, (part, offset) in enumerate(zip(outline.parts, chapter_offsets(outline)))]
     return "\n".join([f"# {outline.title}", "", *parts])

@@ -31,15 +31,16 @@ class IncrementalTypesetter:
         self.submitted: set[int] = set()
 
     def start(self) -> None:
-        """Check the fonts now (a missing font fails before anything is asked) and start the render
+        """Open the typesetter now (its font check fails before anything is asked) and start the render
         processes in the background, so their start-up (WeasyPrint's import, ~1 CPU-second) overlaps the
         planning instead of landing in the middle of the last sections' streams."""
-        require_fonts()
-        threading.Thread(target=self._warm, name="typeset-warm", daemon=True).start()
+        typesetter = self._open("")
+        threading.Thread(target=self._warm, args=(typesetter,), name="typeset-warm", daemon=True).start()
 
-    def _warm(self) -> None:
+    @staticmethod
+    def _warm(typesetter) -> None:
         try:
-            self._open("").warm()
+            typesetter.warm()
         except Exception as error:  # closed meanwhile (a run that stopped early): nothing to warm
             log.debug("typesetting warm-up skipped: %s", error)
 
@@ -71,7 +72,7 @@ class IncrementalTypesetter:
         runs on the event loop that is still streaming other sections)."""
         part = outline.parts[index]
         mine = {s.id: results[s.id] for c in part.chapters for s in c.sections if s.id in results}
-        source = PartSource(outline.title, index, part.model_copy(deep=True), mine, index * self.spec.chapters)
+        source = PartSource(part.model_copy(deep=True), index + 1, mine, index * self.spec.chapters)
         self._open(outline.title).submit_part(index, source)
         self.submitted.add(index)
 

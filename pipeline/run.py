@@ -27,7 +27,7 @@ from pipeline.backends.fleet import Fleet, open_fleet
 from pipeline.config import Settings
 from pipeline.errors import UsageError
 from pipeline.journal import Journal, read_journal
-from pipeline.plan import PlanStats, Planner
+from pipeline.plan import PlanStats, Planner, id_number
 from pipeline.progress import BookListener
 from pipeline.records import BookSpec, Chapter, EngineInfo, EngineKind, Outline, Part, Section, SectionResult
 from pipeline.repair import Repairer
@@ -105,6 +105,23 @@ def request_options(engines: dict[str, EngineInfo]) -> tuple[bool, dict[str, Any
     json_schema = bool(kinds) and kinds <= JSON_SCHEMA_ENGINES
     extra = {"chat_template_kwargs": {"enable_thinking": False}} if kinds and kinds <= THINKING_SWITCH_ENGINES else {}
     return json_schema, extra
+
+
+def already_written(journal: dict[str, SectionResult], section: Section) -> bool:
+    """Journaled under this very title: an id whose title changed (re-planned after a kill) is asked again."""
+    result = journal.get(section.id)
+    return result is not None and result.ok and result.title == section.title
+
+
+def adopt_journaled_sections(outline: Outline, journal: dict[str, SectionResult]) -> None:
+    """Sections start as their titles stream in, so a kill can leave written sections that the last saved
+    outline.json does not list yet; the journal has their titles, so they stay in the book."""
+    chapters = {chapter.id: chapter for part in outline.parts for chapter in part.chapters}
+    for result in journal.values():
+        chapter = chapters.get(result.id.rsplit(".", 1)[0])
+        if result.ok and chapter is not None and all(s.id != result.id for s in chapter.sections):
+            chapter.sections.append(Section(id=result.id, title=result.title))
+            chapter.sections.sort(key=lambda section: id_number(section.id))
 
 
 class RepairSummary(BaseModel):
@@ -230,16 +247,17 @@ class BookRun:
 
         try:
             async with anyio.create_task_group() as group:
-                def start_chapter(book: Outline, part: Part, chapter: Chapter) -> None:
-                    for section in chapter.sections:
-                        if not (section.id in journal and journal[section.id].ok):
-                            group.start_soon(write, book, part, chapter, section)
+                def start_section(book: Outline, part: Part, chapter: Chapter, section: Section) -> None:
+                    if not already_written(journal, section):
+                        group.start_soon(write, book, part, chapter, section)
 
                 if outline is None or not outline.complete:
-                    outline = await self._plan(fleet, json_schema, extra, outline, start_chapter)
+                    if outline is not None:
+                        adopt_journaled_sections(outline, journal)
+                    outline = await self._plan(fleet, json_schema, extra, outline, start_section)
                 else:
-                    for part, chapter in [(p, c) for p in outline.parts for c in p.chapters]:
-                        start_chapter(outline, part, chapter)
+                    for part, chapter, section in outline.sections():
+                        start_section(outline, part, chapter, section)
         finally:
             writer.journal.close()
         self.progress.outline_ready(outline)
@@ -247,7 +265,7 @@ class BookRun:
         return outline, writer
 
     async def _plan(self, fleet: Fleet, json_schema: bool, extra: dict[str, Any], partial: Outline | None,
-                    on_chapter) -> Outline:
+                    on_section) -> Outline:
         planner = Planner(fleet.pool, self.spec, json_schema, extra, on_node=self.progress.planned)
         self.progress.planning(self.spec)
 
@@ -255,11 +273,12 @@ class BookRun:
             write_atomic(self.folder.outline, outline.model_dump_json(indent=2))
             self.progress.outline_ready(outline)
 
-        outline = await planner.plan(partial, self.barrier, on_chapter, save)
+        outline = await planner.plan(partial, self.barrier, on_section, save)
         self.plan_stats = planner.stats
-        log.info("planned %s: %d sections in %.1f s (%d requests, %d re-asked, %d placeholder titles)",
-                 outline.title, len(outline.sections()), planner.stats.seconds, planner.stats.requests,
-                 planner.stats.reasked, planner.stats.placeholders)
+        log.info("planned %s: %d sections in %.1f s (%d requests, %d re-asked, %d placeholder titles, "
+                 "%d answers cut short once they had every title)", outline.title, len(outline.sections()),
+                 planner.stats.seconds, planner.stats.requests, planner.stats.reasked, planner.stats.placeholders,
+                 planner.stats.cut_short)
         return outline
 
     async def _typeset(self, outline: Outline, journal: dict[str, SectionResult], stats: BookStats,

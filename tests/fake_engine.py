@@ -55,6 +55,7 @@ class FakeEngine:
         self.retry_after = retry_after
         self.in_flight = 0
         self.peak_in_flight = 0
+        self.hung_up = 0
         self.requests = 0
         self.generated = 0
         self.bodies: list[dict] = []
@@ -132,6 +133,9 @@ class FakeEngine:
         started = time.time()
         try:
             return await self._answer(request, body, mode)
+        except ConnectionResetError:  # the client hung up (a planner with every title it needs): stop generating
+            self.hung_up += 1
+            return web.Response(status=499)
         finally:
             self.in_flight -= 1
             self.timeline.append((started, time.time(), prompt_of(body)))

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import random
+import time
 
 import pytest
 
 from pipeline.assemble import assemble, close_open_fence, demote_headings
 from pipeline.backends.pool import BackendPool, RetryPolicy
-from pipeline.plan import Planner, parse_titles
+from pipeline.plan import Planner, TitleStream, parse_titles
 from pipeline.records import Backend, BookSpec, Chapter, ChatRequest, Outline, Part, Section, SectionResult
 from pipeline.titles import title_key
 from tests.fake_engine import FakeEngine, prompt_of, requested_count
@@ -113,6 +114,29 @@ def test_parse_titles_takes_what_it_can(text, titles):
     assert parse_titles(text, "titles") == titles
 
 
+
+@pytest.mark.parametrize("piece", [1, 2, 7, 10_000])
+def test_a_title_stream_hands_out_each_title_as_its_closing_quote_arrives(piece):
+    answer = '{"title": "A \\"quoted\\" book", "parts": ["First part", "Second, with a comma", "x", "Caf\\u00e9 ]"]}'
+    stream = TitleStream("parts", with_title=True)
+    titles = []
+    for start in range(0, len(answer), piece):
+        titles += stream.feed(answer[start:start + piece])
+    assert titles == ["First part", "Second, with a comma", "Café"], "too-short titles are dropped"
+    assert stream.title == 'A "quoted" book'
+    early = TitleStream("parts")
+    assert early.feed(answer[:answer.index('First part"') + 11]) == ["First part"], "not a token later"
+    assert early.feed(', "Seco') == []
+
+
+def test_a_title_stream_stops_at_anything_but_strings_and_leaves_the_rest_to_the_final_parse():
+    answer = '{"titles": ["One one", {"title": "Two two"}, "Three three"]}'
+    stream = TitleStream("titles")
+    assert stream.feed(answer) == ["One one"]
+    assert stream.untaken(parse_titles(answer, "titles")) == ["Two two", "Three three"]
+    assert TitleStream("titles").feed('1. One\n2. Two') == [], "list lines only when the answer is whole"
+    assert TitleStream("titles").feed('{"titles": ["bad \\q escape", "later"]}') == []
+
 def outline_of(parts: int, chapters: int, sections: int) -> Outline:
     return Outline(title="T", parts=[
         Part(id=f"p{p}", title=f"Part {p}", chapters=[
@@ -170,6 +194,72 @@ async def test_a_partial_outline_is_completed_without_planning_again():
     assert planner.stats.requests == 2, "one request for part 2's chapters, one for its chapter's sections"
     assert outline.complete and outline.parts[0] == done and shape_of(outline) == (2, {1}, {2})
 
+
+
+@pytest.mark.parametrize("barrier", [False, True])
+async def test_each_section_is_announced_the_moment_its_title_has_streamed_in(barrier):
+    delay = 0.05  # the server sees a planner hang up at its next token: its clock lags the client's by one
+    engine = await FakeEngine(reply=ScriptedPlanner({}), token_delay=delay).start()
+    pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=16)])
+    announced: dict[str, float] = {}
+    planner = Planner(pool, BookSpec(prompt="p", parts=2, chapters=2, sections=4), False, {})
+    outline = await planner.plan(barrier=barrier, on_section=lambda book, part, chapter, section:
+                                 announced.setdefault(section.title, time.time()))
+    await engine.stop()
+    assert list(announced) == [s.title for _, _, s in outline.sections()] if barrier else len(announced) == 16
+    assert planner.stats.cut_short == planner.stats.requests == 7, "no answer was read past its last title"
+    answers = {prompt: (start, end) for start, end, prompt in engine.timeline}
+    for part in outline.parts:
+        for chapter in part.chapters:
+            start, end = next(v for k, v in answers.items() if f'chapter "{chapter.title}"' in k)
+            first = announced[chapter.sections[0].title]
+            if barrier:
+                assert first >= max(start for start, _ in answers.values())
+            else:  # 4 titles take 13 tokens: the first is whole after 4, the fourth 9 tokens later
+                assert end - first > 4 * delay, "the first section waited for its chapter's whole answer"
+        part_end = next(v for k, v in answers.items() if f'part "{part.title}"' in k)[1]
+        first_chapter_asked = next(v for k, v in answers.items() if f'chapter "{part.chapters[0].title}"' in k)[0]
+        if barrier:
+            assert first_chapter_asked > part_end - delay
+        else:  # 2 titles take 7 tokens: the first is whole after 4
+            assert part_end - first_chapter_asked > 2 * delay
+
+
+async def test_a_planning_answer_cut_mid_stream_keeps_the_titles_it_gave_and_takes_only_the_rest_from_the_retry():
+    replies = ScriptedPlanner({})
+    engine = await FakeEngine(reply=replies, plan_modes=["reset"]).start()
+    pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=8)], RetryPolicy(backoff_initial=0.01))
+    planner = Planner(pool, BookSpec(prompt="p", parts=3, chapters=1, sections=2), False, {})
+    outline = await planner.plan()
+    await engine.stop()
+    first, *rest = [p.title for p in outline.parts]
+    assert first == "Clean title 1-0", "the cut answer's one whole title was kept (and its part planned)"
+    later = rest[0].rsplit("-", 1)[0]
+    assert rest == [f"{later}-0", f"{later}-1"] and later != "Clean title 1", "the retry gave the other two"
+    assert [p.id for p in outline.parts] == ["p01", "p02", "p03"] and shape_of(outline) == (3, {1}, {2})
+    assert planner.stats.placeholders == 0
+
+
+async def test_a_resumed_chapter_keeps_its_journaled_sections_and_plans_around_their_ids():
+    from pipeline.run import adopt_journaled_sections, already_written
+
+    chapter = Chapter(id="p01.c01", title="Kept chapter", sections=[Section(id="p01.c01.s01", title="Kept one")])
+    partial = Outline(title="Book", parts=[Part(id="p01", title="Kept part", chapters=[chapter])], complete=False)
+    journal = {r.id: r for r in [
+        SectionResult(id="p01.c01.s03", title="Written third", text="Body."),
+        SectionResult(id="p01.c01.s02", title="Failed second", error="boom"),
+        SectionResult(id="p01.c02.s01", title="Of a chapter never saved", text="Body.")]}
+    adopt_journaled_sections(partial, journal)
+    assert [s.id for s in chapter.sections] == ["p01.c01.s01", "p01.c01.s03"]
+    engine = await FakeEngine(reply=ScriptedPlanner({})).start()
+    pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=4)])
+    outline = await Planner(pool, BookSpec(prompt="p", parts=1, chapters=2, sections=4), False, {}).plan(partial)
+    await engine.stop()
+    first, second = outline.parts[0].chapters
+    assert [s.id for s in first.sections] == ["p01.c01.s01", "p01.c01.s02", "p01.c01.s03", "p01.c01.s04"]
+    assert first.sections[2].title == "Written third" and "Failed second" not in {s.title for s in first.sections}
+    assert already_written(journal, first.sections[2])
+    assert not already_written(journal, second.sections[0]), "same id, another title: written again"
 
 async def test_planning_requests_wait_ahead_of_writing_requests():
     engine = await FakeEngine(tokens=4, token_delay=0.05).start()

@@ -42,8 +42,10 @@ class FakeEngine:
     tie_flip_above: int | None = None  # set to plant a near-tie that flips above this many requests in flight
     def __init__(self, tokens: int = 8, token_delay: float = 0.0, modes: list[str] | None = None,
                  retry_after: float = 0.2, reply: Callable[[dict], str] | None = None, jitter: float = 0.0,
-                 section_modes: list[str] | None = None, plan_modes: list[str] | None = None, port: int = 0):
+                 section_modes: list[str] | None = None, plan_modes: list[str] | None = None, port: int = 0,
+                 section_pause: float = 0.0):
         self.tokens = tokens
+        self.section_pause = section_pause  # seconds a section request waits before its first byte
         self.reply = reply  # the answer's text from the request body; else "w0 w1 ..." of `tokens` words
         self.jitter = jitter  # a random pause of up to this many seconds before answering
         self.token_delay = token_delay
@@ -55,7 +57,6 @@ class FakeEngine:
         self.retry_after = retry_after
         self.in_flight = 0
         self.peak_in_flight = 0
-        self.hung_up = 0
         self.requests = 0
         self.generated = 0
         self.bodies: list[dict] = []
@@ -77,7 +78,9 @@ class FakeEngine:
         app.router.add_get("/fake/timeline", self.timeline_view)
         app.router.add_get("/fake/stats", self.fake_stats)
         app.router.add_post("/fake/modes", self.plant_modes)
-        self.runner = web.AppRunner(app, handle_signals=False)
+        # A client that hangs up cancels its handler at once, as vLLM aborts such a request: in_flight and the
+        # timeline then match the client's view, with no lag until the next token's write fails.
+        self.runner = web.AppRunner(app, handle_signals=False, handler_cancellation=True)
         await self.runner.setup()
         site = web.TCPSite(self.runner, "127.0.0.1", self.port, backlog=1024)  # load tests connect hundreds at once
         await site.start()
@@ -134,7 +137,6 @@ class FakeEngine:
         try:
             return await self._answer(request, body, mode)
         except ConnectionResetError:  # the client hung up (a planner with every title it needs): stop generating
-            self.hung_up += 1
             return web.Response(status=499)
         finally:
             self.in_flight -= 1
@@ -164,6 +166,8 @@ class FakeEngine:
             return web.Response(status=200)
         if self.jitter:
             await asyncio.sleep(random.uniform(0, self.jitter))
+        if self.section_pause and "Section: " in prompt_of(body):
+            await asyncio.sleep(self.section_pause)
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         if mode == "bad_utf8":
@@ -275,11 +279,11 @@ class BookReplies:
 async def serve_forever(port: int, token_delay: float, jitter: float, section_text: str | None = None,
                         modes: list[str] | None = None, section_modes: list[str] | None = None,
                         plan_modes: list[str] | None = None, retry_after: float = 0.2,
-                        title_prefix: str = "Topic number") -> None:
+                        title_prefix: str = "Topic number", section_pause: float = 0.0) -> None:
     replies = BookReplies(section_text=section_text, title_prefix=title_prefix)
     engine = FakeEngine(token_delay=token_delay, jitter=jitter, reply=replies,
                         modes=modes, section_modes=section_modes, plan_modes=plan_modes, retry_after=retry_after,
-                        port=port)
+                        port=port, section_pause=section_pause)
     await engine.start()
     print(engine.url, flush=True)
     try:
@@ -299,13 +303,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
     parser.add_argument("--retry-after", type=float, default=0.2, help="the Retry-After of http_429")
     parser.add_argument("--title-prefix", default="Topic number", help="planned titles are PREFIX N")
+    parser.add_argument("--section-pause", type=float, default=0.0,
+                        help="seconds each section request waits before its first byte")
     for name in ("modes", "section-modes", "plan-modes"):
         parser.add_argument(f"--{name}", default="", help="comma list of fault modes")
     args = parser.parse_args(argv)
     split = lambda text: [mode for mode in text.split(",") if mode]  # noqa: E731
     asyncio.run(serve_forever(args.port, args.delay, args.jitter, args.section_text, split(args.modes),
                               split(args.section_modes), split(args.plan_modes), args.retry_after,
-                              args.title_prefix))
+                              args.title_prefix, args.section_pause))
 
 
 if __name__ == "__main__":

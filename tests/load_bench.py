@@ -87,10 +87,13 @@ def parse_nofile(text: str | None) -> tuple[int, int] | None:
 
 
 def run_load(streams: int, engines: int, shape: str, nofile: tuple[int, int] | None = None,
-             token_delay: float = 0.2, out: Path | None = None, timeout: float = 3600) -> dict:
-    """Start the fakes, run one book over them, return the figures."""
+             token_delay: float = 0.2, out: Path | None = None, timeout: float = 3600,
+             section_pause: float = 0.0) -> dict:
+    """Start the fakes, run one book over them, return the figures. `section_pause` holds each section
+    before its first byte, so sections started as their titles stream in are all open at one moment."""
     cap = streams // engines
-    fakes = [fake_process(token_delay, 0.0, "--title-prefix", f"Load {i} topic") for i in range(engines)]
+    fakes = [fake_process(token_delay, 0.0, "--title-prefix", f"Load {i} topic", "--section-pause",
+                          str(section_pause)) for i in range(engines)]
     urls = [url for _, url in fakes]
     out = out or Path(tempfile.mkdtemp(prefix="fanout-load-")) / "run"
     argv = [sys.executable, "-m", "pipeline", "book", "A handbook written under load", "--shape", shape, "--out",

@@ -17,6 +17,7 @@ from tests.load_bench import run_load
 STREAMS, ENGINES = 256, 2
 SOFT = 256  # soft limit below 256 sockets + the reserve; the hard limit as it is
 HARD = 200  # hard limit below what the caps need: room for 200 - RESERVED_FDS = 72 requests
+SECTION_PAUSE = 3.0  # sections start one title at a time; held this long, all of them are open at once
 SHAPES = {"raised": ("1x8x32", 256), "lowered": ("1x4x24", 96)}  # more sections than the lowered caps
 
 
@@ -29,7 +30,8 @@ def loads(tmp_path_factory):
     root = tmp_path_factory.mktemp("load")
     cases = {"raised": (SOFT, hard_now), "lowered": (HARD, HARD)}
     with ThreadPoolExecutor(len(cases)) as pool:
-        futures = {name: pool.submit(run_load, STREAMS, ENGINES, SHAPES[name][0], nofile, 0.01, root / name, 300)
+        futures = {name: pool.submit(run_load, STREAMS, ENGINES, SHAPES[name][0], nofile, 0.01, root / name, 300,
+                                     SECTION_PAUSE)
                    for name, nofile in cases.items()}
         return {name: future.result() for name, future in futures.items()}
 

@@ -202,9 +202,10 @@ class Planner:
             outline = await self._plan_levels(outline, changed)
             for part, chapter, section in outline.sections():
                 announce(outline, part, chapter, section)
-        else:
-            async with anyio.create_task_group() as group:
-                outline = await self._plan_pipelined(outline, group, announce, changed)
+        else:  # writing fills the slots meanwhile: keep one a backend for planning answers
+            with self.pool.reserve_for_first():
+                async with anyio.create_task_group() as group:
+                    outline = await self._plan_pipelined(outline, group, announce, changed)
         outline.complete = True
         changed(outline)
         self.stats.seconds = time.monotonic() - started

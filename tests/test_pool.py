@@ -138,3 +138,33 @@ async def test_unreachable_backend_fails_as_connect_error():
     with pytest.raises(RequestFailed) as failure:
         await pool.complete(request())
     assert {a.outcome for a in failure.value.attempts} == {"connect"}
+
+
+async def test_a_reserved_slot_is_left_to_first_requests_until_the_reserve_ends():
+    engine = (await started(FakeEngine(tokens=6, token_delay=0.05)))[0]  # 0.3 s a request
+    pool = BackendPool([backend(engine, "a", 3)], FAST)
+    done: list[str] = []
+
+    async def send(tag: str, first: bool = False) -> None:
+        await pool.complete(request(tag), first=first)
+        done.append(tag)
+
+    async with anyio.create_task_group() as group:
+        with pool.reserve_for_first():
+            for i in range(6):
+                group.start_soon(send, f"w{i}")
+            await anyio.sleep(0.1)
+            assert pool.states[0].in_flight == 2, "two of three slots for writing, one kept"
+            group.start_soon(send, "plan", True)
+            await anyio.sleep(0.1)
+            assert pool.states[0].in_flight == 3, "the planning request did not wait"
+            while "plan" not in done:
+                await anyio.sleep(0.01)
+            await anyio.sleep(0.05)
+            assert pool.states[0].in_flight == 2 and done[:2] == ["w0", "w1"], "kept again for planning"
+        await anyio.sleep(0.05)
+        assert pool.states[0].in_flight == 3, "the reserve is over: writing takes every slot"
+    single = BackendPool([backend(engine, "b", 1)], FAST)
+    with single.reserve_for_first():
+        assert (await single.complete(request("alone"))).completion_tokens == 6, "a backend's only slot is never kept"
+    await engine.stop()

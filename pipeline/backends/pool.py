@@ -2,7 +2,9 @@
 
 Takes Backends (each with a cap: the most requests in flight there) and ChatRequests; returns Completions.
 A request goes to the backend with the lowest in_flight/cap that has a free slot and waits, first come
-first served, while all are full; a request sent with `first=True` (planning) waits ahead of the others.
+first served, while all are full; a request sent with `first=True` (planning) waits ahead of the others,
+and while `reserve_for_first` is on, one slot of each backend is kept for such requests, so planning that
+runs beside writing never waits for a whole section to end.
 A failed attempt is retried with backoff (tenacity), preferring another backend; a backend that fails
 `down_after` times in a row is rested and later probed by a single request.
 A connection the server closed before the first byte (llama-server drops idle keep-alives) is re-asked at
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -81,6 +84,7 @@ class BackendPool:
         self.stats = PoolStats()
         self._waiters: deque[anyio.Event] = deque()
         self._urgent: deque[anyio.Event] = deque()
+        self._reserved = 0  # slots of each backend (never its only one) that only `first` requests may take
         self._backoff = wait_exponential_jitter(multiplier=self.policy.backoff_initial, max=self.policy.backoff_max,
                                                 jitter=self.policy.backoff_initial)
 
@@ -165,20 +169,33 @@ class BackendPool:
             return True
         return now >= state.down_until and state.in_flight == 0
 
-    def _pick(self, avoid: set[str]) -> BackendState | None:
+    @contextmanager
+    def reserve_for_first(self, slots: int = 1):
+        """Keep `slots` of each backend free for `first` requests while the block runs."""
+        self._reserved = slots
+        try:
+            yield
+        finally:
+            self._reserved = 0
+            self._wake_next()
+
+    def _pick(self, avoid: set[str], first: bool = True) -> BackendState | None:
         now = time.monotonic()
-        free = [s for s in self.states if s.in_flight < s.cap and self._is_up(s, now)]
+        free = [s for s in self.states if s.in_flight < self._limit(s, first) and self._is_up(s, now)]
         preferred = [s for s in free if s.backend.name not in avoid] or free
         return min(preferred, key=lambda s: s.load, default=None)
+
+    def _limit(self, state: BackendState, first: bool) -> int:
+        return state.cap if first else state.cap - min(self._reserved, state.cap - 1)
 
     async def _acquire(self, avoid: set[str], first: bool = False) -> BackendState:
         """Take a slot: at once if one is free and nobody waits ahead, else in arrival order (urgent first)."""
         queue = self._urgent if first else self._waiters
         ahead = self._urgent if first else self._urgent or self._waiters
-        state = self._pick(avoid)
+        state = self._pick(avoid, first)
         if state is None or ahead:
             await self._wait_turn(queue, at_front=False)
-            while (state := self._pick(avoid)) is None:
+            while (state := self._pick(avoid, first)) is None:
                 await self._wait_turn(queue, at_front=True)
         state.in_flight += 1
         state.peak_in_flight = max(state.peak_in_flight, state.in_flight)

@@ -189,7 +189,7 @@ class _FloorExchange(asyncio.Protocol):
         lines = data.count(b"data: ")
         self.lines += lines
         self.box[0] += lines
-        if b"data: [DONE]" in data:
+        if b"data: [DONE]" in data and not self.done.done():  # bytes already read may follow a close
             self.transport.close()
             self.done.set_result(None)
 

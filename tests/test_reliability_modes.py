@@ -64,8 +64,10 @@ class Run:
 
 def command(out: Path, *backends: str, verbose: bool = False) -> list[str]:
     flags = [arg for spec in backends for arg in ("--backend", spec)]
+    # --barrier: all 12 sections are asked at once, so each cap-1 bad backend takes one (pipelined, they
+    # start one title at a time and a backend that failed fast could take the next before the others had one)
     return [*FANOUT, *(["-v"] if verbose else []), "book", "A handbook about faults", "--shape", SHAPE, "--out",
-            str(out), "--quiet", "--json", *flags]
+            str(out), "--quiet", "--json", "--barrier", *flags]
 
 
 def with_bad_backends(out: Path, modes: list[str], replies: BookReplies) -> Run:

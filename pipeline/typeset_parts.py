@@ -43,6 +43,7 @@ log = logging.getLogger("fanout")
 PX_TO_PT = 0.75  # WeasyPrint lays out in CSS px (1/96 in); PDF user space is pt (1/72 in)
 MAX_WORKERS = 4
 WORKER_NICE = 10
+OWNER_CHECK_S = 1.0  # how often a render worker checks that its fanout process still exists
 TOC_PRIORITY, PART_PRIORITY = 0, 1  # a waiting contents slice goes before a waiting part
 H1_LINE = re.compile(r"^ {0,3}#(?:[ \t]+|$)")
 H2_LINE = re.compile(r"^ {0,3}##(?:[ \t]+|$)")
@@ -243,7 +244,27 @@ def _pool(workers: int) -> ProcessPoolExecutor:
     context.set_forkserver_preload(["pipeline.typeset_parts", "weasyprint"])
     # Niced: parts render while the book is still streaming, and on a small machine the client (and any
     # local engine) must keep the CPU it needs; rendering takes what is left.
-    return ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=os.nice, initargs=(WORKER_NICE,))
+    return ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_start_worker,
+                               initargs=(os.getpid(),))
+
+
+def _start_worker(owner: int) -> None:
+    os.nice(WORKER_NICE)
+    threading.Thread(target=_exit_with, args=(owner,), name="owner-watch", daemon=True).start()
+
+
+def _exit_with(owner: int) -> None:
+    """A fanout killed outright (SIGKILL) cannot shut its pool down: its workers would wait on the pool's
+    queue forever, and keep the forkserver alive. So each worker leaves once the process it renders for is
+    gone."""
+    while True:
+        time.sleep(OWNER_CHECK_S)
+        try:
+            os.kill(owner, 0)
+        except ProcessLookupError:
+            os._exit(0)
+        except PermissionError:  # the pid now belongs to another user's process: ours is gone
+            os._exit(0)
 
 
 class _Scheduler:

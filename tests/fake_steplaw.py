@@ -13,8 +13,11 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import subprocess
+import sys
 import threading
 import time
+import urllib.request
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
@@ -138,6 +141,8 @@ class StepLawEngine:
                                                                      "owned_by": "vllm"}]}), "application/json")
         elif path == "/metrics":
             connection.reply(self.metrics(), "text/plain")
+        elif path == "/fake/prompts":
+            connection.reply(json.dumps(self.prompts), "application/json")
         else:
             connection.reply('{"error": "not found"}', "application/json", status=b"404 Not Found")
 
@@ -265,6 +270,26 @@ def steplaw_in_thread(*laws: tuple[float, float]) -> Iterator[list[StepLawEngine
         thread.join(10)
 
 
+@contextmanager
+def steplaw_process(count: int = 1, a_ms: float = 12.94, b_ms: float = 0.2451, max_seqs: int = 256
+                    ) -> Iterator[list[str]]:
+    """FAKE step-law engines in their own process, for tests that check the law itself: a test client's
+    garbage collection or CPU can then not stall the engines' clock. Yields their /v1 URLs."""
+    process = subprocess.Popen([sys.executable, "-m", "tests.fake_steplaw", str(count), str(a_ms), str(b_ms),
+                                str(max_seqs)], stdout=subprocess.PIPE, text=True)
+    try:
+        yield process.stdout.readline().split()
+    finally:
+        process.kill()
+        process.wait()
+
+
+def prompts_of(url: str) -> list[str]:
+    """The prompts an engine started by `steplaw_process` was asked, in order."""
+    with urllib.request.urlopen(url.removesuffix("/v1") + "/fake/prompts") as response:
+        return json.load(response)
+
+
 async def _serve(count: int, a_ms: float, b_ms: float, max_seqs: int) -> None:
     engines = [await StepLawEngine(a_ms, b_ms, max_seqs).start() for _ in range(count)]
     print(" ".join(engine.url for engine in engines), flush=True)
@@ -272,7 +297,5 @@ async def _serve(count: int, a_ms: float, b_ms: float, max_seqs: int) -> None:
 
 
 if __name__ == "__main__":  # FAKE step-law engines in their own process: python -m tests.fake_steplaw N [A B SEQS]
-    import sys
-
     numbers = [float(x) for x in sys.argv[2:5]] + [12.94, 0.2451, 256][len(sys.argv[2:5]):]
     asyncio.run(_serve(int(sys.argv[1]), numbers[0], numbers[1], int(numbers[2])))

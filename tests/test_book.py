@@ -101,8 +101,14 @@ def test_a_stopped_run_resumes_without_asking_finished_sections_again(tmp_path, 
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and len(read_journal(journal)) < 6:
             time.sleep(0.05)
+        helpers = descendants(writer.pid)  # the render pool: forkserver and workers
+        assert len(helpers) >= 2, "the render pool starts with the run"
         os.kill(writer.pid, stop_with)
         assert writer.wait(30) == (130 if stop_with == signal.SIGINT else -signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(Path(f"/proc/{pid}").exists() for pid in helpers):
+            time.sleep(0.1)
+        assert not [pid for pid in helpers if Path(f"/proc/{pid}").exists()], "render processes outlived the run"
         finished = {r.title for r in read_journal(journal).values() if r.ok}
         assert 6 <= len(finished) < 24, "killed mid-write"
         assert not (out / "stats.json").exists() and not (out / "book.md").exists(), "nothing looks finished"
@@ -124,6 +130,22 @@ def test_a_stopped_run_resumes_without_asking_finished_sections_again(tmp_path, 
         assert_book_follows_outline(out, results)
     finally:
         process.kill()
+
+
+def descendants(pid: int) -> set[int]:
+    """Every process below `pid`, from /proc."""
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(stat.parent.name)] = int(fields[1])
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
 
 
 def assert_book_follows_outline(out: Path, results: dict) -> None:

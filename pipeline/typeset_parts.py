@@ -261,9 +261,7 @@ def _exit_with(owner: int) -> None:
         time.sleep(OWNER_CHECK_S)
         try:
             os.kill(owner, 0)
-        except ProcessLookupError:
-            os._exit(0)
-        except PermissionError:  # the pid now belongs to another user's process: ours is gone
+        except (ProcessLookupError, PermissionError):  # gone (or its pid now another user's process)
             os._exit(0)
 
 

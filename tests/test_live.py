@@ -16,6 +16,7 @@ import pytest
 
 from pipeline.errors import UsageError
 from pipeline.live import LiveFeed, check_bind
+from tests.fake_steplaw import steplaw_process
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "outputs" / "test-artifacts"
 HOSTILE = ('<script>window.pwned = 1</script> <img src=x onerror="window.pwned = 2"> '
@@ -115,30 +116,28 @@ def test_events_are_json_with_text_as_data(tmp_path):
 
 
 def test_bench_live_shows_requests_streaming_the_server_rate_and_the_ladder(tmp_path):
-    engine = subprocess.Popen([sys.executable, "-m", "tests.fake_steplaw", "1"], stdout=subprocess.PIPE, text=True)
-    url = engine.stdout.readline().strip()
-    run = subprocess.Popen([sys.executable, "-m", "pipeline", "bench", "--backend", f"{url},cap=8", "--streams",
-                            "2,4", "--window", "2", "--warmup", "0.2", "--max-tokens", "200", "--engine-slots", "64",
-                            "--out", str(tmp_path / "bench"), "--live", "--live-linger", "20"],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    driver = browser()
-    try:
-        driver.get(live_port(run))
-        wait_for(lambda: driver.find_elements("css selector", "article.card pre"))
-        assert driver.find_element("id", "unit").text == "requests"
-        wait_for(lambda: int(driver.find_element("id", "tokens").text.replace(",", "") or 0) > 0)
-        wait_for(lambda: "server counter" in driver.find_element("id", "rate-source").text)
-        assert float(driver.find_element("id", "rate").text.replace(",", "")) > 0
-        wait_for(lambda: driver.find_element("id", "final-title").text == "Finished", timeout=60)
-        streams = driver.execute_script(  # in one call: the page re-renders the table every tick
-            "return [...document.querySelectorAll('#final-table tr')].slice(1).map(r => r.cells[1].textContent)")
-        assert streams == ["2", "4"]
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        driver.save_screenshot(str(ARTIFACTS / "bench-live-page.png"))
-    finally:
-        driver.quit()
-        run.kill()
-        engine.kill()
+    with steplaw_process(1) as (url,):
+        run = subprocess.Popen([sys.executable, "-m", "pipeline", "bench", "--backend", f"{url},cap=8", "--streams",
+                                "2,4", "--window", "2", "--warmup", "0.2", "--max-tokens", "200", "--engine-slots",
+                                "64", "--out", str(tmp_path / "bench"), "--live", "--live-linger", "20"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        driver = browser()
+        try:
+            driver.get(live_port(run))
+            wait_for(lambda: driver.find_elements("css selector", "article.card pre"))
+            assert driver.find_element("id", "unit").text == "requests"
+            wait_for(lambda: int(driver.find_element("id", "tokens").text.replace(",", "") or 0) > 0)
+            wait_for(lambda: "server counter" in driver.find_element("id", "rate-source").text)
+            assert float(driver.find_element("id", "rate").text.replace(",", "")) > 0
+            wait_for(lambda: driver.find_element("id", "final-title").text == "Finished", timeout=60)
+            streams = driver.execute_script(  # in one call: the page re-renders the table every tick
+                "return [...document.querySelectorAll('#final-table tr')].slice(1).map(r => r.cells[1].textContent)")
+            assert streams == ["2", "4"]
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            driver.save_screenshot(str(ARTIFACTS / "bench-live-page.png"))
+        finally:
+            driver.quit()
+            run.kill()
 
 
 def test_bench_live_refuses_public_binding_and_the_ceiling():

@@ -40,3 +40,90 @@ def plausible_title(title: str) -> bool:
         return False
     trigrams = [tuple(words[i:i + 3]) for i in range(len(words) - 2)]
     return len(trigrams) == len(set(trigrams))
+
+
+# ---------------------------------------------------------------- what makes a title unusable
+# Small models echo their parent's title, emit JSON keys or identifiers as titles, and number near-copies
+# ("Starter Sourcing 2"). These checks say why a title is refused, so the re-ask can say it too.
+
+STOPWORDS = frozenset("""
+a an the of and or to in on for with from by at as into about your you yours our my their its it this that
+these those how what why when where which who is are be can do does should will vs versus without within
+""".split())
+GENERIC_WORDS = frozenset("""
+introduction overview basics basic guide handbook book chapter part section tips essentials essential
+fundamentals fundamental understanding key concepts concept principles principle short complete practical
+examples example beginner beginners beginner's write writing topic topics summary conclusion more
+""".split())
+JSON_WORDS = frozenset("""
+title titles parts part chapters chapter sections section point points name description content type id
+string array object null true false json key value items list
+""".split())
+SIMILAR = 0.75  # Jaccard of content words at or above which two titles say the same thing
+CODE_MARKS = re.compile(r"[{}\[\]<>=|\\]|::|\(\)")
+COUNTED = re.compile(r"\((?:part|chapter|section|topic|item)?\s*\d+\)\s*$", re.I)
+
+
+def title_words(title: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+(?:'[a-z]+)?", title.casefold())
+
+
+def content_words(title: str) -> frozenset[str]:
+    """The words that carry a title's meaning: no stopwords, no generic book words, no numbers."""
+    return frozenset(w for w in title_words(title)
+                     if w not in STOPWORDS and w not in GENERIC_WORDS and not w.isdigit())
+
+
+def similarity(a: str, b: str) -> float:
+    """Jaccard of two titles' content words (0 when either has none)."""
+    left, right = content_words(a), content_words(b)
+    if not left or not right:
+        return 0.0
+    return len(left & right) / len(left | right)
+
+
+def echoes(title: str, ancestor: str) -> bool:
+    """The title says what its ancestor (parent, book title, the user's request) already says."""
+    return title_key(title) == title_key(ancestor) or similarity(title, ancestor) >= SIMILAR
+
+
+def near_duplicates(a: str, b: str) -> bool:
+    return title_key(a) == title_key(b) or similarity(a, b) >= SIMILAR
+
+
+def looks_like_identifier(title: str) -> bool:
+    """A JSON key, a camelCase or snake_case name, or code: what a confused model puts where a title goes.
+    Product names stay titles: 'JavaScript' and 'PostgreSQL' have one hump, 'contentTypeId' has two from
+    a lowercase start."""
+    stripped = title.strip()
+    if title_key(stripped) in JSON_WORDS or CODE_MARKS.search(stripped):
+        return True
+    if " " in stripped:
+        return False
+    humps = len(re.findall(r"[a-z][A-Z]", stripped))
+    return "_" in stripped or humps >= 3 or (humps >= 2 and stripped[:1].islower())
+
+
+def is_counted(title: str) -> bool:
+    """Ends in a count in brackets ('Feeding (section 3)'): a near-copy told apart by a number. A plain
+    trailing number is left alone ('Python 3', 'World War II'): numbers are not content words, so
+    'Starter Sourcing 2' beside 'Starter Sourcing' is caught as a repeat anyway."""
+    return bool(COUNTED.search(title))
+
+
+def refusal(title: str, ancestors: dict[str, str], siblings: list[str]) -> str | None:
+    """Why a title cannot be used, in words the model can act on, or None when it can. `ancestors` maps
+    what each one is ('the chapter title', 'the book title', 'the request') to its text."""
+    if not plausible_title(title):
+        return "is not a usable title (empty, too long, or repeating itself)"
+    if looks_like_identifier(title):
+        return "looks like a code identifier or a JSON key, not a title"
+    if is_counted(title):
+        return "is told apart from others only by a number"
+    for what, text in ancestors.items():
+        if text and echoes(title, text):
+            return f"repeats {what}"
+    for sibling in siblings:
+        if near_duplicates(title, sibling):
+            return f'nearly repeats "{sibling}"'
+    return None

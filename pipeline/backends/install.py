@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -40,6 +41,22 @@ CMAKE_FLAGS = [
     "-DBUILD_SHARED_LIBS=OFF",
     "-DLLAMA_CURL=OFF",
 ]
+# A native build on a CPU that reports AMX emits tile instructions; where the kernel does not grant the
+# tile state (seen in this workplace's sandbox, Xeon with amx_tile) llama-server dies with SIGILL on its
+# first matrix product. AMX gains nothing for a 135M model on one or two threads, so it is left out.
+NO_AMX = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+
+
+def cmake_flags() -> list[str]:
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return CMAKE_FLAGS
+    return [*CMAKE_FLAGS, f"-DCMAKE_C_FLAGS={NO_AMX}", f"-DCMAKE_CXX_FLAGS={NO_AMX}"]
+
+
+def build_key() -> str:
+    """The build's cache key: the pinned sources and the flags, so a change of either builds afresh."""
+    flags = hashlib.sha256(" ".join(cmake_flags()).encode()).hexdigest()[:8]
+    return f"lcp{LLAMA_CPP_PYTHON_VERSION}-{flags}"
 
 
 @dataclass(frozen=True)
@@ -54,7 +71,7 @@ def cache_dir() -> Path:
 
 
 def server_path() -> Path:
-    return cache_dir() / f"llama-server-lcp{LLAMA_CPP_PYTHON_VERSION}" / "llama-server"
+    return cache_dir() / f"llama-server-{build_key()}" / "llama-server"
 
 
 def model_path() -> Path:
@@ -117,7 +134,7 @@ def build_server(jobs: int) -> Path:
             archive.extractall(tmp, filter="data")
         source = Path(tmp) / f"llama_cpp_python-{LLAMA_CPP_PYTHON_VERSION}" / "vendor" / "llama.cpp"
         build = source / "build"
-        subprocess.run(["cmake", "-S", str(source), "-B", str(build), *CMAKE_FLAGS], check=True,
+        subprocess.run(["cmake", "-S", str(source), "-B", str(build), *cmake_flags()], check=True,
                        stdout=subprocess.DEVNULL)
         subprocess.run(["cmake", "--build", str(build), "--target", "llama-server", f"-j{jobs}"], check=True,
                        stdout=subprocess.DEVNULL)

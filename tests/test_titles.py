@@ -1,0 +1,42 @@
+"""Title checks: each refusal reason, and the titles that must pass (product names, numbered eras)."""
+
+import pytest
+
+from pipeline.titles import content_words, echoes, looks_like_identifier, near_duplicates, refusal
+
+CHAPTER = {"the chapter title": "Sourdough Starter Sourcing"}
+
+
+@pytest.mark.parametrize("title, ancestors, siblings, reason", [
+    ("contentTypeId", {}, [], "identifier"),
+    ("titles", {}, [], "identifier"),
+    ("snake_case_name", {}, [], "identifier"),
+    ('{"title": "x"}', {}, [], "identifier"),
+    ("Sourdough Starter Sourcing 2", CHAPTER, [], "repeats the chapter title"),
+    ("Sourdough Starter Sourcing Basics", CHAPTER, [], "repeats the chapter title"),
+    ("Keeping a Starter (section 3)", {}, [], "number"),
+    ("Keeping Your Starter Alive", {"the request": "Write a short handbook on keeping a sourdough starter "
+                                                  "alive. Practical, with examples."}, [], "repeats the request"),
+    ("Choosing Flour", {}, ["Choosing the Flour"], 'nearly repeats "Choosing the Flour"'),
+    ("Starter Sourcing 3", {}, ["Starter Sourcing 2"], "nearly repeats"),
+    ("", {}, [], "not a usable title"),
+    ("go go go go go go", {}, [], "not a usable title"),
+])
+def test_each_refusal_reason_is_given_in_words(title, ancestors, siblings, reason):
+    assert reason in (refusal(title, ancestors, siblings) or "")
+
+
+@pytest.mark.parametrize("title", ["Feeding Schedule", "World War II", "Python 3", "HTTP/2 Explained", "C++ Basics",
+                                   "JavaScript", "PostgreSQL", "The 1450s", "Introduction"])
+def test_ordinary_titles_pass(title):
+    assert refusal(title, {"the chapter title": "Starter Feeding", "the book title": "A Handbook"}, ["Overview"]) is None
+
+
+def test_content_words_drop_stopwords_generic_words_and_numbers():
+    assert content_words("The Basics of Feeding Your Starter, Part 2") == {"feeding", "starter"}
+
+
+def test_echo_and_near_duplicate_are_symmetric_jaccard_on_content_words():
+    assert echoes("Feeding a Starter", "Starter Feeding") and near_duplicates("Starter Feeding", "Feeding a Starter")
+    assert not echoes("Feeding Schedule", "Starter Feeding")
+    assert not looks_like_identifier("Hand Tools")

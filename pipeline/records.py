@@ -124,20 +124,24 @@ class BookSpec(BaseModel):
         return self.parts * self.chapters * self.sections
 
 
-class Section(BaseModel):
-    id: str  # p01.c02.s03
+class Node(BaseModel):
+    """A planned unit of the outline: its id, its title and its key point."""
+
+    id: str  # p01, p01.c02, p01.c02.s03
     title: str
+    point: str = ""  # what it covers, in one line, so its siblings know what to leave to it
+    placeholder: bool = False  # a numbered stand-in: planning never got a usable title
 
 
-class Chapter(BaseModel):
-    id: str  # p01.c02
-    title: str
+class Section(Node):
+    pass
+
+
+class Chapter(Node):
     sections: list[Section] = Field(default_factory=list)
 
 
-class Part(BaseModel):
-    id: str  # p01
-    title: str
+class Part(Node):
     chapters: list[Chapter] = Field(default_factory=list)
 
 
@@ -168,6 +172,8 @@ class SectionResult(BaseModel):
     error: str | None = None
     version: int = 1  # a repair appends version + 1; the journal keeps every version
     repair: str | None = None  # how this version was made: rewritten, continued, retitled
+    trimmed: bool = False  # stopped at the cap and cut back to its last full sentence
+    raw_text: str | None = None  # when trimmed: the answer as the model sent it
 
     @property
     def ok(self) -> bool:

@@ -39,10 +39,15 @@ def add_live_flags(parser: argparse.ArgumentParser) -> None:
     live.add_argument("--live-linger", type=float, default=30.0, help="seconds the page stays up after the job")
 
 
-def add_fleet_flags(parser: argparse.ArgumentParser) -> None:
+def add_fleet_flags(parser: argparse.ArgumentParser, planning: bool = False) -> None:
     group = parser.add_argument_group("backends (none given: the embedded llama.cpp engine)")
     group.add_argument("--backend", action="append", metavar="URL[,cap=N][,model=NAME]",
                        help="an OpenAI-compatible server; repeat for a fleet (options: cap, model, name, key_env)")
+    if planning:
+        group.add_argument("--planner-backend", action="append", metavar="URL[,cap=N][,model=NAME]",
+                           help="send planning to these servers instead (plan on a strong model, write on many)")
+        group.add_argument("--profile", help="sampling profile: greedy, small, default (default: chosen from "
+                                             "the model the engines report)")
     group.add_argument("--config", type=Path, metavar="FILE.toml", help="backends and settings from a TOML file")
     add_engine_flags(group)
 
@@ -74,7 +79,8 @@ def build_parser() -> Parser:
     book.add_argument("prompt", nargs="?", help="what the book is about (not needed with --resume)")
     book.add_argument("--shape", default="8x12x16", metavar="PxCxS", help="parts x chapters x sections (8x12x16)")
     book.add_argument("--words", type=int, default=250, help="words asked for per section (250)")
-    book.add_argument("--max-tokens", type=int, default=520, help="cap on each section's answer (520)")
+    book.add_argument("--max-tokens", type=int, help="cap on each section's answer (default: the word budget "
+                                                     "x 1.4 tokens a word x 1.5 headroom; 525 for 250 words)")
     book.add_argument("--out", type=Path, metavar="DIR", help="run folder (default outputs/<slug>-<time>)")
     book.add_argument("--resume", type=Path, metavar="DIR", help="finish an interrupted run; asks nothing again")
     book.add_argument("--quiet", action="store_true", help="no live progress")
@@ -84,7 +90,7 @@ def build_parser() -> Parser:
                       help="plan level by level before writing anything (seed 003's schedule; default: pipelined)")
     book.add_argument("--fail-on", metavar="RULES", help="exit 3 if the audit finds any of these (comma list)")
     add_live_flags(book)
-    add_fleet_flags(book)
+    add_fleet_flags(book, planning=True)
 
     audit = commands.add_parser("audit", help="find truncated, duplicate, empty, failed and looping sections")
     audit.add_argument("source", type=Path, metavar="RUN_DIR|BOOK.md")
@@ -96,7 +102,7 @@ def build_parser() -> Parser:
     repair = commands.add_parser("repair", help="re-ask truncated, duplicate, empty and failed sections of a run")
     repair.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     repair.add_argument("--quiet", action="store_true", help="no live progress")
-    add_fleet_flags(repair)
+    add_fleet_flags(repair, planning=True)
 
     probe = commands.add_parser("probe", help="detect the engine behind each backend")
     add_fleet_flags(probe)
@@ -128,10 +134,12 @@ def build_parser() -> Parser:
 
     efficiency = commands.add_parser("efficiency", help="a book job's tok/s against what the backends sustain")
     efficiency.add_argument("--shape", default="8x12x16", metavar="PxCxS")
-    efficiency.add_argument("--max-tokens", type=int, default=520)
+    efficiency.add_argument("--max-tokens", type=int, default=520, help="seed 003's section cap (520)")
     efficiency.add_argument("--window", type=float, default=30.0, help="seconds of the sustained-rate window")
     efficiency.add_argument("--prompt", default="Write a complete software engineering handbook. Every topic, "
                                                 "with examples.")
+    efficiency.add_argument("--profile", default="greedy", help="sampling profile (greedy: seed 003's "
+                                                                "temperature 0, so the figures stay comparable)")
     add_record_flags(efficiency)
     add_fleet_flags(efficiency)
 
@@ -161,8 +169,11 @@ def settings_from(args: argparse.Namespace):
     from pipeline.config import load_settings, parse_backend_spec
 
     backends = [parse_backend_spec(spec, i) for i, spec in enumerate(args.backend or [])] or None
-    flags: dict[str, Any] = {"backends": backends, "slots": args.slots, "threads": args.threads,
-                             "ctx_per_slot": args.ctx_per_slot}
+    planners = [parse_backend_spec(spec, i, planner=True)
+                for i, spec in enumerate(getattr(args, "planner_backend", None) or [])] or None
+    flags: dict[str, Any] = {"backends": backends, "planner_backends": planners, "slots": args.slots,
+                             "threads": args.threads, "ctx_per_slot": args.ctx_per_slot,
+                             "profile": getattr(args, "profile", None)}
     return load_settings(flags, args.config)
 
 
@@ -246,10 +257,14 @@ def book_spec(args: argparse.Namespace):
         raise UsageError("the prompt is empty")
     if len(args.prompt) > MAX_PROMPT_CHARS:
         raise UsageError(f"the prompt is {len(args.prompt):,} characters; at most {MAX_PROMPT_CHARS:,}")
-    require_positive(args, "words", "max_tokens")
+    from pipeline.trim import token_cap
+
+    require_positive(args, "words")
+    if args.max_tokens is not None:
+        require_positive(args, "max_tokens")
     parts, chapters, sections = parse_shape(args.shape)
     return BookSpec(prompt=args.prompt.strip(), parts=parts, chapters=chapters, sections=sections,
-                    words=args.words, max_tokens=args.max_tokens)
+                    words=args.words, max_tokens=args.max_tokens or token_cap(args.words))
 
 
 def cmd_book(args: argparse.Namespace) -> int:

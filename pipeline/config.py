@@ -23,6 +23,9 @@ BACKEND_KEYS = {"cap", "model", "name", "key_env"}
 
 class Settings(BaseModel):
     backends: list[Backend] = Field(default_factory=list)
+    planner_backends: list[Backend] = Field(default_factory=list)  # none: planning shares `backends`
+    profile: str | None = None  # sampling profile; None: chosen from the models the engines report
+    sampling: dict[str, Any] = Field(default_factory=dict)  # overrides of the profile's fields
     slots: int = Field(default=16, gt=0)
     threads: int = Field(default_factory=default_threads, gt=0)
     ctx_per_slot: int = Field(default=2048, gt=0)
@@ -31,24 +34,26 @@ class Settings(BaseModel):
 
 
 ENV_FIELDS = {"slots": "FANOUT_SLOTS", "threads": "FANOUT_THREADS", "ctx_per_slot": "FANOUT_CTX_PER_SLOT",
-              "attempts": "FANOUT_ATTEMPTS", "read_timeout": "FANOUT_READ_TIMEOUT"}
+              "attempts": "FANOUT_ATTEMPTS", "read_timeout": "FANOUT_READ_TIMEOUT", "profile": "FANOUT_PROFILE"}
+BACKEND_LISTS = {"backends": "FANOUT_BACKENDS", "planner_backends": "FANOUT_PLANNER_BACKENDS"}
 
 
-def parse_backend_spec(spec: str, index: int) -> Backend:
-    """`URL[,cap=N][,model=NAME][,name=NAME][,key_env=VAR]` -> Backend."""
+def parse_backend_spec(spec: str, index: int, planner: bool = False) -> Backend:
+    """`URL[,cap=N][,model=NAME][,name=NAME][,key_env=VAR]` -> Backend (named b0, b1... or planner0...)."""
+    flag = "--planner-backend" if planner else "--backend"
     url, *options = [part.strip() for part in spec.split(",")]
     if not url.startswith(("http://", "https://")):
-        raise UsageError(f"--backend {spec!r}: expected URL[,cap=N][,model=NAME], the URL starting with http(s)://")
-    fields: dict[str, Any] = {"base_url": url, "name": f"b{index}"}
+        raise UsageError(f"{flag} {spec!r}: expected URL[,cap=N][,model=NAME], the URL starting with http(s)://")
+    fields: dict[str, Any] = {"base_url": url, "name": f"{'planner' if planner else 'b'}{index}"}
     for option in options:
         key, sep, value = option.partition("=")
         if not sep or key not in BACKEND_KEYS or not value:
-            raise UsageError(f"--backend {spec!r}: bad option {option!r} (known: cap=N, model=, name=, key_env=)")
+            raise UsageError(f"{flag} {spec!r}: bad option {option!r} (known: cap=N, model=, name=, key_env=)")
         if key == "cap":
-            fields["cap"] = _positive_int(value, f"--backend {spec!r}: cap")
+            fields["cap"] = _positive_int(value, f"{flag} {spec!r}: cap")
         else:
             fields["api_key_env" if key == "key_env" else key] = value
-    return _backend(fields, f"--backend {spec!r}")
+    return _backend(fields, f"{flag} {spec!r}")
 
 
 def _positive_int(text: str, what: str) -> int:
@@ -82,25 +87,37 @@ def read_toml(path: Path) -> dict[str, Any]:
 
 def file_layer(data: dict[str, Any], path: Path) -> dict[str, Any]:
     layer = {key: data[key] for key in ENV_FIELDS if key in data}
-    entries = data.get("backends", [])
+    for key in BACKEND_LISTS:
+        backends = file_backends(data.get(key, []), key, path)
+        if backends:
+            layer[key] = backends
+    sampling = data.get("sampling", {})
+    if not isinstance(sampling, dict):
+        raise UsageError(f"{path}: `sampling` must be a table ([sampling])")
+    if sampling:
+        layer["sampling"] = sampling
+    return layer
+
+
+def file_backends(entries: Any, key: str, path: Path) -> list[Backend]:
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-        raise UsageError(f"{path}: `backends` must be an array of tables ([[backends]])")
+        raise UsageError(f"{path}: `{key}` must be an array of tables ([[{key}]])")
     backends = []
+    prefix = "b" if key == "backends" else "planner"
     for index, entry in enumerate(entries):
-        fields = {"name": f"b{index}", **entry}
+        fields = {"name": f"{prefix}{index}", **entry}
         if "url" in fields:
             fields["base_url"] = fields.pop("url")
-        backends.append(_backend(fields, f"{path}: backends[{index}]"))
-    if backends:
-        layer["backends"] = backends
-    return layer
+        backends.append(_backend(fields, f"{path}: {key}[{index}]"))
+    return backends
 
 
 def env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
     layer: dict[str, Any] = {key: environ[var] for key, var in ENV_FIELDS.items() if environ.get(var)}
-    specs = environ.get("FANOUT_BACKENDS", "").split()
-    if specs:
-        layer["backends"] = [parse_backend_spec(spec, i) for i, spec in enumerate(specs)]
+    for key, var in BACKEND_LISTS.items():
+        specs = environ.get(var, "").split()
+        if specs:
+            layer[key] = [parse_backend_spec(spec, i, planner=key != "backends") for i, spec in enumerate(specs)]
     return layer
 
 
@@ -111,7 +128,7 @@ def load_settings(flags: Mapping[str, Any], config_path: Path | None = None,
     if config_path is not None:
         merged.update(file_layer(read_toml(config_path), config_path))
     merged.update({key: value for key, value in flags.items() if value is not None})
-    _check_unique_names(merged.get("backends", []))
+    _check_unique_names(merged.get("backends", []) + merged.get("planner_backends", []))
     try:
         return Settings(**merged)
     except ValidationError as exc:

@@ -1,13 +1,18 @@
 """The planner: BookSpec -> Outline (seed 003 §8), pipelined or level by level.
 
-One request for the book title and part titles; one per part for its chapter titles; one per chapter for its
-section titles. Pipelined, titles are taken from each answer as it streams, so the next level (and the
-writing of a section) starts one title at a time rather than one answer at a time. The shape is enforced
-exactly: JSON-schema constrained output where every engine has it, else parse and repair. A node whose
-answer is invalid, short, or repeats a title already taken (case- and whitespace-insensitive, within its
-parent and across the book) is asked again with the taken titles shown, up to `plan_attempts` times; what is
-still missing then is filled with a numbered title and counted as a placeholder. Model output is untrusted:
-bad JSON never raises.
+One request for the book title and its parts; one per part for its chapters; one per chapter for its
+sections. Every unit is planned with a title and a key point (one sentence on what it covers, so its
+siblings know what to leave to it), asked as a numbered list of `Heading: sentence` lines after one worked
+example (templates/plan_*.md). That format was measured on SmolLM2-135M against JSON (with and without a
+schema and an example): JSON answers echoed the chapter and book titles; the worked list gave 37 of 40
+usable headings, each with its point. Lines are read as they stream, so the level below (and the writing
+of a chapter's sections) starts before an answer ends.
+
+Each title is checked in code (titles.refusal): a title that echoes its parent, the book title or the
+request, looks like an identifier or a JSON key, nearly repeats a sibling, comes from the worked example,
+or is taken elsewhere in the book is refused, and what is still missing is asked again with the refused
+titles and their reasons shown, up to `plan_attempts` times. Only then is a numbered placeholder used,
+flagged in the outline and counted. Model output is untrusted: nothing in an answer raises.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Callable
@@ -23,12 +29,15 @@ import anyio
 
 from pipeline.backends.pool import BackendPool, RequestFailed
 from pipeline.errors import FanoutError
-from pipeline.prompts import render
-from pipeline.records import BookSpec, ChatRequest, Chapter, Outline, Part, Section
-from pipeline.titles import clean_title, plausible_title, title_key
+from pipeline.profiles import Sampler
+from pipeline.prompts import example_answer, render_chat
+from pipeline.records import BookSpec, Chapter, Outline, Part, Section
+from pipeline.titles import clean_title, content_words, refusal, title_key
 
-PLAN_MAX_TOKENS = 1024
 REASK_TEMPERATURES = (0.4, 0.7, 0.7)  # a re-ask at temperature 0 tends to repeat the refused answer
+TOKENS_PER_ITEM = 48  # a heading and its sentence
+MAX_POINT_CHARS = 240
+SHOWN_REFUSALS = 30
 
 
 @dataclass
@@ -39,6 +48,36 @@ class PlanStats:
     cut_short: int = 0  # answers cancelled once they had given every title needed
     seconds: float = 0.0
     levels: list[int] = field(default_factory=list)  # requests per level: 1 -> P -> P*C
+    refusals: Counter[str] = field(default_factory=Counter)  # reason -> titles refused for it
+    missing_points: int = 0  # titles taken without a key point
+
+
+@dataclass(frozen=True)
+class PlanItem:
+    title: str
+    point: str = ""
+
+
+# ---------------------------------------------------------------- reading answers
+
+ITEM_LINE = re.compile(r"^\s*(?:\d{1,3}\s*[.):]|[-*•])\s+(.+?)\s*$")
+TITLE_LINE = re.compile(r"^\s*[*_#\s]*(?:book\s+)?title[*_]*\s*:\s*(.+?)\s*$", re.I)
+SPLIT = re.compile(r"^(.+?)(?:\*\*|__)?\s*(?::|\s[-–—]\s)\s*(.+)$")
+
+
+def parse_item(body: str) -> PlanItem:
+    """`Heading: sentence` (or `**Heading** - sentence`, `"Heading" — sentence`) -> PlanItem."""
+    match = SPLIT.match(body)
+    if not match:
+        return PlanItem(clean_title(body))
+    return PlanItem(clean_title(match.group(1)), clean_point(match.group(2)))
+
+
+def clean_point(text: str) -> str:
+    point = " ".join(re.sub(r"[#*_`>\[\]{}]", "", text).split()).strip(" \"'“”-–—:")
+    if len(point) > MAX_POINT_CHARS:
+        point = point[:MAX_POINT_CHARS].rsplit(" ", 1)[0] + "…"
+    return point
 
 
 def find_json(text: str) -> Any:
@@ -54,102 +93,101 @@ def find_json(text: str) -> Any:
     return None
 
 
-def parse_titles(text: str, key: str) -> list[str]:
-    """Titles from an answer: {key: [...]}, any list in an object, a bare list, or failing JSON, list lines."""
+def json_items(text: str) -> list[PlanItem]:
+    """Items from an answer that came as JSON after all: a list, or the first list in an object."""
     value = find_json(text)
-    items: list[Any] = []
     if isinstance(value, dict):
-        items = value.get(key) if isinstance(value.get(key), list) else next(
-            (v for v in value.values() if isinstance(v, list)), [])
-    elif isinstance(value, list):
-        items = value
-    else:
-        items = [line for line in text.splitlines() if re.match(r"\s*(?:[-*•]|\d+[.)])\s+\S", line)]
-    return [title for title in map(clean_title, items) if len(title) >= 2]
+        value = next((v for v in value.values() if isinstance(v, list)), [])
+    if not isinstance(value, list):
+        return []
+    items = []
+    for entry in value:
+        if isinstance(entry, dict):
+            items.append(PlanItem(clean_title(entry), clean_point(str(entry.get("point") or ""))))
+        elif isinstance(entry, str):
+            items.append(parse_item(entry))
+    return items
 
 
-class TitleStream:
-    """Titles read from a JSON answer while it streams: each item of the `key` array the moment its
-    closing quote arrives, so the level below can be asked before the answer ends. Anything that is not
-    a plain list of strings stops the stream; the whole answer is parsed again when it ends."""
-
-    ITEM = re.compile(r'[\s,]*("(?:[^"\\\n]|\\.)*")')
-    TITLE = re.compile(r'"title"\s*:\s*("(?:[^"\\\n]|\\.)*")')
-
-    def __init__(self, key: str, with_title: bool = False):
-        self.start = re.compile(r'"%s"\s*:\s*\[' % re.escape(key))
-        self.with_title = with_title
-        self.text = ""
-        self.position: int | None = None  # where the next item of the array starts
-        self.stopped = False
-        self.title = ""
-        self.taken: list[str] = []  # every title handed out, to be skipped in the final parse
-
-    def feed(self, delta: str) -> list[str]:
-        self.text += delta
-        if self.with_title and not self.title and (match := self.TITLE.search(self.text)):
-            self.title = clean_title(json.loads(match.group(1)))
-        if self.stopped:
-            return []
-        if self.position is None:
-            if not (match := self.start.search(self.text)):
-                return []
-            self.position = match.end()
-        items = []
-        while match := self.ITEM.match(self.text, self.position):
-            try:
-                items.append(json.loads(match.group(1), strict=False))
-            except ValueError:  # a bad escape: leave it to the final parse
-                self.stopped = True
-                break
-            self.position = match.end()
-        rest = self.text[self.position:].lstrip(" \t\r\n,")
-        self.stopped = self.stopped or (bool(rest) and rest[0] != '"')
-        titles = [title for title in map(clean_title, items) if len(title) >= 2]
-        self.taken += titles
-        return titles
-
-    def untaken(self, titles: list[str]) -> list[str]:
-        """The titles of the whole answer that the stream did not already hand out."""
-        left = list(self.taken)
-        fresh = []
-        for title in titles:
-            if title in left:
-                left.remove(title)
-            else:
-                fresh.append(title)
-        return fresh
+def parse_items(text: str) -> list[PlanItem]:
+    """Every numbered (or bulleted) `Heading: sentence` line of a whole answer; failing that, JSON."""
+    items = [parse_item(match.group(1)) for line in text.splitlines() if (match := ITEM_LINE.match(line))]
+    return [item for item in items or json_items(text) if len(item.title) >= 2]
 
 
 def parse_book_title(text: str) -> str:
+    for line in text.splitlines():
+        if match := TITLE_LINE.match(line):
+            return clean_title(match.group(1))
     value = find_json(text)
     return clean_title(value.get("title", "")) if isinstance(value, dict) else ""
 
 
-def spare(count: int) -> int:
-    """Extra titles a schema allows beyond the count, so duplicates can be dropped without a re-ask."""
-    return count // 4 + 1
+class ItemStream:
+    """Plan items read from an answer while it streams: each line the moment its newline arrives, so the
+    level below can be asked before the answer ends. The last line is read when the answer ends."""
+
+    def __init__(self) -> None:
+        self.text = ""
+        self.position = 0  # where the next unread line starts
+        self.title = ""
+        self.taken: list[PlanItem] = []  # every item handed out, to be skipped in the final parse
+
+    def feed(self, delta: str) -> list[PlanItem]:
+        self.text += delta
+        items = []
+        while (end := self.text.find("\n", self.position)) >= 0:
+            items += self._line(self.text[self.position:end])
+            self.position = end + 1
+        self.taken += items
+        return items
+
+    def _line(self, line: str) -> list[PlanItem]:
+        if not self.title and (match := TITLE_LINE.match(line)):
+            self.title = clean_title(match.group(1))
+            return []
+        match = ITEM_LINE.match(line)
+        item = parse_item(match.group(1)) if match else None
+        return [item] if item is not None and len(item.title) >= 2 else []
+
+    def untaken(self, items: list[PlanItem]) -> list[PlanItem]:
+        """The items of the whole answer that the stream did not already hand out."""
+        left = list(self.taken)
+        fresh = []
+        for item in items:
+            if item in left:
+                left.remove(item)
+            else:
+                fresh.append(item)
+        return fresh
 
 
-def titles_schema(key: str, count: int, with_title: bool = False) -> dict[str, Any]:
-    array = {"type": "array", "minItems": count, "maxItems": count + spare(count),
-             "items": {"type": "string", "minLength": 3, "maxLength": 100}}
-    properties: dict[str, Any] = {key: array}
-    if with_title:
-        properties = {"title": {"type": "string", "minLength": 3, "maxLength": 100}, **properties}
-    return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
+# ---------------------------------------------------------------- asking
 
 
-def response_format(name: str, schema: dict[str, Any]) -> dict[str, Any]:
-    """The OpenAI-style body field that constrains an answer to a JSON schema."""
-    return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
+def how_many(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
-def taken_note(taken: list[str]) -> str:
-    if not taken:
-        return ""
-    shown = "; ".join(f'"{t}"' for t in taken[-60:])
-    return f"\nThese titles are already taken; do not use any of them or anything close: {shown}."
+def about(what: str, point: str) -> str:
+    return f" The {what} covers: {point}" if point else ""
+
+
+def avoid_note(chosen: list[str], refused: list[tuple[str, str]]) -> str:
+    """What a re-ask must not give again: the headings already chosen, and the refused ones with the reason."""
+    lines = []
+    if chosen:
+        lines.append("Already chosen, do not repeat: " + "; ".join(f'"{t}"' for t in chosen[-SHOWN_REFUSALS:]) + ".")
+    if refused:
+        lines.append("Refused, do not use again: " + "; ".join(f'"{t}" ({why})' for t, why in
+                                                                    refused[-SHOWN_REFUSALS:]) + ".")
+    return ("\n" + "\n".join(lines)) if lines else ""
+
+
+def example_words(template: str) -> frozenset[str]:
+    """The content words of a worked example's headings: a heading built from them was copied."""
+    items = parse_items(example_answer(template))
+    return frozenset(word for item in items for word in content_words(item.title))
 
 
 OnSection = Callable[[Outline, Part, Chapter, Section], None]
@@ -168,14 +206,30 @@ def id_number(node_id: str) -> int:
     return int(re.sub(r"\D", "", node_id.rsplit(".", 1)[-1]))
 
 
+@dataclass
+class NodeAsk:
+    """One node's planning question: its template and values, what its titles must not echo, and where
+    its chosen items go."""
+
+    template: str
+    values: dict[str, Any]
+    level: str  # parts, chapters, sections
+    count: int
+    have: list[str]  # titles the node already has (a resumed run)
+    ancestors: dict[str, str]  # 'the chapter title' -> its text
+    on_item: Callable[[PlanItem, bool], None]  # (item, placeholder)
+    node_id: str
+    fallback_prefix: str = ""
+    with_title: bool = False
+
+
 class Planner:
-    def __init__(self, pool: BackendPool, spec: BookSpec, json_schema: bool, extra: dict[str, Any],
+    def __init__(self, pool: BackendPool, spec: BookSpec, sampler: Sampler,
                  on_node: Callable[[str], None] | None = None):
         self.pool = pool
         self.on_node = on_node or (lambda level: None)
         self.spec = spec
-        self.json_schema = json_schema
-        self.extra = extra
+        self.sampler = sampler
         self.stats = PlanStats()
         self.book_keys: dict[str, set[str]] = {"parts": set(), "chapters": set(), "sections": set()}
         self.book_title = ""
@@ -185,12 +239,12 @@ class Planner:
                    on_change: Callable[[Outline], None] | None = None) -> Outline:
         """Plan what `outline` (a partial one from an interrupted run, or None) still lacks.
 
-        Pipelined (the default): titles are read from each answer as it streams, so a part's chapters are
-        asked the moment the part's title has arrived, a chapter's sections likewise, and `on_section`
-        fires for each section the moment its title is taken (and for the sections a partial outline
-        already has), so writing starts while the rest is still being planned. `barrier=True` waits for
-        each whole level (seed 003's schedule) and announces every section at the end. `on_change` sees
-        the outline after every planned node, to save it."""
+        Pipelined (the default): items are read from each answer as it streams, so a part's chapters are
+        asked the moment the part has arrived, and a chapter's sections are announced to `on_section` the
+        moment the chapter has every one of them (each section's request carries its siblings), so writing
+        starts while the rest is still being planned. `barrier=True` waits for each whole level (seed
+        003's schedule) and announces every section at the end. `on_change` sees the outline after every
+        planned node, to save it."""
         started = time.monotonic()
         changed = on_change or (lambda _: None)
         announce = on_section or (lambda outline, part, chapter, section: None)
@@ -224,11 +278,13 @@ class Planner:
 
     async def _plan_pipelined(self, outline: Outline | None, group, announce: OnSection, changed) -> Outline:
         def start_chapter(book: Outline, part: Part, chapter: Chapter) -> None:
-            for section in list(chapter.sections):
-                announce(book, part, chapter, section)
-            if len(chapter.sections) < self.spec.sections:
-                group.start_soon(partial(self._plan_chapter, book, part, chapter,
-                                         lambda section: announce(book, part, chapter, section), changed))
+            if len(chapter.sections) >= self.spec.sections:
+                for section in list(chapter.sections):
+                    announce(book, part, chapter, section)
+                return
+            group.start_soon(partial(self._plan_chapter, book, part, chapter,
+                                     lambda: [announce(book, part, chapter, s) for s in list(chapter.sections)],
+                                     changed))
 
         def start_part(book: Outline, part: Part) -> None:
             for chapter in list(part.chapters):
@@ -262,102 +318,116 @@ class Planner:
 
     async def _plan_book(self, outline: Outline | None,
                          on_part: Callable[[Outline, Part], None] | None = None) -> Outline:
-        """The book title and the parts still missing. Parts are added (and `on_part` told) as their titles
-        stream in, once the book title, which their own prompts need, is known."""
-        waiting: list[str] = []
+        """The book title and the parts still missing. Parts are added (and `on_part` told) as they stream
+        in, once the book title, which their own prompts need, is known."""
+        waiting: list[tuple[PlanItem, bool]] = []
 
         def add_waiting(final: bool = False) -> None:
             nonlocal outline
             if outline is None:
                 if not (self.book_title or final):
                     return
-                title = self.book_title or clean_title(self.spec.prompt) or "Handbook"
-                outline = Outline(title=title, parts=[], complete=False)
-            for title in waiting:
-                part = Part(id=next_id("", "p", outline.parts), title=title)
+                outline = Outline(title=self.book_title or fallback_book_title(self.spec.prompt), parts=[],
+                                  complete=False)
+            for item, placeholder in waiting:
+                part = Part(id=next_id("", "p", outline.parts), title=item.title, point=item.point,
+                            placeholder=placeholder)
                 outline.parts.append(part)
                 if on_part is not None:
                     on_part(outline, part)
             waiting.clear()
 
-        def add(title: str) -> None:
-            waiting.append(title)
+        def add(item: PlanItem, placeholder: bool) -> None:
+            waiting.append((item, placeholder))
             add_waiting()
 
-        await self._titles("plan_book.md", {"prompt": self.spec.prompt}, "parts", self.spec.parts, "parts",
-                           have=[part.title for part in outline.parts] if outline else [], with_title=True,
-                           on_title=add)
+        await self._titles(NodeAsk(
+            "plan_book.md", {"prompt": self.spec.prompt}, "parts", self.spec.parts,
+            have=[part.title for part in outline.parts] if outline else [],
+            ancestors={"the request": self.spec.prompt}, on_item=add, node_id="book", with_title=True))
         add_waiting(final=True)
         self.on_node("parts")
         return outline
 
     async def _plan_part(self, outline: Outline, part: Part, on_chapter: Callable[[Chapter], None] | None = None,
                          changed=None) -> None:
-        def add(title: str) -> None:
-            chapter = Chapter(id=next_id(part.id + ".", "c", part.chapters), title=title)
+        def add(item: PlanItem, placeholder: bool) -> None:
+            chapter = Chapter(id=next_id(part.id + ".", "c", part.chapters), title=item.title, point=item.point,
+                              placeholder=placeholder)
             part.chapters.append(chapter)
             if on_chapter is not None:
                 on_chapter(chapter)
 
-        values = {"book_title": outline.title, "part_title": part.title}
-        await self._titles("plan_part.md", values, "titles", self.spec.chapters, "chapters",
-                           have=[chapter.title for chapter in part.chapters], on_title=add,
-                           fallback_prefix=part.title, ancestors=[outline.title, part.title])
+        values = {"book_title": outline.title, "part_title": part.title, "part_about": about("part", part.point)}
+        ancestors = {"the part title": part.title, "the book title": outline.title, "the request": self.spec.prompt}
+        await self._titles(NodeAsk("plan_part.md", values, "chapters", self.spec.chapters,
+                                   [chapter.title for chapter in part.chapters], ancestors, add, part.id,
+                                   fallback_prefix=part.title))
         self.on_node("chapters")
         if changed is not None:
             changed(outline)
 
     async def _plan_chapter(self, outline: Outline, part: Part, chapter: Chapter,
-                            on_section: Callable[[Section], None] | None = None, changed=None) -> None:
-        def add(title: str) -> None:
-            section = Section(id=next_id(chapter.id + ".", "s", chapter.sections), title=title)
+                            on_complete: Callable[[], Any] | None = None, changed=None) -> None:
+        def add(item: PlanItem, placeholder: bool) -> None:
+            section = Section(id=next_id(chapter.id + ".", "s", chapter.sections), title=item.title,
+                              point=item.point, placeholder=placeholder)
             chapter.sections.append(section)
             chapter.sections.sort(key=lambda s: id_number(s.id))
-            if on_section is not None:
-                on_section(section)
+            if on_complete is not None and len(chapter.sections) == self.spec.sections:
+                on_complete()
 
-        values = {"book_title": outline.title, "chapter_title": chapter.title}
-        await self._titles("plan_chapter.md", values, "titles", self.spec.sections, "sections",
-                           have=[section.title for section in chapter.sections], on_title=add,
-                           fallback_prefix=chapter.title, ancestors=[outline.title, part.title, chapter.title])
+        values = {"book_title": outline.title, "chapter_title": chapter.title,
+                  "chapter_about": about("chapter", chapter.point)}
+        ancestors = {"the chapter title": chapter.title, "the part title": part.title,
+                     "the book title": outline.title, "the request": self.spec.prompt}
+        await self._titles(NodeAsk("plan_chapter.md", values, "sections", self.spec.sections,
+                                   [section.title for section in chapter.sections], ancestors, add, chapter.id,
+                                   fallback_prefix=chapter.title))
         self.on_node("sections")
         if changed is not None:
             changed(outline)
 
-    async def _titles(self, template: str, values: dict[str, Any], key: str, count: int, level: str,
-                      have: list[str], on_title: Callable[[str], None], with_title: bool = False,
-                      fallback_prefix: str = "", ancestors: tuple[str, ...] | list[str] = ()) -> None:
-        """Ask until `count` titles are in hand (`have` already are), telling `on_title` of each new one as
-        soon as it has streamed in. Refused: titles taken elsewhere in the book at this level, and titles
-        that repeat the node's own ancestors (a chapter named like its part)."""
-        chosen = list(have)
-        own = {title_key(title) for title in chosen}
-        refused: list[str] = []
-        ancestor_keys = {title_key(title) for title in ancestors}
+    async def _titles(self, ask: NodeAsk) -> None:
+        """Ask until `ask.count` items are in hand, telling `ask.on_item` of each new one as soon as it has
+        streamed in; refused titles are shown, with their reasons, to the next ask."""
+        chosen = list(ask.have)
+        refused: list[tuple[str, str]] = []
+        copied = example_words(ask.template) - content_words(self.spec.prompt)
 
-        def consider(title: str) -> None:
-            key_of = title_key(title)
-            if len(chosen) == count or not plausible_title(title) or key_of in own:
-                return  # a title this node already has: a retried attempt repeating its streamed part
-            if key_of not in ancestor_keys and self._claim(level, title):
-                chosen.append(title)
-                own.add(key_of)
-                on_title(title)
-            else:
-                refused.append(title)
+        def consider(item: PlanItem) -> None:
+            if len(chosen) == ask.count or any(title_key(item.title) == title_key(t) for t in chosen):
+                return  # a retried attempt repeating its streamed part
+            reason = self._refusal(item.title, ask, chosen, copied)
+            if reason is not None:
+                refused.append((item.title, reason))
+                self.stats.refusals[reason.split(' "')[0]] += 1
+                return
+            chosen.append(item.title)
+            self.stats.missing_points += not item.point
+            ask.on_item(item, False)
 
         for attempt in range(self.spec.plan_attempts):
-            if len(chosen) == count:
+            if len(chosen) == ask.count:
                 return
-            need = count - len(chosen)
-            prompt = render(template, **{**values, "count": need, "taken": taken_note(chosen + refused)})
-            await self._ask(prompt, titles_schema(key, need, with_title), self._temperature(attempt),
-                            key, with_title, consider, enough=lambda: len(chosen) == count)
-            if len(chosen) < count:
+            need = ask.count - len(chosen)
+            messages = render_chat(ask.template, **ask.values, how_many=how_many(need, ask.level[:-1]),
+                                   avoid=avoid_note(chosen, refused))
+            await self._ask(messages, need, f"plan:{ask.node_id}:{attempt}", self._temperature(attempt),
+                            ask.with_title, consider, enough=lambda: len(chosen) == ask.count)
+            if len(chosen) < ask.count:
                 self.stats.reasked += 1
-        for title in self._placeholders(level, fallback_prefix, count, len(chosen)):
+        for title in self._placeholders(ask.level, ask.fallback_prefix, ask.count, len(chosen)):
             chosen.append(title)
-            on_title(title)
+            ask.on_item(PlanItem(title), True)
+
+    def _refusal(self, title: str, ask: NodeAsk, chosen: list[str], copied: frozenset[str]) -> str | None:
+        reason = refusal(title, ask.ancestors, chosen)
+        if reason is None and content_words(title) & copied:
+            reason = "comes from the worked example, not from this book"
+        if reason is None and not self._claim(ask.level, title):
+            reason = "is already a title elsewhere in the book"
+        return reason
 
     def _claim(self, level: str, title: str) -> bool:
         """Take a title for the book if nobody has it yet (the event loop makes this atomic)."""
@@ -379,35 +449,32 @@ class Planner:
         return titles
 
     def _temperature(self, attempt: int) -> float:
+        first = self.sampler.profile.planning_temperature
         if attempt == 0:
-            return self.spec.temperature
-        return max(self.spec.temperature, REASK_TEMPERATURES[min(attempt, len(REASK_TEMPERATURES)) - 1])
+            return first
+        return max(first, REASK_TEMPERATURES[min(attempt, len(REASK_TEMPERATURES)) - 1])
 
-    async def _ask(self, prompt: str, schema: dict[str, Any], temperature: float, key: str, with_title: bool,
-                   consider: Callable[[str], None], enough: Callable[[], bool]) -> None:
-        """One planning request; `consider` sees each title as it streams in, then those only the whole
-        answer yields (a list of lines, say). Once `enough` titles are in hand the request is cancelled:
-        the spare titles and the closing of the JSON would only hold a slot. A retried attempt starts a
-        fresh stream; titles the cut one gave stay taken."""
-        extra = dict(self.extra)
-        if self.json_schema:
-            extra["response_format"] = response_format("titles", schema)
-        request = ChatRequest(messages=[{"role": "user", "content": prompt}], max_tokens=PLAN_MAX_TOKENS,
-                              temperature=temperature, extra=extra, tag="plan")
-        stream = TitleStream(key, with_title)
+    async def _ask(self, messages: list[dict[str, str]], need: int, tag: str, temperature: float, with_title: bool,
+                   consider: Callable[[PlanItem], None], enough: Callable[[], bool]) -> None:
+        """One planning request; `consider` sees each item as its line streams in, then those only the whole
+        answer yields (JSON, say). Once `enough` items are in hand the request is cancelled: more lines
+        would only hold a slot. A retried attempt starts a fresh stream; items the cut one gave stay."""
+        max_tokens = TOKENS_PER_ITEM * (need + 1) + (32 if with_title else 0)
+        request = self.sampler.request(messages, max_tokens, tag, temperature)
+        stream = ItemStream()
         scope = anyio.CancelScope()
 
         def on_delta(text: str) -> None:
-            titles = stream.feed(text)
+            items = stream.feed(text)
             self.book_title = self.book_title or stream.title
-            for title in titles:
-                consider(title)
+            for item in items:
+                consider(item)
             if enough() and (self.book_title or not with_title):
                 scope.cancel()
 
         def on_retry() -> None:
             nonlocal stream
-            stream = TitleStream(key, with_title)
+            stream = ItemStream()
 
         self.stats.requests += 1
         with scope:
@@ -420,5 +487,13 @@ class Planner:
             return
         if with_title:
             self.book_title = self.book_title or parse_book_title(answer)
-        for title in stream.untaken(parse_titles(answer, key)):
-            consider(title)
+        for item in stream.untaken(parse_items(answer)):
+            consider(item)
+
+
+def fallback_book_title(prompt: str) -> str:
+    """A title when the model never gave one: the request's first clause, if it reads like a title."""
+    first = re.split(r"[.:;!?\n]", prompt.strip(), maxsplit=1)[0]
+    first = re.sub(r"(?i)^(?:please\s+)?(?:write|explain|create|make|give me|teach me)\s+(?:me\s+)?", "", first)
+    title = clean_title(first)
+    return title[:1].upper() + title[1:] if 2 <= len(title) <= 80 else "Handbook"

@@ -103,6 +103,29 @@ class Completion(BaseModel):
         return sum(a.outcome not in ("ok", "cut_before_first_byte") for a in self.attempts)
 
 
+class SamplingProfile(BaseModel):
+    """How a book's requests sample (profiles.py holds the named ones); engines take what they honour."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    temperature: float = Field(ge=0)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    min_p: float | None = Field(default=None, ge=0, lt=1)
+    top_k: int | None = Field(default=None, gt=0)
+    repetition_penalty: float | None = Field(default=None, gt=0)  # llama.cpp calls it repeat_penalty
+    frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
+    presence_penalty: float | None = Field(default=None, ge=-2, le=2)
+    dry_multiplier: float | None = Field(default=None, ge=0)  # llama.cpp's DRY sampler
+    seed: int | None = None  # None: engines pick their own
+    stop: list[str] = Field(default_factory=list)
+    plan_temperature: float | None = Field(default=None, ge=0)  # planning answers; None: temperature
+
+    @property
+    def planning_temperature(self) -> float:
+        return self.temperature if self.plan_temperature is None else self.plan_temperature
+
+
 class BookSpec(BaseModel):
     """What the user asked for: the prompt and the outline's shape (parts x chapters x sections)."""
 
@@ -111,9 +134,10 @@ class BookSpec(BaseModel):
     chapters: int = Field(default=12, gt=0)
     sections: int = Field(default=16, gt=0)
     words: int = Field(default=250, gt=0)
-    max_tokens: int = Field(default=520, gt=0)
-    temperature: float = 0.0
+    max_tokens: int = Field(default=525, gt=0)  # trim.token_cap(words) unless given
     plan_attempts: int = Field(default=4, gt=0)
+    profile: SamplingProfile | None = None  # chosen once the engines are known; a resume keeps it
+    planner_profile: SamplingProfile | None = None  # when planning has backends of its own
 
     @property
     def shape(self) -> str:

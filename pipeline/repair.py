@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
 import anyio
 
 from pipeline.audit import LOOP_WORDS, WORD_FLOOR, AuditReport
 from pipeline.backends.pool import BackendPool, RequestFailed
 from pipeline.journal import Journal
-from pipeline.plan import parse_book_title, response_format
+from pipeline.plan import parse_book_title
+from pipeline.profiles import Sampler
 from pipeline.prompts import render
 from pipeline.records import BookSpec, ChatRequest, Chapter, Outline, Part, Section, SectionResult
 from pipeline.titles import plausible_title, title_key
@@ -73,13 +73,12 @@ def cut_repeats(text: str) -> str:
 
 class Repairer:
     def __init__(self, pool: BackendPool, spec: BookSpec, outline: Outline, journal: dict[str, SectionResult],
-                 extra: dict[str, Any], json_schema: bool):
+                 sampler: Sampler):
         self.pool = pool
         self.spec = spec
         self.outline = outline
         self.journal = journal
-        self.extra = extra
-        self.json_schema = json_schema
+        self.sampler = sampler
         self.wall = WallClock()
         self.taken = {title_key(s.title) for _, _, s in outline.sections()}
 
@@ -145,11 +144,10 @@ class Repairer:
                                          + (answer.completion_tokens or 0)})
 
     def _section_request(self, part: Part, chapter: Chapter, section: Section, escape_loops: bool) -> ChatRequest:
-        if not escape_loops:
-            return section_request(self.spec, self.outline, part, chapter, section, self.extra)
-        request = section_request(self.spec, self.outline, part, chapter, section,
-                                  {**self.extra, **LOOP_ESCAPE_PENALTIES})
-        request.temperature = max(self.spec.temperature, LOOP_ESCAPE_TEMPERATURE)
+        request = section_request(self.spec, self.outline, part, chapter, section, self.sampler)
+        if escape_loops:
+            request.extra.update(LOOP_ESCAPE_PENALTIES)
+            request.temperature = max(request.temperature, LOOP_ESCAPE_TEMPERATURE)
         return request
 
     async def _new_title(self, chapter: Chapter, section: Section) -> str:
@@ -157,13 +155,8 @@ class Repairer:
         for _ in range(RETITLE_ATTEMPTS):
             prompt = render("retitle.md", book_title=self.outline.title, chapter_title=chapter.title,
                             siblings=siblings, section_title=section.title, taken=siblings)
-            extra = dict(self.extra)
-            if self.json_schema:
-                schema = {"type": "object", "properties": {"title": {"type": "string", "minLength": 3,
-                                                                       "maxLength": 100}}, "required": ["title"]}
-                extra["response_format"] = response_format("title", schema)
-            request = ChatRequest(messages=[{"role": "user", "content": prompt}], max_tokens=128, temperature=0.7,
-                                  extra=extra, tag=f"retitle {section.id}")
+            request = self.sampler.request([{"role": "user", "content": prompt}], 128, f"retitle {section.id}",
+                                           temperature=max(0.7, self.sampler.profile.temperature))
             answer = await self._send(request)
             title = "" if isinstance(answer, RequestFailed) else parse_book_title(answer.text)
             if title and plausible_title(title) and title_key(title) not in self.taken:

@@ -28,8 +28,10 @@ from pipeline.config import Settings
 from pipeline.errors import UsageError
 from pipeline.journal import Journal, read_journal
 from pipeline.plan import PlanStats, Planner, id_number
+from pipeline.profiles import Sampler, choose_profile
 from pipeline.progress import BookListener
-from pipeline.records import BookSpec, Chapter, EngineInfo, EngineKind, Outline, Part, Section, SectionResult
+from pipeline.records import (BookSpec, Chapter, EngineInfo, EngineKind, Outline, Part, SamplingProfile, Section,
+                              SectionResult)
 from pipeline.repair import Repairer
 from pipeline.stats import BookStats, backend_lines, book_stats
 from pipeline.typeset import typeset_html
@@ -39,7 +41,6 @@ from pipeline.typeset_incremental import IncrementalTypesetter
 from pipeline.write import SectionWriter
 
 log = logging.getLogger("fanout")
-JSON_SCHEMA_ENGINES = {EngineKind.VLLM, EngineKind.SGLANG, EngineKind.LLAMACPP, EngineKind.OLLAMA}
 THINKING_SWITCH_ENGINES = {EngineKind.VLLM, EngineKind.SGLANG, EngineKind.LLAMACPP}
 
 
@@ -99,12 +100,28 @@ def load_outline(folder: RunFolder) -> Outline | None:
         raise UsageError(f"{folder.outline}: damaged outline; start a new run") from None
 
 
-def request_options(engines: dict[str, EngineInfo]) -> tuple[bool, dict[str, Any]]:
-    """Whether every answering engine takes a JSON schema, and the body fields that switch thinking off."""
-    kinds = {info.kind for info in engines.values() if info.models}
-    json_schema = bool(kinds) and kinds <= JSON_SCHEMA_ENGINES
-    extra = {"chat_template_kwargs": {"enable_thinking": False}} if kinds and kinds <= THINKING_SWITCH_ENGINES else {}
-    return json_schema, extra
+def engine_switches(infos: list[EngineInfo]) -> dict[str, Any]:
+    """The body fields that switch thinking off, where every answering engine has the switch."""
+    kinds = {info.kind for info in infos if info.models}
+    return {"chat_template_kwargs": {"enable_thinking": False}} if kinds and kinds <= THINKING_SWITCH_ENGINES else {}
+
+
+def sampler_for(profile: SamplingProfile, infos: list[EngineInfo]) -> Sampler:
+    kinds = frozenset(info.kind for info in infos if info.models)
+    return Sampler(profile=profile, kinds=kinds, switches=engine_switches(infos))
+
+
+def settle_profiles(settings: Settings, spec: BookSpec, fleet: Fleet) -> BookSpec:
+    """The spec with its sampling profiles chosen from what the engines report (a resumed spec keeps its own)."""
+    def models(pool) -> list[str]:
+        return [state.backend.model for state in pool.states if state.backend.model]
+
+    update: dict[str, SamplingProfile] = {}
+    if spec.profile is None:
+        update["profile"] = choose_profile(settings.profile, settings.sampling, models(fleet.pool))
+    if fleet.planner_pool is not None and spec.planner_profile is None:
+        update["planner_profile"] = choose_profile(settings.profile, settings.sampling, models(fleet.planner_pool))
+    return spec.model_copy(update=update) if update else spec
 
 
 def already_written(journal: dict[str, SectionResult], section: Section) -> bool:
@@ -165,14 +182,14 @@ class BookRun:
                 typesetter.start()
             async with open_fleet(self.settings, engine_log=self.folder.engine_log) as fleet:
                 self.progress.fleet_opened(fleet)
-                json_schema, extra = request_options(fleet.engines)
+                writing, planning = self._samplers(fleet)
                 journal = read_journal(self.folder.journal)
-                outline, writer = await self._plan_and_write(fleet, journal, json_schema, extra, typesetter)
+                outline, writer = await self._plan_and_write(fleet, journal, writing, planning, typesetter)
                 written, write_seconds = writer.results, writer.seconds
                 generate_seconds = (writer.last_done or self.requests_started) - self.requests_started
                 journal.update(written)
                 if repair:
-                    summary = await self._repair(fleet, outline, journal, extra, json_schema)
+                    summary = await self._repair(fleet, outline, journal, writing)
                 lines = backend_lines(fleet.pool.snapshot(), {b.name: b.base_url for b in fleet.backends},
                                       {b.name: b.model for b in fleet.backends}, fleet.engines)
                 attempts = fleet.pool.stats.attempts
@@ -182,6 +199,20 @@ class BookRun:
         finally:
             if typesetter is not None:
                 typesetter.close()
+
+    def _samplers(self, fleet: Fleet) -> tuple[Sampler, Sampler]:
+        """Settle the sampling profiles (recorded in spec.json) and make the writers' and planners' samplers."""
+        spec = settle_profiles(self.settings, self.spec, fleet)
+        if spec != self.spec:
+            self.spec = spec
+            write_atomic(self.folder.spec, spec.model_dump_json(indent=2))
+        assert spec.profile is not None
+        writing = sampler_for(spec.profile, fleet.infos(fleet.pool))
+        planning = writing if fleet.planner_pool is None else sampler_for(spec.planner_profile or spec.profile,
+                                                                          fleet.infos(fleet.planner_pool))
+        log.info("sampling: %s for writing, %s for planning (%s)", writing.profile.name, planning.profile.name,
+                 ", ".join(sorted(kind.value for kind in writing.kinds | planning.kinds)))
+        return writing, planning
 
     async def _finish(self, outline: Outline, journal: dict[str, SectionResult], written: dict[str, SectionResult],
                       write_seconds: float, generate_seconds: float, attempts, lines, summary: RepairSummary | None,
@@ -210,10 +241,10 @@ class BookRun:
         return report
 
     async def _repair(self, fleet: Fleet, outline: Outline, journal: dict[str, SectionResult],
-                      extra: dict[str, Any], json_schema: bool) -> RepairSummary:
+                      sampler: Sampler) -> RepairSummary:
         started = time.monotonic()
         before = self._assemble_and_audit(outline, journal)
-        repairer = Repairer(fleet.pool, self.spec, outline, journal, extra, json_schema)
+        repairer = Repairer(fleet.pool, self.spec, outline, journal, sampler)
         writer = Journal(self.folder.journal)
         try:
             outcome = await repairer.repair(before, writer)
@@ -228,14 +259,14 @@ class BookRun:
                              tokens=sum(r.completion_tokens or 0 for r in outcome.results.values() if r.ok),
                              seconds=round(time.monotonic() - started, 2))
 
-    async def _plan_and_write(self, fleet: Fleet, journal: dict[str, SectionResult], json_schema: bool,
-                              extra: dict[str, Any], typesetter: IncrementalTypesetter | None
+    async def _plan_and_write(self, fleet: Fleet, journal: dict[str, SectionResult], writing: Sampler,
+                              planning: Sampler, typesetter: IncrementalTypesetter | None
                               ) -> tuple[Outline, SectionWriter]:
         """Each chapter's sections are written as soon as its titles exist (or all at once, from a
         finished outline.json); sections the journal already has are not asked again."""
         outline = load_outline(self.folder)
         done = sum(1 for r in journal.values() if r.ok)
-        writer = SectionWriter(fleet.pool, self.spec, Journal(self.folder.journal), extra, self.progress)
+        writer = SectionWriter(fleet.pool, self.spec, Journal(self.folder.journal), writing, self.progress)
         self.progress.writing(self.spec.section_count, done, fleet.pool)
         self.requests_started = time.monotonic()
         results = ChainMap(writer.results, journal)
@@ -254,7 +285,7 @@ class BookRun:
                 if outline is None or not outline.complete:
                     if outline is not None:
                         adopt_journaled_sections(outline, journal)
-                    outline = await self._plan(fleet, json_schema, extra, outline, start_section)
+                    outline = await self._plan(fleet, planning, outline, start_section)
                 else:
                     for part, chapter, section in outline.sections():
                         start_section(outline, part, chapter, section)
@@ -264,9 +295,8 @@ class BookRun:
         log.info("wrote %d sections (%d were already in the journal)", len(writer.results), done)
         return outline, writer
 
-    async def _plan(self, fleet: Fleet, json_schema: bool, extra: dict[str, Any], partial: Outline | None,
-                    on_section) -> Outline:
-        planner = Planner(fleet.pool, self.spec, json_schema, extra, on_node=self.progress.planned)
+    async def _plan(self, fleet: Fleet, sampler: Sampler, partial: Outline | None, on_section) -> Outline:
+        planner = Planner(fleet.planners, self.spec, sampler, on_node=self.progress.planned)
         self.progress.planning(self.spec)
 
         def save(outline: Outline) -> None:
@@ -276,9 +306,11 @@ class BookRun:
         outline = await planner.plan(partial, self.barrier, on_section, save)
         self.plan_stats = planner.stats
         log.info("planned %s: %d sections in %.1f s (%d requests, %d re-asked, %d placeholder titles, "
-                 "%d answers cut short once they had every title)", outline.title, len(outline.sections()),
-                 planner.stats.seconds, planner.stats.requests, planner.stats.reasked, planner.stats.placeholders,
-                 planner.stats.cut_short)
+                 "%d answers cut short once they had every title, %d titles without a key point)", outline.title,
+                 len(outline.sections()), planner.stats.seconds, planner.stats.requests, planner.stats.reasked,
+                 planner.stats.placeholders, planner.stats.cut_short, planner.stats.missing_points)
+        if planner.stats.refusals:
+            log.info("titles refused: %s", dict(planner.stats.refusals.most_common()))
         return outline
 
     async def _typeset(self, outline: Outline, journal: dict[str, SectionResult], stats: BookStats,

@@ -1,29 +1,53 @@
 """The writer: every section in its own request, through the pool, journaled as it lands.
 
 A SectionWriter is handed sections (as soon as their chapter is planned) and keeps a SectionResult per
-section.
-Each request carries only the book title, its part, chapter and section title and the length asked
-for (templates/section.md). A section whose every attempt failed comes back with `error` set, never as
-a finished section; it is journaled too, so a resume asks it again.
+section. Each request carries its neighbourhood from the plan (templates/section.md): the user's request,
+the book, part and chapter titles, the chapter's and its own key point, and its siblings' titles and key
+points as covered elsewhere; it asks for a number of paragraphs that fits the word budget and for a last
+full sentence. Requests stay independent, so every section of a book can be in flight at once. An answer
+that stops at the token cap is cut back to its last full sentence and marked `trimmed` (the raw answer is
+journaled beside it). A section whose every attempt failed comes back with `error` set, never as a
+finished section; it is journaled too, so a resume asks it again.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
-
 from pipeline.backends.pool import BackendPool, RequestFailed
 from pipeline.journal import Journal
 from pipeline.progress import BookListener
+from pipeline.profiles import Sampler
 from pipeline.prompts import render
 from pipeline.records import BookSpec, Chapter, ChatRequest, Completion, Outline, Part, Section, SectionResult
+from pipeline.trim import cut_to_sentence, paragraphs_for
+
+MAX_REQUEST_CHARS = 400  # of the user's request, in each section prompt: 1,536 prefills of a long one add up
+
+
+def shortened(text: str, limit: int = MAX_REQUEST_CHARS) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " …"
+
+
+def neighbours(chapter: Chapter, section: Section) -> str:
+    others = [s for s in chapter.sections if s.id != section.id]
+    if not others:
+        return "nothing (this is the chapter's only section)."
+    return "; ".join(f'"{s.title}"' + (f" ({s.point.rstrip('.')})" if s.point else "") for s in others) + "."
+
+
+def section_prompt(spec: BookSpec, outline: Outline, part: Part, chapter: Chapter, section: Section) -> str:
+    return render("section.md", request=shortened(spec.prompt), book_title=outline.title, part_title=part.title,
+                  chapter_title=chapter.title, chapter_about=f" ({chapter.point.rstrip('.')})" if chapter.point else "",
+                  siblings=neighbours(chapter, section), section_title=section.title,
+                  section_point=section.point or section.title, paragraphs=paragraphs_for(spec.words),
+                  words=spec.words)
+
 
 def section_request(spec: BookSpec, outline: Outline, part: Part, chapter: Chapter, section: Section,
-                    extra: dict[str, Any]) -> ChatRequest:
-    prompt = render("section.md", book_title=outline.title, part_title=part.title, chapter_title=chapter.title,
-                    section_title=section.title, words=spec.words)
-    return ChatRequest(messages=[{"role": "user", "content": prompt}], max_tokens=spec.max_tokens,
-                       temperature=spec.temperature, extra=extra, tag=section.id)
+                    sampler: Sampler) -> ChatRequest:
+    prompt = section_prompt(spec, outline, part, chapter, section)
+    return sampler.request([{"role": "user", "content": prompt}], spec.max_tokens, section.id)
 
 
 class WallClock:
@@ -37,7 +61,11 @@ class WallClock:
 
 
 def finished(section: Section, completion: Completion, wall: WallClock) -> SectionResult:
-    return SectionResult(id=section.id, title=section.title, text=completion.text,
+    """The journaled result; an answer cut at the cap ends on its last full sentence, the raw one kept."""
+    text, raw = completion.text, None
+    if completion.finish_reason == "length" and (cut := cut_to_sentence(completion.text)) is not None:
+        text, raw = cut, completion.text
+    return SectionResult(id=section.id, title=section.title, text=text, trimmed=raw is not None, raw_text=raw,
                          finish_reason=completion.finish_reason, prompt_tokens=completion.prompt_tokens,
                          completion_tokens=completion.completion_tokens, backend=completion.backend,
                          t_sent=wall(completion.t_sent), t_first_token=wall(completion.t_first_token),
@@ -51,12 +79,12 @@ def failed(section: Section, failure: RequestFailed) -> SectionResult:
 class SectionWriter:
     """Writes sections one request each, as they are handed to it, and journals each as it lands."""
 
-    def __init__(self, pool: BackendPool, spec: BookSpec, journal: Journal, extra: dict[str, Any],
+    def __init__(self, pool: BackendPool, spec: BookSpec, journal: Journal, sampler: Sampler,
                  listener: BookListener):
         self.pool = pool
         self.spec = spec
         self.journal = journal
-        self.extra = extra
+        self.sampler = sampler
         self.listener = listener
         self.wall = WallClock()
         self.results: dict[str, SectionResult] = {}
@@ -69,7 +97,7 @@ class SectionWriter:
 
     async def write(self, outline: Outline, part: Part, chapter: Chapter, section: Section) -> None:
         listener = self.listener
-        request = section_request(self.spec, outline, part, chapter, section, self.extra)
+        request = section_request(self.spec, outline, part, chapter, section, self.sampler)
         on_delta = on_retry = None
         if listener.wants_deltas:
             on_delta = lambda text: listener.section_delta(section.id, text)  # noqa: E731

@@ -30,6 +30,9 @@ from typing import Callable
 
 from aiohttp import web
 
+from tests import fake_prompts
+from tests.fake_prompts import letters, plan_answer, plan_level, section_title
+
 MODEL = "fake-model"
 HUGE_BYTES = 10 * 1024 * 1024
 HUGE_PIECE = 32 * 1024  # under aiohttp's SSE line limit, so the client's own answer bound is what trips
@@ -144,7 +147,8 @@ class FakeEngine:
 
     def _next_mode(self, body: dict) -> str:
         prompt = prompt_of(body)
-        targeted = self.section_modes if "Section: " in prompt else self.plan_modes if "JSON" in prompt else None
+        targeted = (self.section_modes if section_title(prompt) is not None
+                    else self.plan_modes if plan_level(prompt) is not None else None)
         if targeted:
             return targeted.popleft()
         return self.modes.popleft() if self.modes else "ok"
@@ -166,7 +170,7 @@ class FakeEngine:
             return web.Response(status=200)
         if self.jitter:
             await asyncio.sleep(random.uniform(0, self.jitter))
-        if self.section_pause and "Section: " in prompt_of(body):
+        if self.section_pause and section_title(prompt_of(body)) is not None:
             await asyncio.sleep(self.section_pause)
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
@@ -234,11 +238,7 @@ def prompt_of(body: dict) -> str:
 
 
 def requested_count(body: dict) -> int:
-    schema = (body.get("response_format") or {}).get("json_schema", {}).get("schema", {})
-    for prop in schema.get("properties", {}).values():
-        if prop.get("type") == "array":
-            return prop["minItems"]
-    return int(re.search(r"(?:exactly|What are) (\d+)", prompt_of(body)).group(1))
+    return fake_prompts.requested_count(prompt_of(body))
 
 
 class BookReplies:
@@ -254,26 +254,24 @@ class BookReplies:
     def __call__(self, body: dict) -> str:
         prompt = prompt_of(body)
         if "Give it a new" in prompt:
-            return json.dumps({"title": self._title()})
+            return f"Title: {self._title()}"
         if prompt.startswith("Your answer stopped"):
             return "and so the section ends here, complete."
-        if "Answer with JSON" not in prompt and "Section: " not in prompt:
-            return " ".join(f"w{i}" for i in range(self.words))  # any other question: plain words
-        if "Answer with JSON" not in prompt:
-            title = prompt.split("Section: ", 1)[1].split("\n", 1)[0]
+        title = section_title(prompt)
+        if title is not None:
             self.sections_asked.append(title)
             if self.section_text is not None:
                 return self.section_text
             sentence = f"This text explains {title} with care and a short example."
             return " ".join([sentence] * (self.words // 10 + 1))
-        titles = [self._title() for _ in range(requested_count(body))]
-        if prompt.startswith("Plan a book"):
-            return json.dumps({"title": "The Fake Handbook", "parts": titles})
-        return json.dumps({"titles": titles})
+        level = plan_level(prompt)
+        if level is None:
+            return " ".join(f"w{i}" for i in range(self.words))  # any other question: plain words
+        return plan_answer(level, [self._title() for _ in range(requested_count(body))])
 
     def _title(self) -> str:
         self.counter += 1
-        return f"{self.title_prefix} {self.counter}"
+        return f"{self.title_prefix} {letters(self.counter)}"
 
 
 async def serve_forever(port: int, token_delay: float, jitter: float, section_text: str | None = None,

@@ -24,6 +24,8 @@ from typing import Iterator
 
 import httptools
 
+from tests.fake_prompts import letters, plan_answer, plan_level, requested_count
+
 MODEL = "fake-steplaw"
 MAX_BACKLOG_S = 0.5  # after a stall longer than this the clock restarts instead of catching up
 EVENT_HEAD = ('data: {"id":"x","object":"chat.completion.chunk","model":"%s","choices":[{"index":0,"delta":'
@@ -229,20 +231,19 @@ def _sse(payload: dict) -> bytes:
 
 
 def answer_pieces(body: dict) -> list[str]:
-    """A planning prompt gets valid JSON with unique titles (one word a token); anything else gets
+    """A planning prompt gets a numbered list of unique headings (one word a token); anything else gets
     `max_tokens` filler tokens, as with ignore_eos."""
     limit = int(body.get("max_tokens", 16))
     prompt = body["messages"][-1]["content"]
-    if "Answer with JSON" not in prompt:
+    level = plan_level(prompt)
+    if level is None:
         return [f"t{i} " for i in range(1, limit + 1)]
-    count = int(re.search(r"(?:exactly|What are) (\d+)", prompt).group(1))
-    key = "parts" if prompt.startswith("Plan a book") else "titles"
     global _TITLES
     titles = []
-    for _ in range(count):
+    for _ in range(requested_count(prompt)):
         _TITLES += 1
-        titles.append(f"Topic {_TITLES}")
-    text = json.dumps({"title": "Step law book", key: titles} if key == "parts" else {key: titles})
+        titles.append(f"Topic {letters(_TITLES)}")
+    text = plan_answer(level, titles, "Step law book")
     return [word + " " for word in text.split(" ")][:limit]
 
 

@@ -17,6 +17,7 @@ from pypdf import PdfReader
 
 from pipeline.journal import read_journal
 from tests.conftest import ENGINE_THREADS
+from tests.fake_prompts import plan_level, section_title
 
 FANOUT = [sys.executable, "-m", "pipeline"]
 
@@ -38,7 +39,7 @@ def section_headings(book_md: str) -> list[str]:
 def asked_sections(url: str) -> list[str]:
     with urllib.request.urlopen(url[:-3] + "/fake/prompts") as response:
         prompts = json.load(response)
-    return [p.split("Section: ", 1)[1].split("\n", 1)[0] for p in prompts if "Section: " in p]
+    return [title for title in map(section_title, prompts) if title is not None]
 
 
 @pytest.fixture
@@ -84,8 +85,8 @@ def test_writing_starts_before_planning_ends_unless_barrier(tmp_path, barrier):
     finally:
         process.kill()
         process.wait()
-    first_section_sent = min(start for start, _, prompt in timeline if "Section: " in prompt)
-    planning_done = max(end for _, end, prompt in timeline if "Answer with JSON" in prompt)
+    first_section_sent = min(start for start, _, prompt in timeline if section_title(prompt) is not None)
+    planning_done = max(end for _, end, prompt in timeline if plan_level(prompt) is not None)
     assert (first_section_sent >= planning_done) == barrier
 
 

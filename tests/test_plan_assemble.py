@@ -10,10 +10,13 @@ import pytest
 
 from pipeline.assemble import assemble, close_open_fence, demote_headings
 from pipeline.backends.pool import BackendPool, RetryPolicy
-from pipeline.plan import Planner, TitleStream, parse_titles
-from pipeline.records import Backend, BookSpec, Chapter, ChatRequest, Outline, Part, Section, SectionResult
+from pipeline.plan import ItemStream, PlanItem, Planner, parse_items
+from pipeline.profiles import PROFILES, Sampler
+from pipeline.records import (Backend, BookSpec, Chapter, ChatRequest, EngineKind, Outline, Part, Section,
+                              SectionResult)
 from pipeline.titles import title_key
 from tests.fake_engine import FakeEngine, prompt_of, requested_count
+from tests.fake_prompts import letters, plan_answer, plan_level
 
 pytestmark = pytest.mark.anyio
 
@@ -23,30 +26,40 @@ def anyio_backend():
     return "asyncio"
 
 
+GREEDY = Sampler(profile=PROFILES["greedy"], kinds=frozenset())
+
+
 class ScriptedPlanner:
-    """FAKE planning answers: each level's first answers come from a script, later ones are clean JSON."""
+    """FAKE planning answers: each level's first answers come from a script, later ones are clean lists."""
 
     def __init__(self, scripts: dict[str, list[str]]):
         self.scripts = scripts
         self.counter = 0
         self.prompts: list[str] = []
+        self.bodies: list[dict] = []
 
     def __call__(self, body: dict) -> str:
         prompt = prompt_of(body)
         self.prompts.append(prompt)
-        level = "book" if prompt.startswith("Plan a book") else "part" if "chapter title" in prompt else "chapter"
+        self.bodies.append(body)
+        level = plan_level(prompt)
         if self.scripts.get(level):
             return self.scripts[level].pop(0)
         self.counter += 1
-        titles = [f"Clean title {self.counter}-{i}" for i in range(requested_count(body))]
-        return json.dumps({"title": "Book", "parts": titles} if level == "book" else {"titles": titles})
+        titles = [self.title(self.counter, i) for i in range(requested_count(body) + 1)]  # one spare, as models do
+        return plan_answer(level, titles, "Book")
+
+    @staticmethod
+    def title(answer: int, item: int) -> str:
+        """The item-th title of the answer-th clean answer: 'Clean bqa'."""
+        return f"Clean {letters(answer)}q{letters(item)}"
 
 
-async def plan_with(replies, spec: BookSpec, json_schema: bool = False) -> tuple[Outline, Planner]:
+async def plan_with(replies, spec: BookSpec) -> tuple[Outline, Planner]:
     engine = await FakeEngine(reply=replies).start()
     try:
         pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=8)], RetryPolicy())
-        planner = Planner(pool, spec, json_schema=json_schema, extra={})
+        planner = Planner(pool, spec, GREEDY)
         return await planner.plan(), planner
     finally:
         await engine.stop()
@@ -59,83 +72,112 @@ def shape_of(outline: Outline) -> tuple[int, set[int], set[int]]:
 
 async def test_shape_is_enforced_from_malformed_short_and_overlong_answers():
     scripts = {
-        "book": ['{"title": "Bad", "parts": ["One", "Two"', '{"title": "Short", "parts": ["Only one"]}'],
-        "part": ['```json\n{"titles": ["A", "Bb", "Cc", "Dd", "Ee", "Ff", "Gg"]}\n```',  # over-long, one too short
-                 "not json at all and no list"],
-        "chapter": ['[{"title": "1. Numbered"}, {"title": "**Bold**"}]', '{"titles": []}'],
+        "book": ["Title: Bad\n1. One half", '{"title": "Short", "parts": ["Only one: its point"]}'],
+        "part": ["1. Alpha: a\n2. Bravo: b\n3. Charlie: c\n4. Delta\n5. Echo\n6. Foxtrot", "no list at all"],
+        "chapter": ['[{"title": "1. Numbered", "point": "Its point."}, {"title": "**Bold**"}]', "Sure!\n\n"],
     }
     outline, planner = await plan_with(ScriptedPlanner(scripts), BookSpec(prompt="p", parts=3, chapters=2,
                                                                          sections=3))
     assert shape_of(outline) == (3, {2}, {3})
-    titles = [s.title for _, _, s in outline.sections()]
-    assert "Numbered" in titles and "Bold" in titles, "numbering and Markdown are cleaned off"
+    sections = {s.title: s for _, _, s in outline.sections()}
+    assert "Numbered" in sections and "Bold" in sections, "numbering and Markdown are cleaned off"
+    assert sections["Numbered"].point == "Its point."
+    assert [c.title for c in outline.parts[0].chapters] == ["Alpha", "Bravo"], "an over-long list is cut"
     assert planner.stats.placeholders == 0 and planner.stats.reasked >= 4
     assert planner.stats.levels == [1, 3, 6]
 
 
 async def test_duplicate_titles_are_reasked_with_the_taken_titles_shown():
-    same = json.dumps({"titles": ["Getting Started", "getting  STARTED", "Common Pitfalls"]})
+    same = "1. Getting Started: a.\n2. getting  STARTED: b.\n3. Common Pitfalls: c."
     replies = ScriptedPlanner({"chapter": [same] * 4})
     outline, planner = await plan_with(replies, BookSpec(prompt="p", parts=1, chapters=4, sections=3))
     keys = [title_key(s.title) for _, _, s in outline.sections()]
     assert len(keys) == 12 and len(set(keys)) == 12, "section titles are unique across the book"
     assert planner.stats.reasked >= 4
-    assert any("already taken" in p and "Getting Started" in p for p in replies.prompts)
+    assert any('"Getting Started" (is already a title elsewhere in the book)' in p for p in replies.prompts)
 
 
-async def test_a_model_that_never_complies_gets_numbered_placeholders_not_a_crash():
+REFUSED = {
+    "Reading the Weather Basics": "repeats the chapter title",
+    "Staying Dry: Clouds and Fronts": None,  # split at the colon: 'Staying Dry' is fine, the point is 'Clouds…'
+    "The Weather Book": "repeats the book title",
+    "Reading the Sky Basics": "repeats the part title",
+    "weatherReadingGuide": "looks like a code identifier",
+    "Barometer Basics": "comes from the worked example",
+    "Fog at Dawn": None,
+    "Dawn Fog": 'nearly repeats "Fog at Dawn"',
+    "Keeping a Log (section 3)": "is told apart from others only by a number",
+}
+
+
+async def test_each_refusal_reason_is_given_to_the_re_ask():
+    answer = "\n".join(f"{n}. {title}: covered here." for n, title in enumerate(REFUSED, 1))
+    replies = ScriptedPlanner({"book": ["Title: The Weather Book\n1. Reading the Sky: how."],
+                               "part": ["1. Reading the Weather: what clouds say."], "chapter": [answer]})
+    outline, planner = await plan_with(replies, BookSpec(prompt="Write about weather", parts=1, chapters=1,
+                                                         sections=4))
+    kept = [s.title for s in outline.parts[0].chapters[0].sections]
+    assert kept[:2] == ["Staying Dry", "Fog at Dawn"]
+    reask = next(p for p in replies.prompts[3:] if plan_level(p) == "chapter")
+    for title, reason in REFUSED.items():
+        if reason is not None:
+            assert f'"{title}" ({reason}' in reask, title
+    assert 'Already chosen, do not repeat: "Staying Dry"; "Fog at Dawn"' in reask
+    assert "List 2 sections" in reask, "the re-ask asks only for what is missing"
+    assert sum(planner.stats.refusals.values()) == 7
+
+
+async def test_a_model_that_never_complies_gets_flagged_placeholders_not_a_crash():
     replies = ScriptedPlanner({"chapter": ["garbage"] * 100})
     outline, planner = await plan_with(replies, BookSpec(prompt="p", parts=1, chapters=1, sections=2,
                                                          plan_attempts=2))
     assert shape_of(outline) == (1, {1}, {2})
     assert planner.stats.placeholders == 2
+    assert all(s.placeholder for _, _, s in outline.sections())
+    assert not any(c.placeholder for p in outline.parts for c in p.chapters)
 
 
-async def test_json_schema_is_sent_with_the_exact_count_when_the_engine_takes_it():
+async def test_planning_asks_after_a_worked_example_with_the_profile_sampling():
     replies = ScriptedPlanner({})
     engine = await FakeEngine(reply=replies).start()
     pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=4)])
-    await Planner(pool, BookSpec(prompt="p", parts=2, chapters=3, sections=4), True, {}).plan()
-    schemas = [b["response_format"]["json_schema"]["schema"] for b in engine.bodies]
-    counts = sorted(s["properties"].get("titles", s["properties"].get("parts"))["minItems"] for s in schemas)
-    assert counts == [2, 3, 3, 4, 4, 4, 4, 4, 4]
+    small = Sampler(profile=PROFILES["small"], kinds=frozenset({EngineKind.LLAMACPP}))
+    await Planner(pool, BookSpec(prompt="p", parts=2, chapters=3, sections=4), small).plan()
     await engine.stop()
+    for body in engine.bodies:
+        roles = [m["role"] for m in body["messages"]]
+        assert roles == ["user", "assistant", "user"] and "1." in body["messages"][1]["content"]
+        assert body["temperature"] == 0.5 and body["dry_multiplier"] == 0.8 and "response_format" not in body
+    counts = sorted(requested_count(b) for b in engine.bodies)
+    assert counts == [2, 3, 3, 4, 4, 4, 4, 4, 4]
+    assert len({b["seed"] for b in engine.bodies}) == 9, "every planning request has its own seed"
 
 
-@pytest.mark.parametrize("text, titles", [
-    ('{"titles": ["a1", "b2"]}', ["a1", "b2"]),
-    ('Sure! {"items": ["x1", {"title": "y2"}]} hope it helps', ["x1", "y2"]),
-    ('["p1", "q2"]', ["p1", "q2"]),
-    ("1. First one\n2. Second one\nchatter", ["First one", "Second one"]),
+@pytest.mark.parametrize("text, items", [
+    ("Title: Book\n1. First one: its point.\n2) **Second** - another point\nchatter",
+     [("First one", "its point."), ("Second", "another point")]),
+    ('- "Quoted" — a dash point\n* Bare bullet', [("Quoted", "a dash point"), ("Bare bullet", "")]),
+    ('Sure! {"items": ["x1: p", {"title": "y2", "point": "q"}]} hope it helps', [("x1", "p"), ("y2", "q")]),
     ('{"titles": "not a list"}', []),
     ("", []),
 ])
-def test_parse_titles_takes_what_it_can(text, titles):
-    assert parse_titles(text, "titles") == titles
-
+def test_parse_items_takes_what_it_can(text, items):
+    assert [(item.title, item.point) for item in parse_items(text)] == items
 
 
 @pytest.mark.parametrize("piece", [1, 2, 7, 10_000])
-def test_a_title_stream_hands_out_each_title_as_its_closing_quote_arrives(piece):
-    answer = '{"title": "A \\"quoted\\" book", "parts": ["First part", "Second, with a comma", "x", "Caf\\u00e9 ]"]}'
-    stream = TitleStream("parts", with_title=True)
-    titles = []
+def test_an_item_stream_hands_out_each_line_as_its_newline_arrives(piece):
+    answer = "Title: A **bold** book\n1. First part: what it covers\n2. x\n3. Café: at the end"
+    stream = ItemStream()
+    items = []
     for start in range(0, len(answer), piece):
-        titles += stream.feed(answer[start:start + piece])
-    assert titles == ["First part", "Second, with a comma", "Café"], "too-short titles are dropped"
-    assert stream.title == 'A "quoted" book'
-    early = TitleStream("parts")
-    assert early.feed(answer[:answer.index('First part"') + 11]) == ["First part"], "not a token later"
-    assert early.feed(', "Seco') == []
+        items += stream.feed(answer[start:start + piece])
+    assert [i.title for i in items] == ["First part"], "a one-letter title is dropped; the last line waits"
+    assert stream.title == "A bold book"
+    assert [i.title for i in stream.untaken(parse_items(answer))] == ["Café"], "the final parse adds the rest"
+    early = ItemStream()
+    assert early.feed("1. First part: p\n2. Sec") == [PlanItem("First part", "p")], "not a token later"
 
-
-def test_a_title_stream_stops_at_anything_but_strings_and_leaves_the_rest_to_the_final_parse():
-    answer = '{"titles": ["One one", {"title": "Two two"}, "Three three"]}'
-    stream = TitleStream("titles")
-    assert stream.feed(answer) == ["One one"]
-    assert stream.untaken(parse_titles(answer, "titles")) == ["Two two", "Three three"]
-    assert TitleStream("titles").feed('1. One\n2. Two') == [], "list lines only when the answer is whole"
-    assert TitleStream("titles").feed('{"titles": ["bad \\q escape", "later"]}') == []
 
 def outline_of(parts: int, chapters: int, sections: int) -> Outline:
     return Outline(title="T", parts=[
@@ -188,7 +230,7 @@ async def test_a_partial_outline_is_completed_without_planning_again():
     replies = ScriptedPlanner({})
     engine = await FakeEngine(reply=replies).start()
     pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=4)])
-    planner = Planner(pool, BookSpec(prompt="p", parts=2, chapters=1, sections=2), False, {})
+    planner = Planner(pool, BookSpec(prompt="p", parts=2, chapters=1, sections=2), GREEDY)
     outline = await planner.plan(partial)
     await engine.stop()
     assert planner.stats.requests == 2, "one request for part 2's chapters, one for its chapter's sections"
@@ -197,12 +239,12 @@ async def test_a_partial_outline_is_completed_without_planning_again():
 
 
 @pytest.mark.parametrize("barrier", [False, True])
-async def test_each_section_is_announced_the_moment_its_title_has_streamed_in(barrier):
+async def test_a_chapters_sections_are_announced_the_moment_it_has_them_all(barrier):
     delay = 0.05  # the server sees a planner hang up at its next token: its clock lags the client's by one
     engine = await FakeEngine(reply=ScriptedPlanner({}), token_delay=delay).start()
     pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=16)])
     announced: dict[str, float] = {}
-    planner = Planner(pool, BookSpec(prompt="p", parts=2, chapters=2, sections=4), False, {})
+    planner = Planner(pool, BookSpec(prompt="p", parts=2, chapters=2, sections=4), GREEDY)
     outline = await planner.plan(barrier=barrier, on_section=lambda book, part, chapter, section:
                                  announced.setdefault(section.title, time.time()))
     await engine.stop()
@@ -212,30 +254,31 @@ async def test_each_section_is_announced_the_moment_its_title_has_streamed_in(ba
     for part in outline.parts:
         for chapter in part.chapters:
             start, end = next(v for k, v in answers.items() if f'chapter "{chapter.title}"' in k)
-            first = announced[chapter.sections[0].title]
+            times = [announced[section.title] for section in chapter.sections]
+            assert max(times) - min(times) < delay, "a chapter's sections start together, each knowing the others"
             if barrier:
-                assert first >= max(start for start, _ in answers.values())
-            else:  # 4 titles take 13 tokens: the first is whole after 4, the fourth 9 tokens later
-                assert end - first > 4 * delay, "the first section waited for its chapter's whole answer"
+                assert min(times) >= max(start for start, _ in answers.values())
+            else:  # the answer (with a spare fifth line) is cut the moment the fourth title is whole
+                assert start < min(times) and end - min(times) < 2 * delay
         part_end = next(v for k, v in answers.items() if f'part "{part.title}"' in k)[1]
         first_chapter_asked = next(v for k, v in answers.items() if f'chapter "{part.chapters[0].title}"' in k)[0]
         if barrier:
             assert first_chapter_asked > part_end - delay
-        else:  # 2 titles take 7 tokens: the first is whole after 4
-            assert part_end - first_chapter_asked > 2 * delay
+        else:  # 2 chapters and a spare take 21 tokens: the first is whole after 7
+            assert part_end - first_chapter_asked > 4 * delay
 
 
 async def test_a_planning_answer_cut_mid_stream_keeps_the_titles_it_gave_and_takes_only_the_rest_from_the_retry():
     replies = ScriptedPlanner({})
     engine = await FakeEngine(reply=replies, plan_modes=["reset"]).start()
     pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=8)], RetryPolicy(backoff_initial=0.01))
-    planner = Planner(pool, BookSpec(prompt="p", parts=3, chapters=1, sections=2), False, {})
+    planner = Planner(pool, BookSpec(prompt="p", parts=3, chapters=1, sections=2), GREEDY)
     outline = await planner.plan()
     await engine.stop()
-    first, *rest = [p.title for p in outline.parts]
-    assert first == "Clean title 1-0", "the cut answer's one whole title was kept (and its part planned)"
-    later = rest[0].rsplit("-", 1)[0]
-    assert rest == [f"{later}-0", f"{later}-1"] and later != "Clean title 1", "the retry gave the other two"
+    *kept, last = [p.title for p in outline.parts]
+    assert kept == [ScriptedPlanner.title(1, 0), ScriptedPlanner.title(1, 1)], \
+        "the cut answer's whole lines were kept (and their parts planned)"
+    assert last in {ScriptedPlanner.title(n, 0) for n in range(2, replies.counter + 1)}, "the retry gave the third"
     assert [p.id for p in outline.parts] == ["p01", "p02", "p03"] and shape_of(outline) == (3, {1}, {2})
     assert planner.stats.placeholders == 0
 
@@ -253,7 +296,7 @@ async def test_a_resumed_chapter_keeps_its_journaled_sections_and_plans_around_t
     assert [s.id for s in chapter.sections] == ["p01.c01.s01", "p01.c01.s03"]
     engine = await FakeEngine(reply=ScriptedPlanner({})).start()
     pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=4)])
-    outline = await Planner(pool, BookSpec(prompt="p", parts=1, chapters=2, sections=4), False, {}).plan(partial)
+    outline = await Planner(pool, BookSpec(prompt="p", parts=1, chapters=2, sections=4), GREEDY).plan(partial)
     await engine.stop()
     first, second = outline.parts[0].chapters
     assert [s.id for s in first.sections] == ["p01.c01.s01", "p01.c01.s02", "p01.c01.s03", "p01.c01.s04"]

@@ -1,7 +1,7 @@
 """Opens the fleet a run uses: the given backends, or the embedded engine when none is given.
 
-Takes Settings; yields a Fleet (pool, detected engines, the aiohttp session) and tears it all down at the
-end. On the way it raises the open-file limit for the caps (lowering caps if it must), checks that each
+Takes Settings; yields a Fleet (pool, detected engines, the aiohttp session, and a pool of its own for
+planning when planner backends are given) and tears it all down at the end. On the way it raises the open-file limit for the caps (lowering caps if it must), checks that each
 backend answers and serves the named model (filling in the model when none was named), and detects the
 engine behind each. No backend reachable, or a wrong model name, is a usage error.
 """
@@ -33,13 +33,22 @@ EXTRA_CONNECTIONS = 32  # metrics scrapes and probes beside the capped requests
 @dataclass
 class Fleet:
     pool: BackendPool
-    engines: dict[str, EngineInfo]
+    engines: dict[str, EngineInfo]  # every backend's, planners' included
     session: aiohttp.ClientSession
     embedded: EmbeddedEngine | None
+    planner_pool: BackendPool | None = None  # planning's own backends (STORM's plan-on-one, write-on-many)
 
     @property
     def backends(self) -> list[Backend]:
         return [state.backend for state in self.pool.states]
+
+    @property
+    def planners(self) -> BackendPool:
+        """The pool planning requests go to: its own, or the writers' when it has none."""
+        return self.planner_pool or self.pool
+
+    def infos(self, pool: BackendPool) -> list[EngineInfo]:
+        return [self.engines[state.backend.name] for state in pool.states]
 
 
 def retry_policy(settings: Settings) -> RetryPolicy:
@@ -55,15 +64,22 @@ async def open_fleet(settings: Settings, engine_log: Path | None = None) -> Asyn
                                          ctx_per_slot=settings.ctx_per_slot)
         embedded = EmbeddedEngine(engine_settings, log_path=engine_log)
         backends = [await anyio.to_thread.run_sync(embedded.start)]
+    planners = settings.planner_backends
     try:
-        fd_plan = plan_open_files([b.cap for b in backends])
+        fd_plan = plan_open_files([b.cap for b in backends + planners])
         if fd_plan.warning:
             log.warning(fd_plan.warning)
         async with new_session(sum(fd_plan.caps) + EXTRA_CONNECTIONS) as session:
             backends, engines, down = await check_backends(session, backends)
-            pool = BackendPool(backends, retry_policy(settings), caps=fd_plan.caps)
+            pool = BackendPool(backends, retry_policy(settings), caps=fd_plan.caps[:len(backends)])
             pool.rest(down)
-            yield Fleet(pool, engines, session, embedded)
+            planner_pool = None
+            if planners:
+                planners, planner_engines, planners_down = await check_backends(session, planners)
+                engines.update(planner_engines)
+                planner_pool = BackendPool(planners, retry_policy(settings), caps=fd_plan.caps[len(backends):])
+                planner_pool.rest(planners_down)
+            yield Fleet(pool, engines, session, embedded, planner_pool)
     finally:
         if embedded is not None:
             await anyio.to_thread.run_sync(embedded.stop)

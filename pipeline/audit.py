@@ -1,11 +1,11 @@
 """The audit: find every truncated, duplicate, empty, failed or looping section of a book.
 
-Takes an AuditBook (loaded from a run folder — outline, journal and book.md — or from a bare Markdown
+Takes an AuditBook (loaded from a run folder — spec, outline, journal and book.md — or from a bare Markdown
 book, split at its headings) and returns an AuditReport: every defect names its rule, the section id and
-title, and the evidence. Rules are plain functions in one ordered, named list (markdown-it-py's rule
-chain is the model); `--rule` / `--skip-rule` choose among them. The summary counts use seed 003's words
-and measures ("N section titles occur more than once; M of K blocks (x%) end without closing
-punctuation").
+title, and the evidence; the report also carries the book's quality figures (pipeline.quality). Rules
+are plain functions in one ordered, named list (markdown-it-py's rule chain is the model); `--rule` /
+`--skip-rule` choose among them. The summary counts use seed 003's words and measures ("N section titles
+occur more than once; M of K blocks (x%) end without closing punctuation").
 """
 
 from __future__ import annotations
@@ -21,10 +21,12 @@ from typing import Callable
 from markdown_it import MarkdownIt
 from pydantic import BaseModel, Field
 
-from pipeline.assemble import FENCE, close_open_fence
+from pipeline.assemble import close_open_fence
 from pipeline.errors import UsageError
 from pipeline.journal import read_journal
-from pipeline.records import Outline
+from pipeline.quality import FIGURES, BookQuality, SectionQuality, Threshold, measure, parse_threshold
+from pipeline.records import BookSpec, Node, Outline, SectionResult
+from pipeline.text import ends_closed, shingles, words_of
 from pipeline.titles import title_key
 
 WORD_FLOOR = 40  # a section below this many words is near-empty
@@ -33,7 +35,6 @@ SHARED_PASSAGE_WORDS = 12  # a run of this many words in two sections is a repea
 LOOP_WORDS = 8  # a run of this many words three times in one section is a repetition loop
 LOOP_REPEATS = 3
 OUTLIER_FACTOR = 3.0
-CLOSING = tuple('.!?:;)]}"\'`*_…»”’')
 SECTION_NUMBER = re.compile(r"^\d+(?:\.\d+)*\.?\s+")
 _markdown = MarkdownIt("commonmark").enable("table")
 
@@ -55,6 +56,8 @@ class AuditReport(BaseModel):
     counts: dict[str, int]
     defects: list[Defect] = Field(default_factory=list)
     summary: list[str] = Field(default_factory=list)
+    quality: BookQuality
+    section_quality: list[SectionQuality] = Field(default_factory=list)
 
     def ids(self, rule: str) -> list[str]:
         return [d.section_id for d in self.defects if d.rule == rule]
@@ -81,6 +84,11 @@ class AuditBook:
     sections: list[AuditSection]
     from_journal: bool
     blocks: list[str] = field(default_factory=list)  # heading-delimited blocks of book.md, seed 003's unit
+    title: str = ""
+    prompt: str | None = None  # what the user asked for: run folders only
+    target_words: int | None = None  # words asked for per section: run folders only
+    parents: dict[str, str] = field(default_factory=dict)  # a chapter's or section's id -> its parent's id
+    placeholders: set[str] = field(default_factory=set)  # ids outline.json flags as numbered stand-ins
 
 
 # ---------------------------------------------------------------- loading
@@ -92,18 +100,36 @@ def load_run(folder: Path) -> AuditBook:
     except (OSError, ValueError):
         raise UsageError(f"{folder}: not a fanout run folder (no valid outline.json)") from None
     journal = read_journal(folder / "sections.jsonl")
-    sections = []
-    for _, _, section in outline.sections():
-        result = journal.get(section.id)
-        if result is None:
-            sections.append(AuditSection(section.id, section.title, "", error="never written"))
-        else:
-            sections.append(AuditSection(section.id, section.title, result.text, result.finish_reason,
-                                         result.error))
+    sections = [run_section(section, journal.get(section.id)) for _, _, section in outline.sections()]
     book_md = folder / "book.md"
     blocks = heading_blocks(book_md.read_text()) if book_md.exists() else [s.text for s in sections]
+    spec = read_spec(folder)
+    parents = {c.id: p.id for p in outline.parts for c in p.chapters}
+    parents.update({s.id: c.id for _, c, s in outline.sections()})
     return AuditBook(str(folder), [(p.id, p.title) for p in outline.parts],
-                     [(c.id, c.title) for p in outline.parts for c in p.chapters], sections, True, blocks)
+                     [(c.id, c.title) for p in outline.parts for c in p.chapters], sections, True, blocks,
+                     title=outline.title, prompt=spec.prompt if spec else None,
+                     target_words=spec.words if spec else None, parents=parents,
+                     placeholders={node.id for node in outline_nodes(outline) if node.placeholder})
+
+
+def run_section(section: Node, result: SectionResult | None) -> AuditSection:
+    if result is None:
+        return AuditSection(section.id, section.title, "", error="never written")
+    return AuditSection(section.id, section.title, result.text, result.finish_reason, result.error)
+
+
+def read_spec(folder: Path) -> BookSpec | None:
+    """The run's spec.json; None when it is missing or unreadable (the outline alone can be audited)."""
+    try:
+        return BookSpec.model_validate_json((folder / "spec.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def outline_nodes(outline: Outline) -> list[Node]:
+    return [node for part in outline.parts
+            for node in (part, *part.chapters, *(s for c in part.chapters for s in c.sections))]
 
 
 def headings_of(markdown: str) -> list[tuple[int, int, str]]:
@@ -132,18 +158,30 @@ def load_markdown(path: Path) -> AuditBook:
         raise UsageError(f"{path}: no headings, so no sections to audit")
     section_level = max(level for _, level, _ in headings)
     lines = markdown.splitlines()
-    parts, chapters, sections = [], [], []
+    book = AuditBook(str(path), [], [], [], False, heading_blocks(markdown))
     bounds = [line for line, _, _ in headings] + [len(lines)]
+    part = chapter = None  # the ids the next headings belong to
     for index, (line, level, text) in enumerate(headings):
         title = SECTION_NUMBER.sub("", text.removeprefix("Part ").strip())
         if level == section_level:
             body = "\n".join(lines[line + 1:bounds[index + 1]]).strip()
-            sections.append(AuditSection(f"s{len(sections) + 1:04d}", title, body))
+            book.sections.append(AuditSection(f"s{len(book.sections) + 1:04d}", title, body))
+            add_child(book, book.sections[-1].id, chapter or part)
+        elif level == 1 and not book.title:
+            book.title = text.strip()
         elif level == 2:
-            parts.append((f"p{len(parts) + 1:02d}", title))
+            part, chapter = f"p{len(book.parts) + 1:02d}", None
+            book.parts.append((part, title))
         elif level == 3:
-            chapters.append((f"c{len(chapters) + 1:03d}", title))
-    return AuditBook(str(path), parts, chapters, sections, False, heading_blocks(markdown))
+            chapter = f"c{len(book.chapters) + 1:03d}"
+            book.chapters.append((chapter, title))
+            add_child(book, chapter, part)
+    return book
+
+
+def add_child(book: AuditBook, child: str, parent: str | None) -> None:
+    if parent is not None:
+        book.parents[child] = parent
 
 
 def load_book(path: Path) -> AuditBook:
@@ -155,25 +193,6 @@ def load_book(path: Path) -> AuditBook:
 
 
 # ---------------------------------------------------------------- helpers
-
-
-def words_of(text: str) -> list[str]:
-    return re.findall(r"[a-z0-9']+", text.lower())
-
-
-def shingles(words: list[str], size: int) -> list[tuple[str, ...]]:
-    return [tuple(words[i:i + size]) for i in range(len(words) - size + 1)]
-
-
-def ends_closed(block: str) -> bool:
-    """Seed 003's test: the block ends on closing punctuation (or a closed code fence), not mid-sentence."""
-    stripped = block.rstrip()
-    if not stripped:
-        return True
-    if close_open_fence(stripped) != stripped:
-        return False
-    last_line = stripped.splitlines()[-1]
-    return bool(FENCE.match(last_line)) or stripped.endswith(CLOSING) or last_line.lstrip().startswith("|")
 
 
 def defect(rule: str, section: AuditSection, detail: str) -> Defect:
@@ -339,9 +358,13 @@ def audit(book: AuditBook, only: list[str] | None = None, skip: list[str] | None
     defects = [d for _, rule in rules for d in rule(book)]
     counts = {name: sum(d.rule == name for d in defects) for name, _ in rules}
     unpunctuated = sum(not ends_closed(block) for block in book.blocks)
+    repeated = counts.get("repeated_passages")
+    quality, per_section = measure(book, book.title, book.prompt, book.target_words,
+                                   len(rule_repeated_passages(book)) if repeated is None else repeated)
     report = AuditReport(source=book.source, sections=len(book.sections), blocks=len(book.blocks),
                          blocks_unpunctuated=unpunctuated, code_blocks=code_block_count(book),
-                         rules=[n for n, _ in rules], counts=counts, defects=defects)
+                         rules=[n for n, _ in rules], counts=counts, defects=defects, quality=quality,
+                         section_quality=per_section)
     report.summary = summary_lines(report, book)
     return report
 
@@ -364,12 +387,26 @@ def parse_rule_list(text: str | None) -> list[str] | None:
     return [name.strip() for name in text.split(",") if name.strip()] if text else None
 
 
-def gate(report: AuditReport, fail_on: list[str] | None) -> list[str]:
-    """The gated rules that found something (non-empty: exit 3)."""
-    for name in fail_on or []:
-        if name not in RULE_NAMES:
-            raise UsageError(f"--fail-on: unknown rule {name!r} (rules: {', '.join(RULE_NAMES)})")
-    return [name for name in fail_on or [] if report.counts.get(name, 0) > 0]
+def parse_fail_on(text: str | None) -> tuple[list[str], list[Threshold]]:
+    """`--fail-on`: a comma list of rule names and quality thresholds (NAME>VALUE, NAME<VALUE)."""
+    rules, thresholds = [], []
+    for item in parse_rule_list(text) or []:
+        if item in RULE_NAMES:
+            rules.append(item)
+        elif "<" in item or ">" in item:
+            thresholds.append(parse_threshold(item))
+        else:
+            raise UsageError(f"--fail-on: unknown rule {item!r} (rules: {', '.join(RULE_NAMES)}; or NAME>VALUE, "
+                             f"NAME<VALUE on a figure: {', '.join(FIGURES)})")
+    return rules, thresholds
+
+
+def gate(report: AuditReport, fail_on: str | None) -> list[str]:
+    """What the `--fail-on` string gates on and the book fails, as text ('truncated 2', 'distinct_2 0.42 < 0.5');
+    non-empty: exit 3."""
+    rules, thresholds = parse_fail_on(fail_on)
+    failing = [f"{name} {report.counts[name]}" for name in rules if report.counts.get(name, 0) > 0]
+    return failing + [text for threshold in thresholds if (text := threshold.failure(report.quality))]
 
 
 def audit_path(source: Path) -> Path:

@@ -88,7 +88,9 @@ def build_parser() -> Parser:
     book.add_argument("--repair", action="store_true", help="after writing, repair what the audit finds")
     book.add_argument("--barrier", action="store_true",
                       help="plan level by level before writing anything (seed 003's schedule; default: pipelined)")
-    book.add_argument("--fail-on", metavar="RULES", help="exit 3 if the audit finds any of these (comma list)")
+    book.add_argument("--fail-on", metavar="GATES", help="exit 3 if the audit finds any of these rules or a quality "
+                                                         "figure crosses its threshold (comma list: RULE, NAME>VALUE, "
+                                                         "NAME<VALUE)")
     add_live_flags(book)
     add_fleet_flags(book, planning=True)
 
@@ -97,7 +99,9 @@ def build_parser() -> Parser:
     audit.add_argument("--json", action="store_true", help="print audit.json to stdout")
     audit.add_argument("--rule", metavar="RULES", help="only these rules (comma list)")
     audit.add_argument("--skip-rule", metavar="RULES", help="all rules but these (comma list)")
-    audit.add_argument("--fail-on", metavar="RULES", help="exit 3 if any of these rules finds a defect")
+    audit.add_argument("--fail-on", metavar="GATES", help="exit 3 if any of these rules finds a defect or a quality "
+                                                          "figure crosses its threshold (comma list: RULE, "
+                                                          "NAME>VALUE, NAME<VALUE)")
 
     repair = commands.add_parser("repair", help="re-ask truncated, duplicate, empty and failed sections of a run")
     repair.add_argument("run_dir", type=Path, metavar="RUN_DIR")
@@ -270,14 +274,15 @@ def book_spec(args: argparse.Namespace):
 def cmd_book(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from pipeline.audit import audit_table
+    from pipeline.audit import audit_table, parse_fail_on
     from pipeline.backends.client import fast_loop
     from pipeline.progress import BookProgress
+    from pipeline.quality import quality_table
     from pipeline.run import book
     from pipeline.stats import stats_table
 
     spec = book_spec(args)
-    fail_on = parse_rule_list(args.fail_on)
+    parse_fail_on(args.fail_on)  # a bad gate is a usage error before any work
     settings = settings_from(args)
     progress = BookProgress(enabled=not args.quiet)
 
@@ -299,13 +304,14 @@ def cmd_book(args: argparse.Namespace) -> int:
         console = Console(stderr=True)
         console.print(stats_table(result.stats))
         console.print(audit_table(result.audit))
+        console.print(quality_table(result.audit.quality))
     print_repair(result.repair)
     print(f"fanout: book: {result.folder / 'book.md'}\nfanout: PDF:  {result.folder / 'book.pdf'}", file=sys.stderr)
     if not result.stats.complete:
         print(f"fanout: error: {result.stats.failed_sections} sections failed; "
               f"`fanout book --resume {result.folder}` asks them again", file=sys.stderr)
         return 1
-    return gate_exit(result.audit, fail_on)
+    return gate_exit(result.audit, args.fail_on)
 
 
 def print_repair(summary) -> None:
@@ -317,12 +323,12 @@ def print_repair(summary) -> None:
           f"defects before -> after: {changed or 'none'}", file=sys.stderr)
 
 
-def gate_exit(report, fail_on: list[str] | None) -> int:
+def gate_exit(report, fail_on: str | None) -> int:
     from pipeline.audit import gate
 
     failing = gate(report, fail_on)
     if failing:
-        print(f"fanout: audit gate: {', '.join(f'{r} {report.counts[r]}' for r in failing)}", file=sys.stderr)
+        print(f"fanout: audit gate: {', '.join(failing)}", file=sys.stderr)
         return 3
     return 0
 
@@ -338,17 +344,20 @@ def parse_rule_list(text: str | None) -> list[str] | None:
 def cmd_audit(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from pipeline.audit import audit, audit_path, audit_table, load_book
+    from pipeline.audit import audit, audit_path, audit_table, load_book, parse_fail_on
+    from pipeline.quality import quality_table
     from pipeline.run import write_atomic
 
-    fail_on = parse_rule_list(args.fail_on)
+    parse_fail_on(args.fail_on)
     report = audit(load_book(args.source), parse_rule_list(args.rule), parse_rule_list(args.skip_rule))
     write_atomic(audit_path(args.source), report.model_dump_json(indent=2))
     if args.json:
         print(report.model_dump_json(indent=2))
     else:
-        Console().print(audit_table(report))
-    return gate_exit(report, fail_on)
+        console = Console()
+        console.print(audit_table(report))
+        console.print(quality_table(report.quality))
+    return gate_exit(report, args.fail_on)
 
 
 def cmd_repair(args: argparse.Namespace) -> int:
@@ -356,12 +365,15 @@ def cmd_repair(args: argparse.Namespace) -> int:
 
     from pipeline.audit import audit_table
     from pipeline.progress import BookProgress
+    from pipeline.quality import quality_table
     from pipeline.run import book
 
     result = anyio.run(book, settings_from(args), None, None, args.run_dir, BookProgress(enabled=not args.quiet),
                        True, True)
     if not args.quiet:
-        Console(stderr=True).print(audit_table(result.audit))
+        console = Console(stderr=True)
+        console.print(audit_table(result.audit))
+        console.print(quality_table(result.audit.quality))
     print_repair(result.repair)
     return 0
 

@@ -226,6 +226,7 @@ class BookRun:
                            time.monotonic() - started, lines, self.resumed)
         stats.generate_seconds = round(generate_seconds, 2)
         stats.generate_tok_s = round(stats.tokens_written / generate_seconds, 1) if generate_seconds > 0 else 0.0
+        stats.quality = report.quality
         stats = await self._typeset(outline, journal, stats, report, typesetter)
         stats.job_seconds = round(time.monotonic() - started, 2)
         if not (keep_stats and self.folder.stats.exists()):

@@ -2,7 +2,7 @@
 
 Takes what the run measured (plan stats, this run's section results and write-phase times, the whole
 journal) and returns BookStats. Token counts come from the servers' usage fields; times are client
-wall-clock; every rate says so.
+wall-clock; every rate says so. The quality figures are the audit's, copied in by the run.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from pydantic import BaseModel
 from rich.table import Table
 
 from pipeline.plan import PlanStats
+from pipeline.quality import BookQuality
 from pipeline.records import Attempt, EngineInfo, SectionResult
 
 WORDS_PER_PAGE = 300
@@ -56,6 +57,7 @@ class BookStats(BaseModel):
     backends: list[BackendLine]
     typeset_seconds: float | None = None
     pdf_pages: int | None = None
+    quality: BookQuality | None = None  # the audit's book figures (pipeline.quality)
 
 
 def word_count(results: dict[str, SectionResult]) -> int:

@@ -2,9 +2,9 @@
 
 `appendix_html(stats, audit)` takes the two records as loaded JSON (either may be None) and returns the
 appendix HTML ("" when both are None): a part heading, then "Run statistics" (every key stats.json has,
-lists of records as their own table) and "Audit" (`{"counts": {rule: n}, "summary": [text, ...]}`; other
-keys are shown as they are). Everything is escaped. Headings carry no attributes: `typeset_parts` gives
-them ids.
+lists of records as their own table) and "Audit" (`{"counts": {rule: n}, "summary": [text, ...]}`, the
+quality figures as a table of their own, not the row a section; other keys are shown as they are).
+Everything is escaped. Headings carry no attributes: `typeset_parts` gives them ids.
 """
 
 from __future__ import annotations
@@ -80,7 +80,11 @@ def _audit_html(audit: dict) -> str:
     defects = audit.get("defects")
     if isinstance(defects, list) and defects:
         out.append(_defects_html(defects))
-    rest = {k: v for k, v in audit.items() if k not in ("counts", "summary", "source", "defects")}
+    quality = audit.get("quality")
+    if isinstance(quality, dict) and quality:
+        out.append(_quality_html(quality))
+    rest = {k: v for k, v in audit.items()
+            if k not in ("counts", "summary", "source", "defects", "quality", "section_quality")}
     if rest:
         out.append(_record_html(rest))
     return "".join(out)
@@ -101,9 +105,22 @@ def _defects_html(defects: list) -> str:
     return f'<h4>Defects</h4>\n<ul class="defects">\n{"".join(items)}</ul>\n{more}'
 
 
+def _quality_html(quality: dict) -> str:
+    """The quality figures as a table; the titles that echo an ancestor as a short list."""
+    echoing = quality.get("echoing_titles")
+    out = ["<h4>Quality</h4>\n", _record_html({k: v for k, v in quality.items() if k != "echoing_titles"})]
+    if isinstance(echoing, list) and echoing:
+        items = "".join(f"<li>{html.escape(str(title))}</li>\n" for title in echoing[:MAX_ROWS])
+        more = f"<p>… and {len(echoing) - MAX_ROWS:,} more.</p>\n" if len(echoing) > MAX_ROWS else ""
+        out.append(f"<h4>Echoing titles</h4>\n<ul>\n{items}</ul>\n{more}")
+    return "".join(out)
+
+
 def appendix_html(stats: dict | None, audit: dict | None) -> str:
     if not stats and not audit:
         return ""
+    if stats and isinstance(audit, dict) and isinstance(audit.get("quality"), dict):
+        stats = {k: v for k, v in stats.items() if k != "quality"}  # the audit part shows the same figures
     out = ['<section class="appendix">\n<h2>Appendix: about this book</h2>\n']
     if stats:
         out.append("<h3>Run statistics</h3>\n<p>How this book was written, from the run's stats.json.</p>\n")

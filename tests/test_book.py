@@ -53,10 +53,11 @@ def fake_fleet():
 def test_book_on_fake_engines_end_to_end(fake_fleet, tmp_path):
     out = tmp_path / "run"
     done = fanout("book", "A handbook about testing", "--shape", "2x3x4", "--backend", f"{fake_fleet},cap=5",
-                  "--out", str(out), "--quiet", "--json")
+                  "--out", str(out), "--quiet", "--json", "--fail-on", "failed,sections<24")
     assert done.returncode == 0, done.stderr
     stats = json.loads(done.stdout)
     assert stats["complete"] and stats["sections_ok"] == 24 and stats["shape"] == "1 -> 2 -> 6"
+    assert stats["quality"] == json.loads((out / "audit.json").read_text())["quality"], "the audit's figures"
     assert stats["requests_planning"] == 9 and stats["requests_writing"] == 24
     assert stats["tokens_written"] > 0 and stats["failed_sections"] == 0 and stats["empty_sections"] == 0
     for name in ("spec.json", "outline.json", "sections.jsonl", "book.md", "book.pdf", "book.html", "book.epub",
@@ -175,6 +176,7 @@ def assert_book_follows_outline(out: Path, results: dict) -> None:
     (["book", "x", "--backend", "http://127.0.0.1:9,cap=-1"], "cap must be positive"),
     (["book", "x", "--backend", "http://127.0.0.1:9"], "no backend reachable"),
     (["book", "x", "--no-such-flag"], "unrecognized arguments"),
+    (["book", "x", "--fail-on", "distinct_2<oops"], "not a number"),
 ])
 def test_bad_input_is_one_line_exit_2_and_no_run_folder(tmp_path, args, words):
     out = tmp_path / "run"

@@ -26,14 +26,12 @@ from pipeline.errors import UsageError
 from pipeline.journal import read_journal
 from pipeline.quality import FIGURES, BookQuality, SectionQuality, Threshold, measure, parse_threshold
 from pipeline.records import BookSpec, Node, Outline, SectionResult
-from pipeline.text import ends_closed, shingles, words_of
+from pipeline.text import LOOP_REPEATS, LOOP_WORDS, ends_closed, shingles, words_of
 from pipeline.titles import title_key
 
 WORD_FLOOR = 40  # a section below this many words is near-empty
 NEAR_DUPLICATE_JACCARD = 0.75
 SHARED_PASSAGE_WORDS = 12  # a run of this many words in two sections is a repeated passage
-LOOP_WORDS = 8  # a run of this many words three times in one section is a repetition loop
-LOOP_REPEATS = 3
 OUTLIER_FACTOR = 3.0
 SECTION_NUMBER = re.compile(r"^\d+(?:\.\d+)*\.?\s+")
 _markdown = MarkdownIt("commonmark").enable("table")
@@ -253,9 +251,11 @@ def rule_truncated(book: AuditBook) -> list[Defect]:
     for section in book.sections:
         if section.error is not None or not section.text.strip():
             continue
+        if ends_closed(section.text):
+            continue  # a capped answer cut back to its last full sentence reads as finished
         if book.from_journal and section.finish_reason == "length":
-            found.append(defect("truncated", section, "finish_reason=length (stopped at the token cap)"))
-        elif not book.from_journal and not ends_closed(section.text):
+            found.append(defect("truncated", section, "finish_reason=length and it ends mid-sentence"))
+        elif not book.from_journal:
             tail = " ".join(section.text.split()[-6:])
             found.append(defect("truncated", section, f"ends without closing punctuation: …{tail!r}"))
     return found

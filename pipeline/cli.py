@@ -147,6 +147,20 @@ def build_parser() -> Parser:
     add_record_flags(efficiency)
     add_fleet_flags(efficiency)
 
+    quality = commands.add_parser("quality", help="books from a list of prompts and their quality figures, "
+                                                   "side by side")
+    quality.add_argument("--prompts", type=Path, metavar="FILE", help="one prompt a line (default: five built in: "
+                                                                    "the demo's, code, history, craft, science)")
+    quality.add_argument("--shape", default="2x3x4", metavar="PxCxS", help="each book's shape (2x3x4)")
+    quality.add_argument("--words", type=int, default=250, help="words asked for per section (250)")
+    quality.add_argument("--max-tokens", type=int, help="cap on each section (default: from --words)")
+    quality.add_argument("--score", type=Path, nargs="+", metavar="RUN_DIR",
+                         help="score these finished run folders instead of writing books")
+    quality.add_argument("--baseline", type=Path, metavar="QUALITY.json", help="an earlier record: show before -> after")
+    quality.add_argument("--quiet", action="store_true", help="no live progress")
+    add_record_flags(quality)
+    add_fleet_flags(quality, planning=True)
+
     identity = commands.add_parser("identity", help="answers under load against a single-user oracle (seed 000)")
     identity.add_argument("--levels", default="1,2,4,8", help="concurrent users per level (1,2,4,8)")
     identity.add_argument("--mode", default="concurrency", choices=["concurrency", "same", "servers"],
@@ -481,9 +495,33 @@ def cmd_efficiency(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_quality(args: argparse.Namespace) -> int:
+    from datetime import datetime
+
+    from pipeline.backends.client import fast_loop
+    from pipeline.bench.quality import (load_record, quality_markdown, read_prompts, run_quality, score_runs)
+    from pipeline.progress import BookProgress
+    from pipeline.trim import token_cap
+
+    baseline = load_record(args.baseline) if args.baseline else None
+    if args.score:
+        record = score_runs(args.score)
+        save_record("quality", record, quality_markdown(record, baseline), args.out, args.json)
+        return 0
+    require_positive(args, "words")
+    shape = parse_shape(args.shape)
+    prompts = read_prompts(args.prompts)
+    folder = args.out or Path("outputs") / f"quality-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    with fast_loop():
+        record = anyio.run(run_quality, settings_from(args), prompts, shape, args.words,
+                           args.max_tokens or token_cap(args.words), folder, BookProgress(enabled=not args.quiet))
+    save_record("quality", record, quality_markdown(record, baseline), folder, args.json)
+    return 0
+
+
 COMMANDS = {"serve": cmd_serve, "ask": cmd_ask, "book": cmd_book, "audit": cmd_audit, "repair": cmd_repair,
             "probe": cmd_probe, "bench": cmd_bench, "typeset": cmd_typeset, "sweep": cmd_sweep,
-            "identity": cmd_identity, "efficiency": cmd_efficiency}
+            "identity": cmd_identity, "efficiency": cmd_efficiency, "quality": cmd_quality}
 
 
 def configure_logging(verbose: bool) -> None:

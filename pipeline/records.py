@@ -196,8 +196,8 @@ class SectionResult(BaseModel):
     error: str | None = None
     version: int = 1  # a repair appends version + 1; the journal keeps every version
     repair: str | None = None  # how this version was made: rewritten, continued, retitled
-    trimmed: bool = False  # stopped at the cap and cut back to its last full sentence
-    raw_text: str | None = None  # when trimmed: the answer as the model sent it
+    trimmed: bool = False  # cut back to its last full sentence (it ran to the cap, or looped)
+    raw_text: str | None = None  # the answer as the model sent it, when the text differs (trimmed, tidied)
 
     @property
     def ok(self) -> bool:

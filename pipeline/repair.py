@@ -13,12 +13,11 @@ A repaired section is appended to the journal as version + 1; the old line stays
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import anyio
 
-from pipeline.audit import LOOP_WORDS, WORD_FLOOR, AuditReport
+from pipeline.audit import WORD_FLOOR, AuditReport
 from pipeline.backends.pool import BackendPool, RequestFailed
 from pipeline.journal import Journal
 from pipeline.plan import parse_book_title
@@ -26,6 +25,7 @@ from pipeline.profiles import Sampler
 from pipeline.prompts import render
 from pipeline.records import BookSpec, ChatRequest, Chapter, Outline, Part, Section, SectionResult
 from pipeline.titles import plausible_title, title_key
+from pipeline.trim import cut_repeats
 from pipeline.write import WallClock, failed, finished, section_request
 
 RETITLE_ATTEMPTS = 3
@@ -57,18 +57,6 @@ def plan_actions(report: AuditReport, section_ids: set[str]) -> dict[str, str]:
         if current is None or PRIORITY.index(action) < PRIORITY.index(current):
             wanted[defect.section_id] = action
     return wanted
-
-
-def cut_repeats(text: str) -> str:
-    """The text up to where it starts repeating itself: the first LOOP_WORDS-word run seen before."""
-    spans = [(m.start(), re.sub(r"[^a-z0-9']", "", m.group().lower())) for m in re.finditer(r"\S+", text)]
-    seen: set[tuple[str, ...]] = set()
-    for index in range(len(spans) - LOOP_WORDS + 1):
-        gram = tuple(word for _, word in spans[index:index + LOOP_WORDS])
-        if gram in seen:
-            return text[:spans[index][0]].rstrip(" ,;:-")
-        seen.add(gram)
-    return text.strip()
 
 
 class Repairer:

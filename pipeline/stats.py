@@ -13,6 +13,7 @@ from rich.table import Table
 from pipeline.plan import PlanStats
 from pipeline.quality import BookQuality
 from pipeline.records import Attempt, EngineInfo, SectionResult
+from pipeline.text import ends_closed
 
 WORDS_PER_PAGE = 300
 
@@ -52,7 +53,8 @@ class BookStats(BaseModel):
     reissued_before_first_byte: int
     empty_sections: int
     failed_sections: int
-    truncated_sections: int
+    truncated_sections: int  # stopped at the cap and still ending mid-sentence
+    trimmed_sections: int = 0  # stopped at the cap, cut back to their last full sentence
     placeholder_titles: int
     backends: list[BackendLine]
     typeset_seconds: float | None = None
@@ -91,7 +93,9 @@ def book_stats(plan: PlanStats, written: dict[str, SectionResult], journal: dict
         reissued_before_first_byte=sum(a.outcome == "cut_before_first_byte" for a in attempts),
         empty_sections=sum(1 for r in journal.values() if r.error is None and not r.text.strip()),
         failed_sections=section_total - ok,
-        truncated_sections=sum(r.finish_reason == "length" for r in journal.values() if r.ok),
+        truncated_sections=sum(r.finish_reason == "length" and not ends_closed(r.text) for r in journal.values()
+                               if r.ok),
+        trimmed_sections=sum(r.trimmed for r in journal.values() if r.ok),
         placeholder_titles=plan.placeholders,
         backends=backends,
     )
@@ -123,8 +127,8 @@ def stats_table(stats: BookStats) -> Table:
         ("pages at 300 words", f"{stats.pages_at_300_words:,.1f}"),
         ("request errors (failed attempts)", str(stats.request_errors)),
         ("re-asked before first byte", str(stats.reissued_before_first_byte)),
-        ("empty / failed / truncated sections",
-         f"{stats.empty_sections} / {stats.failed_sections} / {stats.truncated_sections}"),
+        ("empty / failed / truncated / trimmed sections",
+         f"{stats.empty_sections} / {stats.failed_sections} / {stats.truncated_sections} / {stats.trimmed_sections}"),
         ("placeholder titles", str(stats.placeholder_titles)),
     ]
     if stats.pdf_pages is not None:

@@ -11,6 +11,8 @@ import re
 from pipeline.assemble import FENCE, close_open_fence
 
 CLOSING = tuple('.!?:;)]}"\'`*_…»”’')
+LOOP_WORDS = 8  # a run of this many words three times in one section is a repetition loop
+LOOP_REPEATS = 3
 
 
 def words_of(text: str) -> list[str]:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any
+
+import snowballstemmer
 
 MAX_TITLE_CHARS = 120
 NUMBERING = re.compile(r"^(?:(?i:part|chapter|section)\s+(?:\d+|[IVXLC]+)[.):\-]*\s*"  # Part 3: / Chapter IV.
@@ -48,7 +51,7 @@ def plausible_title(title: str) -> bool:
 
 STOPWORDS = frozenset("""
 a an the of and or to in on for with from by at as into about your you yours our my their its it this that
-these those how what why when where which who is are be can do does should will vs versus without within
+these those how what why when where which who is are be can do does should will vs versus without within own
 """.split())
 GENERIC_WORDS = frozenset("""
 introduction overview basics basic guide handbook book chapter part section tips essentials essential
@@ -60,6 +63,8 @@ title titles parts part chapters chapter sections section point points name desc
 string array object null true false json key value items list
 """.split())
 SIMILAR = 0.75  # Jaccard of content words at or above which two titles say the same thing
+MAX_HEADING_WORDS = 10  # past this a 'title' is a sentence (small models write their point into it)
+_stemmer = snowballstemmer.stemmer("english")
 CODE_MARKS = re.compile(r"[{}\[\]<>=|\\]|::|\(\)")
 COUNTED = re.compile(r"\((?:part|chapter|section|topic|item)?\s*\d+\)\s*$", re.I)
 
@@ -68,10 +73,12 @@ def title_words(title: str) -> list[str]:
     return re.findall(r"[a-z0-9]+(?:'[a-z]+)?", title.casefold())
 
 
+@lru_cache(maxsize=65536)
 def content_words(title: str) -> frozenset[str]:
-    """The words that carry a title's meaning: no stopwords, no generic book words, no numbers."""
-    return frozenset(w for w in title_words(title)
-                     if w not in STOPWORDS and w not in GENERIC_WORDS and not w.isdigit())
+    """The words that carry a title's meaning, stemmed ('Making Starters' = 'make starter'): no stopwords, no
+    generic book words, no numbers."""
+    words = [w for w in title_words(title) if w not in STOPWORDS and w not in GENERIC_WORDS and not w.isdigit()]
+    return frozenset(_stemmer.stemWords(words))
 
 
 def similarity(a: str, b: str) -> float:
@@ -116,6 +123,10 @@ def refusal(title: str, ancestors: dict[str, str], siblings: list[str]) -> str |
     what each one is ('the chapter title', 'the book title', 'the request') to its text."""
     if not plausible_title(title):
         return "is not a usable title (empty, too long, or repeating itself)"
+    if len(title_words(title)) > MAX_HEADING_WORDS or ";" in title:
+        return f"is a sentence or a list, not a short heading (at most {MAX_HEADING_WORDS} words)"
+    if not content_words(title):
+        return "says nothing of its own (only generic words like 'basics' or 'introduction')"
     if looks_like_identifier(title):
         return "looks like a code identifier or a JSON key, not a title"
     if is_counted(title):

@@ -1,14 +1,20 @@
-"""Ending well: the word budget's token cap, and an answer cut at that cap taken back to its last full sentence.
+"""Starting and ending well: the word budget's token cap, an answer's opening tidied, and an answer cut at
+the cap taken back to its last full sentence.
 
-Takes the words asked for (returns the token cap and paragraph count that fit them), or a text that stopped
-at the cap (returns it cut after its last full sentence, or None when it has none to cut back to). STORM
-trims unfinished sentences the same way; the journal keeps both texts.
+Takes the words asked for (returns the token cap and paragraph count that fit them), an answer's text
+(returns it without the chatter or the echoed title a small model puts before the section proper:
+"Here's a sample chapter:", a quoted title line, "Section: …"), or a text that stopped at the cap (returns
+it cut after its last full sentence, or None when it has none to cut back to). STORM trims unfinished
+sentences the same way; the journal keeps the raw answer beside the text.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections import Counter
+
+from pipeline.text import LOOP_REPEATS, LOOP_WORDS, shingles, words_of
 
 TOKENS_PER_WORD = 1.4  # English prose with Markdown marks, SmolLM2's and Llama's tokenizers alike
 HEADROOM = 1.5  # a model asked for N words often writes more; the cap is a backstop, not the target
@@ -16,6 +22,14 @@ WORDS_PER_PARAGRAPH = 90
 FENCE_LINE = re.compile(r"^\s*(```|~~~)")
 SENTENCE_END = re.compile(r"[.!?…][\"'”’)\]*_]*(?=\s|$)")
 ABBREVIATION = re.compile(r"(?:\b(?:e\.g|i\.e|etc|vs|cf|Dr|Mr|Mrs|Ms|St|No|Fig)\.|\b[A-Z]\.)$")
+
+
+CHATTER = re.compile(r"^(?:sure|certainly|of course|absolutely|here(?:'s| is| are)|i'm happy|i am happy|i'd be "
+                     r"happy|i'd love|what is your pleasure|great question)\b", re.I)
+TITLE_LINE_WORDS = 14
+BLOCK_START = re.compile(r"^\s*(?:[-*+]\s|\d+[.)]\s|\|)")  # a list item or a table row is content
+SENTENCE_CLOSE = re.compile(r"[.!?…]$")
+INNER_SENTENCE_END = re.compile(r"[.!?…]\s")
 
 
 def token_cap(words: int) -> int:
@@ -57,3 +71,70 @@ def cut_to_sentence(text: str) -> str | None:
         return None
     cut = kept[:end].rstrip()
     return cut if cut and cut != text.rstrip() else None
+
+
+def is_preamble(line: str, has_more: bool) -> bool:
+    """A first line that is not the section: chatter, or a short title-like line with text after it."""
+    if FENCE_LINE.match(line) or BLOCK_START.match(line):
+        return False
+    bare = line.strip().strip("#*_\"'“”").strip()
+    if CHATTER.match(bare) and (bare.endswith((":", "!")) or len(bare.split()) <= 20):
+        return True
+    title_like = (has_more and bool(bare) and len(bare.split()) <= TITLE_LINE_WORDS
+                  and not INNER_SENTENCE_END.search(bare) and not SENTENCE_CLOSE.search(bare))
+    stripped = line.strip()
+    marked = (stripped[:1] in "\"“#" and stripped[-1:] in "\"”#" or stripped.startswith(("#", "**"))
+              or bare.lower().startswith(("section:", "chapter:", "title:")))
+    return title_like and (marked or ":" not in bare)
+
+
+def unquoted(paragraph: str) -> str:
+    """A first paragraph wrapped in quotes ('"Souring is ...' or '"... ."') without them."""
+    if not paragraph.startswith(("\"", "“")):
+        return paragraph
+    quotes = paragraph.count("\"") + paragraph.count("“") + paragraph.count("”")
+    if quotes == 1:
+        return paragraph[1:]
+    if quotes == 2 and paragraph.rstrip().endswith(("\"", "”")):
+        return paragraph[1:].rstrip()[:-1]
+    return paragraph
+
+
+def tidy_opening(text: str) -> str:
+    """The answer without what a small model writes before the section itself (at most two lines)."""
+    lines = text.strip().splitlines()
+    for _ in range(2):
+        rest = [line for line in lines[1:] if line.strip()]
+        if lines and is_preamble(lines[0], bool(rest)):
+            lines = "\n".join(lines[1:]).strip().splitlines()
+    body = "\n".join(lines)
+    first, sep, after = body.partition("\n\n")
+    return unquoted(first) + sep + after
+
+
+def cut_repeats(text: str) -> str:
+    """The text up to where it starts repeating itself: the first LOOP_WORDS-word run seen before."""
+    spans = [(m.start(), re.sub(r"[^a-z0-9']", "", m.group().lower())) for m in re.finditer(r"\S+", text)]
+    seen: set[tuple[str, ...]] = set()
+    for index in range(len(spans) - LOOP_WORDS + 1):
+        gram = tuple(word for _, word in spans[index:index + LOOP_WORDS])
+        if gram in seen:
+            return text[:spans[index][0]].rstrip(" ,;:-")
+        seen.add(gram)
+    return text.strip()
+
+
+def loops(text: str, times: int = LOOP_REPEATS) -> bool:
+    """Some run of LOOP_WORDS words comes back `times` times or more."""
+    counts = Counter(shingles(words_of(text), LOOP_WORDS))
+    return bool(counts) and counts.most_common(1)[0][1] >= times
+
+
+def end_well(text: str, capped: bool) -> str:
+    """Nobody ships a looping section: a loop is cut where it starts (at its second coming in an answer that
+    ran to the cap, its third in one that stopped), and an answer that ran to the cap or was cut ends on
+    its last full sentence."""
+    kept = cut_repeats(text) if loops(text, 2 if capped else LOOP_REPEATS) else text
+    if capped or kept != text:
+        kept = cut_to_sentence(kept) or kept
+    return kept

@@ -5,6 +5,7 @@ section. Each request carries its neighbourhood from the plan (templates/section
 the book, part and chapter titles, the chapter's and its own key point, and its siblings' titles and key
 points as covered elsewhere; it asks for a number of paragraphs that fits the word budget and for a last
 full sentence. Requests stay independent, so every section of a book can be in flight at once. An answer
+loses the chatter or echoed title before its first paragraph; a loop is cut where it starts, and an answer
 that stops at the token cap is cut back to its last full sentence and marked `trimmed` (the raw answer is
 journaled beside it). A section whose every attempt failed comes back with `error` set, never as a
 finished section; it is journaled too, so a resume asks it again.
@@ -19,7 +20,7 @@ from pipeline.progress import BookListener
 from pipeline.profiles import Sampler
 from pipeline.prompts import render
 from pipeline.records import BookSpec, Chapter, ChatRequest, Completion, Outline, Part, Section, SectionResult
-from pipeline.trim import cut_to_sentence, paragraphs_for
+from pipeline.trim import end_well, paragraphs_for, tidy_opening
 
 MAX_REQUEST_CHARS = 400  # of the user's request, in each section prompt: 1,536 prefills of a long one add up
 
@@ -61,11 +62,12 @@ class WallClock:
 
 
 def finished(section: Section, completion: Completion, wall: WallClock) -> SectionResult:
-    """The journaled result; an answer cut at the cap ends on its last full sentence, the raw one kept."""
-    text, raw = completion.text, None
-    if completion.finish_reason == "length" and (cut := cut_to_sentence(completion.text)) is not None:
-        text, raw = cut, completion.text
-    return SectionResult(id=section.id, title=section.title, text=text, trimmed=raw is not None, raw_text=raw,
+    """The journaled result: the opening tidied, and an answer cut at the cap ending on its last full
+    sentence; when that changed the text, the raw answer is kept beside it."""
+    opened = tidy_opening(completion.text)
+    text = end_well(opened, capped=completion.finish_reason == "length")
+    raw = completion.text if text != completion.text else None
+    return SectionResult(id=section.id, title=section.title, text=text, trimmed=text != opened, raw_text=raw,
                          finish_reason=completion.finish_reason, prompt_tokens=completion.prompt_tokens,
                          completion_tokens=completion.completion_tokens, backend=completion.backend,
                          t_sent=wall(completion.t_sent), t_first_token=wall(completion.t_first_token),

@@ -262,8 +262,9 @@ class BookReplies:
             self.sections_asked.append(title)
             if self.section_text is not None:
                 return self.section_text
-            sentence = f"This text explains {title} with care and a short example."
-            return " ".join([sentence] * (self.words // 10 + 1))
+            # every sentence differs (a point letter), so no run of words loops: a loop would be cut
+            return " ".join(f"Point {letters(n)} explains {title}, {letters(n)} again, with care {letters(n)}."
+                            for n in range(self.words // 10 + 1))
         level = plan_level(prompt)
         if level is None:
             return " ".join(f"w{i}" for i in range(self.words))  # any other question: plain words

@@ -13,7 +13,7 @@ import pytest
 from pipeline.audit import RULE_NAMES, audit, load_book, load_run
 from pipeline.errors import UsageError
 from pipeline.records import BookSpec, Chapter, Outline, Part, Section, SectionResult
-from pipeline.repair import cut_repeats
+from pipeline.trim import cut_repeats
 from tests.test_book import fake_engine_process
 
 FIXTURES = Path(__file__).parent / "fixtures" / "audit"

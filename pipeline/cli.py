@@ -528,8 +528,9 @@ def configure_logging(verbose: bool) -> None:
     """Our own logger only: libraries' INFO chatter (fontTools, WeasyPrint) stays out of the terminal."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("fanout: %(message)s"))
+    handler.setLevel(logging.DEBUG if verbose else logging.INFO)
     log.addHandler(handler)
-    log.setLevel(logging.DEBUG if verbose else logging.INFO)
+    log.setLevel(logging.DEBUG)  # run.log keeps the details the terminal leaves out
     log.propagate = False
 
 

@@ -11,8 +11,9 @@ of a chapter's sections) starts before an answer ends.
 Each title is checked in code (titles.refusal): a title that echoes its parent, the book title or the
 request, looks like an identifier or a JSON key, nearly repeats a sibling, comes from the worked example,
 or is taken elsewhere in the book is refused, and what is still missing is asked again with the refused
-titles and their reasons shown, up to `plan_attempts` times. Only then is a numbered placeholder used,
-flagged in the outline and counted. Model output is untrusted: nothing in an answer raises.
+titles and their reasons shown, up to `plan_attempts` times. Then a refused item's own key point, short
+enough to read as a heading and passing the same checks, becomes its title; only then is a numbered
+placeholder used, flagged in the outline and counted. Model output is untrusted: nothing in an answer raises.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from pipeline.errors import FanoutError
 from pipeline.profiles import Sampler
 from pipeline.prompts import example_answer, render_chat
 from pipeline.records import BookSpec, Chapter, Outline, Part, Section
-from pipeline.titles import clean_title, content_words, refusal, title_key
+from pipeline.titles import MAX_HEADING_WORDS, clean_title, content_words, refusal, title_key
 
 REASK_TEMPERATURES = (0.4, 0.7, 0.7)  # a re-ask at temperature 0 tends to repeat the refused answer
 TOKENS_PER_ITEM = 48  # a heading and its sentence
@@ -50,6 +51,8 @@ class PlanStats:
     levels: list[int] = field(default_factory=list)  # requests per level: 1 -> P -> P*C
     refusals: Counter[str] = field(default_factory=Counter)  # reason -> titles refused for it
     missing_points: int = 0  # titles taken without a key point
+    headings_from_points: int = 0  # refused titles replaced by their own key point
+    refused: list[tuple[str, str, str]] = field(default_factory=list)  # (node id, title, reason), for run.log
 
 
 @dataclass(frozen=True)
@@ -169,6 +172,19 @@ class ItemStream:
 
 def how_many(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def heading_from_point(point: str) -> str:
+    """A refused title's key point as its heading ('How vaccines protect against disease.' -> 'How Vaccines
+    Protect Against Disease'): the model's own words, so better than a numbered placeholder. Empty when the
+    point is too long to read as a heading."""
+    text = clean_title(point.rstrip("…"))
+    words = text.split()
+    if not words or len(words) > MAX_HEADING_WORDS:
+        return ""
+    small = {"a", "an", "the", "of", "and", "or", "to", "in", "on", "for", "with", "by", "at", "as"}
+    return " ".join(w if (i and w.casefold() in small) or not w[:1].islower() else w[:1].upper() + w[1:]
+                    for i, w in enumerate(words))
 
 
 def about(what: str, point: str) -> str:
@@ -395,6 +411,7 @@ class Planner:
         streamed in; refused titles are shown, with their reasons, to the next ask."""
         chosen = list(ask.have)
         refused: list[tuple[str, str]] = []
+        spare_points: list[str] = []  # the points of refused items: a last resort before placeholders
         copied = example_words(ask.template) - content_words(self.spec.prompt)
 
         def consider(item: PlanItem) -> None:
@@ -404,6 +421,9 @@ class Planner:
             if reason is not None:
                 refused.append((item.title, reason))
                 self.stats.refusals[reason.split(' "')[0]] += 1
+                self.stats.refused.append((ask.node_id, item.title, reason))
+                if item.point:
+                    spare_points.append(item.point)
                 return
             chosen.append(item.title)
             self.stats.missing_points += not item.point
@@ -419,6 +439,12 @@ class Planner:
                             ask.with_title, consider, enough=lambda: len(chosen) == ask.count)
             if len(chosen) < ask.count:
                 self.stats.reasked += 1
+        for point in spare_points:
+            heading = heading_from_point(point)
+            if len(chosen) < ask.count and heading and self._refusal(heading, ask, chosen, copied) is None:
+                chosen.append(heading)
+                self.stats.headings_from_points += 1
+                ask.on_item(PlanItem(heading, point), False)
         for title in self._placeholders(ask.level, ask.fallback_prefix, ask.count, len(chosen)):
             chosen.append(title)
             ask.on_item(PlanItem(title), True)
@@ -434,7 +460,7 @@ class Planner:
     def _claim(self, level: str, title: str) -> bool:
         """Take a title for the book if nobody has it yet (the event loop makes this atomic)."""
         key = title_key(title)
-        if key in self.book_keys[level]:
+        if any(key in keys for keys in self.book_keys.values()):  # a section named like a chapter reads as one
             return False
         self.book_keys[level].add(key)
         return True

@@ -135,7 +135,7 @@ class BookSpec(BaseModel):
     sections: int = Field(default=16, gt=0)
     words: int = Field(default=250, gt=0)
     max_tokens: int = Field(default=525, gt=0)  # trim.token_cap(words) unless given
-    plan_attempts: int = Field(default=4, gt=0)
+    plan_attempts: int = Field(default=6, gt=0)
     profile: SamplingProfile | None = None  # chosen once the engines are known; a resume keeps it
     planner_profile: SamplingProfile | None = None  # when planning has backends of its own
 

@@ -23,7 +23,6 @@ import asyncio
 import json
 import random
 import time
-import re
 import zlib
 from collections import deque
 from typing import Callable

@@ -199,6 +199,11 @@ def test_a_small_book_on_the_real_engine(tmp_path):
     assert done.returncode == 0, done.stderr
     stats = json.loads(done.stdout)
     assert stats["complete"] and stats["sections_ok"] == 4 and stats["backends"][0]["engine"] == "llama.cpp"
+    outline = json.loads((out / "outline.json").read_text())
+    nodes = [*outline["parts"], *(c for p in outline["parts"] for c in p["chapters"]),
+             *(s for p in outline["parts"] for c in p["chapters"] for s in c["sections"])]
+    assert not [n["title"] for n in nodes if n["placeholder"]] and stats["placeholder_titles"] == 0
+    assert json.loads((out / "spec.json").read_text())["profile"]["name"] == "small", "chosen from SmolLM2-135M"
     journal = read_journal(out / "sections.jsonl")
     assert stats["tokens_written"] == sum(r.completion_tokens for r in journal.values())
     reader = PdfReader(out / "book.pdf")
@@ -217,7 +222,9 @@ def assert_audit_matches_an_independent_recount(out: Path, journal: dict) -> Non
     chapters = [c for p in outline["parts"] for c in p["chapters"]]
     duplicates = (repeats([p["title"] for p in outline["parts"]]) + repeats([c["title"] for c in chapters])
                   + repeats([s["title"] for c in chapters for s in c["sections"]]))
-    assert audit["counts"]["truncated"] == sum(r.finish_reason == "length" for r in journal.values())
+    closing = tuple('.!?:;)]}"\'`*_…»”’')
+    assert audit["counts"]["truncated"] == sum(r.finish_reason == "length" and not r.text.rstrip().endswith(closing)
+                                               for r in journal.values() if r.text.strip())
     assert audit["counts"]["failed"] == sum(r.error is not None for r in journal.values())
     assert audit["counts"]["duplicate"] == duplicates
     assert audit["counts"]["empty"] == sum(len(r.text.split()) < 40 for r in journal.values() if r.error is None)

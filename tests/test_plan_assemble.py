@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import random
 import time
 
@@ -135,6 +134,19 @@ async def test_a_model_that_never_complies_gets_flagged_placeholders_not_a_crash
     assert planner.stats.placeholders == 2
     assert all(s.placeholder for _, _, s in outline.sections())
     assert not any(c.placeholder for p in outline.parts for c in p.chapters)
+
+
+async def test_a_refused_title_gives_way_to_its_own_point_before_a_placeholder():
+    echo = "1. Vaccination: how vaccines protect against infectious diseases.\n2. Vaccination: " + "long " * 12
+    replies = ScriptedPlanner({"book": ["Title: Shots\n1. Immunity: the body's defences."],
+                               "part": ["1. Vaccination: what a vaccine does."], "chapter": [echo] * 10})
+    outline, planner = await plan_with(replies, BookSpec(prompt="p", parts=1, chapters=1, sections=2,
+                                                         plan_attempts=2))
+    sections = outline.parts[0].chapters[0].sections
+    assert sections[0].title == "How Vaccines Protect Against Infectious Diseases" and not sections[0].placeholder
+    assert sections[0].point == "how vaccines protect against infectious diseases."
+    assert sections[1].placeholder, "a point too long for a heading is not used"
+    assert planner.stats.headings_from_points == 1 and planner.stats.placeholders == 1
 
 
 async def test_planning_asks_after_a_worked_example_with_the_profile_sampling():

@@ -9,8 +9,9 @@ usable headings, each with its point. Lines are read as they stream, so the leve
 of a chapter's sections) starts before an answer ends.
 
 Each title is checked in code (titles.refusal): a title that echoes its parent, the book title or the
-request, looks like an identifier or a JSON key, nearly repeats a sibling, comes from the worked example,
-or is taken elsewhere in the book is refused, and what is still missing is asked again with the refused
+request, looks like an identifier or a JSON key, nearly repeats a sibling or a title of its level elsewhere
+in the book (as the audit's near-duplicate rule would find), comes from the worked example, or is taken
+elsewhere in the book is refused, and what is still missing is asked again with the refused
 titles and their reasons shown, up to `plan_attempts` times. Then a refused item's own key point, short
 enough to read as a heading and passing the same checks, becomes its title; only then is a numbered
 placeholder used, flagged in the outline and counted. Model output is untrusted: nothing in an answer raises.
@@ -33,7 +34,7 @@ from pipeline.errors import FanoutError
 from pipeline.profiles import Sampler
 from pipeline.prompts import example_answer, render_chat
 from pipeline.records import BookSpec, Chapter, Outline, Part, Section
-from pipeline.titles import MAX_HEADING_WORDS, clean_title, content_words, refusal, title_key
+from pipeline.titles import MAX_HEADING_WORDS, clean_title, content_words, near_duplicates, refusal, title_key
 
 REASK_TEMPERATURES = (0.4, 0.7, 0.7)  # a re-ask at temperature 0 tends to repeat the refused answer
 TOKENS_PER_ITEM = 48  # a heading and its sentence
@@ -250,6 +251,7 @@ class Planner:
         self.sampler = sampler
         self.stats = PlanStats()
         self.book_keys: dict[str, set[str]] = {"parts": set(), "chapters": set(), "sections": set()}
+        self.book_titles: dict[str, list[str]] = {"parts": [], "chapters": [], "sections": []}
         self.book_title = ""
 
     async def plan(self, outline: Outline | None = None, barrier: bool = False,
@@ -322,11 +324,11 @@ class Planner:
     def _claim_existing(self, outline: Outline) -> None:
         """Titles an interrupted run already planned stay taken."""
         for pt in outline.parts:
-            self._claim("parts", pt.title)
+            self._claim("parts", pt.title, near=False)
             for ch in pt.chapters:
-                self._claim("chapters", ch.title)
+                self._claim("chapters", ch.title, near=False)
                 for section in ch.sections:
-                    self._claim("sections", section.title)
+                    self._claim("sections", section.title, near=False)
 
     @staticmethod
     async def _each(items: list, plan_one) -> None:
@@ -453,24 +455,29 @@ class Planner:
         reason = refusal(title, ask.ancestors, chosen)
         if reason is None and content_words(title) & copied:
             reason = "comes from the worked example, not from this book"
-        if reason is None and not self._claim(ask.level, title):
-            reason = "is already a title elsewhere in the book"
-        return reason
+        return reason or self._claim(ask.level, title)
 
-    def _claim(self, level: str, title: str) -> bool:
-        """Take a title for the book if nobody has it yet (the event loop makes this atomic)."""
+    def _claim(self, level: str, title: str, near: bool = True) -> str | None:
+        """Take a title for the book, or say why not: another node at any level has it, or (with `near`) one
+        at this level nearly has it, as the audit's near-duplicate rule would find. The event loop makes
+        this atomic."""
         key = title_key(title)
         if any(key in keys for keys in self.book_keys.values()):  # a section named like a chapter reads as one
-            return False
+            return "is already a title elsewhere in the book"
+        if near:
+            other = next((t for t in self.book_titles[level] if near_duplicates(title, t)), None)
+            if other is not None:
+                return f'nearly repeats "{other}", a title elsewhere in the book'
         self.book_keys[level].add(key)
-        return True
+        self.book_titles[level].append(title)
+        return None
 
     def _placeholders(self, level: str, prefix: str, count: int, have: int) -> list[str]:
         noun = level[:-1].capitalize()
         titles = []
         for number in range(have + 1, count + 1):
             title = f"{prefix} ({noun.lower()} {number})" if prefix else f"{noun} {number}"
-            while not self._claim(level, title):
+            while self._claim(level, title, near=False) is not None:
                 title += "'"
             titles.append(title)
         self.stats.placeholders += len(titles)

@@ -96,6 +96,17 @@ async def test_duplicate_titles_are_reasked_with_the_taken_titles_shown():
     assert any('"Getting Started" (is already a title elsewhere in the book)' in p for p in replies.prompts)
 
 
+async def test_a_title_nearly_repeating_one_elsewhere_in_the_book_is_reasked():
+    replies = ScriptedPlanner({"chapter": ["1. Making a Sourdough: a.\n2. Feeding Times: b.",
+                                           "1. How to Make Sourdough: a.\n2. Storing It Cold: b.",
+                                           "1. Baking Day: c."]})
+    outline, planner = await plan_with(replies, BookSpec(prompt="p", parts=1, chapters=2, sections=2))
+    titles = [s.title for _, _, s in outline.sections()]
+    assert ("How to Make Sourdough" in titles) != ("Making a Sourdough" in titles), "whichever came first stays"
+    assert "Baking Day" in titles
+    assert any("a title elsewhere in the book)" in p for p in replies.prompts)
+
+
 REFUSED = {
     "Reading the Weather Basics": "repeats the chapter title",
     "Staying Dry: Clouds and Fronts": None,  # split at the colon: 'Staying Dry' is fine, the point is 'Clouds…'

@@ -42,7 +42,8 @@ def add_live_flags(parser: argparse.ArgumentParser) -> None:
 def add_fleet_flags(parser: argparse.ArgumentParser, planning: bool = False) -> None:
     group = parser.add_argument_group("backends (none given: the embedded llama.cpp engine)")
     group.add_argument("--backend", action="append", metavar="URL[,cap=N][,model=NAME]",
-                       help="an OpenAI-compatible server; repeat for a fleet (options: cap, model, name, key_env)")
+                       help="an OpenAI-compatible server; repeat for a fleet (options, as in a TOML "
+                            "[[backends]] table: cap, model, name, key_env or api_key_env)")
     if planning:
         group.add_argument("--planner-backend", action="append", metavar="URL[,cap=N][,model=NAME]",
                            help="send planning to these servers instead (plan on a strong model, write on many)")
@@ -186,8 +187,8 @@ def require_positive(args: argparse.Namespace, *names: str) -> None:
 def settings_from(args: argparse.Namespace):
     from pipeline.config import load_settings, parse_backend_spec
 
-    backends = [parse_backend_spec(spec, i) for i, spec in enumerate(args.backend or [])] or None
-    planners = [parse_backend_spec(spec, i, planner=True)
+    backends = [parse_backend_spec(spec, i, source="--backend") for i, spec in enumerate(args.backend or [])] or None
+    planners = [parse_backend_spec(spec, i, planner=True, source="--planner-backend")
                 for i, spec in enumerate(getattr(args, "planner_backend", None) or [])] or None
     flags: dict[str, Any] = {"backends": backends, "planner_backends": planners, "slots": args.slots,
                              "threads": args.threads, "ctx_per_slot": args.ctx_per_slot,

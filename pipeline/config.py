@@ -1,27 +1,37 @@
 """Settings from four layers: flags beat the TOML file, which beats FANOUT_* env, which beats defaults.
 
 Takes the flags the user actually gave (None = not given), an optional TOML path and the environment;
-returns Settings or raises UsageError with one line naming the problem. API keys are never read here:
-a backend names the env var that holds its key (`api_key_env`), and only the client reads it.
+returns Settings or raises UsageError with one line naming the problem; an unknown key is named with the
+nearest known one. API keys are never read here: a backend names the env var that holds its key (`key_env`,
+also spelt `api_key_env`), and only the client reads it. Errors name settings and where they came from (a
+file, an env var, or the `source` the caller gives), never a flag the caller may not have.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 import tomllib
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pipeline.backends.embedded import default_threads
 from pipeline.errors import UsageError
-from pipeline.records import Backend
+from pipeline.records import Backend, SamplingProfile
 
-BACKEND_KEYS = {"cap", "model", "name", "key_env"}
+# A backend's options, the same in a TOML table and in a spec (`URL,cap=N,...`), mapped to Backend's fields;
+# `key_env` and `api_key_env` are two documented spellings of one setting.
+BACKEND_OPTIONS = {"cap": "cap", "model": "model", "name": "name", "key_env": "api_key_env",
+                   "api_key_env": "api_key_env"}
+BACKEND_TABLE_KEYS = {"url": "base_url", **BACKEND_OPTIONS}  # a spec gives the URL first instead
 
 
 class Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     backends: list[Backend] = Field(default_factory=list)
     planner_backends: list[Backend] = Field(default_factory=list)  # none: planning shares `backends`
     profile: str | None = None  # sampling profile; None: chosen from the models the engines report
@@ -36,24 +46,60 @@ class Settings(BaseModel):
 ENV_FIELDS = {"slots": "FANOUT_SLOTS", "threads": "FANOUT_THREADS", "ctx_per_slot": "FANOUT_CTX_PER_SLOT",
               "attempts": "FANOUT_ATTEMPTS", "read_timeout": "FANOUT_READ_TIMEOUT", "profile": "FANOUT_PROFILE"}
 BACKEND_LISTS = {"backends": "FANOUT_BACKENDS", "planner_backends": "FANOUT_PLANNER_BACKENDS"}
+FILE_KEYS = [*ENV_FIELDS, *BACKEND_LISTS, "sampling"]
+SAMPLING_KEYS = [name for name in SamplingProfile.model_fields if name != "name"]
 
 
-def parse_backend_spec(spec: str, index: int, planner: bool = False) -> Backend:
-    """`URL[,cap=N][,model=NAME][,name=NAME][,key_env=VAR]` -> Backend (named b0, b1... or planner0...)."""
-    flag = "--planner-backend" if planner else "--backend"
+def unknown_key(key: str, known: Iterable[str], where: str, what: str = "key") -> UsageError:
+    """Takes a key nobody knows, the known ones and where it was found; returns the one-line error naming the
+    nearest known key (or, with none near, all of them)."""
+    known = list(known)
+    near = difflib.get_close_matches(key, known, n=1, cutoff=0.5)
+    hint = f"did you mean {near[0]!r}?" if near else f"known: {', '.join(known)}"
+    return UsageError(f"{where}: unknown {what} {key!r} ({hint})")
+
+
+def check_keys(data: Mapping[str, Any], known: Iterable[str], where: str) -> None:
+    """Takes a table, its known keys and where it was found; raises UsageError on the first unknown key."""
+    known = list(known)
+    for key in data:
+        if key not in known:
+            raise unknown_key(key, known, where)
+
+
+def parse_backend_spec(spec: str, index: int, planner: bool = False, source: str | None = None) -> Backend:
+    """Takes `URL[,cap=N][,model=NAME][,name=NAME][,key_env=VAR]`, its place in the list, whether planning's,
+    and where it came from for errors (a flag or env var; default the setting's name); returns a Backend named
+    b0, b1... or planner0..."""
+    where = f"{source or ('planner_backends' if planner else 'backends')} {spec!r}"
     url, *options = [part.strip() for part in spec.split(",")]
     if not url.startswith(("http://", "https://")):
-        raise UsageError(f"{flag} {spec!r}: expected URL[,cap=N][,model=NAME], the URL starting with http(s)://")
-    fields: dict[str, Any] = {"base_url": url, "name": f"{'planner' if planner else 'b'}{index}"}
-    for option in options:
-        key, sep, value = option.partition("=")
-        if not sep or key not in BACKEND_KEYS or not value:
-            raise UsageError(f"{flag} {spec!r}: bad option {option!r} (known: cap=N, model=, name=, key_env=)")
-        if key == "cap":
-            fields["cap"] = _positive_int(value, f"{flag} {spec!r}: cap")
-        else:
-            fields["api_key_env" if key == "key_env" else key] = value
-    return _backend(fields, f"{flag} {spec!r}")
+        raise UsageError(f"{where}: expected URL[,cap=N][,model=NAME], the URL starting with http(s)://")
+    pairs = [_spec_option(option, where) for option in options]
+    fields = _backend_fields(pairs, BACKEND_OPTIONS, where, "option")
+    return _backend({"base_url": url, "name": f"{'planner' if planner else 'b'}{index}", **fields}, where)
+
+
+def _spec_option(option: str, where: str) -> tuple[str, Any]:
+    """Takes one `name=value` of a spec; returns (name, value), a cap as a positive whole number."""
+    key, sep, value = option.partition("=")
+    if not sep or not key or not value:
+        raise UsageError(f"{where}: bad option {option!r} (expected name=value)")
+    return key, _positive_int(value, f"{where}: cap") if key == "cap" else value
+
+
+def _backend_fields(pairs: Iterable[tuple[str, Any]], known: Mapping[str, str], where: str,
+                    what: str) -> dict[str, Any]:
+    """Takes a backend's (option, value) pairs as the user spelt them and the known spellings; returns
+    Backend's fields, or raises UsageError on an unknown option or a setting given twice."""
+    fields: dict[str, Any] = {}
+    for key, value in pairs:
+        if key not in known:
+            raise unknown_key(key, known, where, what)
+        if known[key] in fields:
+            raise UsageError(f"{where}: {what} {key!r} repeats a setting given earlier")
+        fields[known[key]] = value
+    return fields
 
 
 def _positive_int(text: str, what: str) -> int:
@@ -86,6 +132,8 @@ def read_toml(path: Path) -> dict[str, Any]:
 
 
 def file_layer(data: dict[str, Any], path: Path) -> dict[str, Any]:
+    """Takes a parsed TOML file and its path; returns its settings, or raises UsageError on an unknown key."""
+    check_keys(data, FILE_KEYS, str(path))
     layer = {key: data[key] for key in ENV_FIELDS if key in data}
     for key in BACKEND_LISTS:
         backends = file_backends(data.get(key, []), key, path)
@@ -94,21 +142,24 @@ def file_layer(data: dict[str, Any], path: Path) -> dict[str, Any]:
     sampling = data.get("sampling", {})
     if not isinstance(sampling, dict):
         raise UsageError(f"{path}: `sampling` must be a table ([sampling])")
+    check_keys(sampling, SAMPLING_KEYS, f"{path}: [sampling]")
     if sampling:
         layer["sampling"] = sampling
     return layer
 
 
 def file_backends(entries: Any, key: str, path: Path) -> list[Backend]:
+    """Takes the `[[backends]]` (or `[[planner_backends]]`) tables of a file; returns their Backends."""
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
         raise UsageError(f"{path}: `{key}` must be an array of tables ([[{key}]])")
     backends = []
     prefix = "b" if key == "backends" else "planner"
     for index, entry in enumerate(entries):
-        fields = {"name": f"{prefix}{index}", **entry}
-        if "url" in fields:
-            fields["base_url"] = fields.pop("url")
-        backends.append(_backend(fields, f"{path}: {key}[{index}]"))
+        where = f"{path}: {key}[{index}]"
+        if "url" not in entry:
+            raise UsageError(f"{where}: `url` is missing")
+        fields = _backend_fields(entry.items(), BACKEND_TABLE_KEYS, where, "key")
+        backends.append(_backend({"name": f"{prefix}{index}", **fields}, where))
     return backends
 
 
@@ -117,7 +168,8 @@ def env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
     for key, var in BACKEND_LISTS.items():
         specs = environ.get(var, "").split()
         if specs:
-            layer[key] = [parse_backend_spec(spec, i, planner=key != "backends") for i, spec in enumerate(specs)]
+            layer[key] = [parse_backend_spec(spec, i, planner=key != "backends", source=var)
+                          for i, spec in enumerate(specs)]
     return layer
 
 

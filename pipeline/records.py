@@ -21,7 +21,7 @@ class EngineKind(str, Enum):
 class Backend(BaseModel):
     """One OpenAI-compatible server. `base_url` ends in /v1; the API key is read from `api_key_env`."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
     base_url: str

@@ -18,7 +18,6 @@ import json
 import logging
 import time
 from collections import deque
-from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -27,9 +26,9 @@ from pipeline.backends.fleet import generated_tokens
 from pipeline.errors import UsageError
 from pipeline.progress import BenchListener, BookListener, request_id
 from pipeline.records import SectionResult
+from pipeline.resources import template_path
 
 log = logging.getLogger("fanout")
-PAGE = Path(__file__).resolve().parent.parent / "templates" / "live.html"
 TICK_S = 0.25
 RATE_WINDOW_S = 5.0
 TEXT_CAP = 6000  # characters of a section kept for the page; the book itself is not affected
@@ -204,7 +203,7 @@ class LiveFeed(BookListener, BenchListener):
     # ------------------------------------------------------------ web
 
     async def _page(self, request: web.Request) -> web.Response:
-        return web.Response(text=PAGE.read_text(), content_type="text/html",
+        return web.Response(text=template_path("live.html").read_text(encoding="utf-8"), content_type="text/html",
                             headers={"Content-Security-Policy": "default-src 'none'; script-src 'unsafe-inline'; "
                                                                 "style-src 'unsafe-inline'; connect-src 'self'"})
 

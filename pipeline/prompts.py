@@ -1,4 +1,5 @@
-"""Prompt templates are plain files in templates/ with $placeholders (string.Template), not strings in code.
+"""Prompt templates are plain files in templates/ with $placeholders (string.Template), not strings in code;
+`pipeline.resources` finds the folder (the source tree's, or the wheel's package data).
 
 A template may be a whole chat: lines `<<user>>` and `<<assistant>>` start each turn, so a worked example
 (a question and the answer we want) goes before the real question. Small models follow a shown answer far
@@ -10,16 +11,16 @@ from __future__ import annotations
 
 import re
 from functools import cache
-from pathlib import Path
 from string import Template
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+from pipeline.resources import template_path
+
 TURN = re.compile(r"^<<(user|assistant|system)>>\s*$", re.M)
 
 
 @cache
 def template(name: str) -> Template:
-    return Template((TEMPLATES / name).read_text())
+    return Template(template_path(name).read_text(encoding="utf-8"))
 
 
 def render(name: str, **values: object) -> str:

@@ -14,9 +14,9 @@ untrusted model output) and a title.
 - `typeset_book(source, out_dir)`: what `fanout typeset` does for a run folder or a Markdown file (the PDF,
   the HTML edition and the EPUB edition of `typeset_epub`).
 
-Safety: WeasyPrint may read only files inside the project's `templates/` directory; every other URL is
-refused, so untrusted text cannot make it fetch anything. With no fonts installed WeasyPrint segfaults;
-`require_fonts` turns that into a clear error first.
+Safety: WeasyPrint may read only files inside the templates folder (`pipeline.resources`: the project's
+`templates/`, or the wheel's copy of it); every other URL is refused, so untrusted text cannot make it fetch
+anything. With no fonts installed WeasyPrint segfaults; `require_fonts` turns that into a clear error first.
 """
 
 from __future__ import annotations
@@ -37,10 +37,9 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 from pipeline.errors import FanoutError, UsageError
+from pipeline.resources import template_path, templates_dir
 from pipeline.typeset_code import highlight
 
-TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
-BOOK_CSS = TEMPLATES_DIR / "book.css"
 TOC_LEVELS = (2, 3, 4)
 RENDER_GC_THRESHOLD = (100000, 50, 100)
 CONTENT_TYPES = {".css": "text/css", ".ttf": "font/ttf", ".otf": "font/otf", ".woff": "font/woff",
@@ -239,7 +238,7 @@ def document(title: str, style: str, body: str, body_class: str = "") -> str:
 
 
 def css_link() -> str:
-    return f'<link rel="stylesheet" href="{html.escape(BOOK_CSS.as_uri())}">\n'
+    return f'<link rel="stylesheet" href="{html.escape(template_path("book.css").as_uri())}">\n'
 
 
 def markdown_to_html(markdown: str, title: str) -> str:
@@ -264,7 +263,7 @@ def atomic_target(out: Path):
 
 def typeset_html(markdown: str, title: str, out_html: Path, appendix_html: str = "") -> Path:
     """Write the single-file HTML edition (CSS inlined, nothing external) and return its path."""
-    css = BOOK_CSS.read_text(encoding="utf-8")
+    css = template_path("book.css").read_text(encoding="utf-8")
     page = document(title, f"<style>\n{css}</style>\n", markdown_body(markdown, title) + appendix_html,
                     "html-edition")
     with atomic_target(out_html) as tmp:
@@ -281,7 +280,7 @@ def _templates_path(url: str) -> Path:
     if parts.scheme != "file" or parts.netloc not in ("", "localhost"):
         raise ValueError(f"fetching refused (only templates/ files): {url}")
     path = Path(unquote(parts.path)).resolve()
-    if not path.is_relative_to(TEMPLATES_DIR.resolve()) or not path.is_file():
+    if not path.is_relative_to(templates_dir()) or not path.is_file():
         raise ValueError(f"fetching refused (only templates/ files): {url}")
     return path
 
@@ -303,7 +302,7 @@ def weasy_html(page: str):
     """A WeasyPrint HTML object for `page` that can fetch nothing but templates/ files."""
     from weasyprint import HTML
 
-    return HTML(string=page, base_url=TEMPLATES_DIR.as_uri() + "/", url_fetcher=_templates_only_fetcher())
+    return HTML(string=page, base_url=templates_dir().as_uri() + "/", url_fetcher=_templates_only_fetcher())
 
 
 def installed_font_count() -> int:

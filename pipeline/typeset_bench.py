@@ -178,13 +178,13 @@ def floor(markdown: str, folder: Path) -> None:
     """WeasyPrint's own cost a page on this CPU: the book's first part with book.css, then with a bare
     stylesheet (no running heads, justification, hyphenation, leaders or colours), and the least wall time
     the whole book could take at that cost with every core busy and nothing else to do."""
-    from pipeline.typeset import BOOK_CSS
+    from pipeline.resources import template_path
     from pipeline.typeset_parts import split_book
 
     split = split_book(markdown, "floor")
     render_cpu("## Warm-up\n\nimports and fonts\n", FLOOR_CSS, folder / "warm.pdf")
     total_pages = None
-    for name, css in (("book.css", BOOK_CSS.read_text(encoding="utf-8")), ("bare stylesheet", FLOOR_CSS)):
+    for name, css in (("book.css", template_path("book.css").read_text(encoding="utf-8")), ("bare stylesheet", FLOOR_CSS)):
         pages, cpu = render_cpu(split.parts[0], css, folder / "floor.pdf")
         total_pages = total_pages or pages * len(split.parts)
         print(f"one part, {name:<16} {pages:>4} pages {cpu:6.2f} CPU s = {1000 * cpu / pages:5.1f} ms a page; "

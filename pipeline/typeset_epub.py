@@ -11,8 +11,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from pipeline.typeset import BOOK_CSS, TOC_LEVELS, Heading, atomic_target, heading_counts, render_markdown, \
-    title_page_html
+from pipeline.resources import template_path
+from pipeline.typeset import TOC_LEVELS, Heading, atomic_target, heading_counts, render_markdown, title_page_html
 
 CSS_NAME = "style/book.css"
 
@@ -29,7 +29,7 @@ def typeset_epub(markdown: str, title: str, out_epub: Path, appendix_html: str =
     book.set_title(split.title)
     book.set_language("en")
     style = epub.EpubItem(uid="style", file_name=CSS_NAME, media_type="text/css",
-                          content=BOOK_CSS.read_bytes())
+                          content=template_path("book.css").read_bytes())
     book.add_item(style)
 
     rendered = [render_markdown(part, prefix=f"p{i}-") for i, part in enumerate(split.parts)]

@@ -13,7 +13,8 @@ import pytest
 
 from pipeline import typeset
 from pipeline.errors import FanoutError
-from pipeline.typeset import BOOK_CSS, markdown_to_html, typeset_html, typeset_pdf
+from pipeline.resources import template_path
+from pipeline.typeset import markdown_to_html, typeset_html, typeset_pdf
 
 PARTS, CHAPTERS, SECTIONS = 2, 2, 2  # per book, per part, per chapter
 PART_NAMES = ["Foundations", "Practice"]
@@ -180,11 +181,11 @@ def test_hostile_markdown_is_escaped_and_fetches_nothing(listener, tmp_path):
 
 def test_url_fetcher_serves_only_templates(listener):
     fetcher = typeset._templates_only_fetcher()
-    response = fetcher(BOOK_CSS.as_uri())
+    response = fetcher(template_path("book.css").as_uri())
     assert b"@page" in response.read()
     response.close()
     refused = ["file:///etc/passwd", f"http://127.0.0.1:{listener.port}/x.png",
-               (BOOK_CSS.parent / ".." / "pyproject.toml").as_uri(), "data:text/css,body{}"]
+               (template_path("book.css").parent / ".." / "pyproject.toml").as_uri(), "data:text/css,body{}"]
     for url in refused:
         with pytest.raises(ValueError):
             fetcher(url)

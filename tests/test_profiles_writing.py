@@ -15,7 +15,7 @@ from pipeline.config import load_settings
 from pipeline.errors import UsageError
 from pipeline.profiles import PROFILES, Sampler, choose_profile, honoured_fields, is_small_model, sampling_body
 from pipeline.records import BookSpec, Chapter, Completion, EngineKind, Outline, Part, Section
-from pipeline.trim import cut_to_sentence, paragraphs_for, tidy_opening, token_cap
+from pipeline.trim import cut_to_sentence, paragraphs_for, tidy_closing, tidy_opening, token_cap
 from pipeline.write import WallClock, finished, section_prompt, section_request
 from tests.fake_prompts import plan_level, section_title
 
@@ -173,6 +173,18 @@ def test_the_planner_backend_gets_every_planning_request_and_no_section(tmp_path
 ])
 def test_the_opening_loses_chatter_and_an_echoed_title_line_but_never_content(text, tidied):
     assert tidy_opening(text) == tidied
+
+
+@pytest.mark.parametrize("text, tidied", [
+    ("I sold my bread at market.\nEND OF THIS SECTION", "I sold my bread at market."),
+    ("Tell the truth.\nPart: What Makes It Sour\n**Next**", "Tell the truth."),
+    ("It ends mid-way\nEND", "It ends mid-way\nEND"),  # nothing closed before it: the audit must see it
+    ("Steps to follow.\n- mix the flour\n- wait", "Steps to follow.\n- mix the flour\n- wait"),
+    ("Run it:\n```\nls\n```", "Run it:\n```\nls\n```"),
+    ("One line only", "One line only"),
+])
+def test_the_closing_loses_a_label_line_after_the_last_sentence_but_never_content(text, tidied):
+    assert tidy_closing(text) == tidied
 
 
 def test_a_tidied_answer_keeps_the_raw_one_beside_it():

@@ -66,13 +66,13 @@ class PlanItem:
 
 ITEM_LINE = re.compile(r"^\s*(?:\d{1,3}\s*[.):]|[-*•])\s+(.+?)\s*$")
 TITLE_LINE = re.compile(r"^\s*[*_#\s]*(?:book\s+)?title[*_]*\s*:\s*(.+?)\s*$", re.I)
-SPLIT = re.compile(r"^(.+?)(?:\*\*|__)?\s*(?::|\s[-–—]\s)\s*(.+)$")
+SPLIT = re.compile(r"^(.+?)(?:\*\*|__)?\s*(?::|;|\s[-–—]\s)\s*(.+)$")
 QUESTION = re.compile(r"^([^?]{3,}\?)\s+(\S.+)$")  # a question as the heading, the rest as its point
 
 
 def parse_item(body: str) -> PlanItem:
-    """`Heading: sentence` (or `**Heading** - sentence`, `"Heading" — sentence`, `Question? sentence`)
-    -> PlanItem."""
+    """`Heading: sentence` (or `**Heading** - sentence`, `"Heading" — sentence`, `Heading; sentence`,
+    `Question? sentence`) -> PlanItem."""
     match = SPLIT.match(body) or QUESTION.match(body)
     if not match:
         return PlanItem(clean_title(body))

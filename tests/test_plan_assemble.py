@@ -182,6 +182,7 @@ async def test_planning_asks_after_a_worked_example_with_the_profile_sampling():
     ('- "Quoted" — a dash point\n* Bare bullet', [("Quoted", "a dash point"), ("Bare bullet", "")]),
     ('Sure! {"items": ["x1: p", {"title": "y2", "point": "q"}]} hope it helps', [("x1", "p"), ("y2", "q")]),
     ('{"titles": "not a list"}', []),
+    ("1. Typesetting; The Printing Press; how type is set", [("Typesetting", "The Printing Press; how type is set")]),
     ("", []),
 ])
 def test_parse_items_takes_what_it_can(text, items):

@@ -1,7 +1,9 @@
 """Typesetting: book Markdown in, a PDF and a single-file HTML edition out.
 
 Takes the assembled book Markdown (`# Title`, `## Part`, `### Chapter`, `#### Section`; section bodies are
-untrusted model output) and a title.
+untrusted model output) and a title. Any Markdown is a book: where its headings are is read from markdown-it's
+own block tokens (`block_tokens`), the first top-level `# ` heading is the title (`untitled`), every other
+heading is kept, and control characters XML cannot hold are dropped (`printable`).
 
 - `markdown_to_html` / `typeset_html`: the whole book as one HTML document (stable heading ids, a table of
   contents, raw HTML escaped, images shown as their alt text, code highlighted by `typeset_code`), linking
@@ -42,6 +44,7 @@ from pipeline.typeset_code import highlight
 
 TOC_LEVELS = (2, 3, 4)
 RENDER_GC_THRESHOLD = (100000, 50, 100)
+UNPRINTABLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 CONTENT_TYPES = {".css": "text/css", ".ttf": "font/ttf", ".otf": "font/otf", ".woff": "font/woff",
                  ".woff2": "font/woff2", ".png": "image/png", ".svg": "image/svg+xml"}
 
@@ -94,14 +97,41 @@ def _render_code_block(renderer, tokens: list[Token], idx: int, options, env) ->
     return highlight(tokens[idx].content, "")
 
 
+def _new_parser() -> MarkdownIt:
+    return MarkdownIt("commonmark", {"html": False}).enable("table")
+
+
 @lru_cache(maxsize=1)
 def _markdown_parser() -> MarkdownIt:
-    md = MarkdownIt("commonmark", {"html": False}).enable("table")
+    md = _new_parser()
     md.add_render_rule("image", _render_image_as_alt)
     md.add_render_rule("link_open", _render_link_open)
     md.add_render_rule("fence", _render_fence)
     md.add_render_rule("code_block", _render_code_block)
     return md
+
+
+@lru_cache(maxsize=1)
+def _block_parser() -> MarkdownIt:
+    return _new_parser().disable("inline")
+
+
+def block_tokens(markdown: str) -> list[Token]:
+    """The book's block structure as the renderer reads it (headings, code, lists, quotes; inline text left
+    unparsed): the one source of where headings are, so no line pattern can disagree with the rendering."""
+    return _block_parser().parse(markdown)
+
+
+def printable(text: str) -> str:
+    """`text` without the control characters (and non-characters) XML 1.0 cannot hold: model text may carry
+    them, the EPUB's XHTML refuses them and the PDF would show each as an empty box."""
+    return UNPRINTABLE.sub("", text)
+
+
+def source_lines(markdown: str) -> list[str]:
+    """The lines as markdown-it numbers them in `Token.map`: split at \\n, \\r\\n and \\r only (not at the
+    form feeds or U+2028 that `str.splitlines` also splits at)."""
+    return re.split(r"\r\n?|\n", markdown)
 
 
 def _inline_text(children: list[Token]) -> str:
@@ -148,7 +178,7 @@ def toc_html(entries: list[tuple[Heading, int | None]], target_counter: bool = F
     None for no number; `target_counter` lets WeasyPrint fill the numbers in a single-document render."""
     items = []
     for heading, page in entries:
-        if heading.level not in TOC_LEVELS:
+        if heading.level not in TOC_LEVELS or not heading.text:  # an empty heading has nothing to list
             continue
         number = f' data-page="{page}"' if page is not None else ""
         kind = " counted" if target_counter else ""
@@ -174,59 +204,44 @@ def title_page_html(title: str, counts: tuple[int, ...]) -> str:
             + '<p class="imprint">Written and typeset by fanout</p></section>\n')
 
 
-def _split_after_title(tokens: list[Token]) -> tuple[int, int]:
-    """The (start, end) token range of the first h1, or (0, 0) when the book has none."""
-    for i, token in enumerate(tokens):
-        if token.type == "heading_open" and token.tag == "h1":
-            return i, i + 3
-    return 0, 0
+def untitled(markdown: str) -> tuple[str, str | None, list[Token]]:
+    """(the Markdown, `printable`, with its title's lines blanked; the title's plain text or None; the block
+    tokens of that Markdown). The title is the book's first top-level level-1 heading; any other `# `
+    heading (a part written as `# Part I`) stays in the book."""
+    markdown = printable(markdown)
+    tokens = block_tokens(markdown)
+    index = next((i for i, t in enumerate(tokens) if t.type == "heading_open" and t.tag == "h1" and t.level == 0
+                  and t.map), None)
+    if index is None:
+        return markdown, None, tokens
+    inline = _markdown_parser().parseInline(tokens[index + 1].content)
+    title = " ".join(_inline_text(inline[0].children or []).split()) if inline else ""
+    lines = source_lines(markdown)
+    start, end = tokens[index].map
+    lines[start:end] = [""] * (end - start)
+    text = "\n".join(lines)
+    # Leading blank lines change nothing; blank lines after a list or a quote may join what follows to it.
+    return text, title, tokens if index == 0 else block_tokens(text)
 
 
 def book_title(markdown: str, fallback: str) -> str:
-    """The text of the book's first `# ` heading outside code, or `fallback`."""
-    for line in _lines_outside_fences(markdown):
-        if match := re.match(r"^ {0,3}# +(.*?)(?: +#+)? *$", line):
-            return match[1].strip() or fallback
-    return fallback
+    """The plain text of the book's title heading (`untitled`), or `fallback` when it has none or it is empty."""
+    return untitled(markdown)[1] or fallback
 
 
-def line_flags(markdown: str) -> list[tuple[str, bool]]:
-    """Each line with True when it lies outside fenced code (fence lines themselves count as inside)."""
-    flags, fence = [], None
-    for line in markdown.splitlines():
-        marker = re.match(r"^ {0,3}(`{3,}|~{3,})", line)
-        if marker and fence is None:
-            fence = marker[1]
-            flags.append((line, False))
-            continue
-        if marker and marker[1][0] == fence[0] and len(marker[1]) >= len(fence) \
-                and not line.strip()[len(marker[1]):].strip():
-            fence = None
-            flags.append((line, False))
-            continue
-        flags.append((line, fence is None))
-    return flags
-
-
-def _lines_outside_fences(markdown: str):
-    return (line for line, outside in line_flags(markdown) if outside)
-
-
-def render_markdown(markdown: str, prefix: str = "") -> tuple[str, list[Heading], str | None]:
-    """(body HTML without the first h1, the headings after it, that h1's text or None)."""
+def render_markdown(markdown: str, prefix: str = "") -> tuple[str, list[Heading]]:
+    """(body HTML, its headings): every heading rendered, none taken for a title (see `untitled`)."""
     md = _markdown_parser()
     env: dict = {}
-    tokens = md.parse(markdown, env)
-    start, end = _split_after_title(tokens)
-    h1 = _inline_text(tokens[start + 1].children or []) if end else None
-    tokens = tokens[:start] + tokens[end:]
+    tokens = md.parse(printable(markdown), env)
     headings = _assign_heading_ids(tokens, prefix)
-    return md.renderer.render(tokens, md.options, env), headings, h1
+    return md.renderer.render(tokens, md.options, env), headings
 
 
 def markdown_body(markdown: str, title: str, target_counter: bool = False) -> str:
     """The whole book as one <body>: title page, table of contents, then the book."""
-    body, headings, h1 = render_markdown(markdown)
+    text, h1, _ = untitled(markdown)
+    body, headings = render_markdown(text)
     contents = toc_html([(h, None) for h in headings], target_counter)
     return title_page_html(h1 or title, heading_counts(headings)) + contents + body
 

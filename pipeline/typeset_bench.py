@@ -123,9 +123,7 @@ def stock_html(markdown: str, title: str) -> str:
         return f'<pre class="highlight"><code>{highlight(code, lexer, HtmlFormatter(nowrap=True))}</code></pre>'
 
     parser = MarkdownIt("commonmark", {"html": False, "highlight": fence}).enable("table")
-    tokens = parser.parse(markdown)
-    start, end = typeset._split_after_title(tokens)
-    tokens = tokens[:start] + tokens[end:]
+    tokens = parser.parse(typeset.untitled(markdown)[0])
     headings = typeset._assign_heading_ids(tokens)
     body = (typeset.title_page_html(title, typeset.heading_counts(headings))
             + typeset.toc_html([(h, None) for h in headings], target_counter=True)
@@ -168,7 +166,7 @@ def render_cpu(markdown: str, css: str, out: Path) -> tuple[int, float]:
 
     started = time.process_time()
     with render_gc_threshold():
-        body, _, _ = render_markdown(markdown, "p0-")
+        body, _ = render_markdown(markdown, "p0-")
         rendered = weasy_html(document("part", f"<style>{css}</style>", body, "part")).render()
         rendered.write_pdf(out)
     return len(rendered.pages), time.process_time() - started

@@ -33,15 +33,17 @@ def typeset_epub(markdown: str, title: str, out_epub: Path, appendix_html: str =
     book.add_item(style)
 
     rendered = [render_markdown(part, prefix=f"p{i}-") for i, part in enumerate(split.parts)]
-    counts = heading_counts([h for _, headings, _ in rendered for h in headings])
+    counts = heading_counts([h for _, headings in rendered for h in headings])
     title_page = _document("title.xhtml", split.title, title_page_html(split.title, counts), style)
     documents = [title_page]
     toc: list = []
-    for index, (body, headings, _) in enumerate(rendered):
+    for index, (body, headings) in enumerate(rendered):
+        if not body.strip():  # nothing to read (a preamble of link definitions); EbookLib refuses empty bodies
+            continue
         name = f"part-{index:04d}.xhtml"
-        label = next((h.text for h in headings if h.level == 2), f"Part {index + 1}")
+        label = next((h.text for h in headings if h.level == 2 and h.text), f"Part {index + 1}")
         documents.append(_document(name, label, body, style))
-        toc.extend(_nav_tree(name, [h for h in headings if h.level in TOC_LEVELS]))
+        toc.extend(_nav_tree(name, [h for h in headings if h.level in TOC_LEVELS and h.text]))
     if appendix_html.strip():
         appendix = _document("appendix.xhtml", "Appendix", appendix_html, style)
         documents.append(appendix)

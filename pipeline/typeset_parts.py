@@ -31,13 +31,14 @@ import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any, Callable
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 from pipeline.assemble import PartSource
 from pipeline.errors import FanoutError
-from pipeline.typeset import (TOC_LEVELS, Heading, TypesetResult, book_title, css_link, document, heading_counts,
-                              line_flags, render_gc_threshold, render_markdown, title_page_html, toc_html,
-                              weasy_html, _lines_outside_fences)
+from pipeline.typeset import (TOC_LEVELS, Heading, TypesetResult, block_tokens, css_link, document, heading_counts,
+                              printable, render_gc_threshold, render_markdown, source_lines, title_page_html, toc_html,
+                              untitled, weasy_html)
 
 log = logging.getLogger("fanout")
 PX_TO_PT = 0.75  # WeasyPrint lays out in CSS px (1/96 in); PDF user space is pt (1/72 in)
@@ -45,9 +46,6 @@ MAX_WORKERS = 4
 WORKER_NICE = 10
 OWNER_CHECK_S = 1.0  # how often a render worker checks that its fanout process still exists
 TOC_PRIORITY, PART_PRIORITY = 0, 1  # a waiting contents slice goes before a waiting part
-H1_LINE = re.compile(r"^ {0,3}#(?:[ \t]+|$)")
-H2_LINE = re.compile(r"^ {0,3}##(?:[ \t]+|$)")
-TOC_LINE = re.compile(r"^ {0,3}(#{2,4})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
 PAGE_NUMBER_GLYPHS = "0123456789ivxlcdm"  # arabic body numbers, roman front matter
 DIGITS_PAGE = ('<style>@page{size:A5;margin:0} p{font-family:"DejaVu Sans",sans-serif;font-size:8pt;'
                f'margin:0}}</style><p>{PAGE_NUMBER_GLYPHS}</p>')
@@ -63,31 +61,22 @@ class SplitBook:
 
 
 def split_book(markdown: str, title: str) -> SplitBook:
-    """Split at every `## ` heading outside code fences; the first `# ` title line is dropped."""
-    title = book_title(markdown, title)
-    chunks: list[list[str]] = [[]]
-    seen_title = False
-    for line, outside in line_flags(markdown):
-        if outside and H2_LINE.match(line):
-            chunks.append([])
-        elif outside and not seen_title and len(chunks) == 1 and H1_LINE.match(line):
-            seen_title = True
-            continue
-        chunks[-1].append(line)
-    parts = ["\n".join(chunk) + "\n" for chunk in chunks]
-    if not parts[0].strip():
-        parts = parts[1:]
-    return SplitBook(title=title, parts=parts or ["\n"])
+    """Split at every top-level `## ` heading (none inside code, a list or a quote); the book's title heading
+    is left out (`untitled`), every other heading stays, so no part loses its text."""
+    text, h1, tokens = untitled(markdown)
+    lines = source_lines(text)
+    cuts = [t.map[0] for t in tokens if t.type == "heading_open" and t.tag == "h2" and t.level == 0 and t.map]
+    bounds = [0, *cuts, len(lines)]
+    parts = ["\n".join(lines[a:b]).lstrip("\n") + "\n" for a, b in pairwise(bounds)]
+    return SplitBook(title=h1 or printable(title), parts=[p for p in parts if p.strip()] or ["\n"])
 
 
 def toc_headings(markdown: str) -> list[Heading]:
-    """The part/chapter/section headings of Markdown, read from its lines (an estimate: no inline markup
-    removed); used only to size the contents before the parts are rendered."""
-    found = []
-    for line in _lines_outside_fences(markdown):
-        if match := TOC_LINE.match(line):
-            found.append(Heading(level=len(match[1]), anchor="", text=match[2]))
-    return found
+    """The part/chapter/section headings of Markdown (texts unparsed: no inline markup removed); used only
+    to count them before the parts are rendered."""
+    tokens = block_tokens(markdown)
+    return [Heading(level=int(t.tag[1]), anchor="", text=tokens[i + 1].content) for i, t in enumerate(tokens)
+            if t.type == "heading_open" and int(t.tag[1]) in TOC_LEVELS]
 
 
 # ---------------------------------------------------------------- workers
@@ -179,7 +168,7 @@ def render_part(job: PartJob) -> PartDone:
             body, headings = _html_headings(job.source, prefix)
         else:
             source = job.source if isinstance(job.source, str) else job.source.markdown()
-            body, headings, _ = render_markdown(source, prefix)
+            body, headings = render_markdown(source, prefix)
         rendered = weasy_html(document("part", css_link(), body, "part")).render()
         placed = _place(rendered, headings)
         rendered.write_pdf(job.out)

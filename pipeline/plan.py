@@ -12,9 +12,11 @@ Each title is checked in code (titles.refusal): a title that echoes its parent, 
 request, looks like an identifier or a JSON key, nearly repeats a sibling or a title of its level elsewhere
 in the book (as the audit's near-duplicate rule would find), comes from the worked example, or is taken
 elsewhere in the book is refused, and what is still missing is asked again with the refused
-titles and their reasons shown, up to `plan_attempts` times. Then a refused item's own key point, short
-enough to read as a heading and passing the same checks, becomes its title; only then is a numbered
-placeholder used, flagged in the outline and counted. Model output is untrusted: nothing in an answer raises.
+titles and their reasons shown, up to `plan_attempts` times; every ask requests SPARE_ITEMS more than it
+needs (the answer is cut once enough are taken, so a spare costs nothing unless a line is refused). Then a
+refused item's own key point, short enough to read as a heading and passing the same checks, becomes its
+title; then a title refused only for nearly repeating one elsewhere in the book is kept (a lesser fault);
+only then is a numbered placeholder used, flagged in the outline and counted. Model output is untrusted: nothing in an answer raises.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ REASK_TEMPERATURES = (0.4, 0.7, 0.7)  # a re-ask at temperature 0 tends to repea
 TOKENS_PER_ITEM = 48  # a heading and its sentence
 MAX_POINT_CHARS = 240
 SHOWN_REFUSALS = 30
+SPARE_ITEMS = 2  # asked for beyond the need: a refused line costs no round, and the answer is cut once enough
+ELSEWHERE_NEAR = ", a title elsewhere in the book"
 
 
 @dataclass
@@ -53,6 +57,7 @@ class PlanStats:
     refusals: Counter[str] = field(default_factory=Counter)  # reason -> titles refused for it
     missing_points: int = 0  # titles taken without a key point
     headings_from_points: int = 0  # refused titles replaced by their own key point
+    near_repeats_kept: int = 0  # titles nearly repeating one elsewhere, kept rather than a placeholder
     refused: list[tuple[str, str, str]] = field(default_factory=list)  # (node id, title, reason), for run.log
 
 
@@ -413,7 +418,7 @@ class Planner:
         streamed in; refused titles are shown, with their reasons, to the next ask."""
         chosen = list(ask.have)
         refused: list[tuple[str, str]] = []
-        spare_points: list[str] = []  # the points of refused items: a last resort before placeholders
+        spare: list[tuple[PlanItem, str]] = []  # refused items and why: the last resorts before placeholders
         copied = example_words(ask.template) - content_words(self.spec.prompt)
 
         def consider(item: PlanItem) -> None:
@@ -422,10 +427,9 @@ class Planner:
             reason = self._refusal(item.title, ask, chosen, copied)
             if reason is not None:
                 refused.append((item.title, reason))
+                spare.append((item, reason))
                 self.stats.refusals[reason.split(' "')[0]] += 1
                 self.stats.refused.append((ask.node_id, item.title, reason))
-                if item.point:
-                    spare_points.append(item.point)
                 return
             chosen.append(item.title)
             self.stats.missing_points += not item.point
@@ -435,18 +439,33 @@ class Planner:
             if len(chosen) == ask.count:
                 return
             need = ask.count - len(chosen)
-            messages = render_chat(ask.template, **ask.values, how_many=how_many(need, ask.level[:-1]),
+            messages = render_chat(ask.template, **ask.values, how_many=how_many(need + SPARE_ITEMS,
+                                                                                 ask.level[:-1]),
                                    avoid=avoid_note(chosen, refused))
-            await self._ask(messages, need, f"plan:{ask.node_id}:{attempt}", self._temperature(attempt),
-                            ask.with_title, consider, enough=lambda: len(chosen) == ask.count)
+            await self._ask(messages, need + SPARE_ITEMS, f"plan:{ask.node_id}:{attempt}",
+                            self._temperature(attempt), ask.with_title, consider,
+                            enough=lambda: len(chosen) == ask.count)
             if len(chosen) < ask.count:
                 self.stats.reasked += 1
-        for point in spare_points:
-            heading = heading_from_point(point)
+        self._last_resorts(ask, chosen, spare, copied)
+
+    def _last_resorts(self, ask: NodeAsk, chosen: list[str], spare: list[tuple[PlanItem, str]],
+                      copied: frozenset[str]) -> None:
+        """Fill what the asks left: a refused item's point as its heading; then a title refused only for
+        nearly repeating one elsewhere in the book (a lesser fault than a placeholder); then placeholders."""
+        for item, _ in spare:
+            heading = heading_from_point(item.point)
             if len(chosen) < ask.count and heading and self._refusal(heading, ask, chosen, copied) is None:
                 chosen.append(heading)
                 self.stats.headings_from_points += 1
-                ask.on_item(PlanItem(heading, point), False)
+                ask.on_item(PlanItem(heading, item.point), False)
+        for item, reason in spare:
+            if len(chosen) < ask.count and reason.endswith(ELSEWHERE_NEAR) and \
+                    refusal(item.title, ask.ancestors, chosen) is None and \
+                    self._claim(ask.level, item.title, near=False) is None:
+                chosen.append(item.title)
+                self.stats.near_repeats_kept += 1
+                ask.on_item(item, False)
         for title in self._placeholders(ask.level, ask.fallback_prefix, ask.count, len(chosen)):
             chosen.append(title)
             ask.on_item(PlanItem(title), True)
@@ -467,7 +486,7 @@ class Planner:
         if near:
             other = next((t for t in self.book_titles[level] if near_duplicates(title, t)), None)
             if other is not None:
-                return f'nearly repeats "{other}", a title elsewhere in the book'
+                return f'nearly repeats "{other}"{ELSEWHERE_NEAR}'
         self.book_keys[level].add(key)
         self.book_titles[level].append(title)
         return None

@@ -307,10 +307,11 @@ class BookRun:
         outline = await planner.plan(partial, self.barrier, on_section, save)
         self.plan_stats = planner.stats
         log.info("planned %s: %d sections in %.1f s (%d requests, %d re-asked, %d placeholder titles, "
-                 "%d headings made from a refused title's point, %d answers cut short once they had every title, "
-                 "%d titles without a key point)", outline.title, len(outline.sections()), planner.stats.seconds,
-                 planner.stats.requests, planner.stats.reasked, planner.stats.placeholders,
-                 planner.stats.headings_from_points, planner.stats.cut_short, planner.stats.missing_points)
+                 "%d headings made from a refused title's point, %d near repeats kept, %d answers cut short once "
+                 "they had every title, %d titles without a key point)", outline.title, len(outline.sections()),
+                 planner.stats.seconds, planner.stats.requests, planner.stats.reasked, planner.stats.placeholders,
+                 planner.stats.headings_from_points, planner.stats.near_repeats_kept, planner.stats.cut_short,
+                 planner.stats.missing_points)
         if planner.stats.refusals:
             log.info("titles refused: %s", dict(planner.stats.refusals.most_common()))
             for node_id, title, reason in planner.stats.refused:

@@ -3,9 +3,9 @@
 One request for the book title and its parts; one per part for its chapters; one per chapter for its
 sections. Every unit is planned with a title and a key point (one sentence on what it covers, so its
 siblings know what to leave to it), asked as a numbered list of `Heading: sentence` lines after one worked
-example (templates/plan_*.md). That format was measured on SmolLM2-135M against JSON (with and without a
-schema and an example): JSON answers echoed the chapter and book titles; the worked list gave 37 of 40
-usable headings, each with its point. Lines are read as they stream, so the level below (and the writing
+example (templates/plan_*.md). That format was measured on SmolLM2-135M (examples/planning_formats.py):
+of 40 headings asked, JSON with a schema gave 28 usable titles and no points, a described list 12, the
+worked example 33, each with its point. Lines are read as they stream, so the level below (and the writing
 of a chapter's sections) starts before an answer ends.
 
 Each title is checked in code (titles.refusal): a title that echoes its parent, the book title or the

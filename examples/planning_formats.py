@@ -20,8 +20,8 @@ seeds, 4 headings asked each (40), counted by today's refusal checks:
 | list | 12/40 | 8 |
 | example | 33/40 | 33 |
 
-JSON gives titles but no points (a schema with points made the model echo them into the titles); the worked
-example gives the most usable headings, every one with its point, which the writers need.
+JSON gives titles but no points; the worked example gives the most usable headings, every one with its
+point, which the writers need.
 """
 
 from __future__ import annotations

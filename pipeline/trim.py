@@ -152,9 +152,18 @@ def loops(text: str, times: int = LOOP_REPEATS) -> bool:
 
 def end_well(text: str, capped: bool) -> str:
     """Nobody ships a looping section: a loop is cut where it starts (at its second coming in an answer that
-    ran to the cap, its third in one that stopped), and an answer that ran to the cap or was cut ends on
-    its last full sentence."""
+    ran to the cap, its third in one that stopped), and an answer that ran to the cap, was cut, or stopped
+    mid-sentence in prose ends on its last full sentence."""
     kept = cut_repeats(text) if loops(text, 2 if capped else LOOP_REPEATS) else text
-    if capped or kept != text:
+    if capped or kept != text or ends_in_open_prose(kept):
         kept = cut_to_sentence(kept) or kept
     return kept
+
+
+def ends_in_open_prose(text: str) -> bool:
+    """The model stopped on its own mid-sentence ('... building your own commands with python'): a prose
+    last line without closing punctuation. A list item, table row or code line is left as it is."""
+    lines = text.rstrip().splitlines()
+    last = lines[-1] if lines else ""
+    return bool(last.strip()) and not (FENCE_LINE.match(last) or BLOCK_START.match(last) or last.startswith(
+        ("    ", "\t", "#"))) and not ends_closed(text)

@@ -118,12 +118,16 @@ def completion(text: str, finish: str) -> Completion:
                       t_sent=1.0, t_first_token=1.1, t_done=2.0)
 
 
-def test_a_trimmed_section_keeps_both_texts_and_an_uncapped_one_is_left_alone():
+def test_a_trimmed_section_keeps_both_texts_and_a_closed_or_listed_ending_is_left_alone():
     section = Section(id="p01.c01.s01", title="T")
     trimmed = finished(section, completion("One. Two. Thr", "length"), WallClock())
     assert (trimmed.text, trimmed.raw_text, trimmed.trimmed) == ("One. Two.", "One. Two. Thr", True)
-    whole = finished(section, completion("One. Two. Thr", "stop"), WallClock())
-    assert (whole.text, whole.raw_text, whole.trimmed) == ("One. Two. Thr", None, False)
+    stopped = finished(section, completion("One. Two. Thr", "stop"), WallClock())
+    assert (stopped.text, stopped.trimmed) == ("One. Two.", True), "a model stopping mid-sentence is cut too"
+    listed = finished(section, completion("Steps:\n- mix\n- wait", "stop"), WallClock())
+    assert (listed.text, listed.raw_text, listed.trimmed) == ("Steps:\n- mix\n- wait", None, False)
+    whole = finished(section, completion("One. Two.", "stop"), WallClock())
+    assert (whole.text, whole.raw_text, whole.trimmed) == ("One. Two.", None, False)
     hopeless = finished(section, completion("no end at all", "length"), WallClock())
     assert (hopeless.text, hopeless.trimmed) == ("no end at all", False)
 

@@ -12,7 +12,7 @@ import time
 import anyio
 from pydantic import BaseModel
 
-from pipeline.backends.client import OnDelta
+from pipeline.backends.sse import OnDelta
 from pipeline.backends.fleet import generated_tokens, open_fleet
 from pipeline.config import Settings
 from pipeline.records import ChatRequest, Completion, EngineInfo

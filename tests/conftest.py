@@ -7,8 +7,9 @@ import os
 
 import pytest
 
-from pipeline.backends.embedded import EmbeddedEngine, EngineSettings
-from pipeline.backends.install import installed_assets
+from pipeline.backends.embedded.engine import EmbeddedEngine
+from pipeline.config import EngineSettings
+from pipeline.backends.embedded.install import installed_assets
 
 ENGINE_THREADS = int(os.environ.get("FANOUT_THREADS", "1"))
 

@@ -10,10 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.audit import RULE_NAMES, audit, load_book, load_run
+from pipeline.audit.report import audit
+from pipeline.audit.rules import RULE_NAMES
+from pipeline.audit.source import load_book, load_run
 from pipeline.errors import UsageError
 from pipeline.records import BookSpec, Chapter, Outline, Part, Section, SectionResult
-from pipeline.trim import cut_repeats
+from pipeline.book.trim import cut_repeats
 from tests.test_book import fake_engine_process
 
 FIXTURES = Path(__file__).parent / "fixtures" / "audit"

@@ -19,7 +19,7 @@ from pipeline.cli import main
 from pipeline.config import Settings
 from pipeline.errors import UsageError
 from pipeline.records import Backend
-from pipeline.backends.client import new_session
+from pipeline.backends.aiohttp_chat import new_session
 from tests.fake_steplaw import StepLawEngine, prompts_of, steplaw_in_thread, steplaw_process
 
 pytestmark = pytest.mark.anyio
@@ -144,7 +144,7 @@ async def test_prompts_of_n_tokens_fall_back_to_offline_tiktoken():
 @pytest.mark.parametrize("levels, cap, slots, message", [
     ([1, 8], 4, {"*": 64}, "cap 4, so 8 streams would measure queueing, not batching"),
     ([1, 8], 64, {"*": 4}, "runs at most 4 sequences at once"),
-    ([1], 64, {}, "--engine-slots e0=N"),
+    ([1], 64, {}, "setting 'engine_slots' e0=N"),
 ])
 async def test_levels_that_would_measure_queueing_are_refused(levels, cap, slots, message):
     engine = await StepLawEngine().start()

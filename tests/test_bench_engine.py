@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.backends.embedded import EmbeddedEngine, EngineSettings
+from pipeline.backends.embedded.engine import EmbeddedEngine
+from pipeline.config import EngineSettings
 from pipeline.bench.ladder import bench
 from pipeline.bench.records import BenchSpec
 from pipeline.config import Settings

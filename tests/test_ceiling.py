@@ -10,8 +10,9 @@ import json
 
 import pytest
 
-from pipeline.backends.client import AttemptError, _read_events, _Stream, new_session, sdk_chat, \
-    stream_chat_aiohttp
+from pipeline.backends.aiohttp_chat import read_events, new_session, stream_chat_aiohttp
+from pipeline.backends.sdk import sdk_chat
+from pipeline.backends.sse import AttemptError, SseStream
 from pipeline.backends.wire import stream_chat
 from pipeline.bench import ceiling
 from pipeline.bench.sse_source import content_event, expected_text
@@ -64,9 +65,9 @@ def reference(payloads: list[bytes]) -> dict:
     return {"parts": parts, "logprobs": logprobs, "finish": finish, "usage": usage}
 
 
-def fed(payloads: list[bytes]) -> tuple[_Stream, list[str]]:
+def fed(payloads: list[bytes]) -> tuple[SseStream, list[str]]:
     seen: list[str] = []
-    stream = _Stream(False, seen.append)
+    stream = SseStream(False, seen.append)
     for payload in payloads:
         stream.feed(payload)
     return stream, seen
@@ -124,16 +125,16 @@ def test_events_split_anywhere_across_reads(size):
     body = (b": comment\r\n\r\nevent: x\n" + b"".join(b"data: " + p + b"\r\n\r\n" for p in TRICKY)
             + b"data: [DONE]\n\ndata: ignored after done\n\n")
     pieces = [body[i:i + size] for i in range(0, len(body), size)]
-    stream = _Stream(False)
-    assert asyncio.run(_read_events(_Pieces(pieces), stream)) is True
+    stream = SseStream(False)
+    assert asyncio.run(read_events(_Pieces(pieces), stream)) is True
     assert stream.parts == reference(TRICKY)["parts"]
 
 
 def test_no_done_and_too_long_line():
-    stream = _Stream(False)
-    assert asyncio.run(_read_events(_Pieces([b"data: " + TRICKY[0] + b"\n\n"]), stream)) is False
+    stream = SseStream(False)
+    assert asyncio.run(read_events(_Pieces([b"data: " + TRICKY[0] + b"\n\n"]), stream)) is False
     with pytest.raises(AttemptError) as caught:
-        asyncio.run(_read_events(_Pieces([b"data: " + b"y" * 70_000] * 3), _Stream(False)))
+        asyncio.run(read_events(_Pieces([b"data: " + b"y" * 70_000] * 3), SseStream(False)))
     assert caught.value.kind == "oversized" and not caught.value.retryable
 
 

@@ -12,9 +12,11 @@ import urllib.request
 import anyio
 import pytest
 
-from pipeline.backends.client import new_session, sdk_chat, stream_chat_aiohttp
+from pipeline.backends.aiohttp_chat import new_session, stream_chat_aiohttp
+from pipeline.backends.sdk import sdk_chat
 from pipeline.backends.wire import stream_chat
-from pipeline.backends.embedded import EmbeddedEngine, EngineSettings
+from pipeline.backends.embedded.engine import EmbeddedEngine
+from pipeline.config import EngineSettings
 from pipeline.backends.metrics import detect_engine, scrape
 from pipeline.backends.pool import BackendPool, RetryPolicy
 from pipeline.records import ChatRequest, EngineKind

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.backends.embedded import EmbeddedEngine, EngineSettings
+from pipeline.backends.embedded.engine import EmbeddedEngine
+from pipeline.config import EngineSettings
 from pipeline.backends.pool import BackendPool
 from pipeline.bench.identity import (Answer, Candidate, concurrency_levels, first_divergence, oracle_answers,
                                      same_question)

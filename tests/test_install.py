@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.backends import install
-from pipeline.backends.install import TAIL_LINES, CommandFailed, log_tail, run_logged
+from pipeline.backends.embedded import install
+from pipeline.backends.embedded.install import TAIL_LINES, CommandFailed, log_tail, run_logged
 
 WARNINGS = 2000
 

@@ -7,10 +7,11 @@ import time
 
 import pytest
 
-from pipeline.assemble import assemble, close_open_fence, demote_headings
+from pipeline.book.assemble import assemble, demote_headings
+from pipeline.text import close_open_fence
 from pipeline.backends.pool import BackendPool, RetryPolicy
-from pipeline.plan import ItemStream, PlanItem, Planner, parse_items
-from pipeline.profiles import PROFILES, Sampler
+from pipeline.book.plan import ItemStream, PlanItem, Planner, parse_items
+from pipeline.book.profiles import PROFILES, Sampler
 from pipeline.records import (Backend, BookSpec, Chapter, ChatRequest, EngineKind, Outline, Part, Section,
                               SectionResult)
 from pipeline.titles import title_key
@@ -318,7 +319,7 @@ async def test_a_planning_answer_cut_mid_stream_keeps_the_titles_it_gave_and_tak
 
 
 async def test_a_resumed_chapter_keeps_its_journaled_sections_and_plans_around_their_ids():
-    from pipeline.run import adopt_journaled_sections, already_written
+    from pipeline.book.run import adopt_journaled_sections, already_written
 
     chapter = Chapter(id="p01.c01", title="Kept chapter", sections=[Section(id="p01.c01.s01", title="Kept one")])
     partial = Outline(title="Book", parts=[Part(id="p01", title="Kept part", chapters=[chapter])], complete=False)
@@ -363,7 +364,7 @@ async def test_planning_requests_wait_ahead_of_writing_requests():
 def test_a_part_source_pickles_and_assembles_its_part_of_the_book():
     import pickle
 
-    from pipeline.assemble import PartSource
+    from pipeline.book.assemble import PartSource
     from pipeline.records import Chapter, Outline, Part, Section, SectionResult
 
     outline = Outline(title="T", parts=[Part(id=f"p{p:02d}", title=f"Part {p}", chapters=[

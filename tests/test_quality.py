@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.audit import AuditBook, AuditSection, audit, gate, load_book, load_run, parse_fail_on
+from pipeline.audit.report import audit, gate, parse_fail_on
+from pipeline.audit.source import AuditBook, AuditSection, load_book, load_run
 from pipeline.errors import UsageError
-from pipeline.quality import FIGURES, measure, seq_rep
+from pipeline.audit.quality import FIGURES, measure, seq_rep
 from pipeline.records import BookSpec, Chapter, Outline, Part, Section, SectionResult
 from pipeline.text import words_of
-from pipeline.typeset_appendix import appendix_html
+from pipeline.typeset.appendix import appendix_html
 
 README = Path(__file__).parent.parent / "README.md"
 

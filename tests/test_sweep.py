@@ -43,7 +43,7 @@ def test_a_model_that_fails_the_gate_is_refused_unless_asked(fake_url, tmp_path)
 
 def test_slots_are_required_where_the_engine_cannot_report_them(fake_url):
     done = sweep("--backend", f"{fake_url},cap=4", "--levels", "1", "--skip-gate")
-    assert done.returncode == 2 and "--slots" in done.stderr
+    assert done.returncode == 2 and "--engine-slots" in done.stderr
 
 
 def test_levels_above_the_cap_are_refused(fake_url):

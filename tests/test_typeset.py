@@ -11,10 +11,11 @@ from pathlib import Path
 import pypdf
 import pytest
 
-from pipeline import typeset
+from pipeline.typeset import weasy
 from pipeline.errors import FanoutError
-from pipeline.resources import template_path
-from pipeline.typeset import markdown_to_html, typeset_html, typeset_pdf
+from pipeline.templating import template_path
+from pipeline.typeset.book import typeset_html, typeset_pdf
+from pipeline.typeset.markdown import markdown_to_html
 
 PARTS, CHAPTERS, SECTIONS = 2, 2, 2  # per book, per part, per chapter
 PART_NAMES = ["Foundations", "Practice"]
@@ -180,7 +181,7 @@ def test_hostile_markdown_is_escaped_and_fetches_nothing(listener, tmp_path):
 
 
 def test_url_fetcher_serves_only_templates(listener):
-    fetcher = typeset._templates_only_fetcher()
+    fetcher = weasy.templates_only_fetcher()
     response = fetcher(template_path("book.css").as_uri())
     assert b"@page" in response.read()
     response.close()

@@ -7,8 +7,8 @@ import re
 import zipfile
 from xml.etree import ElementTree
 
-from pipeline.typeset_bench import synthetic_book
-from pipeline.typeset_epub import typeset_epub
+from pipeline.bench.typeset import synthetic_book
+from pipeline.typeset.epub import typeset_epub
 from tests.test_typeset import hostile_markdown
 
 XHTML = "{http://www.w3.org/1999/xhtml}"

@@ -15,10 +15,11 @@ import pypdf
 import pytest
 
 from pipeline.cli import main
-from pipeline.typeset import markdown_to_html, typeset_book, typeset_html, typeset_pdf
-from pipeline.typeset_code import highlight
-from pipeline.typeset_merge import roman
-from pipeline.typeset_parts import PartTypesetter, split_book
+from pipeline.typeset.book import typeset_book, typeset_html, typeset_pdf
+from pipeline.typeset.markdown import markdown_to_html
+from pipeline.typeset.code import highlight
+from pipeline.typeset.merge import roman
+from pipeline.typeset.parts import PartTypesetter, split_book
 
 PARTS, CHAPTERS, SECTIONS = 3, 2, 2
 TEXT = ("A starter kept on the counter wants feeding twice a day; in the fridge, once a week will do, and "

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from pipeline.backends.client import AttemptError
+from pipeline.backends.sse import AttemptError
 from pipeline.backends.wire import stream_chat
 from pipeline.records import Backend, ChatRequest
 

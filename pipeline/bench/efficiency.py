@@ -20,7 +20,7 @@ from pipeline.bench.records import BenchSpec
 from pipeline.config import Settings
 from pipeline.progress import BookListener
 from pipeline.records import BookSpec
-from pipeline.run import book
+from pipeline.book.run import book
 
 
 class JobRow(BaseModel):

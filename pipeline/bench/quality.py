@@ -18,15 +18,17 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from pipeline.audit import audit, load_run
+from pipeline.audit.report import audit
+from pipeline.audit.source import load_run
 from pipeline.bench.provenance import host_info
 from pipeline.bench.records import HostInfo
 from pipeline.config import Settings
 from pipeline.errors import UsageError
 from pipeline.progress import BookListener
-from pipeline.quality import BookQuality
+from pipeline.audit.quality import BookQuality
 from pipeline.records import BookSpec
-from pipeline.run import book, load_run_folder, slug
+from pipeline.book.run import book, load_run_folder
+from pipeline.files import slug
 
 DEFAULT_PROMPTS = [
     "Write a short handbook on keeping a sourdough starter alive. Practical, with examples.",
@@ -127,7 +129,7 @@ def load_record(path: Path) -> QualityRecord:
     try:
         return QualityRecord.model_validate_json(path.read_text())
     except (OSError, ValueError) as exc:
-        raise UsageError(f"--baseline {path}: not a quality record ({str(exc).splitlines()[0]})") from None
+        raise UsageError(f"setting 'baseline' {path}: not a quality record ({str(exc).splitlines()[0]})") from None
 
 
 def cell(row: QualityRow, figure: str, fmt: str) -> str:

@@ -23,7 +23,7 @@ from pipeline.text import ends_closed, shingles, words_of
 from pipeline.titles import echoes, near_duplicates
 
 if TYPE_CHECKING:
-    from pipeline.audit import AuditBook, AuditSection
+    from pipeline.audit.source import AuditBook, AuditSection
 
 REPEAT_GRAM = 4  # seq-rep-4
 REPETITIVE = 0.3  # a section above this seq-rep-4 counts in sections_over_0_3
@@ -199,7 +199,7 @@ class Threshold:
         """'distinct_2 0.42 < 0.5' when the book crosses the threshold, else None."""
         actual = getattr(quality, self.name)
         if actual is None:
-            raise UsageError(f"--fail-on: {self.name} is not measured for this book (no words per section asked)")
+            raise UsageError(f"setting 'fail_on': {self.name} is not measured for this book (no words per section asked)")
         crossed = actual > self.value if self.op == ">" else actual < self.value
         return f"{self.name} {actual:g} {self.op} {self.value:g}" if crossed else None
 
@@ -208,16 +208,16 @@ def parse_threshold(text: str) -> Threshold:
     known = f"figures: {', '.join(FIGURES)}"
     match = THRESHOLD.match(text.strip())
     if match is None:
-        raise UsageError(f"--fail-on: {text!r} is not NAME>VALUE or NAME<VALUE ({known})")
+        raise UsageError(f"setting 'fail_on': {text!r} is not NAME>VALUE or NAME<VALUE ({known})")
     name, op, number = match.groups()
     if name not in FIGURES:
-        raise UsageError(f"--fail-on: unknown quality figure {name!r} ({known})")
+        raise UsageError(f"setting 'fail_on': unknown quality figure {name!r} ({known})")
     try:
         value = float(number)
     except ValueError:
         value = math.nan
     if not math.isfinite(value):
-        raise UsageError(f"--fail-on: {text!r}: {number!r} is not a number")
+        raise UsageError(f"setting 'fail_on': {text!r}: {number!r} is not a number")
     return Threshold(name, op, value)
 
 

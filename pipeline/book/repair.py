@@ -17,16 +17,17 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from pipeline.audit import WORD_FLOOR, AuditReport
+from pipeline.audit.report import AuditReport
+from pipeline.audit.rules import WORD_FLOOR
 from pipeline.backends.pool import BackendPool, RequestFailed
 from pipeline.journal import Journal
-from pipeline.plan import parse_book_title
-from pipeline.profiles import Sampler
-from pipeline.prompts import render
+from pipeline.book.plan import parse_book_title
+from pipeline.book.profiles import Sampler
+from pipeline.templating import render
 from pipeline.records import BookSpec, ChatRequest, Chapter, Outline, Part, Section, SectionResult
 from pipeline.titles import plausible_title, title_key
-from pipeline.trim import cut_repeats
-from pipeline.write import WallClock, failed, finished, section_request
+from pipeline.book.trim import cut_repeats
+from pipeline.book.write import WallClock, failed, finished, section_request
 
 RETITLE_ATTEMPTS = 3
 # Text that looped at temperature 0 loops again when asked the same way: repairs of truncated or looping

@@ -18,35 +18,16 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline.backends.install import EngineAssets, installed_assets
+from pipeline.backends.embedded.install import EngineAssets, installed_assets
+from pipeline.config import EngineSettings
 from pipeline.errors import FanoutError
 from pipeline.records import Backend
 
 PR_SET_PDEATHSIG = 1
 HEALTH_TIMEOUT_S = 120.0
 STOP_GRACE_S = 5.0
-
-
-def default_threads() -> int:
-    """llama-server's threads spin: leave a core for the client and anything else."""
-    return max(1, (os.cpu_count() or 2) - 1)
-
-
-@dataclass(frozen=True)
-class EngineSettings:
-    slots: int = 16
-    threads: int = field(default_factory=default_threads)
-    ctx_per_slot: int = 2048
-    port: int | None = None
-    host: str = "127.0.0.1"
-
-    def __post_init__(self) -> None:
-        for name in ("slots", "threads", "ctx_per_slot"):
-            if getattr(self, name) <= 0:
-                raise FanoutError(f"embedded engine: {name} must be positive, got {getattr(self, name)}")
 
 
 def free_port(host: str) -> int:

@@ -1,24 +1,20 @@
-"""Streaming chat completions: the lean SSE reader, its failure kinds, and the aiohttp and SDK paths.
+"""Streaming chat completions, the protocol: the lean SSE reader, its failure kinds, and the request body.
 
-Takes a Backend and a ChatRequest, returns a Completion (text, finish_reason, usage, timestamps) or raises
-an AttemptError saying what went wrong and whether it is worth asking again. Only what is needed is read
-from each event: content deltas, finish_reason and usage. The hot path itself is wire.py (an asyncio
-Protocol feeding this module's reader); `stream_chat_aiohttp` is the same exchange over aiohttp, kept as the
-client-ceiling bench's yardstick, and `sdk_chat` the openai SDK's. Retries and balancing live in pool.py.
+Takes a Backend and a ChatRequest's events; `SseStream` reads only what is needed from each event (content
+deltas, finish_reason and usage), `completion_of` turns a finished stream into a Completion (text,
+finish_reason, usage, timestamps) or raises an AttemptError saying what went wrong and whether it is worth
+asking again. The transports feed it: wire.py (the hot path, an asyncio Protocol), aiohttp_chat.py (the
+client-ceiling bench's yardstick) and sdk.py (the openai SDK). Retries and balancing live in pool.py.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import os
 import re
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
-import aiohttp
-from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 
 from pipeline.records import Backend, ChatRequest, Completion
 
@@ -62,17 +58,11 @@ def request_body(backend: Backend, request: ChatRequest) -> dict[str, Any]:
     return body
 
 
-def new_session(total_connections: int) -> aiohttp.ClientSession:
-    """One session for a whole run; its connector is sized to the caps so it never queues requests itself."""
-    connector = aiohttp.TCPConnector(limit=max(total_connections, 1), limit_per_host=0, ttl_dns_cache=300)
-    return aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None))
-
-
 _CONTENT_KEY = b'"content":"'
 _PLAIN = re.compile(rb'[^"\\\x00-\x1f]*')  # a JSON string body with nothing to unescape
 
 
-class _Stream:
+class SseStream:
     """Accumulates one SSE stream. Each `data:` line is a JSON chunk; only these fields matter: error, model,
     usage, and per choice delta.content, logprobs, finish_reason.
 
@@ -106,7 +96,7 @@ class _Stream:
                 try:
                     content = middle.decode()
                 except UnicodeDecodeError:
-                    pass  # json.loads decides (it passes surrogates through; _finish flags them)
+                    pass  # json.loads decides (it passes surrogates through; completion_of flags them)
                 else:
                     if content:
                         self._take_content(content)
@@ -170,7 +160,7 @@ class _Stream:
             self.finish_reason = choice["finish_reason"]
 
 
-def _status_error(status: int, body: str, retry_after: str | None) -> AttemptError:
+def status_error(status: int, body: str, retry_after: str | None) -> AttemptError:
     hint = None
     if retry_after:
         try:
@@ -184,73 +174,7 @@ def _status_error(status: int, body: str, retry_after: str | None) -> AttemptErr
 OnDelta = Callable[[str], None]
 
 
-async def stream_chat_aiohttp(session: aiohttp.ClientSession, backend: Backend, request: ChatRequest,
-                              read_timeout: float, on_delta: OnDelta | None = None) -> Completion:
-    """Send one streaming chat request; raise AttemptError on any failure, empty answers included.
-
-    `read_timeout` bounds every wait for bytes (headers, first token, each later event): a stalled
-    server fails the attempt instead of hanging the job."""
-    t_sent = time.monotonic()
-    stream = _Stream(request.keep_token_times, on_delta)
-    got_bytes = False
-    url = backend.base_url + "/chat/completions"
-    try:
-        async with session.post(url, json=request_body(backend, request), headers=auth_headers(backend),
-                                timeout=aiohttp.ClientTimeout(sock_read=read_timeout)) as response:
-            if response.status != 200:
-                text = hide_key(await response.text(errors="replace"), backend)
-                raise _status_error(response.status, text, response.headers.get("Retry-After"))
-            got_bytes = True
-            done = await _read_events(response, stream)
-    except AttemptError as error:
-        error.detail = hide_key(error.detail, backend)
-        error.args = (hide_key(str(error), backend),)
-        raise
-    except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
-        kind = "stream_cut" if got_bytes else "cut_before_first_byte"
-        if isinstance(exc, aiohttp.ClientConnectorError):
-            kind = "connect"
-        raise AttemptError(kind, str(exc)) from exc
-    except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
-        raise AttemptError("timeout", "no bytes within the timeout") from exc
-    except aiohttp.ClientPayloadError as exc:
-        raise AttemptError("stream_cut", str(exc)) from exc
-    except aiohttp.ClientError as exc:
-        raise AttemptError("connect", str(exc)) from exc
-    except HttpProcessingError as exc:  # any other malformed response: a failed attempt, never a crashed job
-        raise AttemptError("bad_response", str(exc)[:200]) from exc
-    if not done:
-        raise AttemptError("stream_cut", "stream ended without [DONE]")
-    return _finish(backend, request, stream, t_sent)
-
-
-async def _read_events(response: aiohttp.ClientResponse, stream: _Stream) -> bool:
-    """Read SSE lines until [DONE]; True if it came. Reads whatever bytes arrived (one event per read
-    against a real engine) and splits lines here: aiohttp's per-line iteration costs more than the parse."""
-    pending = b""
-    content = response.content
-    try:
-        while data := await content.readany():
-            if pending:
-                data = pending + data
-            start = 0
-            while (end := data.find(b"\n", start)) >= 0:
-                if data.startswith(b"data:", start):
-                    payload = data[start + 5:end].strip()
-                    if payload == b"[DONE]":
-                        return True
-                    stream.feed(payload)
-                start = end + 1  # blank separators, comments, event names are skipped
-            pending = data[start:]
-            if len(pending) > MAX_LINE_BYTES:
-                raise AttemptError("oversized", "SSE line too long", retryable=False)
-    except (ValueError, LineTooLong) as exc:  # as aiohttp's own line reader said it (LineTooLong is not a
-        # ClientError: uncaught, it crashed the whole job); our own AttemptError is neither
-        raise AttemptError("oversized", "SSE line too long", retryable=False) from exc
-    return False
-
-
-def _finish(backend: Backend, request: ChatRequest, stream: _Stream, t_sent: float) -> Completion:
+def completion_of(backend: Backend, request: ChatRequest, stream: SseStream, t_sent: float) -> Completion:
     text = "".join(stream.parts)
     usage = stream.usage or {}
     if not text.strip():
@@ -274,45 +198,3 @@ def _finish(backend: Backend, request: ChatRequest, stream: _Stream, t_sent: flo
         token_times=stream.token_times or [],
         logprobs=stream.logprobs or None,
     )
-
-
-@contextlib.contextmanager
-def fast_loop() -> Iterator[bool]:
-    """Run the asyncio loops started inside on uvloop when it is installed (cheaper reads: the stock loop
-    allocates a 256 KiB buffer per socket read); the previous policy comes back afterwards."""
-    try:
-        import uvloop
-    except ImportError:
-        yield False
-        return
-    previous = asyncio.get_event_loop_policy()
-    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
-    try:
-        yield True
-    finally:
-        asyncio.set_event_loop_policy(previous)
-
-
-def sdk_client(backend: Backend):
-    """The openai SDK for calls where its types help and rate does not matter; its own retries are off
-    so they do not multiply with the pool's."""
-    from openai import AsyncOpenAI
-
-    key = os.environ.get(backend.api_key_env, "") if backend.api_key_env else ""
-    return AsyncOpenAI(base_url=backend.base_url, api_key=key or "unused", max_retries=0)
-
-
-async def sdk_chat(backend: Backend, request: ChatRequest) -> Completion:
-    """The same request as wire.stream_chat, through the openai SDK (slow path: planning, model checks)."""
-    t_sent = time.monotonic()
-    stream = _Stream(request.keep_token_times)
-    body = request_body(backend, request)
-    messages, model = body.pop("messages"), body.pop("model", backend.model or "default")
-    async with sdk_client(backend) as client:
-        chunks = await client.chat.completions.create(
-            model=model, messages=messages, max_tokens=body.pop("max_tokens"), temperature=body.pop("temperature"),
-            stream=True, stream_options=body.pop("stream_options"), extra_body={k: v for k, v in body.items()
-                                                                               if k != "stream"})
-        async for chunk in chunks:
-            stream.feed(chunk.model_dump_json(exclude_none=True).encode())
-    return _finish(backend, request, stream, t_sent)

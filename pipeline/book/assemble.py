@@ -14,27 +14,12 @@ from dataclasses import dataclass
 from markdown_it import MarkdownIt
 
 from pipeline.records import Outline, Part, SectionResult
+from pipeline.text import close_open_fence
 from pipeline.titles import title_key
 
 SECTION_LEVEL = 4
-FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 ATX_MARKS = re.compile(r"^((?:\s*>)*\s*)#{1,6}")
 _parser = MarkdownIt("commonmark")
-
-
-def close_open_fence(body: str) -> str:
-    """Append the closing fence when the text ends inside a fenced code block (CommonMark's rules)."""
-    opener: str | None = None
-    for line in body.splitlines():
-        match = FENCE.match(line)
-        if not match:
-            continue
-        marker = match.group(1)
-        if opener is None:
-            opener = marker
-        elif marker[0] == opener[0] and len(marker) >= len(opener) and not line.strip()[len(marker):].strip():
-            opener = None
-    return body if opener is None else body.rstrip("\n") + "\n" + opener
 
 
 def demote_headings(body: str, section_title: str, floor: int = SECTION_LEVEL + 1) -> str:

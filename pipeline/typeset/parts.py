@@ -4,7 +4,7 @@ A stock single WeasyPrint document of a 1,536-section book takes minutes and gig
 its own small document rendered in a worker process (`render_part`, with the gc tuned for WeasyPrint's
 millions of short-lived boxes); the worker reports the part's page count and where each heading landed.
 Once every part is in, the front matter (title page and a table of contents with the real page numbers,
-`render_front`) is rendered, and `typeset_merge.merge` joins it all with pypdf, keeping every part's
+`render_front`) is rendered, and `typeset.merge.merge` joins it all with pypdf, keeping every part's
 bookmarks and links, linking the contents entries to their headings and printing continuous page numbers.
 
 Page numbers are stamped at the merge rather than rendered with each part: a part's first page number
@@ -34,11 +34,13 @@ from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 
-from pipeline.assemble import PartSource
 from pipeline.errors import FanoutError
-from pipeline.typeset import (TOC_LEVELS, Heading, TypesetResult, block_tokens, css_link, document, heading_counts,
-                              printable, render_gc_threshold, render_markdown, source_lines, title_page_html, toc_html,
-                              untitled, weasy_html)
+from pipeline.typeset.markdown import (TOC_LEVELS, Heading, TypesetResult, block_tokens, css_link, document,
+                                       heading_counts, printable, render_markdown, source_lines, title_page_html,
+                                       toc_html, untitled)
+from pipeline.typeset.merge import merge
+from pipeline.typeset.pages import PAGE_NUMBER_GLYPHS, FrontDone, MarkdownSource, PartDone, PlacedHeading, TocLink
+from pipeline.typeset.weasy import render_gc_threshold, weasy_html
 
 log = logging.getLogger("fanout")
 PX_TO_PT = 0.75  # WeasyPrint lays out in CSS px (1/96 in); PDF user space is pt (1/72 in)
@@ -46,7 +48,6 @@ MAX_WORKERS = 4
 WORKER_NICE = 10
 OWNER_CHECK_S = 1.0  # how often a render worker checks that its fanout process still exists
 TOC_PRIORITY, PART_PRIORITY = 0, 1  # a waiting contents slice goes before a waiting part
-PAGE_NUMBER_GLYPHS = "0123456789ivxlcdm"  # arabic body numbers, roman front matter
 DIGITS_PAGE = ('<style>@page{size:A5;margin:0} p{font-family:"DejaVu Sans",sans-serif;font-size:8pt;'
                f'margin:0}}</style><p>{PAGE_NUMBER_GLYPHS}</p>')
 
@@ -83,31 +84,11 @@ def toc_headings(markdown: str) -> list[Heading]:
 
 
 @dataclass(frozen=True)
-class PlacedHeading:
-    level: int
-    text: str
-    page: int  # 0-based, in its own document
-    x: float  # PDF points from the page's bottom-left
-    y: float
-
-
-@dataclass(frozen=True)
 class PartJob:
     index: int
-    source: str | PartSource  # Markdown (or what the worker assembles it from), or HTML when is_html
+    source: str | MarkdownSource  # Markdown (or what the worker assembles it from), or HTML when is_html
     is_html: bool
     out: str
-
-
-@dataclass(frozen=True)
-class PartDone:
-    index: int
-    path: str
-    pages: int
-    headings: tuple[PlacedHeading, ...]
-    seconds: float
-    rss_mb: float
-    pid: int
 
 
 @dataclass(frozen=True)
@@ -120,24 +101,6 @@ class FrontJob:
     first: bool  # the slice that carries the "Contents" title
     out: str
     digits_out: str = ""
-
-
-@dataclass(frozen=True)
-class TocLink:
-    page: int
-    entry: int  # index into FrontJob.entries
-    rect: tuple[float, float, float, float]  # PDF points
-
-
-@dataclass(frozen=True)
-class FrontDone:
-    path: str
-    digits_path: str
-    pages: int
-    links: tuple[TocLink, ...]
-    seconds: float
-    rss_mb: float
-    pid: int
 
 
 def _rss_mb() -> float:
@@ -230,7 +193,7 @@ def default_workers() -> int:
 
 def _pool(workers: int) -> ProcessPoolExecutor:
     context = multiprocessing.get_context("forkserver")  # no fork of a threaded parent (anyio, engines)
-    context.set_forkserver_preload(["pipeline.typeset_parts", "weasyprint"])
+    context.set_forkserver_preload(["pipeline.typeset.parts", "weasyprint"])
     # Niced: parts render while the book is still streaming, and on a small machine the client (and any
     # local engine) must keep the CPU it needs; rendering takes what is left.
     return ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_start_worker,
@@ -327,7 +290,7 @@ class PartTypesetter:
 
     `submit_part(index, markdown)`: one part's Markdown, starting with its `## ` heading (what `split_book`
     cuts from book.md; text before the first part may be submitted as a part of its own). `finish(
-    appendix_html="")` waits for the parts, renders the appendix (HTML from `typeset_appendix.appendix_html`,
+    appendix_html="")` waits for the parts, renders the appendix (HTML from `typeset.appendix.appendix_html`,
     if any), merges and writes `out_pdf` atomically; the returned `TypesetResult.seconds` counts from the
     `finish` call. `close()` (or leaving the `with`) stops the pool and removes the scratch files.
 
@@ -362,13 +325,14 @@ class PartTypesetter:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def submit_part(self, index: int, markdown: str | PartSource) -> None:
-        """`markdown`: the part's Markdown, or a PartSource the worker assembles it from."""
+    def submit_part(self, index: int, markdown: str | MarkdownSource) -> None:
+        """`markdown`: the part's Markdown, or a MarkdownSource (book.assemble.PartSource) the worker
+        assembles it from."""
         if index in self.parts or index < 0:
             raise FanoutError(f"typesetting: part {index} submitted twice or negative")
         self._submit(index, markdown, is_html=False)
 
-    def _submit(self, index: int, source: str | PartSource, is_html: bool) -> None:
+    def _submit(self, index: int, source: str | MarkdownSource, is_html: bool) -> None:
         if is_html:
             self.counts[index] = (0, 0, 0)
         elif isinstance(source, str):
@@ -394,8 +358,6 @@ class PartTypesetter:
                 self.tocs[k] = self.scheduler.submit(TOC_PRIORITY, render_front, job)
 
     def finish(self, appendix_html: str = "") -> TypesetResult:
-        from pipeline.typeset_merge import merge
-
         started = time.perf_counter()
         indices = sorted(self.parts)
         if indices != list(range(len(indices))):

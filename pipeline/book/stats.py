@@ -10,8 +10,8 @@ from __future__ import annotations
 from pydantic import BaseModel
 from rich.table import Table
 
-from pipeline.plan import PlanStats
-from pipeline.quality import BookQuality
+from pipeline.book.plan import PlanStats
+from pipeline.audit.quality import BookQuality
 from pipeline.records import Attempt, EngineInfo, SectionResult
 from pipeline.text import ends_closed
 

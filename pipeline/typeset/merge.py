@@ -1,6 +1,6 @@
 """Merge the rendered front matter and parts into one PDF with pypdf.
 
-Takes the front matter's and the parts' render reports (`typeset_parts.FrontDone` / `PartDone`) and writes
+Takes the front matter's and the parts' render reports (`typeset.pages.FrontDone` / `PartDone`) and writes
 the book atomically; returns its page count. Each part keeps its bookmarks and links
 (`PdfWriter.append(import_outline=True)`); each contents entry becomes a link to its heading; the front
 matter and every part fill an even number of pages (a blank page pads), so every part opens on a right-hand
@@ -22,8 +22,8 @@ from pypdf import PdfReader, PdfWriter
 from pypdf.annotations import Link
 from pypdf.generic import (ArrayObject, DecodedStreamObject, DictionaryObject, Fit, IndirectObject, NameObject)
 
-from pipeline.typeset import atomic_target
-from pipeline.typeset_parts import PAGE_NUMBER_GLYPHS, FrontDone, PartDone
+from pipeline.files import atomic_target
+from pipeline.typeset.pages import PAGE_NUMBER_GLYPHS, FrontDone, PartDone
 
 MM = 72 / 25.4
 NUMBER_SIZE = 8.0

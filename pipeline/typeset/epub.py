@@ -11,8 +11,10 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from pipeline.resources import template_path
-from pipeline.typeset import TOC_LEVELS, Heading, atomic_target, heading_counts, render_markdown, title_page_html
+from pipeline.files import atomic_target
+from pipeline.templating import template_path
+from pipeline.typeset.markdown import TOC_LEVELS, Heading, heading_counts, render_markdown, title_page_html
+from pipeline.typeset.parts import split_book
 
 CSS_NAME = "style/book.css"
 
@@ -20,8 +22,6 @@ CSS_NAME = "style/book.css"
 def typeset_epub(markdown: str, title: str, out_epub: Path, appendix_html: str = "") -> Path:
     """Write `out_epub` atomically and return its path."""
     from ebooklib import epub
-
-    from pipeline.typeset_parts import split_book
 
     split = split_book(markdown, title)
     book = epub.EpubBook()

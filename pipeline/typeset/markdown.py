@@ -5,48 +5,32 @@ untrusted model output) and a title. Any Markdown is a book: where its headings 
 own block tokens (`block_tokens`), the first top-level `# ` heading is the title (`untitled`), every other
 heading is kept, and control characters XML cannot hold are dropped (`printable`).
 
-- `markdown_to_html` / `typeset_html`: the whole book as one HTML document (stable heading ids, a table of
-  contents, raw HTML escaped, images shown as their alt text, code highlighted by `typeset_code`), linking
-  or inlining `templates/book.css`.
-- `typeset_pdf(markdown, title, out_pdf) -> TypesetResult`: the PDF. The book is split at its parts, each
-  part is rendered as its own WeasyPrint document in a process pool, then the front matter (title page and
-  a table of contents with real page numbers) is rendered and everything is merged with bookmarks and
-  links kept; see `typeset_parts` (the pool, and `PartTypesetter` for typesetting part by part while a book
-  is still being written) and `typeset_merge`.
-- `typeset_book(source, out_dir)`: what `fanout typeset` does for a run folder or a Markdown file (the PDF,
-  the HTML edition and the EPUB edition of `typeset_epub`).
+- `markdown_to_html`: the whole book as one HTML document (stable heading ids, a table of contents, raw
+  HTML escaped, images shown as their alt text, code highlighted by `typeset.code`), linking
+  `templates/book.css`; `render_markdown` / `markdown_body` / `document`: the pieces the PDF parts
+  (`typeset.parts`), the EPUB (`typeset.epub`) and the entry points (`typeset.book`) share.
 
-Safety: WeasyPrint may read only files inside the templates folder (`pipeline.resources`: the project's
-`templates/`, or the wheel's copy of it); every other URL is refused, so untrusted text cannot make it fetch
-anything. With no fonts installed WeasyPrint segfaults; `require_fonts` turns that into a clear error first.
+A leaf of typesetting: it imports nothing else of the package but `typeset.code`. WeasyPrint and its safety
+(only templates/ files may be fetched) live in `typeset.weasy`; files are written atomically by the
+entry points in `typeset.book`.
 """
 
 from __future__ import annotations
 
-import gc
 import html
-import json
-import os
 import re
-import uuid
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
 
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from pipeline.errors import FanoutError, UsageError
-from pipeline.resources import template_path, templates_dir
-from pipeline.typeset_code import highlight
+from pipeline.templating import template_path
+from pipeline.typeset.code import highlight
 
 TOC_LEVELS = (2, 3, 4)
-RENDER_GC_THRESHOLD = (100000, 50, 100)
 UNPRINTABLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
-CONTENT_TYPES = {".css": "text/css", ".ttf": "font/ttf", ".otf": "font/otf", ".woff": "font/woff",
-                 ".woff2": "font/woff2", ".png": "image/png", ".svg": "image/svg+xml"}
 
 
 @dataclass(frozen=True)
@@ -156,7 +140,7 @@ def slugify(text: str) -> str:
     return slug
 
 
-def _assign_heading_ids(tokens: list[Token], prefix: str = "") -> list[Heading]:
+def assign_heading_ids(tokens: list[Token], prefix: str = "") -> list[Heading]:
     """Give every heading a stable, de-duplicated id (in document order) and list them."""
     headings, seen = [], set()
     for i, token in enumerate(tokens):
@@ -234,7 +218,7 @@ def render_markdown(markdown: str, prefix: str = "") -> tuple[str, list[Heading]
     md = _markdown_parser()
     env: dict = {}
     tokens = md.parse(printable(markdown), env)
-    headings = _assign_heading_ids(tokens, prefix)
+    headings = assign_heading_ids(tokens, prefix)
     return md.renderer.render(tokens, md.options, env), headings
 
 
@@ -259,147 +243,3 @@ def css_link() -> str:
 def markdown_to_html(markdown: str, title: str) -> str:
     """A full HTML document for the book, linking templates/book.css by its file URL."""
     return document(title, css_link(), markdown_body(markdown, title))
-
-
-# ---------------------------------------------------------------- output
-
-
-@contextmanager
-def atomic_target(out: Path):
-    """Yield a temporary path next to `out`; rename it onto `out` only if the block succeeds."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".{out.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
-    try:
-        yield tmp
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def typeset_html(markdown: str, title: str, out_html: Path, appendix_html: str = "") -> Path:
-    """Write the single-file HTML edition (CSS inlined, nothing external) and return its path."""
-    css = template_path("book.css").read_text(encoding="utf-8")
-    page = document(title, f"<style>\n{css}</style>\n", markdown_body(markdown, title) + appendix_html,
-                    "html-edition")
-    with atomic_target(out_html) as tmp:
-        tmp.write_text(page, encoding="utf-8")
-    return out_html
-
-
-# ---------------------------------------------------------------- WeasyPrint safety
-
-
-def _templates_path(url: str) -> Path:
-    """The file inside templates/ that `url` names; ValueError for anything else."""
-    parts = urlsplit(url)
-    if parts.scheme != "file" or parts.netloc not in ("", "localhost"):
-        raise ValueError(f"fetching refused (only templates/ files): {url}")
-    path = Path(unquote(parts.path)).resolve()
-    if not path.is_relative_to(templates_dir()) or not path.is_file():
-        raise ValueError(f"fetching refused (only templates/ files): {url}")
-    return path
-
-
-def _templates_only_fetcher():
-    """A WeasyPrint URL fetcher that serves files from templates/ and raises for every other URL."""
-    from weasyprint.urls import URLFetcher, URLFetcherResponse
-
-    class TemplatesOnlyFetcher(URLFetcher):
-        def fetch(self, url, headers=None):
-            path = _templates_path(url)
-            content_type = CONTENT_TYPES.get(path.suffix.lower(), "application/octet-stream")
-            return URLFetcherResponse(url, path.read_bytes(), {"Content-Type": content_type})
-
-    return TemplatesOnlyFetcher(allowed_protocols=("file",))
-
-
-def weasy_html(page: str):
-    """A WeasyPrint HTML object for `page` that can fetch nothing but templates/ files."""
-    from weasyprint import HTML
-
-    return HTML(string=page, base_url=templates_dir().as_uri() + "/", url_fetcher=_templates_only_fetcher())
-
-
-def installed_font_count() -> int:
-    """How many fonts fontconfig finds (read fresh, so FONTCONFIG_FILE changes are seen)."""
-    from weasyprint.text.ffi import ffi, fontconfig
-
-    config = fontconfig.FcInitLoadConfigAndFonts()
-    if config == ffi.NULL:
-        return 0
-    try:
-        fonts = fontconfig.FcConfigGetFonts(config, fontconfig.FcSetSystem)
-        return 0 if fonts == ffi.NULL else fonts.nfont
-    finally:
-        fontconfig.FcConfigDestroy(config)
-
-
-def require_fonts() -> None:
-    """WeasyPrint segfaults when fontconfig has no fonts; fail cleanly instead."""
-    if installed_font_count() == 0:
-        raise FanoutError("no fonts installed: fontconfig finds none (WeasyPrint would crash); "
-                          "run make setup")
-
-
-@contextmanager
-def render_gc_threshold():
-    """Fewer gen-0 collections while WeasyPrint builds its millions of boxes (measured ~1.8x faster)."""
-    saved = gc.get_threshold()
-    gc.set_threshold(*RENDER_GC_THRESHOLD)
-    try:
-        yield
-    finally:
-        gc.set_threshold(*saved)
-
-
-# ---------------------------------------------------------------- entry points
-
-
-def typeset_pdf(markdown: str, title: str, out_pdf: Path, workers: int | None = None,
-                appendix_html: str = "") -> TypesetResult:
-    """Render the book to `out_pdf` (atomically): parts in a process pool, then front matter, then merge.
-
-    `workers` None: one a core (at most 4), or none for a one-part book; 0 renders in this process."""
-    from pipeline.typeset_parts import PartTypesetter, split_book
-
-    require_fonts()
-    book = split_book(markdown, title)
-    if workers is None and len(book.parts) + bool(appendix_html) < 2:
-        workers = 0  # one document: a pool would only add its start-up
-    with PartTypesetter(book.title, out_pdf, workers=workers) as typesetter:
-        for index, part in enumerate(book.parts):
-            typesetter.submit_part(index, part)
-        return typesetter.finish(appendix_html=appendix_html)
-
-
-def typeset_book(source: Path, out_dir: Path | None = None, workers: int | None = None
-                 ) -> tuple[TypesetResult, Path, Path]:
-    """`fanout typeset`: a run folder (its book.md, plus stats.json / audit.json as an appendix when there)
-    or a Markdown file in; book.pdf, book.html and book.epub out (next to the source unless `out_dir`).
-    Returns (the PDF's result, the HTML path, the EPUB path)."""
-    from pipeline.typeset_appendix import appendix_html as make_appendix
-    from pipeline.typeset_epub import typeset_epub
-
-    if source.is_dir():
-        markdown_path, folder = source / "book.md", source
-    else:
-        markdown_path, folder = source, source.parent
-    if not markdown_path.is_file():
-        raise UsageError(f"no book to typeset: {markdown_path} is not a file")
-    out_dir = out_dir or folder
-    markdown = markdown_path.read_text(encoding="utf-8", errors="replace")
-    title = book_title(markdown, markdown_path.stem)
-    appendix = make_appendix(_read_json(folder / "stats.json"), _read_json(folder / "audit.json")) \
-        if source.is_dir() else ""
-    result = typeset_pdf(markdown, title, out_dir / "book.pdf", workers=workers, appendix_html=appendix)
-    html_path = typeset_html(markdown, title, out_dir / "book.html", appendix)
-    epub_path = typeset_epub(markdown, title, out_dir / "book.epub", appendix)
-    return result, html_path, epub_path
-
-
-def _read_json(path: Path) -> dict | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None

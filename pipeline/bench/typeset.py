@@ -1,6 +1,6 @@
 """Typesetting benchmark: our part-parallel PDF beside one stock WeasyPrint document, same book, same run.
 
-    python -m pipeline.typeset_bench [--shape 8x12x16] [--workers N] [--words 290] [--no-stock] [--keep DIR]
+    python -m pipeline.bench.typeset [--shape 8x12x16] [--workers N] [--words 290] [--no-stock] [--keep DIR]
                                      [--floor]
 
 Builds a synthetic book (P x C x S sections of about `--words` words, a code block in three sections of
@@ -113,7 +113,7 @@ def stock_html(markdown: str, title: str) -> str:
     from pygments.lexers import get_lexer_by_name
     from pygments.util import ClassNotFound
 
-    from pipeline import typeset
+    from pipeline.typeset import markdown as typeset
 
     def fence(code: str, lang: str, attrs) -> str:
         try:
@@ -124,7 +124,7 @@ def stock_html(markdown: str, title: str) -> str:
 
     parser = MarkdownIt("commonmark", {"html": False, "highlight": fence}).enable("table")
     tokens = parser.parse(typeset.untitled(markdown)[0])
-    headings = typeset._assign_heading_ids(tokens)
+    headings = typeset.assign_heading_ids(tokens)
     body = (typeset.title_page_html(title, typeset.heading_counts(headings))
             + typeset.toc_html([(h, None) for h in headings], target_counter=True)
             + parser.renderer.render(tokens, parser.options, {}))
@@ -134,7 +134,7 @@ def stock_html(markdown: str, title: str) -> str:
 
 
 def run_stock(markdown: str, out: Path) -> dict:
-    from pipeline.typeset import require_fonts, weasy_html
+    from pipeline.typeset.weasy import require_fonts, weasy_html
 
     require_fonts()
     started = time.perf_counter()
@@ -145,7 +145,7 @@ def run_stock(markdown: str, out: Path) -> dict:
 
 
 def run_ours(markdown: str, out: Path, workers: int) -> dict:
-    from pipeline.typeset import typeset_pdf
+    from pipeline.typeset.book import typeset_pdf
 
     started = time.perf_counter()
     result = typeset_pdf(markdown, "The Synthetic Handbook of Sourdough", out, workers=workers)
@@ -162,7 +162,8 @@ FLOOR_CSS = ('@page { size: A5; margin: 18mm 15mm 20mm 17mm } html { font-family
 
 def render_cpu(markdown: str, css: str, out: Path) -> tuple[int, float]:
     """(pages, CPU seconds) to render one part's Markdown to a PDF in this process with `css` inlined."""
-    from pipeline.typeset import document, render_gc_threshold, render_markdown, weasy_html
+    from pipeline.typeset.markdown import document, render_markdown
+    from pipeline.typeset.weasy import render_gc_threshold, weasy_html
 
     started = time.process_time()
     with render_gc_threshold():
@@ -176,8 +177,8 @@ def floor(markdown: str, folder: Path) -> None:
     """WeasyPrint's own cost a page on this CPU: the book's first part with book.css, then with a bare
     stylesheet (no running heads, justification, hyphenation, leaders or colours), and the least wall time
     the whole book could take at that cost with every core busy and nothing else to do."""
-    from pipeline.resources import template_path
-    from pipeline.typeset_parts import split_book
+    from pipeline.templating import template_path
+    from pipeline.typeset.parts import split_book
 
     split = split_book(markdown, "floor")
     render_cpu("## Warm-up\n\nimports and fonts\n", FLOOR_CSS, folder / "warm.pdf")
@@ -195,7 +196,7 @@ def _rss_mb() -> float:
 
 
 def _child(kind: str, markdown_path: Path, out: Path, workers: int) -> dict:
-    command = [sys.executable, "-m", "pipeline.typeset_bench", "--child", kind, "--markdown", str(markdown_path),
+    command = [sys.executable, "-m", "pipeline.bench.typeset", "--child", kind, "--markdown", str(markdown_path),
                "--pdf", str(out), "--workers", str(workers)]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
@@ -213,7 +214,7 @@ def _line(name: str, result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pipeline.typeset_bench", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m pipeline.bench.typeset", description=__doc__.split("\n")[0])
     parser.add_argument("--shape", default="8x12x16", help="parts x chapters x sections (8x12x16)")
     parser.add_argument("--words", type=int, default=290, help="words a section (290)")
     parser.add_argument("--workers", type=int, default=2, help="our pool size (2)")
@@ -232,7 +233,9 @@ def main(argv: list[str] | None = None) -> int:
                                                                                                    args.pdf)
         print(json.dumps(result))
         return 0
-    parts, chapters, sections = (int(n) for n in args.shape.lower().split("x"))
+    from pipeline.config import parse_shape
+
+    parts, chapters, sections = parse_shape(args.shape)
     folder = args.keep or Path(tempfile.mkdtemp(prefix="fanout-typeset-bench-"))
     folder.mkdir(parents=True, exist_ok=True)
     markdown = synthetic_book(parts, chapters, sections, args.words)

@@ -4,7 +4,7 @@
 appendix HTML ("" when both are None): a part heading, then "Run statistics" (every key stats.json has,
 lists of records as their own table) and "Audit" (`{"counts": {rule: n}, "summary": [text, ...]}`, the
 quality figures as a table of their own, not the row a section; other keys are shown as they are).
-Everything is escaped. Headings carry no attributes: `typeset_parts` gives them ids.
+Everything is escaped. Headings carry no attributes: `typeset.parts` gives them ids.
 """
 
 from __future__ import annotations

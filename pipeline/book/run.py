@@ -9,36 +9,35 @@ consistent and writes no stats.json, so the folder never looks like a finished r
 from __future__ import annotations
 
 import logging
-import os
-import re
 import shutil
 import time
 from collections import ChainMap, Counter
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import anyio
 from pydantic import BaseModel, ValidationError
 
-from pipeline.assemble import assemble
-from pipeline.audit import AuditReport, audit, load_run
+from pipeline.book.assemble import assemble
+from pipeline.audit.report import AuditReport, audit
+from pipeline.audit.source import load_run
 from pipeline.backends.fleet import Fleet, open_fleet
 from pipeline.config import Settings
 from pipeline.errors import UsageError
+from pipeline.files import OUTPUTS, output_path, write_atomic
 from pipeline.journal import Journal, read_journal
-from pipeline.plan import PlanStats, Planner, id_number
-from pipeline.profiles import Sampler, choose_profile
+from pipeline.book.plan import PlanStats, Planner, id_number
+from pipeline.book.profiles import Sampler, choose_profile
 from pipeline.progress import BookListener
 from pipeline.records import (BookSpec, Chapter, EngineInfo, EngineKind, Outline, Part, SamplingProfile, Section,
                               SectionResult)
-from pipeline.repair import Repairer
-from pipeline.stats import BookStats, backend_lines, book_stats
-from pipeline.typeset import typeset_html
-from pipeline.typeset_appendix import appendix_html
-from pipeline.typeset_epub import typeset_epub
-from pipeline.typeset_incremental import IncrementalTypesetter
-from pipeline.write import SectionWriter
+from pipeline.book.repair import Repairer
+from pipeline.book.stats import BookStats, backend_lines, book_stats
+from pipeline.typeset.book import typeset_html
+from pipeline.typeset.appendix import appendix_html
+from pipeline.typeset.epub import typeset_epub
+from pipeline.book.incremental import IncrementalTypesetter
+from pipeline.book.write import SectionWriter
 
 log = logging.getLogger("fanout")
 THINKING_SWITCH_ENGINES = {EngineKind.VLLM, EngineKind.SGLANG, EngineKind.LLAMACPP}
@@ -62,21 +61,10 @@ class RunFolder:
         self.engine_log = path / "llama-server.log"
 
 
-def slug(text: str, limit: int = 40) -> str:
-    words = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
-    return words[:limit].rstrip("-") or "book"
-
-
-def write_atomic(path: Path, text: str) -> None:
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(text)
-    os.replace(partial, path)
-
-
-def new_run_folder(spec: BookSpec, out: Path | None, root: Path = Path("outputs")) -> RunFolder:
-    path = out or root / f"{slug(spec.prompt)}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+def new_run_folder(spec: BookSpec, out: Path | None, root: Path = OUTPUTS) -> RunFolder:
+    path = out or output_path(spec.prompt, root=root)
     if path.exists() and any(path.iterdir()):
-        raise UsageError(f"--out {path} is not empty (use --resume {path} to continue a run there)")
+        raise UsageError(f"setting 'out' {path} is not empty (use setting 'resume' {path} to continue a run there)")
     path.mkdir(parents=True, exist_ok=True)
     folder = RunFolder(path)
     write_atomic(folder.spec, spec.model_dump_json(indent=2))
@@ -88,7 +76,7 @@ def load_run_folder(path: Path) -> tuple[RunFolder, BookSpec]:
     try:
         return folder, BookSpec.model_validate_json(folder.spec.read_text())
     except (OSError, ValidationError, ValueError):
-        raise UsageError(f"--resume {path}: not a fanout run folder (no valid spec.json)") from None
+        raise UsageError(f"setting 'resume' {path}: not a fanout run folder (no valid spec.json)") from None
 
 
 def load_outline(folder: RunFolder) -> Outline | None:

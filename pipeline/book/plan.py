@@ -33,8 +33,8 @@ import anyio
 
 from pipeline.backends.pool import BackendPool, RequestFailed
 from pipeline.errors import FanoutError
-from pipeline.profiles import Sampler
-from pipeline.prompts import example_answer, render_chat
+from pipeline.book.profiles import Sampler
+from pipeline.templating import example_answer, render_chat
 from pipeline.records import BookSpec, Chapter, Outline, Part, Section
 from pipeline.titles import MAX_HEADING_WORDS, clean_title, content_words, near_duplicates, refusal, title_key
 

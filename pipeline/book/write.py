@@ -17,10 +17,10 @@ import time
 from pipeline.backends.pool import BackendPool, RequestFailed
 from pipeline.journal import Journal
 from pipeline.progress import BookListener
-from pipeline.profiles import Sampler
-from pipeline.prompts import render
+from pipeline.book.profiles import Sampler
+from pipeline.templating import render
 from pipeline.records import BookSpec, Chapter, ChatRequest, Completion, Outline, Part, Section, SectionResult
-from pipeline.trim import end_well, paragraphs_for, tidy_closing, tidy_opening
+from pipeline.book.trim import end_well, paragraphs_for, tidy_closing, tidy_opening
 
 MAX_REQUEST_CHARS = 400  # of the user's request, in each section prompt: 1,536 prefills of a long one add up
 

@@ -12,10 +12,11 @@ import logging
 import threading
 from pathlib import Path
 
-from pipeline.assemble import PartSource
+from pipeline.book.assemble import PartSource
 from pipeline.errors import FanoutError
 from pipeline.records import BookSpec, Outline, SectionResult
-from pipeline.typeset import TypesetResult, require_fonts
+from pipeline.typeset.markdown import TypesetResult
+from pipeline.typeset.weasy import require_fonts
 
 log = logging.getLogger("fanout")
 
@@ -49,7 +50,7 @@ class IncrementalTypesetter:
             if self.closed:
                 raise FanoutError("typesetting: already closed")
             if self.typesetter is None:
-                from pipeline.typeset_parts import PartTypesetter
+                from pipeline.typeset.parts import PartTypesetter
 
                 require_fonts()
                 self.typesetter = PartTypesetter(title, self.out_pdf, workers=self.workers)

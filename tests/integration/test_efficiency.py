@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from tests.fake_steplaw import steplaw_process
+from tests.fakes.fake_steplaw import steplaw_process
 
 
 def test_efficiency_reports_both_schedules_against_the_sustained_rate(tmp_path):

@@ -16,9 +16,9 @@ import pytest
 
 from pipeline.errors import UsageError
 from pipeline.live import LiveFeed, check_bind
-from tests.fake_steplaw import steplaw_process
+from tests.fakes.fake_steplaw import steplaw_process
 
-ARTIFACTS = Path(__file__).resolve().parent.parent / "outputs" / "test-artifacts"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "outputs" / "test-artifacts"
 HOSTILE = ('<script>window.pwned = 1</script> <img src=x onerror="window.pwned = 2"> '
            '<svg onload="window.pwned = 3"></svg> and some words.')
 
@@ -37,7 +37,7 @@ def browser():
 
 
 def fake_backend(reply: str) -> tuple[subprocess.Popen, str]:
-    process = subprocess.Popen([sys.executable, "-m", "tests.fake_engine", "0.02", "0.0", "--section-text", reply],
+    process = subprocess.Popen([sys.executable, "-m", "tests.fakes.fake_engine", "0.02", "0.0", "--section-text", reply],
                                stdout=subprocess.PIPE, text=True)
     return process, process.stdout.readline().strip()
 

@@ -240,7 +240,7 @@ def test_run_folder_gets_an_appendix_and_survives_a_bad_audit(tmp_path):
 
 
 def test_hostile_parts_through_the_pool_fetch_nothing(tmp_path):
-    from tests.test_typeset import Listener, hostile_markdown
+    from tests.fakes.hostile import Listener, hostile_markdown
 
     listener = Listener()
     try:

@@ -22,7 +22,7 @@ from pipeline.backends.metrics import (
 )
 from pipeline.records import Backend, EngineKind
 
-FIXTURES = Path(__file__).parent / "fixtures" / "metrics"
+FIXTURES = Path(__file__).parents[2] / "fixtures" / "metrics"
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from xml.etree import ElementTree
 
 from pipeline.bench.typeset import synthetic_book
 from pipeline.typeset.epub import typeset_epub
-from tests.test_typeset import hostile_markdown
+from tests.fakes.hostile import hostile_markdown
 
 XHTML = "{http://www.w3.org/1999/xhtml}"
 

@@ -21,7 +21,7 @@ import pytest
 from pipeline.backends.pool import BackendPool, RequestFailed, RetryPolicy
 from pipeline.journal import read_journal
 from pipeline.records import Backend, ChatRequest
-from tests.fake_engine import FakeEngine, fake_process
+from tests.fakes.fake_engine import FakeEngine, fake_process
 
 FANOUT = [sys.executable, "-m", "pipeline"]
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.journal import read_journal
-from tests.fake_engine import BookReplies, FakeEngine, FakeEngineThread
+from tests.fakes.fake_engine import BookReplies, FakeEngine, FakeEngineThread
 
 FANOUT = [sys.executable, "-m", "pipeline"]
 SHAPE = "1x2x6"  # planning: 1 + 1 + 2 requests; 12 sections, more than the bad backends

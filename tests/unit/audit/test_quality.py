@@ -17,7 +17,7 @@ from pipeline.records import BookSpec, Chapter, Outline, Part, Section, SectionR
 from pipeline.text import words_of
 from pipeline.typeset.appendix import appendix_html
 
-README = Path(__file__).parent.parent / "README.md"
+README = Path(__file__).parents[3] / "README.md"
 
 
 def bare_book(*texts: str, titles: list[str] | None = None) -> AuditBook:

@@ -1,9 +1,9 @@
 """Load benchmark (issue 9 §4): `fanout book` as a real process against FAKE engines, each in its own process
 on 127.0.0.1, and the figures that say whether the client held up.
 
-    python -m tests.load_bench --streams 1536 --engines 6 --shape 10x25x40
-    python -m tests.load_bench --streams 256 --engines 2 --shape 1x8x32 --nofile 256      # the limit raised
-    python -m tests.load_bench --streams 256 --engines 2 --shape 1x8x32 --nofile 300:300  # caps lowered
+    python -m tests.fakes.load_bench --streams 1536 --engines 6 --shape 10x25x40
+    python -m tests.fakes.load_bench --streams 256 --engines 2 --shape 1x8x32 --nofile 256      # the limit raised
+    python -m tests.fakes.load_bench --streams 256 --engines 2 --shape 1x8x32 --nofile 300:300  # caps lowered
 
 Caps are streams / engines each. `--nofile SOFT[:HARD]` starts fanout under that open-file limit (set with
 `resource.setrlimit` in the child, as `prlimit` would), to see it raise the soft limit or lower the caps and
@@ -26,7 +26,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from tests.fake_engine import fake_process
+from tests.fakes.fake_engine import fake_process
 
 SAMPLE_S = 0.1
 
@@ -157,7 +157,7 @@ def run_load(streams: int, engines: int, shape: str, nofile: tuple[int, int] | N
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.load_bench", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tests.fakes.load_bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--streams", type=int, default=1536, help="requests in flight at once, over all engines")
     parser.add_argument("--engines", type=int, default=6, help="FAKE engine processes (cap = streams / engines)")
     parser.add_argument("--shape", default="10x25x40", help="the book: parts x chapters x sections")

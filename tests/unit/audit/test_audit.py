@@ -16,9 +16,9 @@ from pipeline.audit.source import load_book, load_run
 from pipeline.errors import UsageError
 from pipeline.records import BookSpec, Chapter, Outline, Part, Section, SectionResult
 from pipeline.book.trim import cut_repeats
-from tests.test_book import fake_engine_process
+from tests.fakes.fake_engine import fake_process as fake_engine_process
 
-FIXTURES = Path(__file__).parent / "fixtures" / "audit"
+FIXTURES = Path(__file__).parents[2] / "fixtures" / "audit"
 
 
 def expectations(path: Path) -> dict[str, int]:

@@ -1,4 +1,4 @@
-"""The bench on FAKE step-law engines (tests/fake_steplaw.py): the ladder recovers the law and the fit
+"""The bench on FAKE step-law engines (tests/fakes/fake_steplaw.py): the ladder recovers the law and the fit
 recovers a and b, two engines sum on a common grid, bad input is refused with exit 2, and the report
 renders with its charts."""
 
@@ -20,7 +20,7 @@ from pipeline.config import Settings
 from pipeline.errors import UsageError
 from pipeline.records import Backend
 from pipeline.backends.aiohttp_chat import new_session
-from tests.fake_steplaw import StepLawEngine, prompts_of, steplaw_in_thread, steplaw_process
+from tests.fakes.fake_steplaw import StepLawEngine, prompts_of, steplaw_in_thread, steplaw_process
 
 pytestmark = pytest.mark.anyio
 A_MS, B_MS = 12.94, 0.2451

@@ -7,7 +7,7 @@ import pytest
 
 from pipeline.backends.pool import BackendPool, RequestFailed, RetryPolicy
 from pipeline.records import Backend, ChatRequest
-from tests.fake_engine import FakeEngine
+from tests.fakes.fake_engine import FakeEngine
 
 pytestmark = pytest.mark.anyio
 FAST = RetryPolicy(attempts=4, backoff_initial=0.01, backoff_max=0.05, read_timeout=2.0, probe_after=0.2)

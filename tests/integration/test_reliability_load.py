@@ -1,7 +1,7 @@
 """Load at CI size (issue 9 §4): 256 streams over two FAKE engine processes and a 256-section book started
 under a soft open-file limit too low for the caps (fanout raises it), and a 96-section book under a hard limit
 too low (fanout lowers the caps and warns). Zero client errors either way; the client's peak memory is recorded.
-The full size is `python -m tests.load_bench --streams 1536 --engines 6 --shape 10x25x40`.
+The full size is `python -m tests.fakes.load_bench --streams 1536 --engines 6 --shape 10x25x40`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from pipeline.backends.limits import RESERVED_FDS
-from tests.load_bench import run_load
+from tests.fakes.load_bench import run_load
 
 STREAMS, ENGINES = 256, 2
 SOFT = 256  # soft limit below 256 sockets + the reserve; the hard limit as it is

@@ -17,15 +17,10 @@ from pypdf import PdfReader
 
 from pipeline.journal import read_journal
 from tests.conftest import ENGINE_THREADS
-from tests.fake_prompts import plan_level, section_title
+from tests.fakes.fake_engine import fake_process as fake_engine_process
+from tests.fakes.fake_prompts import plan_level, section_title
 
 FANOUT = [sys.executable, "-m", "pipeline"]
-
-
-def fake_engine_process(token_delay: float, jitter: float) -> tuple[subprocess.Popen, str]:
-    process = subprocess.Popen([sys.executable, "-m", "tests.fake_engine", str(token_delay), str(jitter)],
-                               stdout=subprocess.PIPE, text=True)
-    return process, process.stdout.readline().strip()
 
 
 def fanout(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:

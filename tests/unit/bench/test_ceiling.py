@@ -1,4 +1,4 @@
-"""The client's fast SSE path (pipeline/backends/client.py) and the client-ceiling bench (pipeline/bench/ceiling.py).
+"""The client's fast SSE path (pipeline/backends/sse.py) and the client-ceiling bench (pipeline/bench/ceiling.py).
 
 The fast content parser must say exactly what json.loads says; the bench's source (its own process) must
 deliver exact token counts to our path and to the naive SDK loop alike, also sharded over two workers."""

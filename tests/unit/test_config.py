@@ -12,7 +12,7 @@ from pipeline.cli import main
 from pipeline.config import BACKEND_OPTIONS, load_settings, parse_backend_spec
 from pipeline.errors import UsageError
 
-EXAMPLES = sorted((Path(__file__).parent.parent / "examples").glob("*.toml"))
+EXAMPLES = sorted((Path(__file__).parents[2] / "examples").glob("*.toml"))
 BACKEND = '[[backends]]\nurl = "http://gpu1:8000/v1"\n'
 TYPOS = [  # (file text, the unknown key, the nearest known key)
     ("attemps = 9\n", "attemps", "attempts"),

@@ -17,7 +17,7 @@ from pipeline.book.profiles import PROFILES, Sampler, choose_profile, honoured_f
 from pipeline.records import BookSpec, Chapter, Completion, EngineKind, Outline, Part, Section
 from pipeline.book.trim import cut_to_sentence, paragraphs_for, tidy_closing, tidy_opening, token_cap
 from pipeline.book.write import WallClock, finished, section_prompt, section_request
-from tests.fake_prompts import plan_level, section_title
+from tests.fakes.fake_prompts import plan_level, section_title
 
 
 @pytest.mark.parametrize("models, profile", [
@@ -129,7 +129,7 @@ def test_a_trimmed_section_keeps_both_texts_and_an_uncapped_one_is_left_alone():
 
 
 def start_fake(prefix: str) -> tuple[subprocess.Popen, str]:
-    process = subprocess.Popen([sys.executable, "-m", "tests.fake_engine", "0.001", "0.01", "--title-prefix", prefix],
+    process = subprocess.Popen([sys.executable, "-m", "tests.fakes.fake_engine", "0.001", "0.01", "--title-prefix", prefix],
                                stdout=subprocess.PIPE, text=True)
     return process, process.stdout.readline().strip()
 

@@ -11,7 +11,7 @@ Authorization header it got, as a careless server might). `section_modes` and `p
 first by section-writing and planning prompts only, so a book-level test can plant a fault where it wants.
 It records the most requests it ever had in flight and every Authorization header it was sent.
 
-Run alone (`python -m tests.fake_engine DELAY JITTER [--port N] [--modes a,b] [--section-modes ...]
+Run alone (`python -m tests.fakes.fake_engine DELAY JITTER [--port N] [--modes a,b] [--section-modes ...]
 [--plan-modes ...] [--retry-after S] [--title-prefix P]`) it prints its URL; GET /fake/stats reads its
 counters (?lists=1: with the mode and Authorization header of every request) and POST /fake/modes
 {"modes"|"section_modes"|"plan_modes": [...]} plants more faults.
@@ -29,8 +29,8 @@ from typing import Callable
 
 from aiohttp import web
 
-from tests import fake_prompts
-from tests.fake_prompts import letters, plan_answer, plan_level, section_title
+from tests.fakes import fake_prompts
+from tests.fakes.fake_prompts import letters, plan_answer, plan_level, section_title
 
 MODEL = "fake-model"
 HUGE_BYTES = 10 * 1024 * 1024
@@ -294,7 +294,7 @@ def main(argv: list[str] | None = None) -> None:
     """A FAKE engine in its own process, for tests that kill the client or the engine."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m tests.fake_engine", description="a FAKE OpenAI-compatible engine")
+    parser = argparse.ArgumentParser(prog="python -m tests.fakes.fake_engine", description="a FAKE OpenAI-compatible engine")
     parser.add_argument("delay", type=float, help="seconds between tokens")
     parser.add_argument("jitter", type=float, help="a random pause of up to this many seconds before answering")
     parser.add_argument("--section-text", help="a fixed answer for every section")
@@ -342,10 +342,10 @@ class FakeEngineThread:
 
 
 def fake_process(token_delay: float, jitter: float, *flags: str):
-    """A FAKE engine in its own process (`python -m tests.fake_engine`); returns (Popen, base URL)."""
+    """A FAKE engine in its own process (`python -m tests.fakes.fake_engine`); returns (Popen, base URL)."""
     import subprocess
     import sys
 
-    process = subprocess.Popen([sys.executable, "-m", "tests.fake_engine", str(token_delay), str(jitter), *flags],
+    process = subprocess.Popen([sys.executable, "-m", "tests.fakes.fake_engine", str(token_delay), str(jitter), *flags],
                                stdout=subprocess.PIPE, text=True)
     return process, process.stdout.readline().strip()

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import gc
 import re
-import socket
-import threading
 from pathlib import Path
 
 import pypdf
@@ -16,6 +14,7 @@ from pipeline.errors import FanoutError
 from pipeline.templating import template_path
 from pipeline.typeset.book import typeset_html, typeset_pdf
 from pipeline.typeset.markdown import markdown_to_html
+from tests.fakes.hostile import hostile_markdown
 
 PARTS, CHAPTERS, SECTIONS = 2, 2, 2  # per book, per part, per chapter
 PART_NAMES = ["Foundations", "Practice"]
@@ -112,57 +111,6 @@ def test_toc_page_numbers_match_heading_pages(rendered):
         assert pages[found[0]][-1] == str(page_number), "printed page number differs from the page label"
     section_pages = {toc[t] for t in heading_titles() if t.startswith("Section")}
     assert len(section_pages) > 2, "test book too small: sections should spread over several pages"
-
-
-class Listener:
-    """A plain TCP listener on 127.0.0.1 that counts the connections it receives."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.sock.settimeout(0.1)
-        self.port = self.sock.getsockname()[1]
-        self.connections = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except (TimeoutError, OSError):
-                continue
-            self.connections += 1
-            conn.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.sock.close()
-
-
-@pytest.fixture
-def listener():
-    server = Listener()
-    yield server
-    server.close()
-
-
-def hostile_markdown(port: int) -> str:
-    return "\n".join([
-        "# Hostile", "## Part Evil", "### Chapter Evil", "#### Section Evil",
-        "<script>alert(1)</script>",
-        '<img src="file:///etc/passwd">',
-        "![x](file:///etc/passwd)",
-        '<iframe src="http://127.0.0.1:9/"></iframe>',
-        f"![y](http://127.0.0.1:{port}/x.png)",
-        f'<link rel="stylesheet" href="http://127.0.0.1:{port}/evil.css">',
-        f"[a link](http://127.0.0.1:{port}/page) and ![ref][pic]",
-        "", f"[pic]: http://127.0.0.1:{port}/ref.png", "",
-        '<object data="file:///etc/passwd"></object><embed src="file:///etc/passwd">',
-    ])
 
 
 def test_hostile_markdown_is_escaped_and_fetches_nothing(listener, tmp_path):

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.test_book import fake_engine_process
+from tests.fakes.fake_engine import fake_process as fake_engine_process
 
 
 def sweep(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:

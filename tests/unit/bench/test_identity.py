@@ -11,7 +11,7 @@ from pipeline.bench.identity import (Answer, Candidate, concurrency_levels, firs
                                      same_question)
 from pipeline.records import Backend
 from tests.conftest import ENGINE_THREADS
-from tests.fake_engine import TIE_INDEX, FakeEngine
+from tests.fakes.fake_engine import TIE_INDEX, FakeEngine
 
 pytestmark = pytest.mark.anyio
 PROMPTS = ["plain one", "plain two [tie]", "plain three", "plain four"]

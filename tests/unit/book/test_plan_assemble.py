@@ -15,8 +15,8 @@ from pipeline.book.profiles import PROFILES, Sampler
 from pipeline.records import (Backend, BookSpec, Chapter, ChatRequest, EngineKind, Outline, Part, Section,
                               SectionResult)
 from pipeline.titles import title_key
-from tests.fake_engine import FakeEngine, prompt_of, requested_count
-from tests.fake_prompts import letters, plan_answer, plan_level
+from tests.fakes.fake_engine import FakeEngine, prompt_of, requested_count
+from tests.fakes.fake_prompts import letters, plan_answer, plan_level
 
 pytestmark = pytest.mark.anyio
 

@@ -23,7 +23,7 @@ from pypdf import PdfReader
 
 pytestmark = pytest.mark.wheel
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SOURCES = {"pyproject.toml", "README.md", "pipeline", "templates"}
 MARKER = "/* fanout test: the installed wheel's copy */"
 BOOK_MD = "# A Wheel Test\n\n## Part One\n\n### Chapter One\n\n#### A Section\n\nSome text, typeset.\n"
@@ -96,7 +96,7 @@ def test_the_installed_fanout_typesets_and_writes_a_book(installed, tmp_path):
     fanout = venv / "bin" / "fanout"
     run(fanout, "typeset", tmp_path / "book.md", "--out", tmp_path / "typeset", cwd=tmp_path)
     assert_editions(tmp_path / "typeset")
-    engine = subprocess.Popen([sys.executable, "-m", "tests.fake_engine", "0.002", "0"], cwd=ROOT,
+    engine = subprocess.Popen([sys.executable, "-m", "tests.fakes.fake_engine", "0.002", "0"], cwd=ROOT,
                               stdout=subprocess.PIPE, text=True)
     try:
         url = engine.stdout.readline().strip()

@@ -23,7 +23,7 @@ from typing import Iterator
 
 import httptools
 
-from tests.fake_prompts import letters, plan_answer, plan_level, requested_count
+from tests.fakes.fake_prompts import letters, plan_answer, plan_level, requested_count
 
 MODEL = "fake-steplaw"
 MAX_BACKLOG_S = 0.5  # after a stall longer than this the clock restarts instead of catching up
@@ -275,7 +275,7 @@ def steplaw_process(count: int = 1, a_ms: float = 12.94, b_ms: float = 0.2451, m
                     ) -> Iterator[list[str]]:
     """FAKE step-law engines in their own process, for tests that check the law itself: a test client's
     garbage collection or CPU can then not stall the engines' clock. Yields their /v1 URLs."""
-    process = subprocess.Popen([sys.executable, "-m", "tests.fake_steplaw", str(count), str(a_ms), str(b_ms),
+    process = subprocess.Popen([sys.executable, "-m", "tests.fakes.fake_steplaw", str(count), str(a_ms), str(b_ms),
                                 str(max_seqs)], stdout=subprocess.PIPE, text=True)
     try:
         yield process.stdout.readline().split()
@@ -296,6 +296,6 @@ async def _serve(count: int, a_ms: float, b_ms: float, max_seqs: int) -> None:
     await asyncio.Event().wait()
 
 
-if __name__ == "__main__":  # FAKE step-law engines in their own process: python -m tests.fake_steplaw N [A B SEQS]
+if __name__ == "__main__":  # FAKE step-law engines in their own process: python -m tests.fakes.fake_steplaw N [A B SEQS]
     numbers = [float(x) for x in sys.argv[2:5]] + [12.94, 0.2451, 256][len(sys.argv[2:5]):]
     asyncio.run(_serve(int(sys.argv[1]), numbers[0], numbers[1], int(numbers[2])))

@@ -5,7 +5,7 @@ returns Settings or raises UsageError with one line naming the problem; an unkno
 nearest known one. API keys are never read here: a backend names the env var that holds its key (`key_env`,
 also spelt `api_key_env`), and only the client reads it. Errors name settings and where they came from (a
 file, an env var, or the `source` the caller gives), never a flag the caller may not have. `EngineSettings` is
-the embedded engine's record (backends.embedded starts the engine from it).
+the embedded engine's record (backends.embedded.engine starts the engine from it).
 """
 
 from __future__ import annotations

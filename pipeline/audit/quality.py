@@ -14,16 +14,13 @@ import re
 import statistics
 from dataclasses import dataclass
 from itertools import combinations
-from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
+from pipeline.audit.source import AuditBook, AuditSection
 from pipeline.errors import UsageError
 from pipeline.text import ends_closed, shingles, words_of
 from pipeline.titles import echoes, near_duplicates
-
-if TYPE_CHECKING:
-    from pipeline.audit.source import AuditBook, AuditSection
 
 REPEAT_GRAM = 4  # seq-rep-4
 REPETITIVE = 0.3  # a section above this seq-rep-4 counts in sections_over_0_3
@@ -199,7 +196,8 @@ class Threshold:
         """'distinct_2 0.42 < 0.5' when the book crosses the threshold, else None."""
         actual = getattr(quality, self.name)
         if actual is None:
-            raise UsageError(f"setting 'fail_on': {self.name} is not measured for this book (no words per section asked)")
+            raise UsageError(f"setting 'fail_on': {self.name} is not measured for this book (no words per section "
+                             f"asked)")
         crossed = actual > self.value if self.op == ">" else actual < self.value
         return f"{self.name} {actual:g} {self.op} {self.value:g}" if crossed else None
 

@@ -89,8 +89,8 @@ def parse_fail_on(text: str | None) -> tuple[list[str], list[Threshold]]:
         elif "<" in item or ">" in item:
             thresholds.append(parse_threshold(item))
         else:
-            raise UsageError(f"setting 'fail_on': unknown rule {item!r} (rules: {', '.join(RULE_NAMES)}; or NAME>VALUE, "
-                             f"NAME<VALUE on a figure: {', '.join(FIGURES)})")
+            raise UsageError(f"setting 'fail_on': unknown rule {item!r} (rules: {', '.join(RULE_NAMES)}; "
+                             f"or NAME>VALUE, NAME<VALUE on a figure: {', '.join(FIGURES)})")
     return rules, thresholds
 
 

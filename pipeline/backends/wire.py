@@ -1,8 +1,8 @@
 """The streaming hot path on the wire: one chat completion on its own HTTP/1.1 connection, parsed as it
 arrives, with no task wake-up per read.
 
-Takes a Backend and a ChatRequest, returns a Completion or raises AttemptError, exactly as client.py's
-aiohttp path does (same SSE reader, same failure kinds). Why it exists: aiohttp hands every read to a
+Takes a Backend and a ChatRequest, returns a Completion or raises AttemptError, exactly as the
+aiohttp path (aiohttp_chat.py) does (same SSE reader of sse.py, same failure kinds). Why it exists: aiohttp hands every read to a
 waiting task (a future, a loop callback and a coroutine resume per read), and against an engine each read
 carries one event, so at 1,536 streams that hand-off costs about as much as the parse (13 µs an event
 against 6 µs, shared/notes/machine-facts.md; issue 10). Here an asyncio Protocol passes each read straight

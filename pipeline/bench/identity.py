@@ -226,7 +226,8 @@ async def run_identity(settings, spec: IdentitySpec) -> IdentityRecord:
     if spec.mode == "servers" and len(fleet.backends) == 1:
         if fleet.embedded is None:
             from pipeline.errors import UsageError
-            raise UsageError("setting 'mode' servers needs two servers in setting 'backends' (or the embedded engine, restarted)")
+            raise UsageError("setting 'mode' servers needs two servers in setting 'backends' (or the embedded engine, "
+                             "restarted)")
         async with open_fleet(settings) as second:  # a fresh embedded engine
             levels = [servers_level(oracle, await oracle_answers(single_pool(second, 0), spec.prompts,
                                                                  spec.max_tokens))]

@@ -57,11 +57,11 @@ def slots_for(name: str, info: EngineInfo, spec: BenchSpec) -> tuple[int, str]:
 def check_level_fits(name: str, cap: int, slots: int, slots_source: str, levels: list[int]) -> None:
     top = max(levels)
     if top > cap:
-        raise UsageError(f"setting 'streams' {top}: backend {name} has cap {cap}, so {top} streams would measure queueing, "
-                         f"not batching (raise its cap, or setting 'slots' for the embedded engine)")
+        raise UsageError(f"setting 'streams' {top}: backend {name} has cap {cap}, so {top} streams would measure "
+                         f"queueing, not batching (raise its cap, or setting 'slots' for the embedded engine)")
     if top > slots:
-        raise UsageError(f"setting 'streams' {top}: backend {name} runs at most {slots} sequences at once ({slots_source}), "
-                         f"so {top} streams would measure queueing, not batching")
+        raise UsageError(f"setting 'streams' {top}: backend {name} runs at most {slots} sequences at once "
+                         f"({slots_source}), so {top} streams would measure queueing, not batching")
 
 
 def targets_of(fleet: Fleet, spec: BenchSpec) -> tuple[list[Target], list[BackendInfo]]:

@@ -142,7 +142,8 @@ async def sized_prompts(counter: TokenCounter, target: int, nonce: str) -> Promp
     the longest run of filler words that fits, then single-token pads up to the target."""
     head = numbered(1, nonce)
     if await counter.count(head) >= target:
-        raise UsageError(f"setting 'prompt_tokens' {target}: the numbered head and the chat template alone take that many")
+        raise UsageError(f"setting 'prompt_tokens' {target}: the numbered head and the chat template alone take "
+                         f"that many")
     words = (FILLER * (target // 8 + 8)).split()
     low, high = 0, len(words)  # count(low words) <= target < count(high words), found by bisection
     while high - low > 1:

@@ -107,7 +107,8 @@ def slot_count(fleet: Fleet, spec: SweepSpec) -> tuple[int, str]:
     if reported is not None:
         return reported, "engine (/props total_slots)"
     if spec.slots is None:
-        raise UsageError("this engine cannot report its slot count: give setting 'engine_slots' N (recorded with the results)")
+        raise UsageError("this engine cannot report its slot count: give setting 'engine_slots' N (recorded with the "
+                         "results)")
     return spec.slots, "given (engine_slots, not verifiable)"
 
 

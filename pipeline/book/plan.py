@@ -32,10 +32,10 @@ from typing import Any, Callable
 import anyio
 
 from pipeline.backends.pool import BackendPool, RequestFailed
-from pipeline.errors import FanoutError
 from pipeline.book.profiles import Sampler
-from pipeline.templating import example_answer, render_chat
+from pipeline.errors import FanoutError
 from pipeline.records import BookSpec, Chapter, Outline, Part, Section
+from pipeline.templating import example_answer, render_chat
 from pipeline.titles import MAX_HEADING_WORDS, clean_title, content_words, near_duplicates, refusal, title_key
 
 REASK_TEMPERATURES = (0.4, 0.7, 0.7)  # a re-ask at temperature 0 tends to repeat the refused answer

@@ -20,14 +20,14 @@ import anyio
 from pipeline.audit.report import AuditReport
 from pipeline.audit.rules import WORD_FLOOR
 from pipeline.backends.pool import BackendPool, RequestFailed
-from pipeline.journal import Journal
 from pipeline.book.plan import parse_book_title
 from pipeline.book.profiles import Sampler
-from pipeline.templating import render
-from pipeline.records import BookSpec, ChatRequest, Chapter, Outline, Part, Section, SectionResult
-from pipeline.titles import plausible_title, title_key
 from pipeline.book.trim import cut_repeats
 from pipeline.book.write import WallClock, failed, finished, section_request
+from pipeline.journal import Journal
+from pipeline.records import BookSpec, ChatRequest, Chapter, Outline, Part, Section, SectionResult
+from pipeline.templating import render
+from pipeline.titles import plausible_title, title_key
 
 RETITLE_ATTEMPTS = 3
 # Text that looped at temperature 0 loops again when asked the same way: repairs of truncated or looping

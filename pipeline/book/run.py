@@ -18,26 +18,26 @@ from typing import Any
 import anyio
 from pydantic import BaseModel, ValidationError
 
-from pipeline.book.assemble import assemble
 from pipeline.audit.report import AuditReport, audit
 from pipeline.audit.source import load_run
 from pipeline.backends.fleet import Fleet, open_fleet
+from pipeline.book.assemble import assemble
+from pipeline.book.incremental import IncrementalTypesetter
+from pipeline.book.plan import PlanStats, Planner, id_number
+from pipeline.book.profiles import Sampler, choose_profile
+from pipeline.book.repair import Repairer
+from pipeline.book.stats import BookStats, backend_lines, book_stats
+from pipeline.book.write import SectionWriter
 from pipeline.config import Settings
 from pipeline.errors import UsageError
 from pipeline.files import OUTPUTS, output_path, write_atomic
 from pipeline.journal import Journal, read_journal
-from pipeline.book.plan import PlanStats, Planner, id_number
-from pipeline.book.profiles import Sampler, choose_profile
 from pipeline.progress import BookListener
 from pipeline.records import (BookSpec, Chapter, EngineInfo, EngineKind, Outline, Part, SamplingProfile, Section,
                               SectionResult)
-from pipeline.book.repair import Repairer
-from pipeline.book.stats import BookStats, backend_lines, book_stats
-from pipeline.typeset.book import typeset_html
 from pipeline.typeset.appendix import appendix_html
+from pipeline.typeset.book import typeset_html
 from pipeline.typeset.epub import typeset_epub
-from pipeline.book.incremental import IncrementalTypesetter
-from pipeline.book.write import SectionWriter
 
 log = logging.getLogger("fanout")
 THINKING_SWITCH_ENGINES = {EngineKind.VLLM, EngineKind.SGLANG, EngineKind.LLAMACPP}

@@ -10,8 +10,8 @@ from __future__ import annotations
 from pydantic import BaseModel
 from rich.table import Table
 
-from pipeline.book.plan import PlanStats
 from pipeline.audit.quality import BookQuality
+from pipeline.book.plan import PlanStats
 from pipeline.records import Attempt, EngineInfo, SectionResult
 from pipeline.text import ends_closed
 
@@ -59,7 +59,7 @@ class BookStats(BaseModel):
     backends: list[BackendLine]
     typeset_seconds: float | None = None
     pdf_pages: int | None = None
-    quality: BookQuality | None = None  # the audit's book figures (pipeline.quality)
+    quality: BookQuality | None = None  # the audit's book figures (pipeline.audit.quality)
 
 
 def word_count(results: dict[str, SectionResult]) -> int:

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import time
 from pipeline.backends.pool import BackendPool, RequestFailed
+from pipeline.book.profiles import Sampler
+from pipeline.book.trim import end_well, paragraphs_for, tidy_closing, tidy_opening
 from pipeline.journal import Journal
 from pipeline.progress import BookListener
-from pipeline.book.profiles import Sampler
-from pipeline.templating import render
 from pipeline.records import BookSpec, Chapter, ChatRequest, Completion, Outline, Part, Section, SectionResult
-from pipeline.book.trim import end_well, paragraphs_for, tidy_closing, tidy_opening
+from pipeline.templating import render
 
 MAX_REQUEST_CHARS = 400  # of the user's request, in each section prompt: 1,536 prefills of a long one add up
 

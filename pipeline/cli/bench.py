@@ -267,8 +267,8 @@ def cmd_efficiency(args: argparse.Namespace) -> int:
 def cmd_quality(args: argparse.Namespace) -> int:
     from pipeline.backends.loop import fast_loop
     from pipeline.bench.quality import (load_record, quality_markdown, read_prompts, run_quality, score_runs)
-    from pipeline.progress import BookProgress
     from pipeline.book.trim import token_cap
+    from pipeline.progress import BookProgress
 
     baseline = load_record(args.baseline) if args.baseline else None
     if args.score:

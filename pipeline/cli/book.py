@@ -40,12 +40,12 @@ def book_spec(args: argparse.Namespace):
 def cmd_book(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from pipeline.audit.quality import quality_table
     from pipeline.audit.report import audit_table, parse_fail_on
     from pipeline.backends.loop import fast_loop
-    from pipeline.progress import BookProgress
-    from pipeline.audit.quality import quality_table
     from pipeline.book.run import book
     from pipeline.book.stats import stats_table
+    from pipeline.progress import BookProgress
 
     spec = book_spec(args)
     parse_fail_on(args.fail_on)  # a bad gate is a usage error before any work
@@ -111,9 +111,9 @@ def parse_rule_list(text: str | None) -> list[str] | None:
 def cmd_audit(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from pipeline.audit.quality import quality_table
     from pipeline.audit.report import audit, audit_path, audit_table, parse_fail_on
     from pipeline.audit.source import load_book
-    from pipeline.audit.quality import quality_table
     from pipeline.files import write_atomic
 
     parse_fail_on(args.fail_on)
@@ -131,10 +131,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
 def cmd_repair(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from pipeline.audit.report import audit_table
-    from pipeline.progress import BookProgress
     from pipeline.audit.quality import quality_table
+    from pipeline.audit.report import audit_table
     from pipeline.book.run import book
+    from pipeline.progress import BookProgress
 
     result = anyio.run(book, settings_from(args), None, None, args.run_dir, BookProgress(enabled=not args.quiet),
                        True, True)

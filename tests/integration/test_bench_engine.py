@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from pipeline.backends.embedded.engine import EmbeddedEngine
-from pipeline.config import EngineSettings
 from pipeline.bench.ladder import bench
 from pipeline.bench.records import BenchSpec
+from pipeline.config import EngineSettings
 from pipeline.config import Settings
 from tests.conftest import ENGINE_THREADS
 

@@ -13,12 +13,12 @@ import anyio
 import pytest
 
 from pipeline.backends.aiohttp_chat import new_session, stream_chat_aiohttp
-from pipeline.backends.sdk import sdk_chat
-from pipeline.backends.wire import stream_chat
 from pipeline.backends.embedded.engine import EmbeddedEngine
-from pipeline.config import EngineSettings
 from pipeline.backends.metrics import detect_engine, scrape
 from pipeline.backends.pool import BackendPool, RetryPolicy
+from pipeline.backends.sdk import sdk_chat
+from pipeline.backends.wire import stream_chat
+from pipeline.config import EngineSettings
 from pipeline.records import ChatRequest, EngineKind
 from tests.conftest import ENGINE_THREADS
 

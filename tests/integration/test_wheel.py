@@ -81,7 +81,7 @@ def test_the_wheel_ships_the_templates_and_every_module(installed):
 
 def test_the_installed_package_finds_its_own_templates(installed, tmp_path):
     _, venv = installed
-    probe = ("import json, pipeline; from pipeline.resources import templates_dir; "
+    probe = ("import json, pipeline; from pipeline.templating import templates_dir; "
              "print(json.dumps([pipeline.__file__, str(templates_dir())]))")
     module, templates = map(Path, json.loads(run(venv / "bin" / "python", "-c", probe, cwd=tmp_path).stdout))
     assert module.is_relative_to(venv) and templates == module.parent / "templates", (module, templates)

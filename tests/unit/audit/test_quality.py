@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.audit.quality import FIGURES, measure, seq_rep
 from pipeline.audit.report import audit, gate, parse_fail_on
 from pipeline.audit.source import AuditBook, AuditSection, load_book, load_run
 from pipeline.errors import UsageError
-from pipeline.audit.quality import FIGURES, measure, seq_rep
 from pipeline.records import BookSpec, Chapter, Outline, Part, Section, SectionResult
 from pipeline.text import words_of
 from pipeline.typeset.appendix import appendix_html

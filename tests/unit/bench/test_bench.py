@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from pipeline.backends.aiohttp_chat import new_session
 from pipeline.bench.figures import Grid, best_span, client_cumulative, common_grid, server_cumulative, \
     weighted_token_times
 from pipeline.bench.fit import least_squares
@@ -19,7 +20,6 @@ from pipeline.cli import main
 from pipeline.config import Settings
 from pipeline.errors import UsageError
 from pipeline.records import Backend
-from pipeline.backends.aiohttp_chat import new_session
 from tests.fakes.fake_steplaw import StepLawEngine, prompts_of, steplaw_in_thread, steplaw_process
 
 pytestmark = pytest.mark.anyio

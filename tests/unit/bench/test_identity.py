@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from pipeline.backends.embedded.engine import EmbeddedEngine
-from pipeline.config import EngineSettings
 from pipeline.backends.pool import BackendPool
 from pipeline.bench.identity import (Answer, Candidate, concurrency_levels, first_divergence, oracle_answers,
                                      same_question)
+from pipeline.config import EngineSettings
 from pipeline.records import Backend
 from tests.conftest import ENGINE_THREADS
 from tests.fakes.fake_engine import TIE_INDEX, FakeEngine

@@ -7,13 +7,13 @@ import time
 
 import pytest
 
-from pipeline.book.assemble import assemble, demote_headings
-from pipeline.text import close_open_fence
 from pipeline.backends.pool import BackendPool, RetryPolicy
+from pipeline.book.assemble import assemble, demote_headings
 from pipeline.book.plan import ItemStream, PlanItem, Planner, parse_items
 from pipeline.book.profiles import PROFILES, Sampler
 from pipeline.records import (Backend, BookSpec, Chapter, ChatRequest, EngineKind, Outline, Part, Section,
                               SectionResult)
+from pipeline.text import close_open_fence
 from pipeline.titles import title_key
 from tests.fakes.fake_engine import FakeEngine, prompt_of, requested_count
 from tests.fakes.fake_prompts import letters, plan_answer, plan_level

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import load_settings
-from pipeline.errors import UsageError
 from pipeline.book.profiles import PROFILES, Sampler, choose_profile, honoured_fields, is_small_model, sampling_body
-from pipeline.records import BookSpec, Chapter, Completion, EngineKind, Outline, Part, Section
 from pipeline.book.trim import cut_to_sentence, paragraphs_for, tidy_closing, tidy_opening, token_cap
 from pipeline.book.write import WallClock, finished, section_prompt, section_request
+from pipeline.config import load_settings
+from pipeline.errors import UsageError
+from pipeline.records import BookSpec, Chapter, Completion, EngineKind, Outline, Part, Section
 from tests.fakes.fake_prompts import plan_level, section_title
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pypdf
 import pytest
 
-from pipeline.typeset import weasy
 from pipeline.errors import FanoutError
 from pipeline.templating import template_path
+from pipeline.typeset import weasy
 from pipeline.typeset.book import typeset_html, typeset_pdf
 from pipeline.typeset.markdown import markdown_to_html
 from tests.fakes.hostile import hostile_markdown

@@ -16,8 +16,8 @@ import pytest
 
 from pipeline.cli import main
 from pipeline.typeset.book import typeset_book, typeset_html, typeset_pdf
-from pipeline.typeset.markdown import markdown_to_html
 from pipeline.typeset.code import highlight
+from pipeline.typeset.markdown import markdown_to_html
 from pipeline.typeset.merge import roman
 from pipeline.typeset.parts import PartTypesetter, split_book
 

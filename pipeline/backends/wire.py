@@ -1,10 +1,10 @@
 """The streaming hot path on the wire: one chat completion on its own HTTP/1.1 connection, parsed as it
 arrives, with no task wake-up per read.
 
-Takes a Backend and a ChatRequest, returns a Completion or raises AttemptError, exactly as the
-aiohttp path (aiohttp_chat.py) does (same SSE reader of sse.py, same failure kinds). Why it exists: aiohttp hands every read to a
-waiting task (a future, a loop callback and a coroutine resume per read), and against an engine each read
-carries one event, so at 1,536 streams that hand-off costs about as much as the parse (13 µs an event
+Takes a Backend and a ChatRequest, returns a Completion or raises AttemptError, exactly as the aiohttp path
+(aiohttp_chat.py) does (same SSE reader of sse.py, same failure kinds). Why it exists: aiohttp hands every
+read to a waiting task (a future, a loop callback and a coroutine resume per read), and against an engine each
+read carries one event, so at 1,536 streams that hand-off costs about as much as the parse (13 µs an event
 against 6 µs, shared/notes/machine-facts.md; issue 10). Here an asyncio Protocol passes each read straight
 to httptools (llhttp: status line, headers, chunked decoding) and on to the SSE reader inside the loop's
 own callback; the awaiting coroutine wakes once, at the end.
@@ -161,7 +161,7 @@ class _Exchange(asyncio.Protocol):
         if len(self.pending) > MAX_LINE_BYTES:
             raise AttemptError("oversized", "SSE line too long", retryable=False)
 
-    def status_error(self) -> AttemptError:
+    def _status_error(self) -> AttemptError:
         return status_error(self.status, self.error_body.decode("utf-8", "replace"), self.retry_after)
 
     def _check_idle(self) -> None:

@@ -39,7 +39,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 engine: venv
-	$(BIN)/python -m pipeline.backends.install
+	$(BIN)/python -m pipeline.backends.embedded.install
 
 demo: setup
 	$(BIN)/fanout book "$(DEMO_PROMPT)" --shape $(DEMO_SHAPE)

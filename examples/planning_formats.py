@@ -34,11 +34,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pipeline.backends.embedded import EmbeddedEngine, EngineSettings  # noqa: E402
-from pipeline.plan import parse_items  # noqa: E402
-from pipeline.profiles import PROFILES, sampling_body  # noqa: E402
-from pipeline.prompts import render_chat  # noqa: E402
+from pipeline.backends.embedded.engine import EmbeddedEngine  # noqa: E402
+from pipeline.book.plan import parse_items  # noqa: E402
+from pipeline.book.profiles import PROFILES, sampling_body  # noqa: E402
+from pipeline.config import EngineSettings  # noqa: E402
 from pipeline.records import EngineKind  # noqa: E402
+from pipeline.templating import render_chat  # noqa: E402
 from pipeline.titles import refusal  # noqa: E402
 
 CHAPTERS = [("Keeping a Sourdough Starter Alive", "Feeding Your Starter"),

@@ -12,8 +12,8 @@ import time
 import anyio
 from pydantic import BaseModel
 
-from pipeline.backends.client import OnDelta
 from pipeline.backends.fleet import generated_tokens, open_fleet
+from pipeline.backends.sse import OnDelta
 from pipeline.config import Settings
 from pipeline.records import ChatRequest, Completion, EngineInfo
 

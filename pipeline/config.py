@@ -4,22 +4,24 @@ Takes the flags the user actually gave (None = not given), an optional TOML path
 returns Settings or raises UsageError with one line naming the problem; an unknown key is named with the
 nearest known one. API keys are never read here: a backend names the env var that holds its key (`key_env`,
 also spelt `api_key_env`), and only the client reads it. Errors name settings and where they came from (a
-file, an env var, or the `source` the caller gives), never a flag the caller may not have.
+file, an env var, or the `source` the caller gives), never a flag the caller may not have. `EngineSettings` is
+the embedded engine's record (backends.embedded.engine starts the engine from it).
 """
 
 from __future__ import annotations
 
 import difflib
 import os
+import re
 import tomllib
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from pipeline.backends.embedded import default_threads
-from pipeline.errors import UsageError
+from pipeline.errors import FanoutError, UsageError
 from pipeline.records import Backend, SamplingProfile
 
 # A backend's options, the same in a TOML table and in a spec (`URL,cap=N,...`), mapped to Backend's fields;
@@ -27,6 +29,25 @@ from pipeline.records import Backend, SamplingProfile
 BACKEND_OPTIONS = {"cap": "cap", "model": "model", "name": "name", "key_env": "api_key_env",
                    "api_key_env": "api_key_env"}
 BACKEND_TABLE_KEYS = {"url": "base_url", **BACKEND_OPTIONS}  # a spec gives the URL first instead
+
+
+def default_threads() -> int:
+    """llama-server's threads spin: leave a core for the client and anything else."""
+    return max(1, (os.cpu_count() or 2) - 1)
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    slots: int = 16
+    threads: int = field(default_factory=default_threads)
+    ctx_per_slot: int = 2048
+    port: int | None = None
+    host: str = "127.0.0.1"
+
+    def __post_init__(self) -> None:
+        for name in ("slots", "threads", "ctx_per_slot"):
+            if getattr(self, name) <= 0:
+                raise FanoutError(f"embedded engine: {name} must be positive, got {getattr(self, name)}")
 
 
 class Settings(BaseModel):
@@ -192,3 +213,31 @@ def _check_unique_names(backends: list[Backend]) -> None:
     names = [b.name for b in backends]
     if len(set(names)) != len(names):
         raise UsageError(f"backend names must be unique, got {names}")
+
+
+MAX_PER_LEVEL = 200
+MAX_SECTIONS = 100_000
+
+
+def parse_shape(text: str, setting: str = "shape") -> tuple[int, int, int]:
+    """A book's shape `PxCxS` (parts x chapters x sections), the one parser of it."""
+    match = re.fullmatch(r"(\d+)x(\d+)x(\d+)", text.strip().lower())
+    if not match:
+        raise UsageError(f"setting '{setting}' {text!r}: expected PxCxS, for example 8x12x16")
+    sizes = tuple(int(n) for n in match.groups())
+    if min(sizes) < 1 or max(sizes) > MAX_PER_LEVEL or sizes[0] * sizes[1] * sizes[2] > MAX_SECTIONS:
+        raise UsageError(f"setting '{setting}' {text!r}: each size must be 1..{MAX_PER_LEVEL} and the book at most "
+                         f"{MAX_SECTIONS:,} sections")
+    return sizes
+
+
+def parse_levels(text: str, setting: str = "levels") -> list[int]:
+    """Concurrency levels `N,N,...` (a ladder's streams, a sweep's users), the one parser of them."""
+    try:
+        levels = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise UsageError(f"setting '{setting}' {text!r}: expected whole numbers separated by commas, "
+                         f"e.g. 1,4,8,16") from None
+    if not levels or min(levels) <= 0:
+        raise UsageError(f"setting '{setting}' {text!r}: every level must be a positive whole number")
+    return levels

@@ -26,7 +26,7 @@ from pipeline.backends.fleet import generated_tokens
 from pipeline.errors import UsageError
 from pipeline.progress import BenchListener, BookListener, request_id
 from pipeline.records import SectionResult
-from pipeline.resources import template_path
+from pipeline.templating import template_path
 
 log = logging.getLogger("fanout")
 TICK_S = 0.25
@@ -45,7 +45,8 @@ def is_loopback(host: str) -> bool:
 
 def check_bind(host: str, allow_public: bool) -> None:
     if not is_loopback(host) and not allow_public:
-        raise UsageError(f"--live-host {host} is not a loopback address; add --live-public to serve it anyway")
+        raise UsageError(f"setting 'live_host' {host} is not a loopback address; add setting 'live_public' to serve it "
+                         "anyway")
 
 
 class LiveFeed(BookListener, BenchListener):

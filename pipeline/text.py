@@ -1,18 +1,18 @@
 """Plain-text measures the audit rules and the quality figures share.
 
 Takes a section's text; returns its words, its word n-grams, and whether it ends closed (on closing
-punctuation or a closed code fence). A leaf: the audit and the quality figures both import it.
+punctuation or a closed code fence); `close_open_fence` closes a code fence a truncated answer left open.
+A leaf: the audit, the quality figures and the book's assembly and trimming import it.
 """
 
 from __future__ import annotations
 
 import re
 
-from pipeline.assemble import FENCE, close_open_fence
-
 CLOSING = tuple('.!?:;)]}"\'`*_…»”’')
 LOOP_WORDS = 8  # a run of this many words three times in one section is a repetition loop
 LOOP_REPEATS = 3
+FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 
 
 def words_of(text: str) -> list[str]:
@@ -32,3 +32,18 @@ def ends_closed(block: str) -> bool:
         return False
     last_line = stripped.splitlines()[-1]
     return bool(FENCE.match(last_line)) or stripped.endswith(CLOSING) or last_line.lstrip().startswith("|")
+
+
+def close_open_fence(body: str) -> str:
+    """Append the closing fence when the text ends inside a fenced code block (CommonMark's rules)."""
+    opener: str | None = None
+    for line in body.splitlines():
+        match = FENCE.match(line)
+        if not match:
+            continue
+        marker = match.group(1)
+        if opener is None:
+            opener = marker
+        elif marker[0] == opener[0] and len(marker) >= len(opener) and not line.strip()[len(marker):].strip():
+            opener = None
+    return body if opener is None else body.rstrip("\n") + "\n" + opener

@@ -1,4 +1,4 @@
-"""Shared fixtures. Tests marked `engine` use the real llama-server built by `make setup`; when it is
+"""Shared fixtures (the real engine, a counting TCP listener). Tests marked `engine` use the real llama-server built by `make setup`; when it is
 missing they fail (not skip): `make test` installs it first, so a missing engine is a broken set-up."""
 
 from __future__ import annotations
@@ -7,8 +7,10 @@ import os
 
 import pytest
 
-from pipeline.backends.embedded import EmbeddedEngine, EngineSettings
-from pipeline.backends.install import installed_assets
+from pipeline.backends.embedded.engine import EmbeddedEngine
+from pipeline.backends.embedded.install import installed_assets
+from pipeline.config import EngineSettings
+from tests.fakes.hostile import Listener
 
 ENGINE_THREADS = int(os.environ.get("FANOUT_THREADS", "1"))
 
@@ -25,3 +27,10 @@ def engine8(engine_assets, tmp_path_factory):
     with EmbeddedEngine(EngineSettings(slots=8, threads=ENGINE_THREADS, ctx_per_slot=1024), engine_assets,
                         log) as engine:
         yield engine
+
+
+@pytest.fixture
+def listener():
+    server = Listener()
+    yield server
+    server.close()

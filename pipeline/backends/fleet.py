@@ -17,11 +17,12 @@ from typing import AsyncIterator
 import aiohttp
 import anyio
 
-from pipeline.backends.client import new_session
-from pipeline.backends.embedded import EmbeddedEngine, EngineSettings
+from pipeline.backends.aiohttp_chat import new_session
+from pipeline.backends.embedded.engine import EmbeddedEngine
 from pipeline.backends.limits import plan_open_files
 from pipeline.backends.metrics import METRIC_NAMES, detect_engine, scrape
 from pipeline.backends.pool import BackendPool, RetryPolicy
+from pipeline.config import EngineSettings
 from pipeline.config import Settings
 from pipeline.errors import UsageError
 from pipeline.records import Backend, EngineInfo

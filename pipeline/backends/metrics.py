@@ -25,7 +25,7 @@ from typing import Any
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from pipeline.backends.client import auth_headers
+from pipeline.backends.sse import auth_headers
 from pipeline.records import Backend, EngineInfo, EngineKind
 
 PROBE_TIMEOUT = aiohttp.ClientTimeout(total=5, sock_connect=2)

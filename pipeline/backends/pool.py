@@ -22,7 +22,7 @@ from typing import Callable
 import anyio
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
-from pipeline.backends.client import AttemptError, OnDelta
+from pipeline.backends.sse import AttemptError, OnDelta
 from pipeline.backends.wire import stream_chat
 from pipeline.errors import FanoutError
 from pipeline.records import Attempt, Backend, ChatRequest, Completion

@@ -1,10 +1,10 @@
 """The streaming hot path on the wire: one chat completion on its own HTTP/1.1 connection, parsed as it
 arrives, with no task wake-up per read.
 
-Takes a Backend and a ChatRequest, returns a Completion or raises AttemptError, exactly as client.py's
-aiohttp path does (same SSE reader, same failure kinds). Why it exists: aiohttp hands every read to a
-waiting task (a future, a loop callback and a coroutine resume per read), and against an engine each read
-carries one event, so at 1,536 streams that hand-off costs about as much as the parse (13 µs an event
+Takes a Backend and a ChatRequest, returns a Completion or raises AttemptError, exactly as the aiohttp path
+(aiohttp_chat.py) does (same SSE reader of sse.py, same failure kinds). Why it exists: aiohttp hands every
+read to a waiting task (a future, a loop callback and a coroutine resume per read), and against an engine each
+read carries one event, so at 1,536 streams that hand-off costs about as much as the parse (13 µs an event
 against 6 µs, shared/notes/machine-facts.md; issue 10). Here an asyncio Protocol passes each read straight
 to httptools (llhttp: status line, headers, chunked decoding) and on to the SSE reader inside the loop's
 own callback; the awaiting coroutine wakes once, at the end.
@@ -27,8 +27,8 @@ from urllib.parse import urlsplit
 
 import httptools
 
-from pipeline.backends.client import MAX_LINE_BYTES, AttemptError, OnDelta, _finish, _status_error, _Stream, \
-    auth_headers, hide_key, request_body
+from pipeline.backends.sse import (MAX_LINE_BYTES, AttemptError, OnDelta, completion_of, status_error, SseStream,
+                                   auth_headers, hide_key, request_body)
 from pipeline.records import Backend, ChatRequest, Completion
 
 MAX_HEADER_BYTES = 64 * 1024
@@ -37,7 +37,7 @@ IDLE_CHECKS = 4
 
 
 @dataclass(frozen=True)
-class _Target:
+class Target:
     host: str
     port: int
     host_header: str
@@ -46,13 +46,13 @@ class _Target:
 
 
 @lru_cache(maxsize=256)
-def _target(base_url: str) -> _Target:
+def target_of(base_url: str) -> Target:
     parts = urlsplit(base_url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise AttemptError("connect", f"not an http(s) URL: {base_url}", retryable=False)
     tls = parts.scheme == "https"
     port = parts.port or (443 if tls else 80)
-    return _Target(parts.hostname, port, parts.netloc.rpartition("@")[2], parts.path.rstrip("/") +
+    return Target(parts.hostname, port, parts.netloc.rpartition("@")[2], parts.path.rstrip("/") +
                    "/chat/completions", tls)
 
 
@@ -61,7 +61,7 @@ def _tls_context() -> ssl.SSLContext:
     return ssl.create_default_context()
 
 
-def http_request(target: _Target, backend: Backend, request: ChatRequest) -> bytes:
+def http_request(target: Target, backend: Backend, request: ChatRequest) -> bytes:
     body = json.dumps(request_body(backend, request)).encode()
     headers = {"Host": target.host_header, "User-Agent": "fanout", "Accept": "text/event-stream",
                "Content-Type": "application/json", "Content-Length": str(len(body)), "Connection": "close",
@@ -73,7 +73,7 @@ def http_request(target: _Target, backend: Backend, request: ChatRequest) -> byt
 class _Exchange(asyncio.Protocol):
     """One request and its streamed answer. `done` resolves at [DONE] or fails with an AttemptError."""
 
-    def __init__(self, stream: _Stream, payload: bytes, read_timeout: float) -> None:
+    def __init__(self, stream: SseStream, payload: bytes, read_timeout: float) -> None:
         self.loop = asyncio.get_running_loop()
         self.done: asyncio.Future = self.loop.create_future()
         self.stream = stream
@@ -162,7 +162,7 @@ class _Exchange(asyncio.Protocol):
             raise AttemptError("oversized", "SSE line too long", retryable=False)
 
     def _status_error(self) -> AttemptError:
-        return _status_error(self.status, self.error_body.decode("utf-8", "replace"), self.retry_after)
+        return status_error(self.status, self.error_body.decode("utf-8", "replace"), self.retry_after)
 
     def _check_idle(self) -> None:
         """Every read_timeout / IDLE_CHECKS: no read since the last look, IDLE_CHECKS times running, is a
@@ -195,8 +195,8 @@ async def stream_chat(backend: Backend, request: ChatRequest, read_timeout: floa
     """Send one streaming chat request; raise AttemptError on any failure, empty answers included.
     `read_timeout` bounds the connect and every wait for bytes."""
     t_sent = time.monotonic()
-    target = _target(backend.base_url)
-    stream = _Stream(request.keep_token_times, on_delta)
+    target = target_of(backend.base_url)
+    stream = SseStream(request.keep_token_times, on_delta)
     exchange = _Exchange(stream, http_request(target, backend, request), read_timeout)
     loop = exchange.loop
     try:
@@ -216,4 +216,4 @@ async def stream_chat(backend: Backend, request: ChatRequest, read_timeout: floa
         if not exchange.done.done():  # cancelled: drop the connection
             exchange.done.cancel()
         exchange.close(abort=True)
-    return _finish(backend, request, stream, t_sent)
+    return completion_of(backend, request, stream, t_sent)

@@ -162,7 +162,8 @@ async def _ours(port: int, streams: int, offset: int, total: int, max_tokens: in
 async def _aiohttp(port: int, streams: int, offset: int, total: int, max_tokens: int, boxes, checks: _Checks
                    ) -> None:
     """The same reader over aiohttp (client.stream_chat_aiohttp): the path the hot path replaced."""
-    from pipeline.backends.client import AttemptError, new_session, stream_chat_aiohttp
+    from pipeline.backends.aiohttp_chat import new_session, stream_chat_aiohttp
+    from pipeline.backends.sse import AttemptError
 
     backend = _source_backend(port, streams)
     async with new_session(streams) as session:
@@ -202,11 +203,11 @@ async def _floor(port: int, streams: int, offset: int, total: int, max_tokens: i
                  ) -> None:
     """Closed loop over _FloorExchange; an answer counts as exact when it had `asked` content events
     (its role, finish, usage and [DONE] lines are the 4 others)."""
-    from pipeline.backends.wire import _target, http_request
+    from pipeline.backends.wire import http_request, target_of
     from pipeline.records import ChatRequest
 
     backend = _source_backend(port, streams)
-    target = _target(backend.base_url)
+    target = target_of(backend.base_url)
     loop = asyncio.get_running_loop()
 
     async def one(index: int) -> None:
@@ -318,7 +319,7 @@ def worker_entry(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     if args.client in ("ours", "aiohttp", "floor"):
         import pipeline.backends.pool  # noqa: F401  (imports before the clock starts)
-        from pipeline.backends.client import fast_loop
+        from pipeline.backends.loop import fast_loop
 
         global _LOOP_POLICY
         _LOOP_POLICY = fast_loop()  # this process only runs the client: the policy stays for its life
@@ -524,6 +525,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_from_args(clients: str, ticks: str, streams: str, workers: str, max_tokens: int, ramp: float,
                   window: float, out: Path | None) -> int:
+    from pipeline.files import output_path
+
     load = Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() else []
     print(f"load average before: {' '.join(load)}; {os.cpu_count()} cores", file=sys.stderr)
     rows = run_ceiling(_numbers(clients, str), _numbers(ticks, float), _numbers(streams), _numbers(workers),
@@ -531,7 +534,7 @@ def run_from_args(clients: str, ticks: str, streams: str, workers: str, max_toke
     print(table(rows))
     for line in ratios(rows):
         print(line)
-    out = out or Path("outputs") / f"ceiling-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out = out or output_path("ceiling", ".json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"load_before": load, "cores": os.cpu_count(), "rows": [asdict(r) for r in rows]},
                               indent=1))

@@ -17,10 +17,10 @@ from pydantic import BaseModel
 
 from pipeline.bench.ladder import bench
 from pipeline.bench.records import BenchSpec
+from pipeline.book.run import book
 from pipeline.config import Settings
 from pipeline.progress import BookListener
 from pipeline.records import BookSpec
-from pipeline.run import book
 
 
 class JobRow(BaseModel):

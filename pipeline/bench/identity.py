@@ -199,7 +199,7 @@ def check_levels(spec: IdentitySpec, cap: int) -> None:
     from pipeline.errors import UsageError
 
     if spec.mode not in ("concurrency", "same", "servers"):
-        raise UsageError(f"--mode {spec.mode!r}: expected concurrency, same or servers")
+        raise UsageError(f"setting 'mode' {spec.mode!r}: expected concurrency, same or servers")
     too_many = [n for n in spec.levels if n > cap]
     if too_many:
         raise UsageError(f"levels {too_many} exceed the backend's cap {cap}: that would measure queueing, "
@@ -226,7 +226,8 @@ async def run_identity(settings, spec: IdentitySpec) -> IdentityRecord:
     if spec.mode == "servers" and len(fleet.backends) == 1:
         if fleet.embedded is None:
             from pipeline.errors import UsageError
-            raise UsageError("--mode servers needs two --backend servers (or the embedded engine, restarted)")
+            raise UsageError("setting 'mode' servers needs two servers in setting 'backends' (or the embedded engine, "
+                             "restarted)")
         async with open_fleet(settings) as second:  # a fresh embedded engine
             levels = [servers_level(oracle, await oracle_answers(single_pool(second, 0), spec.prompts,
                                                                  spec.max_tokens))]

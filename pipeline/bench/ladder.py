@@ -40,7 +40,7 @@ OnLevel = Callable[[str, LevelResult], None]
 def check_spec(spec: BenchSpec) -> None:
     """What can be refused before any backend is touched."""
     if spec.window_s < MIN_WINDOW_S:
-        raise UsageError(f"--window {spec.window_s:g}: too short to hold full occupancy and a best second; "
+        raise UsageError(f"setting 'window' {spec.window_s:g}: too short to hold full occupancy and a best second; "
                          f"at least {MIN_WINDOW_S:g} s")
 
 
@@ -50,18 +50,18 @@ def slots_for(name: str, info: EngineInfo, spec: BenchSpec) -> tuple[int, str]:
     given = spec.engine_slots.get(name, spec.engine_slots.get("*"))
     if given is None:
         raise UsageError(f"backend {name} ({info.kind.value}) does not report how many sequences it runs at once: "
-                         f"give --engine-slots {name}=N (vLLM --max-num-seqs, SGLang --max-running-requests)")
+                         f"give setting 'engine_slots' {name}=N (vLLM --max-num-seqs, SGLang --max-running-requests)")
     return given, "--engine-slots"
 
 
 def check_level_fits(name: str, cap: int, slots: int, slots_source: str, levels: list[int]) -> None:
     top = max(levels)
     if top > cap:
-        raise UsageError(f"--streams {top}: backend {name} has cap {cap}, so {top} streams would measure queueing, "
-                         f"not batching (raise its cap, or --slots for the embedded engine)")
+        raise UsageError(f"setting 'streams' {top}: backend {name} has cap {cap}, so {top} streams would measure "
+                         f"queueing, not batching (raise its cap, or setting 'slots' for the embedded engine)")
     if top > slots:
-        raise UsageError(f"--streams {top}: backend {name} runs at most {slots} sequences at once ({slots_source}), "
-                         f"so {top} streams would measure queueing, not batching")
+        raise UsageError(f"setting 'streams' {top}: backend {name} runs at most {slots} sequences at once "
+                         f"({slots_source}), so {top} streams would measure queueing, not batching")
 
 
 def targets_of(fleet: Fleet, spec: BenchSpec) -> tuple[list[Target], list[BackendInfo]]:

@@ -19,7 +19,7 @@ from typing import Iterator
 import aiohttp
 import anyio
 
-from pipeline.backends.client import AttemptError
+from pipeline.backends.sse import AttemptError
 from pipeline.backends.wire import stream_chat
 from pipeline.bench.prompts import PromptMaker
 from pipeline.bench.records import CounterSample, LevelRaw, PowerSample, RequestSample

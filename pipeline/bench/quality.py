@@ -3,7 +3,7 @@
 Takes Settings (the backends, or the embedded engine), the prompts and the book's shape, words and sampling
 profile; writes one book per prompt (one after another, each in its own run folder under the record's
 folder) and returns a QualityRecord: per prompt the model, engine and profile that wrote it, and the
-figures of pipeline/quality.py (seq-rep-4, distinct-2, title echo, placeholders, near-duplicate siblings,
+figures of pipeline/audit/quality.py (seq-rep-4, distinct-2, title echo, placeholders, near-duplicate siblings,
 unfinished sections, length against the target). `score_runs` scores finished run folders instead (a book
 written by an older fanout, say), and a baseline record puts before -> after in one table. Figures are
 computed from the books' text, never asserted in tests: a model writes what it writes.
@@ -18,15 +18,17 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from pipeline.audit import audit, load_run
+from pipeline.audit.quality import BookQuality
+from pipeline.audit.report import audit
+from pipeline.audit.source import load_run
 from pipeline.bench.provenance import host_info
 from pipeline.bench.records import HostInfo
+from pipeline.book.run import book, load_run_folder
 from pipeline.config import Settings
 from pipeline.errors import UsageError
+from pipeline.files import slug
 from pipeline.progress import BookListener
-from pipeline.quality import BookQuality
 from pipeline.records import BookSpec
-from pipeline.run import book, load_run_folder, slug
 
 DEFAULT_PROMPTS = [
     "Write a short handbook on keeping a sourdough starter alive. Practical, with examples.",
@@ -127,7 +129,7 @@ def load_record(path: Path) -> QualityRecord:
     try:
         return QualityRecord.model_validate_json(path.read_text())
     except (OSError, ValueError) as exc:
-        raise UsageError(f"--baseline {path}: not a quality record ({str(exc).splitlines()[0]})") from None
+        raise UsageError(f"setting 'baseline' {path}: not a quality record ({str(exc).splitlines()[0]})") from None
 
 
 def cell(row: QualityRow, figure: str, fmt: str) -> str:

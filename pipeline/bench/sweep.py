@@ -107,8 +107,9 @@ def slot_count(fleet: Fleet, spec: SweepSpec) -> tuple[int, str]:
     if reported is not None:
         return reported, "engine (/props total_slots)"
     if spec.slots is None:
-        raise UsageError("this engine cannot report its slot count: give --slots N (recorded with the results)")
-    return spec.slots, "given (--slots, not verifiable)"
+        raise UsageError("this engine cannot report its slot count: give setting 'engine_slots' N (recorded with the "
+                         "results)")
+    return spec.slots, "given (engine_slots, not verifiable)"
 
 
 async def one_repetition(fleet: Fleet, prompts: PromptMaker, users: int, spec: SweepSpec,

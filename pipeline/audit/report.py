@@ -1,0 +1,122 @@
+"""The audit: find every truncated, duplicate, empty, failed or looping section of a book.
+
+Takes an AuditBook (loaded from a run folder — spec, outline, journal and book.md — or from a bare Markdown
+book, split at its headings) and returns an AuditReport: every defect names its rule, the section id and
+title, and the evidence; the report also carries the book's quality figures (audit.quality). The
+book is read by audit.source; the rules are audit.rules' ordered list, and the `rule` / `skip_rule` settings
+choose among them. The summary counts use seed 003's words and measures ("N section titles
+occur more than once; M of K blocks (x%) end without closing punctuation").
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from pipeline.audit.quality import FIGURES, BookQuality, SectionQuality, Threshold, measure, parse_threshold
+from pipeline.audit.rules import RULE_NAMES, Defect, choose_rules, rule_repeated_passages
+from pipeline.audit.source import AuditBook, code_block_count
+from pipeline.errors import UsageError
+from pipeline.text import ends_closed
+from pipeline.titles import title_key
+
+
+class AuditReport(BaseModel):
+    source: str
+    sections: int
+    blocks: int
+    blocks_unpunctuated: int
+    code_blocks: int
+    rules: list[str]
+    counts: dict[str, int]
+    defects: list[Defect] = Field(default_factory=list)
+    summary: list[str] = Field(default_factory=list)
+    quality: BookQuality
+    section_quality: list[SectionQuality] = Field(default_factory=list)
+
+    def ids(self, rule: str) -> list[str]:
+        return [d.section_id for d in self.defects if d.rule == rule]
+
+
+# ---------------------------------------------------------------- helpers
+
+
+# ---------------------------------------------------------------- report
+
+
+def audit(book: AuditBook, only: list[str] | None = None, skip: list[str] | None = None) -> AuditReport:
+    rules = choose_rules(only, skip)
+    defects = [d for _, rule in rules for d in rule(book)]
+    counts = {name: sum(d.rule == name for d in defects) for name, _ in rules}
+    unpunctuated = sum(not ends_closed(block) for block in book.blocks)
+    repeated = counts.get("repeated_passages")
+    quality, per_section = measure(book, book.title, book.prompt, book.target_words,
+                                   len(rule_repeated_passages(book)) if repeated is None else repeated)
+    report = AuditReport(source=book.source, sections=len(book.sections), blocks=len(book.blocks),
+                         blocks_unpunctuated=unpunctuated, code_blocks=code_block_count(book),
+                         rules=[n for n, _ in rules], counts=counts, defects=defects, quality=quality,
+                         section_quality=per_section)
+    report.summary = summary_lines(report, book)
+    return report
+
+
+def summary_lines(report: AuditReport, book: AuditBook) -> list[str]:
+    section_keys = Counter(title_key(s.title) for s in book.sections)
+    repeated_titles = sum(1 for n in section_keys.values() if n > 1)
+    share = 100 * report.blocks_unpunctuated / report.blocks if report.blocks else 0.0
+    lines = [f"{repeated_titles} section titles occur more than once",
+             f"{report.blocks_unpunctuated} of {report.blocks} heading-delimited blocks ({share:.0f}%) end without "
+             f"closing punctuation",
+             f"{report.code_blocks} fenced code blocks"]
+    section_ids = {s.id for s in book.sections}
+    flawed = {d.section_id for d in report.defects if d.section_id in section_ids}
+    lines.append(f"{len(flawed)} of {report.sections} sections have at least one defect")
+    return lines
+
+
+def parse_rule_list(text: str | None) -> list[str] | None:
+    return [name.strip() for name in text.split(",") if name.strip()] if text else None
+
+
+def parse_fail_on(text: str | None) -> tuple[list[str], list[Threshold]]:
+    """`--fail-on`: a comma list of rule names and quality thresholds (NAME>VALUE, NAME<VALUE)."""
+    rules, thresholds = [], []
+    for item in parse_rule_list(text) or []:
+        if item in RULE_NAMES:
+            rules.append(item)
+        elif "<" in item or ">" in item:
+            thresholds.append(parse_threshold(item))
+        else:
+            raise UsageError(f"setting 'fail_on': unknown rule {item!r} (rules: {', '.join(RULE_NAMES)}; "
+                             f"or NAME>VALUE, NAME<VALUE on a figure: {', '.join(FIGURES)})")
+    return rules, thresholds
+
+
+def gate(report: AuditReport, fail_on: str | None) -> list[str]:
+    """What the `--fail-on` string gates on and the book fails, as text ('truncated 2', 'distinct_2 0.42 < 0.5');
+    non-empty: exit 3."""
+    rules, thresholds = parse_fail_on(fail_on)
+    failing = [f"{name} {report.counts[name]}" for name in rules if report.counts.get(name, 0) > 0]
+    return failing + [text for threshold in thresholds if (text := threshold.failure(report.quality))]
+
+
+def audit_path(source: Path) -> Path:
+    return source / "audit.json" if source.is_dir() else source.with_suffix(".audit.json")
+
+
+def audit_table(report: AuditReport):
+    """The readable table: one row a rule, its count and the first defect's evidence."""
+    from rich.table import Table
+
+    table = Table(title=f"audit: {report.source}", header_style="bold")
+    table.add_column("rule")
+    table.add_column("defects", justify="right")
+    table.add_column("first example")
+    for name in report.rules:
+        first = next((d for d in report.defects if d.rule == name), None)
+        example = f"{first.section_id} {first.title!r}: {first.detail}" if first else ""
+        table.add_row(name, str(report.counts[name]), example[:100])
+    table.caption = "; ".join(report.summary)
+    return table

@@ -1,0 +1,182 @@
+"""The audit's rules: one plain function each, in one ordered, named list (markdown-it-py's rule chain is the
+model).
+
+Each rule takes an AuditBook and returns its Defects; every defect names its rule, the section id and title,
+and the evidence. `choose_rules` picks among them by name (the `rule` / `skip_rule` settings).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import Counter
+from typing import Callable
+
+from pydantic import BaseModel
+
+from pipeline.audit.source import AuditBook, AuditSection, headings_of
+from pipeline.errors import UsageError
+from pipeline.text import LOOP_REPEATS, LOOP_WORDS, close_open_fence, ends_closed, shingles, words_of
+from pipeline.titles import title_key
+
+WORD_FLOOR = 40  # a section below this many words is near-empty
+NEAR_DUPLICATE_JACCARD = 0.75
+SHARED_PASSAGE_WORDS = 12  # a run of this many words in two sections is a repeated passage
+OUTLIER_FACTOR = 3.0
+
+
+class Defect(BaseModel):
+    rule: str
+    section_id: str
+    title: str
+    detail: str
+
+
+def defect(rule: str, section: AuditSection, detail: str) -> Defect:
+    return Defect(rule=rule, section_id=section.id, title=section.title, detail=detail)
+
+
+def rule_duplicate_titles(book: AuditBook) -> list[Defect]:
+    found = []
+    for level, items in (("part", book.parts), ("chapter", book.chapters),
+                         ("section", [(s.id, s.title) for s in book.sections])):
+        first_seen: dict[str, str] = {}
+        for item_id, title in items:
+            key = title_key(title)
+            if key in first_seen:
+                found.append(Defect(rule="duplicate", section_id=item_id, title=title,
+                                    detail=f"{level} title also at {first_seen[key]}"))
+            else:
+                first_seen[key] = item_id
+    return found
+
+
+def rule_near_duplicate_titles(book: AuditBook) -> list[Defect]:
+    found = []
+    for level, items in (("chapter", book.chapters), ("section", [(s.id, s.title) for s in book.sections])):
+        for (id_b, title_b), (id_a, title_a) in near_pairs(items):
+            found.append(Defect(rule="near_duplicate", section_id=id_b, title=title_b,
+                                detail=f"{level} title close to {id_a} {title_a!r}"))
+    return found
+
+
+def near_pairs(items: list[tuple[str, str]]) -> list[tuple[tuple[str, str], tuple[str, str]]]:
+    """Each title whose words overlap an earlier title's by NEAR_DUPLICATE_JACCARD or more (exact
+    duplicates are another rule's), with the earliest such title. Prefix filtering keeps it near-linear:
+    two sets that similar must share one of the rarest few words of each."""
+    words = [set(words_of(title)) for _, title in items]
+    frequency = Counter(word for bag in words for word in bag)
+    index: dict[str, list[int]] = {}
+    pairs = []
+    for later, bag in enumerate(words):
+        ordered = sorted(bag, key=lambda word: (frequency[word], word))
+        prefix = ordered[:len(ordered) - math.ceil(NEAR_DUPLICATE_JACCARD * len(ordered)) + 1]
+        for earlier in sorted({i for word in prefix for i in index.get(word, ())}):
+            other = words[earlier]
+            if title_key(items[earlier][1]) != title_key(items[later][1]) and \
+                    len(bag & other) / len(bag | other) >= NEAR_DUPLICATE_JACCARD:
+                pairs.append((items[later], items[earlier]))
+                break
+        for word in prefix:
+            index.setdefault(word, []).append(later)
+    return pairs
+
+
+def rule_truncated(book: AuditBook) -> list[Defect]:
+    found = []
+    for section in book.sections:
+        if section.error is not None or not section.text.strip():
+            continue
+        if ends_closed(section.text):
+            continue  # a capped answer cut back to its last full sentence reads as finished
+        if book.from_journal and section.finish_reason == "length":
+            found.append(defect("truncated", section, "finish_reason=length and it ends mid-sentence"))
+        elif not book.from_journal:
+            tail = " ".join(section.text.split()[-6:])
+            found.append(defect("truncated", section, f"ends without closing punctuation: …{tail!r}"))
+    return found
+
+
+def rule_empty(book: AuditBook) -> list[Defect]:
+    return [defect("empty", s, f"{s.words} words (floor {WORD_FLOOR})") for s in book.sections
+            if s.error is None and s.words < WORD_FLOOR]
+def rule_failed(book: AuditBook) -> list[Defect]:
+    return [defect("failed", s, s.error or "") for s in book.sections if s.error is not None]
+
+
+def rule_unclosed_fence(book: AuditBook) -> list[Defect]:
+    return [defect("unclosed_fence", s, "a code fence is opened and never closed") for s in book.sections
+            if s.text and close_open_fence(s.text) != s.text]
+
+
+def rule_repeated_passages(book: AuditBook) -> list[Defect]:
+    """A run of SHARED_PASSAGE_WORDS words that appears in more than one section."""
+    owners: dict[tuple[str, ...], str] = {}
+    found: dict[str, Defect] = {}
+    by_id = {s.id: s for s in book.sections}
+    for section in book.sections:
+        for gram in set(shingles(words_of(section.text), SHARED_PASSAGE_WORDS)):
+            first = owners.setdefault(gram, section.id)
+            if first != section.id and section.id not in found:
+                found[section.id] = defect("repeated_passages", section,
+                                           f"shares {' '.join(gram)!r} with {first} {by_id[first].title!r}")
+    return list(found.values())
+
+
+def rule_repetition_loop(book: AuditBook) -> list[Defect]:
+    """The same run of LOOP_WORDS words LOOP_REPEATS times or more inside one section."""
+    found = []
+    for section in book.sections:
+        counts = Counter(shingles(words_of(section.text), LOOP_WORDS))
+        if counts:
+            gram, times = counts.most_common(1)[0]
+            if times >= LOOP_REPEATS:
+                found.append(defect("repetition_loop", section, f"{' '.join(gram)!r} {times} times"))
+    return found
+
+
+def rule_heading_outranks(book: AuditBook) -> list[Defect]:
+    """Headings inside a body at the section's level or above (demoted in book.md by assembly)."""
+    if not book.from_journal:
+        return []
+    found = []
+    for section in book.sections:
+        levels = [level for _, level, _ in headings_of(section.text) if level <= 4]
+        if levels:
+            found.append(defect("heading_outranks", section, f"{len(levels)} heading(s) at h{min(levels)}"))
+    return found
+
+
+def rule_word_count_outliers(book: AuditBook) -> list[Defect]:
+    counts = [s.words for s in book.sections if s.error is None and s.words]
+    if len(counts) < 4:
+        return []
+    median = statistics.median(counts)
+    return [defect("word_count_outliers", s, f"{s.words} words against a median of {median:g}")
+            for s in book.sections if s.error is None and s.words
+            and (s.words > median * OUTLIER_FACTOR or s.words < median / OUTLIER_FACTOR)]
+
+
+Rule = Callable[[AuditBook], list[Defect]]
+RULES: list[tuple[str, Rule]] = [
+    ("duplicate", rule_duplicate_titles),
+    ("near_duplicate", rule_near_duplicate_titles),
+    ("truncated", rule_truncated),
+    ("empty", rule_empty),
+    ("failed", rule_failed),
+    ("unclosed_fence", rule_unclosed_fence),
+    ("repeated_passages", rule_repeated_passages),
+    ("repetition_loop", rule_repetition_loop),
+    ("heading_outranks", rule_heading_outranks),
+    ("word_count_outliers", rule_word_count_outliers),
+]
+
+
+RULE_NAMES = [name for name, _ in RULES]
+
+
+def choose_rules(only: list[str] | None, skip: list[str] | None) -> list[tuple[str, Rule]]:
+    for name in (only or []) + (skip or []):
+        if name not in RULE_NAMES:
+            raise UsageError(f"unknown audit rule {name!r} (rules: {', '.join(RULE_NAMES)})")
+    return [(n, r) for n, r in RULES if (not only or n in only) and n not in (skip or [])]

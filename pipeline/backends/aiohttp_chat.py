@@ -1,0 +1,88 @@
+"""The aiohttp path: the same streaming exchange as wire.py over an aiohttp session.
+
+Takes a session, a Backend and a ChatRequest; returns a Completion or raises an AttemptError. Kept as the
+client-ceiling bench's yardstick; the hot path is wire.py. The events are read by sse.py's SseStream.
+"""
+
+from __future__ import annotations
+
+import time
+
+import aiohttp
+from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
+
+from pipeline.backends.sse import MAX_LINE_BYTES, AttemptError, OnDelta, SseStream, auth_headers, completion_of, \
+    hide_key, request_body, status_error
+from pipeline.records import Backend, ChatRequest, Completion
+
+
+def new_session(total_connections: int) -> aiohttp.ClientSession:
+    """One session for a whole run; its connector is sized to the caps so it never queues requests itself."""
+    connector = aiohttp.TCPConnector(limit=max(total_connections, 1), limit_per_host=0, ttl_dns_cache=300)
+    return aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None))
+
+
+async def stream_chat_aiohttp(session: aiohttp.ClientSession, backend: Backend, request: ChatRequest,
+                              read_timeout: float, on_delta: OnDelta | None = None) -> Completion:
+    """Send one streaming chat request; raise AttemptError on any failure, empty answers included.
+
+    `read_timeout` bounds every wait for bytes (headers, first token, each later event): a stalled
+    server fails the attempt instead of hanging the job."""
+    t_sent = time.monotonic()
+    stream = SseStream(request.keep_token_times, on_delta)
+    got_bytes = False
+    url = backend.base_url + "/chat/completions"
+    try:
+        async with session.post(url, json=request_body(backend, request), headers=auth_headers(backend),
+                                timeout=aiohttp.ClientTimeout(sock_read=read_timeout)) as response:
+            if response.status != 200:
+                text = hide_key(await response.text(errors="replace"), backend)
+                raise status_error(response.status, text, response.headers.get("Retry-After"))
+            got_bytes = True
+            done = await read_events(response, stream)
+    except AttemptError as error:
+        error.detail = hide_key(error.detail, backend)
+        error.args = (hide_key(str(error), backend),)
+        raise
+    except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+        kind = "stream_cut" if got_bytes else "cut_before_first_byte"
+        if isinstance(exc, aiohttp.ClientConnectorError):
+            kind = "connect"
+        raise AttemptError(kind, str(exc)) from exc
+    except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
+        raise AttemptError("timeout", "no bytes within the timeout") from exc
+    except aiohttp.ClientPayloadError as exc:
+        raise AttemptError("stream_cut", str(exc)) from exc
+    except aiohttp.ClientError as exc:
+        raise AttemptError("connect", str(exc)) from exc
+    except HttpProcessingError as exc:  # any other malformed response: a failed attempt, never a crashed job
+        raise AttemptError("bad_response", str(exc)[:200]) from exc
+    if not done:
+        raise AttemptError("stream_cut", "stream ended without [DONE]")
+    return completion_of(backend, request, stream, t_sent)
+
+
+async def read_events(response: aiohttp.ClientResponse, stream: SseStream) -> bool:
+    """Read SSE lines until [DONE]; True if it came. Reads whatever bytes arrived (one event per read
+    against a real engine) and splits lines here: aiohttp's per-line iteration costs more than the parse."""
+    pending = b""
+    content = response.content
+    try:
+        while data := await content.readany():
+            if pending:
+                data = pending + data
+            start = 0
+            while (end := data.find(b"\n", start)) >= 0:
+                if data.startswith(b"data:", start):
+                    payload = data[start + 5:end].strip()
+                    if payload == b"[DONE]":
+                        return True
+                    stream.feed(payload)
+                start = end + 1  # blank separators, comments, event names are skipped
+            pending = data[start:]
+            if len(pending) > MAX_LINE_BYTES:
+                raise AttemptError("oversized", "SSE line too long", retryable=False)
+    except (ValueError, LineTooLong) as exc:  # as aiohttp's own line reader said it (LineTooLong is not a
+        # ClientError: uncaught, it crashed the whole job); our own AttemptError is neither
+        raise AttemptError("oversized", "SSE line too long", retryable=False) from exc
+    return False

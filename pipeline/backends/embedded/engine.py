@@ -1,0 +1,137 @@
+"""The embedded engine: a real llama-server process with a small instruct model, started by the tool.
+
+Takes EngineSettings; gives a Backend once /health answers. The server runs in its own process group, is
+told to die with its parent (PR_SET_PDEATHSIG, so even a SIGKILLed client leaves no orphan), and is
+stopped with SIGTERM then SIGKILL after a grace period, from `stop()`, the context manager or atexit.
+Binaries and model come from pipeline.backends.embedded.install (built once, cached).
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from pipeline.backends.embedded.install import EngineAssets, installed_assets
+from pipeline.config import EngineSettings
+from pipeline.errors import FanoutError
+from pipeline.records import Backend
+
+PR_SET_PDEATHSIG = 1
+HEALTH_TIMEOUT_S = 120.0
+STOP_GRACE_S = 5.0
+
+
+def free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        return probe.getsockname()[1]
+
+
+def _die_with_parent() -> None:
+    """Runs in the child before exec: the kernel sends SIGKILL when the parent dies."""
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+class EmbeddedEngine:
+    def __init__(self, settings: EngineSettings | None = None, assets: EngineAssets | None = None,
+                 log_path: Path | None = None):
+        self.settings = settings or EngineSettings()
+        self.assets = assets or installed_assets()
+        self.log_path = log_path
+        self.process: subprocess.Popen | None = None
+        self.port: int | None = None
+
+    @property
+    def root_url(self) -> str:
+        return f"http://{self.settings.host}:{self.port}"
+
+    @property
+    def backend(self) -> Backend:
+        return Backend(name="embedded", base_url=self.root_url + "/v1", model=self.assets.model_name,
+                       cap=self.settings.slots)
+
+    def command(self, port: int) -> list[str]:
+        s = self.settings
+        return [str(self.assets.server), "-m", str(self.assets.model), "--alias", self.assets.model_name,
+                "-np", str(s.slots), "-c", str(s.slots * s.ctx_per_slot), "--host", s.host, "--port", str(port),
+                "-t", str(s.threads), "--metrics", "--no-webui", "--cache-ram", "0"]
+
+    def start(self) -> Backend:
+        if self.process is not None:
+            return self.backend
+        self.port = self.settings.port or free_port(self.settings.host)
+        log = self._open_log()
+        self.process = subprocess.Popen(self.command(self.port), stdin=subprocess.DEVNULL, stdout=log,
+                                        stderr=subprocess.STDOUT, start_new_session=True,
+                                        preexec_fn=_die_with_parent)
+        log.close()
+        atexit.register(self.stop)
+        try:
+            self._wait_healthy()
+        except BaseException:
+            self.stop()
+            raise
+        return self.backend
+
+    def _open_log(self):
+        if self.log_path is None:
+            handle, name = tempfile.mkstemp(prefix="llama-server-", suffix=".log")
+            os.close(handle)
+            self.log_path = Path(name)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        return self.log_path.open("ab")
+
+    def _wait_healthy(self) -> None:
+        deadline = time.monotonic() + HEALTH_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise FanoutError(f"llama-server exited with {self.process.returncode}: {self._log_tail()}")
+            try:
+                with urllib.request.urlopen(self.root_url + "/health", timeout=2) as response:
+                    if response.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            time.sleep(0.1)
+        raise FanoutError(f"llama-server did not become healthy within {HEALTH_TIMEOUT_S:.0f} s")
+
+    def _log_tail(self) -> str:
+        try:
+            return " | ".join(self.log_path.read_text(errors="replace").strip().splitlines()[-3:])
+        except OSError:
+            return "(no log)"
+
+    def stop(self) -> None:
+        process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            return
+        self._signal_group(process, signal.SIGTERM)
+        try:
+            process.wait(STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            self._signal_group(process, signal.SIGKILL)
+            process.wait()
+
+    @staticmethod
+    def _signal_group(process: subprocess.Popen, sig: signal.Signals) -> None:
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def __enter__(self) -> EmbeddedEngine:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()

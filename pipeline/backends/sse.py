@@ -1,0 +1,200 @@
+"""Streaming chat completions, the protocol: the lean SSE reader, its failure kinds, and the request body.
+
+Takes a Backend and a ChatRequest's events; `SseStream` reads only what is needed from each event (content
+deltas, finish_reason and usage), `completion_of` turns a finished stream into a Completion (text,
+finish_reason, usage, timestamps) or raises an AttemptError saying what went wrong and whether it is worth
+asking again. The transports feed it: wire.py (the hot path, an asyncio Protocol), aiohttp_chat.py (the
+client-ceiling bench's yardstick) and sdk.py (the openai SDK). Retries and balancing live in pool.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from typing import Any, Callable
+
+
+from pipeline.records import Backend, ChatRequest, Completion
+
+MAX_ANSWER_BYTES = 4 * 1024 * 1024  # model output is untrusted: a runaway answer is cut and flagged
+MAX_LINE_BYTES = 128 * 1024  # one SSE line (aiohttp's own line limit was the same): longer is `oversized`
+
+
+class AttemptError(Exception):
+    """One failed attempt. `kind` names the failure; `retry_after` is the server's hint in seconds."""
+
+    def __init__(self, kind: str, detail: str = "", retry_after: float | None = None, retryable: bool = True):
+        super().__init__(f"{kind}: {detail}" if detail else kind)
+        self.kind = kind
+        self.detail = detail
+        self.retry_after = retry_after
+        self.retryable = retryable
+
+
+def auth_headers(backend: Backend) -> dict[str, str]:
+    key = os.environ.get(backend.api_key_env, "") if backend.api_key_env else ""
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def hide_key(text: str, backend: Backend) -> str:
+    """A server may echo the Authorization header back in its error text; the key never leaves as data."""
+    key = os.environ.get(backend.api_key_env, "") if backend.api_key_env else ""
+    return text.replace(key, "<api key hidden>") if key else text
+
+
+def request_body(backend: Backend, request: ChatRequest) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "messages": request.messages,
+        "max_tokens": request.max_tokens,
+        "temperature": request.temperature,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if backend.model:
+        body["model"] = backend.model
+    body.update(request.extra)
+    return body
+
+
+_CONTENT_KEY = b'"content":"'
+_PLAIN = re.compile(rb'[^"\\\x00-\x1f]*')  # a JSON string body with nothing to unescape
+
+
+class SseStream:
+    """Accumulates one SSE stream. Each `data:` line is a JSON chunk; only these fields matter: error, model,
+    usage, and per choice delta.content, logprobs, finish_reason.
+
+    Fast path: the first plain content event of a stream is parsed by json.loads and remembered as a
+    template, its bytes split around the content string (head, tail). A later event that is the same head,
+    a string with no quote, backslash or control character, and the same tail is that same event with other
+    text, so its content is the UTF-8 decoding of the middle, without json.loads. Anything else (escapes,
+    usage, finish_reason, logprobs, a new `created` second) goes through json.loads and may become the new
+    template."""
+
+    def __init__(self, keep_token_times: bool, on_delta: OnDelta | None = None):
+        self.parts: list[str] = []
+        self.size = 0
+        self.finish_reason: str | None = None
+        self.usage: dict[str, Any] | None = None
+        self.model: str | None = None
+        self.chunks = 0
+        self.t_first: float | None = None
+        self.token_times: list[float] | None = [] if keep_token_times else None
+        self.on_delta = on_delta
+        self.logprobs: list[dict[str, Any]] = []
+        self._head = b""
+        self._tail = b""
+        self._fixed = 0  # len(head) + len(tail); 0: no template yet
+
+    def feed(self, payload: bytes) -> None:
+        fixed = self._fixed
+        if fixed and len(payload) >= fixed and payload.startswith(self._head) and payload.endswith(self._tail):
+            middle = payload[len(self._head):len(payload) - len(self._tail)]
+            if _PLAIN.fullmatch(middle):
+                try:
+                    content = middle.decode()
+                except UnicodeDecodeError:
+                    pass  # json.loads decides (it passes surrogates through; completion_of flags them)
+                else:
+                    if content:
+                        self._take_content(content)
+                    return
+        try:
+            event = json.loads(payload)
+        except ValueError as exc:
+            raise AttemptError("bad_event", f"undecodable SSE data: {payload[:80]!r}") from exc
+        if not isinstance(event, dict):
+            raise AttemptError("bad_event", "SSE data is not an object")
+        if "error" in event:
+            raise AttemptError("stream_error", str(event["error"])[:200])
+        self.model = self.model or event.get("model")
+        if event.get("usage"):
+            self.usage = event["usage"]
+        choices = event.get("choices") or ()
+        for choice in choices:
+            self._take_choice(choice)
+        if len(choices) == 1 and not event.get("usage"):
+            self._learn(payload, choices[0])
+
+    def _learn(self, payload: bytes, choice: Any) -> None:
+        """Remember this event as the template if it is a plain content event that can be split safely."""
+        if not isinstance(choice, dict) or choice.get("logprobs") or choice.get("finish_reason"):
+            return
+        content = (choice.get("delta") or {}).get("content")
+        if not isinstance(content, str) or not content:
+            return
+        at = payload.find(_CONTENT_KEY)
+        if at < 0 or any(payload.count(key) != 1 for key in (b'"content"', b'"choices"', b'"delta"')):
+            return  # a repeated key could make a later event mean something else
+        start = at + len(_CONTENT_KEY)
+        end = payload.find(b'"', start)
+        middle = payload[start:end]
+        if end < 0 or not _PLAIN.fullmatch(middle) or middle.decode("utf-8", "replace") != content:
+            return
+        self._head, self._tail = payload[:start], payload[end:]
+        self._fixed = len(self._head) + len(self._tail)
+
+    def _take_content(self, content: str) -> None:
+        if self.t_first is None:
+            self.t_first = time.monotonic()
+        self.parts.append(content)
+        self.size += len(content)
+        self.chunks += 1
+        if self.token_times is not None:
+            self.token_times.append(time.monotonic())
+        if self.on_delta is not None:
+            self.on_delta(content)
+        if self.size > MAX_ANSWER_BYTES:
+            raise AttemptError("oversized", f"answer passed {MAX_ANSWER_BYTES} bytes", retryable=False)
+
+    def _take_choice(self, choice: dict[str, Any]) -> None:
+        delta = choice.get("delta") or {}
+        content = delta.get("content")
+        if content:
+            self._take_content(content)
+        if choice.get("logprobs"):
+            self.logprobs.extend(choice["logprobs"].get("content") or ())
+        if choice.get("finish_reason"):
+            self.finish_reason = choice["finish_reason"]
+
+
+def status_error(status: int, body: str, retry_after: str | None) -> AttemptError:
+    hint = None
+    if retry_after:
+        try:
+            hint = float(retry_after)
+        except ValueError:
+            hint = None
+    retryable = status in (408, 409, 425, 429) or status >= 500
+    return AttemptError(f"http_{status}", body[:200].strip(), hint, retryable)
+
+
+OnDelta = Callable[[str], None]
+
+
+def completion_of(backend: Backend, request: ChatRequest, stream: SseStream, t_sent: float) -> Completion:
+    text = "".join(stream.parts)
+    usage = stream.usage or {}
+    if not text.strip():
+        raise AttemptError("empty", f"finish_reason={stream.finish_reason}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise AttemptError("bad_utf8", str(exc)) from exc
+    return Completion(
+        tag=request.tag,
+        backend=backend.name,
+        model=stream.model,
+        text=text,
+        finish_reason=stream.finish_reason,
+        prompt_tokens=usage.get("prompt_tokens"),
+        completion_tokens=usage.get("completion_tokens"),
+        t_sent=t_sent,
+        t_first_token=stream.t_first,
+        t_done=time.monotonic(),
+        chunks=stream.chunks,
+        token_times=stream.token_times or [],
+        logprobs=stream.logprobs or None,
+    )

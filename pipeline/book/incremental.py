@@ -1,0 +1,95 @@
+"""Typesetting while the book is written: each part goes to the render pool the moment its last section
+lands, so the PDF is ready a few seconds after the last section rather than a whole render later.
+
+Takes the run's outline and results as they grow (`section_done`), and at the end (`finish`) submits
+whatever parts are still missing, adds the appendix and merges. `finish` returns the TypesetResult, whose
+`seconds` is the delay from the end of writing to the PDF on disk.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+from pipeline.book.assemble import PartSource
+from pipeline.errors import FanoutError
+from pipeline.records import BookSpec, Outline, SectionResult
+from pipeline.typeset.markdown import TypesetResult
+from pipeline.typeset.weasy import require_fonts
+
+log = logging.getLogger("fanout")
+
+
+class IncrementalTypesetter:
+    def __init__(self, spec: BookSpec, out_pdf: Path, workers: int | None = None):
+        self.spec = spec
+        self.out_pdf = out_pdf
+        self.workers = workers
+        self.typesetter = None
+        self.lock = threading.Lock()
+        self.closed = False
+        self.submitted: set[int] = set()
+
+    def start(self) -> None:
+        """Open the typesetter now (its font check fails before anything is asked) and start the render
+        processes in the background, so their start-up (WeasyPrint's import, ~1 CPU-second) overlaps the
+        planning instead of landing in the middle of the last sections' streams."""
+        typesetter = self._open("")
+        threading.Thread(target=self._warm, args=(typesetter,), name="typeset-warm", daemon=True).start()
+
+    @staticmethod
+    def _warm(typesetter) -> None:
+        try:
+            typesetter.warm()
+        except Exception as error:  # closed meanwhile (a run that stopped early): nothing to warm
+            log.debug("typesetting warm-up skipped: %s", error)
+
+    def _open(self, title: str):
+        with self.lock:
+            if self.closed:
+                raise FanoutError("typesetting: already closed")
+            if self.typesetter is None:
+                from pipeline.typeset.parts import PartTypesetter
+
+                require_fonts()
+                self.typesetter = PartTypesetter(title, self.out_pdf, workers=self.workers)
+            if title:
+                self.typesetter.title = title
+            return self.typesetter
+
+    def section_done(self, outline: Outline, results: dict[str, SectionResult], section_id: str) -> None:
+        """Submit the section's part if this was its last section (planned and answered)."""
+        index = int(section_id.split(".")[0][1:]) - 1
+        part = outline.parts[index]
+        if index in self.submitted or len(part.chapters) < self.spec.chapters:
+            return
+        sections = [s for c in part.chapters for s in c.sections]
+        if len(sections) == self.spec.chapters * self.spec.sections and all(s.id in results for s in sections):
+            self._submit(outline, results, index)
+
+    def _submit(self, outline: Outline, results: dict[str, SectionResult], index: int) -> None:
+        """Hand the part's sections to the pool, which assembles and renders it (no parsing here: this
+        runs on the event loop that is still streaming other sections)."""
+        part = outline.parts[index]
+        mine = {s.id: results[s.id] for c in part.chapters for s in c.sections if s.id in results}
+        source = PartSource(part.model_copy(deep=True), index + 1, mine, index * self.spec.chapters)
+        self._open(outline.title).submit_part(index, source)
+        self.submitted.add(index)
+
+    def finish(self, outline: Outline, results: dict[str, SectionResult], appendix_html: str) -> TypesetResult:
+        """Blocking: run it in a thread. Parts not yet submitted (a resumed run, say) go now."""
+        for index in range(len(outline.parts)):
+            if index not in self.submitted:
+                self._submit(outline, results, index)
+        try:
+            return self._open(outline.title).finish(appendix_html=appendix_html)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        with self.lock:
+            self.closed = True
+            typesetter, self.typesetter = self.typesetter, None
+        if typesetter is not None:
+            typesetter.close()

@@ -1,0 +1,553 @@
+"""The planner: BookSpec -> Outline (seed 003 §8), pipelined or level by level.
+
+One request for the book title and its parts; one per part for its chapters; one per chapter for its
+sections. Every unit is planned with a title and a key point (one sentence on what it covers, so its
+siblings know what to leave to it), asked as a numbered list of `Heading: sentence` lines after one worked
+example (templates/plan_*.md). That format was measured on SmolLM2-135M (examples/planning_formats.py):
+of 40 headings asked, JSON with a schema gave 28 usable titles and no points, a described list 12, the
+worked example 33, each with its point. Lines are read as they stream, so the level below (and the writing
+of a chapter's sections) starts before an answer ends.
+
+Each title is checked in code (titles.refusal): a title that echoes its parent, the book title or the
+request, looks like an identifier or a JSON key, nearly repeats a sibling or a title of its level elsewhere
+in the book (as the audit's near-duplicate rule would find), comes from the worked example, or is taken
+elsewhere in the book is refused, and what is still missing is asked again with the refused
+titles and their reasons shown, up to `plan_attempts` times; every ask requests SPARE_ITEMS more than it
+needs (the answer is cut once enough are taken, so a spare costs nothing unless a line is refused). Then a
+refused item's own key point, short enough to read as a heading and passing the same checks, becomes its
+title; then a title refused only for nearly repeating one elsewhere in the book is kept (a lesser fault);
+only then is a numbered placeholder used, flagged in the outline and counted. Model output is untrusted: nothing in an answer raises.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Callable
+
+import anyio
+
+from pipeline.backends.pool import BackendPool, RequestFailed
+from pipeline.book.profiles import Sampler
+from pipeline.errors import FanoutError
+from pipeline.records import BookSpec, Chapter, Outline, Part, Section
+from pipeline.templating import example_answer, render_chat
+from pipeline.titles import MAX_HEADING_WORDS, clean_title, content_words, near_duplicates, refusal, title_key
+
+REASK_TEMPERATURES = (0.4, 0.7, 0.7)  # a re-ask at temperature 0 tends to repeat the refused answer
+TOKENS_PER_ITEM = 48  # a heading and its sentence
+MAX_POINT_CHARS = 240
+SHOWN_REFUSALS = 30
+SPARE_ITEMS = 2  # asked for beyond the need: a refused line costs no round, and the answer is cut once enough
+ELSEWHERE_NEAR = ", a title elsewhere in the book"
+
+
+@dataclass
+class PlanStats:
+    requests: int = 0
+    reasked: int = 0
+    placeholders: int = 0
+    cut_short: int = 0  # answers cancelled once they had given every title needed
+    seconds: float = 0.0
+    levels: list[int] = field(default_factory=list)  # requests per level: 1 -> P -> P*C
+    refusals: Counter[str] = field(default_factory=Counter)  # reason -> titles refused for it
+    missing_points: int = 0  # titles taken without a key point
+    headings_from_points: int = 0  # refused titles replaced by their own key point
+    near_repeats_kept: int = 0  # titles nearly repeating one elsewhere, kept rather than a placeholder
+    refused: list[tuple[str, str, str]] = field(default_factory=list)  # (node id, title, reason), for run.log
+
+
+@dataclass(frozen=True)
+class PlanItem:
+    title: str
+    point: str = ""
+
+
+# ---------------------------------------------------------------- reading answers
+
+ITEM_LINE = re.compile(r"^\s*(?:\d{1,3}\s*[.):]|[-*•])\s+(.+?)\s*$")
+TITLE_LINE = re.compile(r"^\s*[*_#\s]*(?:book\s+)?title[*_]*\s*:\s*(.+?)\s*$", re.I)
+SPLIT = re.compile(r"^(.+?)(?:\*\*|__)?\s*(?::|;|\s[-–—]\s)\s*(.+)$")
+QUESTION = re.compile(r"^([^?]{3,}\?)\s+(\S.+)$")  # a question as the heading, the rest as its point
+
+
+def parse_item(body: str) -> PlanItem:
+    """`Heading: sentence` (or `**Heading** - sentence`, `"Heading" — sentence`, `Heading; sentence`,
+    `Question? sentence`) -> PlanItem."""
+    match = SPLIT.match(body) or QUESTION.match(body)
+    if not match:
+        return PlanItem(clean_title(body))
+    return PlanItem(clean_title(match.group(1)), clean_point(match.group(2)))
+
+
+def clean_point(text: str) -> str:
+    point = " ".join(re.sub(r"[#*_`>\[\]{}]", "", text).split()).strip(" \"'“”-–—:")
+    if len(point) > MAX_POINT_CHARS:
+        point = point[:MAX_POINT_CHARS].rsplit(" ", 1)[0] + "…"
+    return point
+
+
+def find_json(text: str) -> Any:
+    """The first JSON object or array in the text (fences and chatter around it are ignored), or None."""
+    decoder = json.JSONDecoder()
+    for match in re.finditer(r"[\[{]", text):
+        try:
+            value, _ = decoder.raw_decode(text, match.start())
+        except ValueError:
+            continue
+        if isinstance(value, (dict, list)):
+            return value
+    return None
+
+
+def json_items(text: str) -> list[PlanItem]:
+    """Items from an answer that came as JSON after all: a list, or the first list in an object."""
+    value = find_json(text)
+    if isinstance(value, dict):
+        value = next((v for v in value.values() if isinstance(v, list)), [])
+    if not isinstance(value, list):
+        return []
+    items = []
+    for entry in value:
+        if isinstance(entry, dict):
+            items.append(PlanItem(clean_title(entry), clean_point(str(entry.get("point") or ""))))
+        elif isinstance(entry, str):
+            items.append(parse_item(entry))
+    return items
+
+
+def parse_items(text: str) -> list[PlanItem]:
+    """Every numbered (or bulleted) `Heading: sentence` line of a whole answer; failing that, JSON."""
+    items = [parse_item(match.group(1)) for line in text.splitlines() if (match := ITEM_LINE.match(line))]
+    return [item for item in items or json_items(text) if len(item.title) >= 2]
+
+
+def parse_book_title(text: str) -> str:
+    for line in text.splitlines():
+        if match := TITLE_LINE.match(line):
+            return clean_title(match.group(1))
+    value = find_json(text)
+    return clean_title(value.get("title", "")) if isinstance(value, dict) else ""
+
+
+class ItemStream:
+    """Plan items read from an answer while it streams: each line the moment its newline arrives, so the
+    level below can be asked before the answer ends. The last line is read when the answer ends."""
+
+    def __init__(self) -> None:
+        self.text = ""
+        self.position = 0  # where the next unread line starts
+        self.title = ""
+        self.taken: list[PlanItem] = []  # every item handed out, to be skipped in the final parse
+
+    def feed(self, delta: str) -> list[PlanItem]:
+        self.text += delta
+        items = []
+        while (end := self.text.find("\n", self.position)) >= 0:
+            items += self._line(self.text[self.position:end])
+            self.position = end + 1
+        self.taken += items
+        return items
+
+    def _line(self, line: str) -> list[PlanItem]:
+        if not self.title and (match := TITLE_LINE.match(line)):
+            self.title = clean_title(match.group(1))
+            return []
+        match = ITEM_LINE.match(line)
+        item = parse_item(match.group(1)) if match else None
+        return [item] if item is not None and len(item.title) >= 2 else []
+
+    def untaken(self, items: list[PlanItem]) -> list[PlanItem]:
+        """The items of the whole answer that the stream did not already hand out."""
+        left = list(self.taken)
+        fresh = []
+        for item in items:
+            if item in left:
+                left.remove(item)
+            else:
+                fresh.append(item)
+        return fresh
+
+
+# ---------------------------------------------------------------- asking
+
+
+def how_many(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def heading_from_point(point: str) -> str:
+    """A refused title's key point as its heading ('How vaccines protect against disease.' -> 'How Vaccines
+    Protect Against Disease'): the model's own words, so better than a numbered placeholder. Empty when the
+    point is too long to read as a heading."""
+    text = clean_title(point.rstrip("…"))
+    words = text.split()
+    if not words or len(words) > MAX_HEADING_WORDS:
+        return ""
+    small = {"a", "an", "the", "of", "and", "or", "to", "in", "on", "for", "with", "by", "at", "as"}
+    return " ".join(w if (i and w.casefold() in small) or not w[:1].islower() else w[:1].upper() + w[1:]
+                    for i, w in enumerate(words))
+
+
+def about(what: str, point: str) -> str:
+    return f" The {what} covers: {point}" if point else ""
+
+
+def avoid_note(chosen: list[str], refused: list[tuple[str, str]]) -> str:
+    """What a re-ask must not give again: the headings already chosen, and the refused ones with the reason."""
+    lines = []
+    if chosen:
+        lines.append("Already chosen, do not repeat: " + "; ".join(f'"{t}"' for t in chosen[-SHOWN_REFUSALS:]) + ".")
+    if refused:
+        lines.append("Refused, do not use again: " + "; ".join(f'"{t}" ({why})' for t, why in
+                                                                    refused[-SHOWN_REFUSALS:]) + ".")
+    return ("\n" + "\n".join(lines)) if lines else ""
+
+
+def example_words(template: str) -> frozenset[str]:
+    """The content words of a worked example's headings: a heading built from them was copied."""
+    items = parse_items(example_answer(template))
+    return frozenset(word for item in items for word in content_words(item.title))
+
+
+OnSection = Callable[[Outline, Part, Chapter, Section], None]
+
+
+def next_id(prefix: str, letter: str, taken: list) -> str:
+    """The lowest free child id: a resumed chapter may hold journaled sections with gaps between them."""
+    used = {node.id for node in taken}
+    number = 1
+    while f"{prefix}{letter}{number:02d}" in used:
+        number += 1
+    return f"{prefix}{letter}{number:02d}"
+
+
+def id_number(node_id: str) -> int:
+    return int(re.sub(r"\D", "", node_id.rsplit(".", 1)[-1]))
+
+
+@dataclass
+class NodeAsk:
+    """One node's planning question: its template and values, what its titles must not echo, and where
+    its chosen items go."""
+
+    template: str
+    values: dict[str, Any]
+    level: str  # parts, chapters, sections
+    count: int
+    have: list[str]  # titles the node already has (a resumed run)
+    ancestors: dict[str, str]  # 'the chapter title' -> its text
+    on_item: Callable[[PlanItem, bool], None]  # (item, placeholder)
+    node_id: str
+    fallback_prefix: str = ""
+    with_title: bool = False
+
+
+class Planner:
+    def __init__(self, pool: BackendPool, spec: BookSpec, sampler: Sampler,
+                 on_node: Callable[[str], None] | None = None):
+        self.pool = pool
+        self.on_node = on_node or (lambda level: None)
+        self.spec = spec
+        self.sampler = sampler
+        self.stats = PlanStats()
+        self.book_keys: dict[str, set[str]] = {"parts": set(), "chapters": set(), "sections": set()}
+        self.book_titles: dict[str, list[str]] = {"parts": [], "chapters": [], "sections": []}
+        self.book_title = ""
+
+    async def plan(self, outline: Outline | None = None, barrier: bool = False,
+                   on_section: OnSection | None = None,
+                   on_change: Callable[[Outline], None] | None = None) -> Outline:
+        """Plan what `outline` (a partial one from an interrupted run, or None) still lacks.
+
+        Pipelined (the default): items are read from each answer as it streams, so a part's chapters are
+        asked the moment the part has arrived, and a chapter's sections are announced to `on_section` the
+        moment the chapter has every one of them (each section's request carries its siblings), so writing
+        starts while the rest is still being planned. `barrier=True` waits for each whole level (seed
+        003's schedule) and announces every section at the end. `on_change` sees the outline after every
+        planned node, to save it."""
+        started = time.monotonic()
+        changed = on_change or (lambda _: None)
+        announce = on_section or (lambda outline, part, chapter, section: None)
+        if outline is not None:
+            self._claim_existing(outline)
+            self.book_title = outline.title
+        self.stats.levels = [1, self.spec.parts, self.spec.parts * self.spec.chapters]
+        if barrier:
+            outline = await self._plan_levels(outline, changed)
+            for part, chapter, section in outline.sections():
+                announce(outline, part, chapter, section)
+        else:  # writing fills the slots meanwhile: keep one a backend for planning answers
+            with self.pool.reserve_for_first():
+                async with anyio.create_task_group() as group:
+                    outline = await self._plan_pipelined(outline, group, announce, changed)
+        outline.complete = True
+        changed(outline)
+        self.stats.seconds = time.monotonic() - started
+        return outline
+
+    async def _plan_levels(self, outline: Outline | None, changed) -> Outline:
+        if outline is None or len(outline.parts) < self.spec.parts:
+            outline = await self._plan_book(outline)
+            changed(outline)
+        await self._each([pt for pt in outline.parts if len(pt.chapters) < self.spec.chapters],
+                         lambda pt: self._plan_part(outline, pt, changed=changed))
+        await self._each([(pt, ch) for pt in outline.parts for ch in pt.chapters
+                          if len(ch.sections) < self.spec.sections],
+                         lambda pair: self._plan_chapter(outline, *pair, changed=changed))
+        return outline
+
+    async def _plan_pipelined(self, outline: Outline | None, group, announce: OnSection, changed) -> Outline:
+        def start_chapter(book: Outline, part: Part, chapter: Chapter) -> None:
+            if len(chapter.sections) >= self.spec.sections:
+                for section in list(chapter.sections):
+                    announce(book, part, chapter, section)
+                return
+            group.start_soon(partial(self._plan_chapter, book, part, chapter,
+                                     lambda: [announce(book, part, chapter, s) for s in list(chapter.sections)],
+                                     changed))
+
+        def start_part(book: Outline, part: Part) -> None:
+            for chapter in list(part.chapters):
+                start_chapter(book, part, chapter)
+            if len(part.chapters) < self.spec.chapters:
+                group.start_soon(partial(self._plan_part, book, part,
+                                         lambda chapter: start_chapter(book, part, chapter), changed))
+
+        if outline is not None:
+            for part in list(outline.parts):
+                start_part(outline, part)
+        if outline is None or len(outline.parts) < self.spec.parts:
+            outline = await self._plan_book(outline, start_part)
+            changed(outline)
+        return outline
+
+    def _claim_existing(self, outline: Outline) -> None:
+        """Titles an interrupted run already planned stay taken."""
+        for pt in outline.parts:
+            self._claim("parts", pt.title, near=False)
+            for ch in pt.chapters:
+                self._claim("chapters", ch.title, near=False)
+                for section in ch.sections:
+                    self._claim("sections", section.title, near=False)
+
+    @staticmethod
+    async def _each(items: list, plan_one) -> None:
+        async with anyio.create_task_group() as group:
+            for item in items:
+                group.start_soon(plan_one, item)
+
+    async def _plan_book(self, outline: Outline | None,
+                         on_part: Callable[[Outline, Part], None] | None = None) -> Outline:
+        """The book title and the parts still missing. Parts are added (and `on_part` told) as they stream
+        in, once the book title, which their own prompts need, is known."""
+        waiting: list[tuple[PlanItem, bool]] = []
+
+        def add_waiting(final: bool = False) -> None:
+            nonlocal outline
+            if outline is None:
+                if not (self.book_title or final):
+                    return
+                outline = Outline(title=self.book_title or fallback_book_title(self.spec.prompt), parts=[],
+                                  complete=False)
+            for item, placeholder in waiting:
+                part = Part(id=next_id("", "p", outline.parts), title=item.title, point=item.point,
+                            placeholder=placeholder)
+                outline.parts.append(part)
+                if on_part is not None:
+                    on_part(outline, part)
+            waiting.clear()
+
+        def add(item: PlanItem, placeholder: bool) -> None:
+            waiting.append((item, placeholder))
+            add_waiting()
+
+        await self._titles(NodeAsk(
+            "plan_book.md", {"prompt": self.spec.prompt}, "parts", self.spec.parts,
+            have=[part.title for part in outline.parts] if outline else [],
+            ancestors={"the request": self.spec.prompt}, on_item=add, node_id="book", with_title=True))
+        add_waiting(final=True)
+        self.on_node("parts")
+        return outline
+
+    async def _plan_part(self, outline: Outline, part: Part, on_chapter: Callable[[Chapter], None] | None = None,
+                         changed=None) -> None:
+        def add(item: PlanItem, placeholder: bool) -> None:
+            chapter = Chapter(id=next_id(part.id + ".", "c", part.chapters), title=item.title, point=item.point,
+                              placeholder=placeholder)
+            part.chapters.append(chapter)
+            if on_chapter is not None:
+                on_chapter(chapter)
+
+        values = {"book_title": outline.title, "part_title": part.title, "part_about": about("part", part.point)}
+        ancestors = {"the part title": part.title, "the book title": outline.title, "the request": self.spec.prompt}
+        await self._titles(NodeAsk("plan_part.md", values, "chapters", self.spec.chapters,
+                                   [chapter.title for chapter in part.chapters], ancestors, add, part.id,
+                                   fallback_prefix=part.title))
+        self.on_node("chapters")
+        if changed is not None:
+            changed(outline)
+
+    async def _plan_chapter(self, outline: Outline, part: Part, chapter: Chapter,
+                            on_complete: Callable[[], Any] | None = None, changed=None) -> None:
+        def add(item: PlanItem, placeholder: bool) -> None:
+            section = Section(id=next_id(chapter.id + ".", "s", chapter.sections), title=item.title,
+                              point=item.point, placeholder=placeholder)
+            chapter.sections.append(section)
+            chapter.sections.sort(key=lambda s: id_number(s.id))
+            if on_complete is not None and len(chapter.sections) == self.spec.sections:
+                on_complete()
+
+        values = {"book_title": outline.title, "chapter_title": chapter.title,
+                  "chapter_about": about("chapter", chapter.point)}
+        ancestors = {"the chapter title": chapter.title, "the part title": part.title,
+                     "the book title": outline.title, "the request": self.spec.prompt}
+        await self._titles(NodeAsk("plan_chapter.md", values, "sections", self.spec.sections,
+                                   [section.title for section in chapter.sections], ancestors, add, chapter.id,
+                                   fallback_prefix=chapter.title))
+        self.on_node("sections")
+        if changed is not None:
+            changed(outline)
+
+    async def _titles(self, ask: NodeAsk) -> None:
+        """Ask until `ask.count` items are in hand, telling `ask.on_item` of each new one as soon as it has
+        streamed in; refused titles are shown, with their reasons, to the next ask."""
+        chosen = list(ask.have)
+        refused: list[tuple[str, str]] = []
+        spare: list[tuple[PlanItem, str]] = []  # refused items and why: the last resorts before placeholders
+        copied = example_words(ask.template) - content_words(self.spec.prompt)
+
+        def consider(item: PlanItem) -> None:
+            if len(chosen) == ask.count or any(title_key(item.title) == title_key(t) for t in chosen):
+                return  # a retried attempt repeating its streamed part
+            reason = self._refusal(item.title, ask, chosen, copied)
+            if reason is not None:
+                refused.append((item.title, reason))
+                spare.append((item, reason))
+                self.stats.refusals[reason.split(' "')[0]] += 1
+                self.stats.refused.append((ask.node_id, item.title, reason))
+                return
+            chosen.append(item.title)
+            self.stats.missing_points += not item.point
+            ask.on_item(item, False)
+
+        for attempt in range(self.spec.plan_attempts):
+            if len(chosen) == ask.count:
+                return
+            need = ask.count - len(chosen)
+            messages = render_chat(ask.template, **ask.values, how_many=how_many(need + SPARE_ITEMS,
+                                                                                 ask.level[:-1]),
+                                   avoid=avoid_note(chosen, refused))
+            await self._ask(messages, need + SPARE_ITEMS, f"plan:{ask.node_id}:{attempt}",
+                            self._temperature(attempt), ask.with_title, consider,
+                            enough=lambda: len(chosen) == ask.count)
+            if len(chosen) < ask.count:
+                self.stats.reasked += 1
+        self._last_resorts(ask, chosen, spare, copied)
+
+    def _last_resorts(self, ask: NodeAsk, chosen: list[str], spare: list[tuple[PlanItem, str]],
+                      copied: frozenset[str]) -> None:
+        """Fill what the asks left: a refused item's point as its heading; then a title refused only for
+        nearly repeating one elsewhere in the book (a lesser fault than a placeholder); then placeholders."""
+        for item, _ in spare:
+            heading = heading_from_point(item.point)
+            if len(chosen) < ask.count and heading and self._refusal(heading, ask, chosen, copied) is None:
+                chosen.append(heading)
+                self.stats.headings_from_points += 1
+                ask.on_item(PlanItem(heading, item.point), False)
+        for item, reason in spare:
+            if len(chosen) < ask.count and reason.endswith(ELSEWHERE_NEAR) and \
+                    refusal(item.title, ask.ancestors, chosen) is None and \
+                    self._claim(ask.level, item.title, near=False) is None:
+                chosen.append(item.title)
+                self.stats.near_repeats_kept += 1
+                ask.on_item(item, False)
+        for title in self._placeholders(ask.level, ask.fallback_prefix, ask.count, len(chosen)):
+            chosen.append(title)
+            ask.on_item(PlanItem(title), True)
+
+    def _refusal(self, title: str, ask: NodeAsk, chosen: list[str], copied: frozenset[str]) -> str | None:
+        reason = refusal(title, ask.ancestors, chosen)
+        if reason is None and content_words(title) & copied:
+            reason = "comes from the worked example, not from this book"
+        return reason or self._claim(ask.level, title)
+
+    def _claim(self, level: str, title: str, near: bool = True) -> str | None:
+        """Take a title for the book, or say why not: another node at any level has it, or (with `near`) one
+        at this level nearly has it, as the audit's near-duplicate rule would find. The event loop makes
+        this atomic."""
+        key = title_key(title)
+        if any(key in keys for keys in self.book_keys.values()):  # a section named like a chapter reads as one
+            return "is already a title elsewhere in the book"
+        if near:
+            other = next((t for t in self.book_titles[level] if near_duplicates(title, t)), None)
+            if other is not None:
+                return f'nearly repeats "{other}"{ELSEWHERE_NEAR}'
+        self.book_keys[level].add(key)
+        self.book_titles[level].append(title)
+        return None
+
+    def _placeholders(self, level: str, prefix: str, count: int, have: int) -> list[str]:
+        noun = level[:-1].capitalize()
+        titles = []
+        for number in range(have + 1, count + 1):
+            title = f"{prefix} ({noun.lower()} {number})" if prefix else f"{noun} {number}"
+            while self._claim(level, title, near=False) is not None:
+                title += "'"
+            titles.append(title)
+        self.stats.placeholders += len(titles)
+        return titles
+
+    def _temperature(self, attempt: int) -> float:
+        first = self.sampler.profile.planning_temperature
+        if attempt == 0:
+            return first
+        return max(first, REASK_TEMPERATURES[min(attempt, len(REASK_TEMPERATURES)) - 1])
+
+    async def _ask(self, messages: list[dict[str, str]], need: int, tag: str, temperature: float, with_title: bool,
+                   consider: Callable[[PlanItem], None], enough: Callable[[], bool]) -> None:
+        """One planning request; `consider` sees each item as its line streams in, then those only the whole
+        answer yields (JSON, say). Once `enough` items are in hand the request is cancelled: more lines
+        would only hold a slot. A retried attempt starts a fresh stream; items the cut one gave stay."""
+        max_tokens = TOKENS_PER_ITEM * (need + 1) + (32 if with_title else 0)
+        request = self.sampler.request(messages, max_tokens, tag, temperature)
+        stream = ItemStream()
+        scope = anyio.CancelScope()
+
+        def on_delta(text: str) -> None:
+            items = stream.feed(text)
+            self.book_title = self.book_title or stream.title
+            for item in items:
+                consider(item)
+            if enough() and (self.book_title or not with_title):
+                scope.cancel()
+
+        def on_retry() -> None:
+            nonlocal stream
+            stream = ItemStream()
+
+        self.stats.requests += 1
+        with scope:
+            try:
+                answer = (await self.pool.complete(request, on_delta, first=True, on_retry=on_retry)).text
+            except RequestFailed as failure:
+                raise FanoutError(f"planning failed: {failure}") from None
+        if scope.cancelled_caught:
+            self.stats.cut_short += 1
+            return
+        if with_title:
+            self.book_title = self.book_title or parse_book_title(answer)
+        for item in stream.untaken(parse_items(answer)):
+            consider(item)
+
+
+def fallback_book_title(prompt: str) -> str:
+    """A title when the model never gave one: the request's first clause, if it reads like a title."""
+    first = re.split(r"[.:;!?\n]", prompt.strip(), maxsplit=1)[0]
+    first = re.sub(r"(?i)^(?:please\s+)?(?:write|explain|create|make|give me|teach me)\s+(?:me\s+)?", "", first)
+    title = clean_title(first)
+    return title[:1].upper() + title[1:] if 2 <= len(title) <= 80 else "Handbook"

@@ -1,0 +1,154 @@
+"""Repair: fix what the audit found, through the same pool, and keep every version in the journal.
+
+Takes an open Fleet, the run's spec, outline and journal, and an AuditReport; returns a RepairOutcome
+with the repaired SectionResults and the action taken for each. Per section, one action:
+- failed or empty: asked again;
+- duplicate title: re-titled (siblings and taken titles shown), then written again under the new title;
+- truncated or looping: the text is cut where it starts repeating itself, then the model is asked to continue from where the
+  text stopped (the text so far sent back as its own answer), sampling with penalties so that it does
+  not loop again; the continuation is appended. If the cut leaves a near-empty section, it is asked
+  again from the start with the same sampling.
+A repaired section is appended to the journal as version + 1; the old line stays.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import anyio
+
+from pipeline.audit.report import AuditReport
+from pipeline.audit.rules import WORD_FLOOR
+from pipeline.backends.pool import BackendPool, RequestFailed
+from pipeline.book.plan import parse_book_title
+from pipeline.book.profiles import Sampler
+from pipeline.book.trim import cut_repeats
+from pipeline.book.write import WallClock, failed, finished, section_request
+from pipeline.journal import Journal
+from pipeline.records import BookSpec, ChatRequest, Chapter, Outline, Part, Section, SectionResult
+from pipeline.templating import render
+from pipeline.titles import plausible_title, title_key
+
+RETITLE_ATTEMPTS = 3
+# Text that looped at temperature 0 loops again when asked the same way: repairs of truncated or looping
+# sections sample instead (measured on SmolLM2-135M: 4 of 4 sections looped at temperature 0, even with
+# frequency_penalty 0.5; none did at these settings).
+LOOP_ESCAPE_TEMPERATURE = 0.7
+LOOP_ESCAPE_PENALTIES = {"frequency_penalty": 0.6, "presence_penalty": 0.3}
+ACTIONS = {"failed": "rewrite", "empty": "rewrite", "duplicate": "retitle", "truncated": "continue",
+           "repetition_loop": "continue", "unclosed_fence": "continue"}
+PRIORITY = ["rewrite", "retitle", "continue"]
+
+
+@dataclass
+class RepairOutcome:
+    actions: dict[str, str] = field(default_factory=dict)  # section id -> action
+    results: dict[str, SectionResult] = field(default_factory=dict)
+    retitled: dict[str, tuple[str, str]] = field(default_factory=dict)  # id -> (old, new)
+
+
+def plan_actions(report: AuditReport, section_ids: set[str]) -> dict[str, str]:
+    """One action per section: the strongest its defects call for."""
+    wanted: dict[str, str] = {}
+    for defect in report.defects:
+        action = ACTIONS.get(defect.rule)
+        if action is None or defect.section_id not in section_ids:
+            continue
+        current = wanted.get(defect.section_id)
+        if current is None or PRIORITY.index(action) < PRIORITY.index(current):
+            wanted[defect.section_id] = action
+    return wanted
+
+
+class Repairer:
+    def __init__(self, pool: BackendPool, spec: BookSpec, outline: Outline, journal: dict[str, SectionResult],
+                 sampler: Sampler):
+        self.pool = pool
+        self.spec = spec
+        self.outline = outline
+        self.journal = journal
+        self.sampler = sampler
+        self.wall = WallClock()
+        self.taken = {title_key(s.title) for _, _, s in outline.sections()}
+
+    async def repair(self, report: AuditReport, writer: Journal) -> RepairOutcome:
+        where = {s.id: (p, c, s) for p, c, s in self.outline.sections()}
+        outcome = RepairOutcome(actions=plan_actions(report, set(where)))
+
+        async def fix(section_id: str, action: str) -> None:
+            part, chapter, section = where[section_id]
+            result = await self._fix(action, part, chapter, section, outcome)
+            result = result.model_copy(update={"version": self.journal.get(section_id, result).version + 1,
+                                               "repair": action})
+            writer.append(result)
+            outcome.results[section_id] = result
+
+        async with anyio.create_task_group() as group:
+            for section_id, action in outcome.actions.items():
+                group.start_soon(fix, section_id, action)
+        return outcome
+
+    async def _fix(self, action: str, part: Part, chapter: Chapter, section: Section,
+                   outcome: RepairOutcome) -> SectionResult:
+        if action == "retitle":
+            old = section.title
+            section.title = await self._new_title(chapter, section)
+            if section.title != old:
+                outcome.retitled[section.id] = (old, section.title)
+            return await self._rewrite(part, chapter, section)
+        previous = self.journal.get(section.id)
+        if action == "continue" and previous is not None and previous.ok:
+            so_far = cut_repeats(previous.text)
+            if len(so_far.split()) >= WORD_FLOOR:
+                return await self._continue(part, chapter, section, so_far)
+            return await self._rewrite(part, chapter, section, escape_loops=True)
+        return await self._rewrite(part, chapter, section)
+
+    async def _send(self, request: ChatRequest):
+        try:
+            return await self.pool.complete(request)
+        except RequestFailed as failure:
+            return failure
+
+    async def _rewrite(self, part: Part, chapter: Chapter, section: Section,
+                       escape_loops: bool = False) -> SectionResult:
+        """Ask again; a section whose loop left too little to continue is asked with loop-escaping sampling."""
+        request = self._section_request(part, chapter, section, escape_loops)
+        answer = await self._send(request)
+        return failed(section, answer) if isinstance(answer, RequestFailed) else finished(section, answer, self.wall)
+
+    async def _continue(self, part: Part, chapter: Chapter, section: Section, so_far: str) -> SectionResult:
+        request = self._section_request(part, chapter, section, escape_loops=True)
+        request.messages += [{"role": "assistant", "content": so_far},
+                             {"role": "user", "content": render("continue.md")}]
+        request.max_tokens = max(128, self.spec.max_tokens // 2)
+        answer = await self._send(request)
+        if isinstance(answer, RequestFailed):
+            return self.journal[section.id].model_copy(update={"attempts": answer.attempts})
+        joiner = "\n\n" if so_far.endswith((".", "!", "?", "```")) else " "
+        result = finished(section, answer, self.wall)
+        previous = self.journal[section.id]
+        return result.model_copy(update={"text": so_far + joiner + answer.text.strip(),
+                                         "completion_tokens": (previous.completion_tokens or 0)
+                                         + (answer.completion_tokens or 0)})
+
+    def _section_request(self, part: Part, chapter: Chapter, section: Section, escape_loops: bool) -> ChatRequest:
+        request = section_request(self.spec, self.outline, part, chapter, section, self.sampler)
+        if escape_loops:
+            request.extra.update(LOOP_ESCAPE_PENALTIES)
+            request.temperature = max(request.temperature, LOOP_ESCAPE_TEMPERATURE)
+        return request
+
+    async def _new_title(self, chapter: Chapter, section: Section) -> str:
+        siblings = "; ".join(f'"{s.title}"' for s in chapter.sections)
+        for _ in range(RETITLE_ATTEMPTS):
+            prompt = render("retitle.md", book_title=self.outline.title, chapter_title=chapter.title,
+                            siblings=siblings, section_title=section.title, taken=siblings)
+            request = self.sampler.request([{"role": "user", "content": prompt}], 128, f"retitle {section.id}",
+                                           temperature=max(0.7, self.sampler.profile.temperature))
+            answer = await self._send(request)
+            title = "" if isinstance(answer, RequestFailed) else parse_book_title(answer.text)
+            if title and plausible_title(title) and title_key(title) not in self.taken:
+                self.taken.add(title_key(title))
+                return title
+        return section.title

@@ -1,0 +1,348 @@
+"""The book orchestrator: the one place that wires plan, write, assemble, stats and typeset together.
+
+Takes Settings, a BookSpec and a run folder (new, or one to resume); leaves in the folder spec.json,
+outline.json, sections.jsonl (the journal), book.md, book.pdf, run.log and, last of all, stats.json.
+A resume plans nothing again and asks no finished section again. Interrupted, it leaves the journal
+consistent and writes no stats.json, so the folder never looks like a finished run.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from collections import ChainMap, Counter
+from pathlib import Path
+from typing import Any
+
+import anyio
+from pydantic import BaseModel, ValidationError
+
+from pipeline.audit.report import AuditReport, audit
+from pipeline.audit.source import load_run
+from pipeline.backends.fleet import Fleet, open_fleet
+from pipeline.book.assemble import assemble
+from pipeline.book.incremental import IncrementalTypesetter
+from pipeline.book.plan import PlanStats, Planner, id_number
+from pipeline.book.profiles import Sampler, choose_profile
+from pipeline.book.repair import Repairer
+from pipeline.book.stats import BookStats, backend_lines, book_stats
+from pipeline.book.write import SectionWriter
+from pipeline.config import Settings
+from pipeline.errors import UsageError
+from pipeline.files import OUTPUTS, output_path, write_atomic
+from pipeline.journal import Journal, read_journal
+from pipeline.progress import BookListener
+from pipeline.records import (BookSpec, Chapter, EngineInfo, EngineKind, Outline, Part, SamplingProfile, Section,
+                              SectionResult)
+from pipeline.typeset.appendix import appendix_html
+from pipeline.typeset.book import typeset_html
+from pipeline.typeset.epub import typeset_epub
+
+log = logging.getLogger("fanout")
+THINKING_SWITCH_ENGINES = {EngineKind.VLLM, EngineKind.SGLANG, EngineKind.LLAMACPP}
+
+
+class RunFolder:
+    """The files of one run."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.spec = path / "spec.json"
+        self.outline = path / "outline.json"
+        self.journal = path / "sections.jsonl"
+        self.book = path / "book.md"
+        self.pdf = path / "book.pdf"
+        self.html = path / "book.html"
+        self.epub = path / "book.epub"
+        self.stats = path / "stats.json"
+        self.audit = path / "audit.json"
+        self.log = path / "run.log"
+        self.engine_log = path / "llama-server.log"
+
+
+def new_run_folder(spec: BookSpec, out: Path | None, root: Path = OUTPUTS) -> RunFolder:
+    path = out or output_path(spec.prompt, root=root)
+    if path.exists() and any(path.iterdir()):
+        raise UsageError(f"setting 'out' {path} is not empty (use setting 'resume' {path} to continue a run there)")
+    path.mkdir(parents=True, exist_ok=True)
+    folder = RunFolder(path)
+    write_atomic(folder.spec, spec.model_dump_json(indent=2))
+    return folder
+
+
+def load_run_folder(path: Path) -> tuple[RunFolder, BookSpec]:
+    folder = RunFolder(path)
+    try:
+        return folder, BookSpec.model_validate_json(folder.spec.read_text())
+    except (OSError, ValidationError, ValueError):
+        raise UsageError(f"setting 'resume' {path}: not a fanout run folder (no valid spec.json)") from None
+
+
+def load_outline(folder: RunFolder) -> Outline | None:
+    if not folder.outline.exists():
+        return None
+    try:
+        return Outline.model_validate_json(folder.outline.read_text())
+    except (ValidationError, ValueError):
+        raise UsageError(f"{folder.outline}: damaged outline; start a new run") from None
+
+
+def engine_switches(infos: list[EngineInfo]) -> dict[str, Any]:
+    """The body fields that switch thinking off, where every answering engine has the switch."""
+    kinds = {info.kind for info in infos if info.models}
+    return {"chat_template_kwargs": {"enable_thinking": False}} if kinds and kinds <= THINKING_SWITCH_ENGINES else {}
+
+
+def sampler_for(profile: SamplingProfile, infos: list[EngineInfo]) -> Sampler:
+    kinds = frozenset(info.kind for info in infos if info.models)
+    return Sampler(profile=profile, kinds=kinds, switches=engine_switches(infos))
+
+
+def settle_profiles(settings: Settings, spec: BookSpec, fleet: Fleet) -> BookSpec:
+    """The spec with its sampling profiles chosen from what the engines report (a resumed spec keeps its own)."""
+    def models(pool) -> list[str]:
+        return [state.backend.model for state in pool.states if state.backend.model]
+
+    update: dict[str, SamplingProfile] = {}
+    if spec.profile is None:
+        update["profile"] = choose_profile(settings.profile, settings.sampling, models(fleet.pool))
+    if fleet.planner_pool is not None and spec.planner_profile is None:
+        update["planner_profile"] = choose_profile(settings.profile, settings.sampling, models(fleet.planner_pool))
+    return spec.model_copy(update=update) if update else spec
+
+
+def already_written(journal: dict[str, SectionResult], section: Section) -> bool:
+    """Journaled under this very title: an id whose title changed (re-planned after a kill) is asked again."""
+    result = journal.get(section.id)
+    return result is not None and result.ok and result.title == section.title
+
+
+def adopt_journaled_sections(outline: Outline, journal: dict[str, SectionResult]) -> None:
+    """Sections start as their titles stream in, so a kill can leave written sections that the last saved
+    outline.json does not list yet; the journal has their titles, so they stay in the book."""
+    chapters = {chapter.id: chapter for part in outline.parts for chapter in part.chapters}
+    for result in journal.values():
+        chapter = chapters.get(result.id.rsplit(".", 1)[0])
+        if result.ok and chapter is not None and all(s.id != result.id for s in chapter.sections):
+            chapter.sections.append(Section(id=result.id, title=result.title))
+            chapter.sections.sort(key=lambda section: id_number(section.id))
+
+
+class RepairSummary(BaseModel):
+    before: dict[str, int]
+    after: dict[str, int] = {}
+    actions: dict[str, int]
+    retitled: dict[str, tuple[str, str]]
+    tokens: int
+    seconds: float
+
+
+class BookOutcome(BaseModel):
+    folder: Path
+    stats: BookStats
+    audit: AuditReport
+    repair: RepairSummary | None = None
+
+
+class BookRun:
+    def __init__(self, settings: Settings, spec: BookSpec, folder: RunFolder, resumed: bool,
+                 progress: BookListener, barrier: bool = False, incremental: bool = True):
+        self.settings = settings
+        self.spec = spec
+        self.folder = folder
+        self.resumed = resumed
+        self.progress = progress
+        self.barrier = barrier
+        self.incremental = incremental  # typeset parts while writing (off: all at the end)
+        self.plan_stats = PlanStats()
+        self.requests_started: float | None = None
+
+    async def run(self, repair: bool = False, keep_stats: bool = False) -> BookOutcome:
+        """Plan (unless outline.json exists), write what the journal lacks, optionally repair, then
+        assemble, audit and typeset. `keep_stats` leaves an earlier run's stats.json in place."""
+        started = time.monotonic()
+        summary = None
+        # Parts are typeset while the book is written, unless a repair will change them afterwards.
+        typesetter = IncrementalTypesetter(self.spec, self.folder.pdf) if self.incremental and not repair else None
+        try:
+            if typesetter is not None:
+                typesetter.start()
+            async with open_fleet(self.settings, engine_log=self.folder.engine_log) as fleet:
+                self.progress.fleet_opened(fleet)
+                writing, planning = self._samplers(fleet)
+                journal = read_journal(self.folder.journal)
+                outline, writer = await self._plan_and_write(fleet, journal, writing, planning, typesetter)
+                written, write_seconds = writer.results, writer.seconds
+                generate_seconds = (writer.last_done or self.requests_started) - self.requests_started
+                journal.update(written)
+                if repair:
+                    summary = await self._repair(fleet, outline, journal, writing)
+                lines = backend_lines(fleet.pool.snapshot(), {b.name: b.base_url for b in fleet.backends},
+                                      {b.name: b.model for b in fleet.backends}, fleet.engines)
+                attempts = fleet.pool.stats.attempts
+            return await self._finish(outline, journal, written, write_seconds, generate_seconds, attempts, lines,
+                                      summary, typesetter or IncrementalTypesetter(self.spec, self.folder.pdf),
+                                      started, keep_stats)
+        finally:
+            if typesetter is not None:
+                typesetter.close()
+
+    def _samplers(self, fleet: Fleet) -> tuple[Sampler, Sampler]:
+        """Settle the sampling profiles (recorded in spec.json) and make the writers' and planners' samplers."""
+        spec = settle_profiles(self.settings, self.spec, fleet)
+        if spec != self.spec:
+            self.spec = spec
+            write_atomic(self.folder.spec, spec.model_dump_json(indent=2))
+        assert spec.profile is not None
+        writing = sampler_for(spec.profile, fleet.infos(fleet.pool))
+        planning = writing if fleet.planner_pool is None else sampler_for(spec.planner_profile or spec.profile,
+                                                                          fleet.infos(fleet.planner_pool))
+        log.info("sampling: %s for writing, %s for planning (%s)", writing.profile.name, planning.profile.name,
+                 ", ".join(sorted(kind.value for kind in writing.kinds | planning.kinds)))
+        return writing, planning
+
+    async def _finish(self, outline: Outline, journal: dict[str, SectionResult], written: dict[str, SectionResult],
+                      write_seconds: float, generate_seconds: float, attempts, lines, summary: RepairSummary | None,
+                      typesetter: IncrementalTypesetter, started: float, keep_stats: bool) -> BookOutcome:
+        """Assemble, audit, typeset (the stats and audit go in the appendix), and write stats.json last."""
+        report = self._assemble_and_audit(outline, journal)
+        if summary is not None:
+            summary.after = report.counts
+            write_atomic(self.folder.path / "repair.json", summary.model_dump_json(indent=2))
+        stats = book_stats(self.plan_stats, written, journal, attempts, len(outline.sections()), write_seconds,
+                           time.monotonic() - started, lines, self.resumed)
+        stats.generate_seconds = round(generate_seconds, 2)
+        stats.generate_tok_s = round(stats.tokens_written / generate_seconds, 1) if generate_seconds > 0 else 0.0
+        stats.quality = report.quality
+        stats = await self._typeset(outline, journal, stats, report, typesetter)
+        stats.job_seconds = round(time.monotonic() - started, 2)
+        if not (keep_stats and self.folder.stats.exists()):
+            write_atomic(self.folder.stats, stats.model_dump_json(indent=2))
+        outcome = BookOutcome(folder=self.folder.path, stats=stats, audit=report, repair=summary)
+        self.progress.finished(outcome)
+        return outcome
+
+    def _assemble_and_audit(self, outline: Outline, journal: dict[str, SectionResult]) -> AuditReport:
+        write_atomic(self.folder.book, assemble(outline, journal))
+        report = audit(load_run(self.folder.path))
+        write_atomic(self.folder.audit, report.model_dump_json(indent=2))
+        return report
+
+    async def _repair(self, fleet: Fleet, outline: Outline, journal: dict[str, SectionResult],
+                      sampler: Sampler) -> RepairSummary:
+        started = time.monotonic()
+        before = self._assemble_and_audit(outline, journal)
+        repairer = Repairer(fleet.pool, self.spec, outline, journal, sampler)
+        writer = Journal(self.folder.journal)
+        try:
+            outcome = await repairer.repair(before, writer)
+        finally:
+            writer.close()
+        journal.update(outcome.results)
+        if outcome.retitled:
+            write_atomic(self.folder.outline, outline.model_dump_json(indent=2))
+        log.info("repaired %d sections: %s", len(outcome.actions), dict(Counter(outcome.actions.values())))
+        return RepairSummary(before=before.counts, actions=dict(Counter(outcome.actions.values())),
+                             retitled=outcome.retitled,
+                             tokens=sum(r.completion_tokens or 0 for r in outcome.results.values() if r.ok),
+                             seconds=round(time.monotonic() - started, 2))
+
+    async def _plan_and_write(self, fleet: Fleet, journal: dict[str, SectionResult], writing: Sampler,
+                              planning: Sampler, typesetter: IncrementalTypesetter | None
+                              ) -> tuple[Outline, SectionWriter]:
+        """Each chapter's sections are written as soon as its titles exist (or all at once, from a
+        finished outline.json); sections the journal already has are not asked again."""
+        outline = load_outline(self.folder)
+        done = sum(1 for r in journal.values() if r.ok)
+        writer = SectionWriter(fleet.pool, self.spec, Journal(self.folder.journal), writing, self.progress)
+        self.progress.writing(self.spec.section_count, done, fleet.pool)
+        self.requests_started = time.monotonic()
+        results = ChainMap(writer.results, journal)
+
+        async def write(book: Outline, part: Part, chapter: Chapter, section: Section) -> None:
+            await writer.write(book, part, chapter, section)
+            if typesetter is not None:
+                typesetter.section_done(book, results, section.id)
+
+        try:
+            async with anyio.create_task_group() as group:
+                def start_section(book: Outline, part: Part, chapter: Chapter, section: Section) -> None:
+                    if not already_written(journal, section):
+                        group.start_soon(write, book, part, chapter, section)
+
+                if outline is None or not outline.complete:
+                    if outline is not None:
+                        adopt_journaled_sections(outline, journal)
+                    outline = await self._plan(fleet, planning, outline, start_section)
+                else:
+                    for part, chapter, section in outline.sections():
+                        start_section(outline, part, chapter, section)
+        finally:
+            writer.journal.close()
+        self.progress.outline_ready(outline)
+        log.info("wrote %d sections (%d were already in the journal)", len(writer.results), done)
+        return outline, writer
+
+    async def _plan(self, fleet: Fleet, sampler: Sampler, partial: Outline | None, on_section) -> Outline:
+        planner = Planner(fleet.planners, self.spec, sampler, on_node=self.progress.planned)
+        self.progress.planning(self.spec)
+
+        def save(outline: Outline) -> None:
+            write_atomic(self.folder.outline, outline.model_dump_json(indent=2))
+            self.progress.outline_ready(outline)
+
+        outline = await planner.plan(partial, self.barrier, on_section, save)
+        self.plan_stats = planner.stats
+        log.info("planned %s: %d sections in %.1f s (%d requests, %d re-asked, %d placeholder titles, "
+                 "%d headings made from a refused title's point, %d near repeats kept, %d answers cut short once "
+                 "they had every title, %d titles without a key point)", outline.title, len(outline.sections()),
+                 planner.stats.seconds, planner.stats.requests, planner.stats.reasked, planner.stats.placeholders,
+                 planner.stats.headings_from_points, planner.stats.near_repeats_kept, planner.stats.cut_short,
+                 planner.stats.missing_points)
+        if planner.stats.refusals:
+            log.info("titles refused: %s", dict(planner.stats.refusals.most_common()))
+            for node_id, title, reason in planner.stats.refused:
+                log.debug("refused under %s: %r %s", node_id or "the book", title, reason)
+        return outline
+
+    async def _typeset(self, outline: Outline, journal: dict[str, SectionResult], stats: BookStats,
+                       report: AuditReport, typesetter: IncrementalTypesetter) -> BookStats:
+        """book.pdf (the parts already rendered while writing are only merged now), book.html, book.epub."""
+        self.progress.typesetting()
+        appendix = appendix_html(stats.model_dump(mode="json"), report.model_dump(mode="json"))
+        result = await anyio.to_thread.run_sync(typesetter.finish, outline, journal, appendix)
+        markdown = self.folder.book.read_text()
+        typeset_html(markdown, outline.title, self.folder.html, appendix)
+        typeset_epub(markdown, outline.title, self.folder.epub, appendix)
+        log.info("PDF ready %.1f s after the last section (%d pages)", result.seconds, result.pages)
+        return stats.model_copy(update={"typeset_seconds": round(result.seconds, 2), "pdf_pages": result.pages})
+
+
+def attach_run_log(folder: RunFolder) -> logging.Handler:
+    handler = logging.FileHandler(folder.log)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    logging.getLogger("fanout").addHandler(handler)
+    return handler
+
+
+async def book(settings: Settings, spec: BookSpec | None, out: Path | None, resume: Path | None,
+               progress: BookListener, repair: bool = False, keep_stats: bool = False,
+               barrier: bool = False, incremental: bool = True) -> BookOutcome:
+    if resume is not None:
+        folder, spec = load_run_folder(resume)
+    else:
+        folder = new_run_folder(spec, out)
+    handler = attach_run_log(folder)
+    try:
+        with progress:
+            run = BookRun(settings, spec, folder, resume is not None, progress, barrier, incremental)
+            outcome = await run.run(repair, keep_stats)
+    except UsageError:
+        if resume is None:  # refused before any work (unreachable backend, wrong model): leave no folder
+            shutil.rmtree(folder.path, ignore_errors=True)
+        raise
+    finally:
+        logging.getLogger("fanout").removeHandler(handler)
+        handler.close()
+    return outcome

@@ -1,0 +1,141 @@
+"""Job statistics in the shape of seed 003 Table 5: stats.json and the table printed at the end.
+
+Takes what the run measured (plan stats, this run's section results and write-phase times, the whole
+journal) and returns BookStats. Token counts come from the servers' usage fields; times are client
+wall-clock; every rate says so. The quality figures are the audit's, copied in by the run.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+from rich.table import Table
+
+from pipeline.audit.quality import BookQuality
+from pipeline.book.plan import PlanStats
+from pipeline.records import Attempt, EngineInfo, SectionResult
+from pipeline.text import ends_closed
+
+WORDS_PER_PAGE = 300
+
+
+class BackendLine(BaseModel):
+    name: str
+    url: str
+    cap: int
+    model: str | None
+    engine: str
+    version: str | None
+    sent: int  # attempts sent there, planning and writing
+    failed: int
+    reissued: int
+
+
+class BookStats(BaseModel):
+    complete: bool
+    resumed: bool
+    shape: str  # "1 -> P -> P*C" requests per planning level
+    sections: int
+    sections_ok: int
+    requests_planning: int
+    requests_writing: int
+    requests: int
+    plan_seconds: float
+    tokens_written: int
+    tokens_source: str = "server usage (completion_tokens), this run"
+    write_seconds: float
+    write_tok_s: float
+    job_seconds: float
+    generate_seconds: float = 0.0  # first request to last section: plan + write, seed 003's "whole job"
+    generate_tok_s: float = 0.0
+    words: int
+    pages_at_300_words: float
+    request_errors: int
+    reissued_before_first_byte: int
+    empty_sections: int
+    failed_sections: int
+    truncated_sections: int  # stopped at the cap and still ending mid-sentence
+    trimmed_sections: int = 0  # stopped at the cap, cut back to their last full sentence
+    placeholder_titles: int
+    backends: list[BackendLine]
+    typeset_seconds: float | None = None
+    pdf_pages: int | None = None
+    quality: BookQuality | None = None  # the audit's book figures (pipeline.audit.quality)
+
+
+def word_count(results: dict[str, SectionResult]) -> int:
+    return sum(len(r.text.split()) for r in results.values() if r.ok)
+
+
+def book_stats(plan: PlanStats, written: dict[str, SectionResult], journal: dict[str, SectionResult],
+               attempts: list[Attempt], section_total: int, write_seconds: float, job_seconds: float,
+               backends: list[BackendLine], resumed: bool) -> BookStats:
+    """`attempts` is every attempt this run made, planning and writing."""
+    tokens = sum(r.completion_tokens or 0 for r in written.values() if r.ok)
+    ok = sum(r.ok for r in journal.values())
+    words = word_count(journal)
+    return BookStats(
+        complete=ok == section_total,
+        resumed=resumed,
+        shape=" -> ".join(str(n) for n in plan.levels) if plan.levels else "loaded from outline.json",
+        sections=section_total,
+        sections_ok=ok,
+        requests_planning=plan.requests,
+        requests_writing=len(written),
+        requests=plan.requests + len(written),
+        plan_seconds=round(plan.seconds, 2),
+        tokens_written=tokens,
+        write_seconds=round(write_seconds, 2),
+        write_tok_s=round(tokens / write_seconds, 1) if write_seconds > 0 else 0.0,
+        job_seconds=round(job_seconds, 2),
+        words=words,
+        pages_at_300_words=round(words / WORDS_PER_PAGE, 1),
+        request_errors=sum(a.outcome not in ("ok", "cut_before_first_byte") for a in attempts),
+        reissued_before_first_byte=sum(a.outcome == "cut_before_first_byte" for a in attempts),
+        empty_sections=sum(1 for r in journal.values() if r.error is None and not r.text.strip()),
+        failed_sections=section_total - ok,
+        truncated_sections=sum(r.finish_reason == "length" and not ends_closed(r.text) for r in journal.values()
+                               if r.ok),
+        trimmed_sections=sum(r.trimmed for r in journal.values() if r.ok),
+        placeholder_titles=plan.placeholders,
+        backends=backends,
+    )
+
+
+def backend_lines(snapshot: list[dict], urls: dict[str, str], models: dict[str, str | None],
+                  engines: dict[str, EngineInfo]) -> list[BackendLine]:
+    return [BackendLine(name=s["name"], url=urls[s["name"]], cap=s["cap"], model=models[s["name"]],
+                        engine=engines[s["name"]].kind.value, version=engines[s["name"]].version, sent=s["sent"],
+                        failed=s["failed"], reissued=s["reissued"]) for s in snapshot]
+
+
+def stats_table(stats: BookStats) -> Table:
+    table = Table(title="fanout book", show_header=True, header_style="bold")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    rows = [
+        ("plan (requests per level)", stats.shape),
+        ("sections (ok / planned)", f"{stats.sections_ok:,} / {stats.sections:,}"),
+        ("requests (planning + writing)", f"{stats.requests:,} ({stats.requests_planning} + {stats.requests_writing})"),
+        ("plan time s", f"{stats.plan_seconds:.2f}"),
+        ("tokens written (server usage)", f"{stats.tokens_written:,}"),
+        ("write time s", f"{stats.write_seconds:.2f}"),
+        ("average while writing tok/s", f"{stats.write_tok_s:,.1f}"),
+        ("plan + write s (first request to last section)", f"{stats.generate_seconds:.2f}"),
+        ("average plan + write tok/s", f"{stats.generate_tok_s:,.1f}"),
+        ("whole job s (with engine start and typesetting)", f"{stats.job_seconds:.2f}"),
+        ("words", f"{stats.words:,}"),
+        ("pages at 300 words", f"{stats.pages_at_300_words:,.1f}"),
+        ("request errors (failed attempts)", str(stats.request_errors)),
+        ("re-asked before first byte", str(stats.reissued_before_first_byte)),
+        ("empty / failed / truncated / trimmed sections",
+         f"{stats.empty_sections} / {stats.failed_sections} / {stats.truncated_sections} / {stats.trimmed_sections}"),
+        ("placeholder titles", str(stats.placeholder_titles)),
+    ]
+    if stats.pdf_pages is not None:
+        rows.append(("PDF pages (ready s after the last section)", f"{stats.pdf_pages} ({stats.typeset_seconds:.1f})"))
+    for backend in stats.backends:
+        rows.append((f"backend {backend.name}", f"{backend.engine} {backend.version or ''} cap {backend.cap}, "
+                                                f"{backend.sent} attempts, {backend.failed} failed".replace("  ", " ")))
+    for name, value in rows:
+        table.add_row(name, value)
+    return table

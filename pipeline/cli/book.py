@@ -1,0 +1,211 @@
+"""`fanout book`, `fanout repair`, `fanout audit` and `fanout typeset`: flags -> BookSpec / Settings -> the stage
+-> tables on stderr and an exit code (3 when an audit gate fails)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import anyio
+
+from pipeline.cli.flags import add_fleet_flags, add_live_flags, require_positive, settings_from
+from pipeline.config import parse_shape
+from pipeline.errors import UsageError
+
+MAX_PROMPT_CHARS = 10_000
+
+
+def book_spec(args: argparse.Namespace):
+    from pipeline.records import BookSpec
+
+    if args.resume is not None:
+        if args.prompt:
+            raise UsageError("--resume takes the prompt and shape from the run folder; give no prompt")
+        return None
+    if not args.prompt or not args.prompt.strip():
+        raise UsageError("the prompt is empty")
+    if len(args.prompt) > MAX_PROMPT_CHARS:
+        raise UsageError(f"the prompt is {len(args.prompt):,} characters; at most {MAX_PROMPT_CHARS:,}")
+    from pipeline.book.trim import token_cap
+
+    require_positive(args, "words")
+    if args.max_tokens is not None:
+        require_positive(args, "max_tokens")
+    parts, chapters, sections = parse_shape(args.shape)
+    return BookSpec(prompt=args.prompt.strip(), parts=parts, chapters=chapters, sections=sections,
+                    words=args.words, max_tokens=args.max_tokens or token_cap(args.words))
+
+
+def cmd_book(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from pipeline.audit.quality import quality_table
+    from pipeline.audit.report import audit_table, parse_fail_on
+    from pipeline.backends.loop import fast_loop
+    from pipeline.book.run import book
+    from pipeline.book.stats import stats_table
+    from pipeline.progress import BookProgress
+
+    spec = book_spec(args)
+    parse_fail_on(args.fail_on)  # a bad gate is a usage error before any work
+    settings = settings_from(args)
+    progress = BookProgress(enabled=not args.quiet)
+
+    async def job(listener=progress):
+        return await book(settings, spec, args.out, args.resume, listener, args.repair, barrier=args.barrier)
+
+    with fast_loop():
+        if args.live:
+            from pipeline.live import LiveFeed, serve_during
+            from pipeline.progress import Listeners
+
+            feed = LiveFeed(args.live_host, args.live_port, args.live_public)
+            result = anyio.run(serve_during, feed, lambda page: job(Listeners(progress, page)), args.live_linger)
+        else:
+            result = anyio.run(job)
+    if args.json:
+        print(result.stats.model_dump_json(indent=2))
+    if not args.quiet:
+        console = Console(stderr=True)
+        console.print(stats_table(result.stats))
+        console.print(audit_table(result.audit))
+        console.print(quality_table(result.audit.quality))
+    print_repair(result.repair)
+    print(f"fanout: book: {result.folder / 'book.md'}\nfanout: PDF:  {result.folder / 'book.pdf'}", file=sys.stderr)
+    if not result.stats.complete:
+        print(f"fanout: error: {result.stats.failed_sections} sections failed; "
+              f"`fanout book --resume {result.folder}` asks them again", file=sys.stderr)
+        return 1
+    return gate_exit(result.audit, args.fail_on)
+
+
+def print_repair(summary) -> None:
+    if summary is None:
+        return
+    changed = ", ".join(f"{rule} {summary.before[rule]} -> {summary.after.get(rule, 0)}" for rule in summary.before
+                        if summary.before[rule] or summary.after.get(rule))
+    print(f"fanout: repaired {sum(summary.actions.values())} sections {summary.actions} in {summary.seconds:.1f} s; "
+          f"defects before -> after: {changed or 'none'}", file=sys.stderr)
+
+
+def gate_exit(report, fail_on: str | None) -> int:
+    from pipeline.audit.report import gate
+
+    failing = gate(report, fail_on)
+    if failing:
+        print(f"fanout: audit gate: {', '.join(failing)}", file=sys.stderr)
+        return 3
+    return 0
+
+
+def parse_rule_list(text: str | None) -> list[str] | None:
+    from pipeline.audit.report import parse_rule_list as split
+    from pipeline.audit.rules import choose_rules
+
+    rules = split(text)
+    choose_rules(rules, None)  # unknown names are a usage error before any work
+    return rules
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from pipeline.audit.quality import quality_table
+    from pipeline.audit.report import audit, audit_path, audit_table, parse_fail_on
+    from pipeline.audit.source import load_book
+    from pipeline.files import write_atomic
+
+    parse_fail_on(args.fail_on)
+    report = audit(load_book(args.source), parse_rule_list(args.rule), parse_rule_list(args.skip_rule))
+    write_atomic(audit_path(args.source), report.model_dump_json(indent=2))
+    if args.json:
+        print(report.model_dump_json(indent=2))
+    else:
+        console = Console()
+        console.print(audit_table(report))
+        console.print(quality_table(report.quality))
+    return gate_exit(report, args.fail_on)
+
+
+def cmd_repair(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from pipeline.audit.quality import quality_table
+    from pipeline.audit.report import audit_table
+    from pipeline.book.run import book
+    from pipeline.progress import BookProgress
+
+    result = anyio.run(book, settings_from(args), None, None, args.run_dir, BookProgress(enabled=not args.quiet),
+                       True, True)
+    if not args.quiet:
+        console = Console(stderr=True)
+        console.print(audit_table(result.audit))
+        console.print(quality_table(result.audit.quality))
+    print_repair(result.repair)
+    return 0
+
+
+def cmd_typeset(args: argparse.Namespace) -> int:
+    if args.bench:
+        from pipeline.bench.typeset import main as bench_main
+
+        return bench_main([] if args.workers is None else ["--workers", str(args.workers)])
+    from pipeline.typeset.book import typeset_book
+
+    if args.source is None:
+        raise UsageError("typeset needs a run folder or a Markdown file")
+    if args.workers is not None and args.workers < 0:
+        raise UsageError("--workers must be 0 or more")
+    result, html_path, epub_path = typeset_book(args.source, args.out, args.workers)
+    print(f"fanout: PDF:  {result.path} ({result.pages:,} pages, {result.seconds:.1f} s)\n"
+          f"fanout: HTML: {html_path}\nfanout: EPUB: {epub_path}", file=sys.stderr)
+    return 0
+
+
+def add_book_command(commands: argparse._SubParsersAction) -> None:
+    book = commands.add_parser("book", help="one prompt -> outline -> sections -> book.md and book.pdf")
+    book.add_argument("prompt", nargs="?", help="what the book is about (not needed with --resume)")
+    book.add_argument("--shape", default="8x12x16", metavar="PxCxS", help="parts x chapters x sections (8x12x16)")
+    book.add_argument("--words", type=int, default=250, help="words asked for per section (250)")
+    book.add_argument("--max-tokens", type=int, help="cap on each section's answer (default: the word budget "
+                                                     "x 1.4 tokens a word x 1.5 headroom; 525 for 250 words)")
+    book.add_argument("--out", type=Path, metavar="DIR", help="run folder (default outputs/<slug>-<time>)")
+    book.add_argument("--resume", type=Path, metavar="DIR", help="finish an interrupted run; asks nothing again")
+    book.add_argument("--quiet", action="store_true", help="no live progress")
+    book.add_argument("--json", action="store_true", help="print stats.json to stdout")
+    book.add_argument("--repair", action="store_true", help="after writing, repair what the audit finds")
+    book.add_argument("--barrier", action="store_true",
+                      help="plan level by level before writing anything (seed 003's schedule; default: pipelined)")
+    book.add_argument("--fail-on", metavar="GATES", help="exit 3 if the audit finds any of these rules or a quality "
+                                                         "figure crosses its threshold (comma list: RULE, NAME>VALUE, "
+                                                         "NAME<VALUE)")
+    add_live_flags(book)
+    add_fleet_flags(book, planning=True)
+
+
+def add_audit_command(commands: argparse._SubParsersAction) -> None:
+    audit = commands.add_parser("audit", help="find truncated, duplicate, empty, failed and looping sections")
+    audit.add_argument("source", type=Path, metavar="RUN_DIR|BOOK.md")
+    audit.add_argument("--json", action="store_true", help="print audit.json to stdout")
+    audit.add_argument("--rule", metavar="RULES", help="only these rules (comma list)")
+    audit.add_argument("--skip-rule", metavar="RULES", help="all rules but these (comma list)")
+    audit.add_argument("--fail-on", metavar="GATES", help="exit 3 if any of these rules finds a defect or a quality "
+                                                          "figure crosses its threshold (comma list: RULE, "
+                                                          "NAME>VALUE, NAME<VALUE)")
+
+
+def add_repair_command(commands: argparse._SubParsersAction) -> None:
+    repair = commands.add_parser("repair", help="re-ask truncated, duplicate, empty and failed sections of a run")
+    repair.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    repair.add_argument("--quiet", action="store_true", help="no live progress")
+    add_fleet_flags(repair, planning=True)
+
+
+def add_typeset_command(commands: argparse._SubParsersAction) -> None:
+    typeset = commands.add_parser("typeset", help="typeset a run folder or a Markdown book: book.pdf, book.html, book.epub")
+    typeset.add_argument("source", nargs="?", type=Path, metavar="RUN_DIR|BOOK.md")
+    typeset.add_argument("--out", type=Path, metavar="DIR", help="where the editions go (default: beside it)")
+    typeset.add_argument("--workers", type=int, help="render processes (default: one a core, at most 4)")
+    typeset.add_argument("--bench", action="store_true", help="benchmark on a synthetic 8x12x16 book instead "
+                                                             "(python -m pipeline.bench.typeset --help)")

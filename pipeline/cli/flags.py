@@ -1,0 +1,94 @@
+"""What every command family shares: the parser class, the fleet, engine, live-page and record flags, the
+Settings built from them, and the one place that turns a setting's name into its flag word.
+
+Stage code names settings in its errors (`setting 'engine_slots'`); `flag_words` rewrites them as the flags
+that set them (`--engine-slots`) before the CLI prints the error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from pipeline.errors import UsageError
+
+SETTING = re.compile(r"setting '([a-z_]+)'")
+FLAG_OF = {"backends": "--backend", "planner_backends": "--planner-backend"}  # where a flag is not --NAME
+
+
+def flag_words(message: str) -> str:
+    """`setting 'live_host'` -> `--live-host`: the flag the user gives for each setting a message names."""
+    return SETTING.sub(lambda m: FLAG_OF.get(m.group(1), "--" + m.group(1).replace("_", "-")), message)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but its errors are one line and exit 2 through our own path."""
+
+    def error(self, message: str) -> None:
+        raise UsageError(message)
+
+
+def add_live_flags(parser: argparse.ArgumentParser) -> None:
+    live = parser.add_argument_group("live page")
+    live.add_argument("--live", action="store_true", help="serve a page with every stream merged into one feed")
+    live.add_argument("--live-port", type=int, default=0, help="its port (default: a free one)")
+    live.add_argument("--live-host", default="127.0.0.1", help="its address (loopback unless --live-public)")
+    live.add_argument("--live-public", action="store_true", help="allow a non-loopback --live-host")
+    live.add_argument("--live-linger", type=float, default=30.0, help="seconds the page stays up after the job")
+
+
+def add_fleet_flags(parser: argparse.ArgumentParser, planning: bool = False) -> None:
+    group = parser.add_argument_group("backends (none given: the embedded llama.cpp engine)")
+    group.add_argument("--backend", action="append", metavar="URL[,cap=N][,model=NAME]",
+                       help="an OpenAI-compatible server; repeat for a fleet (options, as in a TOML "
+                            "[[backends]] table: cap, model, name, key_env or api_key_env)")
+    if planning:
+        group.add_argument("--planner-backend", action="append", metavar="URL[,cap=N][,model=NAME]",
+                           help="send planning to these servers instead (plan on a strong model, write on many)")
+        group.add_argument("--profile", help="sampling profile: greedy, small, default (default: chosen from "
+                                             "the model the engines report)")
+    group.add_argument("--config", type=Path, metavar="FILE.toml", help="backends and settings from a TOML file")
+    add_engine_flags(group)
+
+
+def add_engine_flags(group: argparse._ActionsContainer) -> None:
+    group.add_argument("--slots", type=int, help="embedded engine: parallel slots (default 16)")
+    group.add_argument("--threads", type=int, help="embedded engine: CPU threads (default: cores - 1)")
+    group.add_argument("--ctx-per-slot", type=int, help="embedded engine: context tokens per slot (default 2048)")
+
+
+def add_record_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", type=Path, metavar="DIR", help="where the record goes (default outputs/<kind>-<time>)")
+    parser.add_argument("--json", action="store_true", help="print the record (JSON) to stdout")
+
+
+def require_positive(args: argparse.Namespace, *names: str) -> None:
+    for name in names:
+        if getattr(args, name) <= 0:
+            raise UsageError(f"--{name.replace('_', '-')} must be positive")
+
+
+def settings_from(args: argparse.Namespace):
+    from pipeline.config import load_settings, parse_backend_spec
+
+    backends = [parse_backend_spec(spec, i, source="--backend") for i, spec in enumerate(args.backend or [])] or None
+    planners = [parse_backend_spec(spec, i, planner=True, source="--planner-backend")
+                for i, spec in enumerate(getattr(args, "planner_backend", None) or [])] or None
+    flags: dict[str, Any] = {"backends": backends, "planner_backends": planners, "slots": args.slots,
+                             "threads": args.threads, "ctx_per_slot": args.ctx_per_slot,
+                             "profile": getattr(args, "profile", None)}
+    return load_settings(flags, args.config)
+
+
+def save_record(kind: str, record, markdown: str, out: Path | None, as_json: bool) -> None:
+    from pipeline.files import output_path, write_atomic
+
+    folder = out or output_path(kind)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_atomic(folder / f"{kind}.json", record.model_dump_json(indent=2))
+    write_atomic(folder / f"{kind}.md", markdown)
+    print(record.model_dump_json(indent=2) if as_json else markdown)
+    print(f"fanout: {kind} record: {folder / (kind + '.json')}", file=sys.stderr)

@@ -1,0 +1,76 @@
+"""The command line: parse flags, call one function, turn errors into exit codes.
+
+The parser is wired here from one module per command family (cli.book, cli.bench, cli.serve; cli.flags holds
+what they share); an error's setting names become flag words here (`flags.flag_words`), in one place.
+
+Exit codes: 0 ok; 1 the run failed; 2 usage or configuration error (bad flag, bad TOML, unreachable
+backend, wrong model name); 3 an audit found defects the user gates on; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+from typing import Sequence
+
+
+from pipeline.cli.bench import (add_bench_command, add_efficiency_command, add_identity_command, add_quality_command,
+                                add_sweep_command, cmd_bench, cmd_efficiency, cmd_identity, cmd_quality, cmd_sweep)
+from pipeline.cli.book import (add_audit_command, add_book_command, add_repair_command, add_typeset_command, cmd_audit,
+                               cmd_book, cmd_repair, cmd_typeset)
+from pipeline.cli.flags import Parser, flag_words
+from pipeline.cli.serve import add_ask_command, add_probe_command, add_serve_command, cmd_ask, cmd_probe, cmd_serve
+from pipeline.errors import FanoutError
+
+log = logging.getLogger("fanout")
+EXIT_CODES = "exit codes: 0 ok, 1 run failed, 2 usage/config error, 3 audit gate, 130 interrupted"
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="fanout", description="Fan one prompt out over a fleet of LLM servers into a typeset "
+                                                "handbook, and measure the fleet honestly.", epilog=EXIT_CODES)
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    for add in (add_serve_command, add_ask_command, add_book_command, add_audit_command, add_repair_command,
+                add_probe_command, add_typeset_command, add_bench_command, add_sweep_command,
+                add_efficiency_command, add_quality_command, add_identity_command):
+        add(commands)
+    return parser
+
+
+COMMANDS = {"serve": cmd_serve, "ask": cmd_ask, "book": cmd_book, "audit": cmd_audit, "repair": cmd_repair,
+            "probe": cmd_probe, "bench": cmd_bench, "typeset": cmd_typeset, "sweep": cmd_sweep,
+            "identity": cmd_identity, "efficiency": cmd_efficiency, "quality": cmd_quality}
+
+
+def configure_logging(verbose: bool) -> None:
+    """Our own logger only: libraries' INFO chatter (fontTools, WeasyPrint) stays out of the terminal."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("fanout: %(message)s"))
+    handler.setLevel(logging.DEBUG if verbose else logging.INFO)
+    log.addHandler(handler)
+    log.setLevel(logging.DEBUG)  # run.log keeps the details the terminal leaves out
+    log.propagate = False
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _interrupt)  # so SIGTERM unwinds like Ctrl-C and stops child engines
+    try:
+        args = build_parser().parse_args(argv)
+        configure_logging(args.verbose)
+        return COMMANDS[args.command](args)
+    except FanoutError as error:
+        print(f"fanout: error: {flag_words(str(error))}", file=sys.stderr)
+        return error.exit_code
+    except KeyboardInterrupt:
+        print("fanout: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

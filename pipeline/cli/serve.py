@@ -1,0 +1,91 @@
+"""`fanout serve`, `fanout ask` and `fanout probe`: the embedded engine alone, one prompt, the engines behind the
+backends."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+
+import anyio
+
+from pipeline.cli.flags import add_engine_flags, add_fleet_flags, require_positive, settings_from
+from pipeline.errors import FanoutError, UsageError
+
+log = logging.getLogger("fanout")
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from pipeline.backends.embedded.engine import EmbeddedEngine
+    from pipeline.config import EngineSettings, default_threads
+
+    settings = EngineSettings(slots=args.slots or 16, threads=args.threads or default_threads(),
+                              ctx_per_slot=args.ctx_per_slot or 2048, port=args.port)
+    with EmbeddedEngine(settings) as engine:
+        print(engine.backend.base_url, flush=True)
+        log.info("serving %s (%d slots, %d threads); Ctrl-C stops", engine.assets.model_name, settings.slots,
+                 settings.threads)
+        while engine.process is not None and engine.process.poll() is None:
+            time.sleep(0.5)
+        raise FanoutError("llama-server exited on its own")
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    from pipeline.ask import AskSpec, ask
+
+    require_positive(args, "streams", "max_tokens")
+    if not args.prompt.strip():
+        raise UsageError("the prompt is empty")
+    spec = AskSpec(prompt=args.prompt, streams=args.streams, max_tokens=args.max_tokens, ignore_eos=args.ignore_eos)
+    echo = (lambda text: print(text, end="", flush=True)) if spec.streams == 1 else None
+    report = anyio.run(ask, settings_from(args), spec, echo)
+    if spec.streams == 1:
+        print()
+    print_ask_report(report)
+    return 0
+
+
+def print_ask_report(report) -> None:
+    ttfts = sorted(c.ttft for c in report.completions if c.ttft is not None)
+    server = "n/a" if report.server_tokens is None else f"{report.server_tokens:.0f}"
+    print(f"streams {len(report.completions)} | wall {report.wall_s:.2f} s | tokens (client usage) "
+          f"{report.client_tokens} | tokens (server counter) {server} | aggregate {report.client_rate:.1f} tok/s "
+          f"(client usage / wall) | TTFT median {ttfts[len(ttfts) // 2]:.2f} s" if ttfts else "no answers",
+          file=sys.stderr)
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    from pipeline.backends.fleet import open_fleet
+
+    async def probe() -> None:
+        async with open_fleet(settings_from(args)) as fleet:
+            for backend in fleet.backends:
+                info = fleet.engines[backend.name]
+                print(f"{backend.name}\t{backend.base_url}\tcap={backend.cap}\tmodel={backend.model}\t"
+                      f"engine={info.kind.value}\tversion={info.version}\tslots={info.slots}\t"
+                      f"metrics={info.has_metrics}")
+
+    anyio.run(probe)
+    return 0
+
+
+def add_serve_command(commands: argparse._SubParsersAction) -> None:
+
+    serve = commands.add_parser("serve", help="start the embedded llama.cpp engine and serve until interrupted")
+    add_engine_flags(serve)
+    serve.add_argument("--port", type=int, help="port on 127.0.0.1 (default: a free one)")
+
+
+def add_ask_command(commands: argparse._SubParsersAction) -> None:
+    ask = commands.add_parser("ask", help="stream one answer (or N at once, with throughput figures)")
+    ask.add_argument("prompt")
+    ask.add_argument("--streams", type=int, default=1, help="send N numbered copies at once and report tok/s")
+    ask.add_argument("--max-tokens", type=int, default=256)
+    ask.add_argument("--ignore-eos", action="store_true", help="run every answer to --max-tokens (llama.cpp, vLLM)")
+    add_fleet_flags(ask)
+
+
+def add_probe_command(commands: argparse._SubParsersAction) -> None:
+    probe = commands.add_parser("probe", help="detect the engine behind each backend")
+    add_fleet_flags(probe)

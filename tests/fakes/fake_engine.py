@@ -1,0 +1,351 @@
+"""A FAKE OpenAI-compatible engine for fast unit tests of logic (caps, balancing, retries, faults).
+
+It is not an LLM: it streams a fixed number of word tokens per request, in the SSE format vLLM and
+llama-server use, and keeps a vLLM-style generation counter on /metrics. Each request takes the next mode
+from `modes` (then "ok"): ok, http_500, http_429, reset (connection dropped mid-stream), close_early
+(connection dropped before any byte), empty, stall (no bytes until the client gives up), no_done (stream
+ends without [DONE]), bad_utf8 (an SSE line that is not UTF-8), huge (a 10 MB answer in 32 KB tokens),
+huge_line (a 10 MB answer in one SSE line), bad_json (a
+200 answer of chatter with no JSON in it, for planning prompts), echo_auth (a 500 whose body repeats the
+Authorization header it got, as a careless server might). `section_modes` and `plan_modes` are taken
+first by section-writing and planning prompts only, so a book-level test can plant a fault where it wants.
+It records the most requests it ever had in flight and every Authorization header it was sent.
+
+Run alone (`python -m tests.fakes.fake_engine DELAY JITTER [--port N] [--modes a,b] [--section-modes ...]
+[--plan-modes ...] [--retry-after S] [--title-prefix P]`) it prints its URL; GET /fake/stats reads its
+counters (?lists=1: with the mode and Authorization header of every request) and POST /fake/modes
+{"modes"|"section_modes"|"plan_modes": [...]} plants more faults.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+import zlib
+from collections import deque
+from typing import Callable
+
+from aiohttp import web
+
+from tests.fakes import fake_prompts
+from tests.fakes.fake_prompts import letters, plan_answer, plan_level, section_title
+
+MODEL = "fake-model"
+HUGE_BYTES = 10 * 1024 * 1024
+HUGE_PIECE = 32 * 1024  # under aiohttp's SSE line limit, so the client's own answer bound is what trips
+
+
+TIE_INDEX = 3
+
+
+class FakeEngine:
+    tie_flip_above: int | None = None  # set to plant a near-tie that flips above this many requests in flight
+    def __init__(self, tokens: int = 8, token_delay: float = 0.0, modes: list[str] | None = None,
+                 retry_after: float = 0.2, reply: Callable[[dict], str] | None = None, jitter: float = 0.0,
+                 section_modes: list[str] | None = None, plan_modes: list[str] | None = None, port: int = 0,
+                 section_pause: float = 0.0):
+        self.tokens = tokens
+        self.section_pause = section_pause  # seconds a section request waits before its first byte
+        self.reply = reply  # the answer's text from the request body; else "w0 w1 ..." of `tokens` words
+        self.jitter = jitter  # a random pause of up to this many seconds before answering
+        self.token_delay = token_delay
+        self.modes: deque[str] = deque(modes or [])
+        self.section_modes: deque[str] = deque(section_modes or [])
+        self.plan_modes: deque[str] = deque(plan_modes or [])
+        self.modes_used: list[str] = []  # the mode each request got, in arrival order
+        self.authorizations: list[str] = []  # the Authorization header of each request ("" when none)
+        self.retry_after = retry_after
+        self.in_flight = 0
+        self.peak_in_flight = 0
+        self.requests = 0
+        self.generated = 0
+        self.bodies: list[dict] = []
+        self.timeline: list[tuple[float, float, str]] = []  # (start, end, prompt) of each finished request
+        self.runner: web.AppRunner | None = None
+        self.port = port
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    async def start(self) -> FakeEngine:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self.chat)
+        app.router.add_get("/v1/models", self.models)
+        app.router.add_get("/metrics", self.metrics)
+        app.router.add_get("/health", self.health)
+        app.router.add_get("/fake/prompts", self.prompts)
+        app.router.add_get("/fake/timeline", self.timeline_view)
+        app.router.add_get("/fake/stats", self.fake_stats)
+        app.router.add_post("/fake/modes", self.plant_modes)
+        # A client that hangs up cancels its handler at once, as vLLM aborts such a request: in_flight and the
+        # timeline then match the client's view, with no lag until the next token's write fails.
+        self.runner = web.AppRunner(app, handle_signals=False, handler_cancellation=True)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", self.port, backlog=1024)  # load tests connect hundreds at once
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]
+        return self
+
+    async def stop(self) -> None:
+        if self.runner is not None:
+            await self.runner.cleanup()
+
+    async def models(self, request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "vllm"}]})
+
+    async def prompts(self, request: web.Request) -> web.Response:
+        """Every prompt received so far, for tests that run this fake in another process."""
+        return web.json_response([body["messages"][-1]["content"] for body in self.bodies])
+
+    async def fake_stats(self, request: web.Request) -> web.Response:
+        counters = {"requests": self.requests, "in_flight": self.in_flight, "peak_in_flight": self.peak_in_flight,
+                    "generated": self.generated}
+        if request.query.get("lists"):  # long after a big job: only when asked
+            counters.update(modes_used=self.modes_used, authorizations=self.authorizations)
+        return web.json_response(counters)
+
+    async def plant_modes(self, request: web.Request) -> web.Response:
+        planted = await request.json()
+        for key in ("modes", "section_modes", "plan_modes"):
+            getattr(self, key).extend(planted.get(key, []))
+        return web.json_response({"ok": True})
+
+    async def timeline_view(self, request: web.Request) -> web.Response:
+        return web.json_response(self.timeline)
+
+    async def health(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        text = ("# TYPE vllm:generation_tokens counter\n"
+                f'vllm:generation_tokens_total{{engine="0",model_name="{MODEL}"}} {self.generated}\n'
+                "# TYPE vllm:num_requests_running gauge\n"
+                f'vllm:num_requests_running{{engine="0",model_name="{MODEL}"}} {self.in_flight}\n')
+        return web.Response(text=text, content_type="text/plain")
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        self.bodies.append(body)
+        self.requests += 1
+        self.authorizations.append(request.headers.get("Authorization", ""))
+        mode = self._next_mode(body)
+        self.modes_used.append(mode)
+        self.in_flight += 1
+        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        started = time.time()
+        try:
+            return await self._answer(request, body, mode)
+        except ConnectionResetError:  # the client hung up (a planner with every title it needs): stop generating
+            return web.Response(status=499)
+        finally:
+            self.in_flight -= 1
+            self.timeline.append((started, time.time(), prompt_of(body)))
+
+    def _next_mode(self, body: dict) -> str:
+        prompt = prompt_of(body)
+        targeted = (self.section_modes if section_title(prompt) is not None
+                    else self.plan_modes if plan_level(prompt) is not None else None)
+        if targeted:
+            return targeted.popleft()
+        return self.modes.popleft() if self.modes else "ok"
+
+    async def _answer(self, request: web.Request, body: dict, mode: str) -> web.StreamResponse:
+        if mode == "echo_auth":
+            return web.Response(status=500, text=f"rejected; you sent Authorization: "
+                                                 f"{request.headers.get('Authorization', '')}")
+        if mode == "http_500":
+            return web.Response(status=500, text="internal error")
+        if mode == "http_429":
+            return web.Response(status=429, text="slow down", headers={"Retry-After": str(self.retry_after)})
+        if mode == "close_early":
+            request.transport.close()
+            return web.Response(status=200)
+        if mode == "stall":  # no bytes at all; ends once the client has hung up
+            while request.transport is not None and not request.transport.is_closing():
+                await asyncio.sleep(0.05)
+            return web.Response(status=200)
+        if self.jitter:
+            await asyncio.sleep(random.uniform(0, self.jitter))
+        if self.section_pause and section_title(prompt_of(body)) is not None:
+            await asyncio.sleep(self.section_pause)
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        if mode == "bad_utf8":
+            await response.write(b'data: {"choices": [{"index": 0, "delta": {"content": "caf\xe9 \xff\xfe"}}]}\n\n')
+        pieces = self._pieces(body, mode)
+        count = len(pieces)
+        for index, piece in enumerate(pieces):
+            await self._event(response, self._chunk(body, index, piece))
+            if mode == "reset" and index == count // 2:
+                request.transport.close()
+                return response
+            if self.token_delay:
+                await asyncio.sleep(self.token_delay)
+        self.generated += count
+        finish = "length" if count == body.get("max_tokens") else "stop"
+        await self._event(response, {"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+        await self._event(response, {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": count,
+                                                              "total_tokens": 5 + count}})
+        if mode != "no_done":
+            await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
+
+    def _chunk(self, body: dict, index: int, piece: str) -> dict:
+        """One content event; with logprobs when asked. A prompt marked [tie] has a near-tie at TIE_INDEX
+        that falls the other way while more than `tie_flip_above` requests are in flight (FAKE batch
+        nondeterminism, for identity tests)."""
+        tied = "[tie]" in prompt_of(body) and index == TIE_INDEX and self.tie_flip_above is not None
+        if tied:
+            piece = "beta " if self.in_flight > self.tie_flip_above else "alpha "
+        choice: dict = {"index": 0, "delta": {"content": piece}}
+        if body.get("logprobs"):
+            top = [("alpha ", -0.6931), ("beta ", -0.6932)] if tied else [(piece, -0.05), ("other ", -3.0)]
+            if tied and piece == "beta ":
+                top = top[::-1]
+            entries = [{"id": zlib.crc32(t.encode()), "token": t, "logprob": lp} for t, lp in top]
+            choice["logprobs"] = {"content": [{**entries[0], "top_logprobs": entries}]}
+        return {"choices": [choice]}
+
+    def _pieces(self, body: dict, mode: str) -> list[str]:
+        """The answer as token-sized pieces, cut at max_tokens like a real engine."""
+        if mode == "empty":
+            return []
+        if mode == "huge":
+            return ["x" * (HUGE_PIECE - 1) + " "] * (HUGE_BYTES // HUGE_PIECE)
+        if mode == "huge_line":
+            return ["y" * HUGE_BYTES]
+        if mode == "bad_json":
+            return ["Sure! ", "Here ", "is ", "a ", "plan: ", "{titles: ", "[first, ", "second ", "(to be continued"]
+        limit = body.get("max_tokens", self.tokens)
+        if self.reply is None:
+            return [f"w{index} " for index in range(min(self.tokens, limit))]
+        words = self.reply(body).split(" ")
+        pieces = [word + " " for word in words[:-1]] + words[-1:]
+        return [piece for piece in pieces if piece][:limit]
+
+    async def _event(self, response: web.StreamResponse, payload: dict) -> None:
+        payload = {"id": "x", "object": "chat.completion.chunk", "model": MODEL, **payload}
+        await response.write(b"data: " + json.dumps(payload).encode() + b"\n\n")
+
+
+def prompt_of(body: dict) -> str:
+    return body["messages"][-1]["content"]
+
+
+def requested_count(body: dict) -> int:
+    return fake_prompts.requested_count(prompt_of(body))
+
+
+class BookReplies:
+    """FAKE model answers for a whole book: unique titles for planning prompts, a paragraph per section."""
+
+    def __init__(self, words: int = 40, section_text: str | None = None, title_prefix: str = "Topic number"):
+        self.words = words
+        self.title_prefix = title_prefix  # FAKE engines planning one book need different prefixes
+        self.section_text = section_text  # a fixed answer for every section (hostile text, say)
+        self.counter = 0
+        self.sections_asked: list[str] = []
+
+    def __call__(self, body: dict) -> str:
+        prompt = prompt_of(body)
+        if "Give it a new" in prompt:
+            return f"Title: {self._title()}"
+        if prompt.startswith("Your answer stopped"):
+            return "and so the section ends here, complete."
+        title = section_title(prompt)
+        if title is not None:
+            self.sections_asked.append(title)
+            if self.section_text is not None:
+                return self.section_text
+            # every sentence differs (a point letter), so no run of words loops: a loop would be cut
+            return " ".join(f"Point {letters(n)} explains {title}, {letters(n)} again, with care {letters(n)}."
+                            for n in range(self.words // 10 + 1))
+        level = plan_level(prompt)
+        if level is None:
+            return " ".join(f"w{i}" for i in range(self.words))  # any other question: plain words
+        return plan_answer(level, [self._title() for _ in range(requested_count(body))])
+
+    def _title(self) -> str:
+        self.counter += 1
+        return f"{self.title_prefix} {letters(self.counter)}"
+
+
+async def serve_forever(port: int, token_delay: float, jitter: float, section_text: str | None = None,
+                        modes: list[str] | None = None, section_modes: list[str] | None = None,
+                        plan_modes: list[str] | None = None, retry_after: float = 0.2,
+                        title_prefix: str = "Topic number", section_pause: float = 0.0) -> None:
+    replies = BookReplies(section_text=section_text, title_prefix=title_prefix)
+    engine = FakeEngine(token_delay=token_delay, jitter=jitter, reply=replies,
+                        modes=modes, section_modes=section_modes, plan_modes=plan_modes, retry_after=retry_after,
+                        port=port, section_pause=section_pause)
+    await engine.start()
+    print(engine.url, flush=True)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await engine.stop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """A FAKE engine in its own process, for tests that kill the client or the engine."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m tests.fakes.fake_engine", description="a FAKE OpenAI-compatible engine")
+    parser.add_argument("delay", type=float, help="seconds between tokens")
+    parser.add_argument("jitter", type=float, help="a random pause of up to this many seconds before answering")
+    parser.add_argument("--section-text", help="a fixed answer for every section")
+    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
+    parser.add_argument("--retry-after", type=float, default=0.2, help="the Retry-After of http_429")
+    parser.add_argument("--title-prefix", default="Topic number", help="planned titles are PREFIX N")
+    parser.add_argument("--section-pause", type=float, default=0.0,
+                        help="seconds each section request waits before its first byte")
+    for name in ("modes", "section-modes", "plan-modes"):
+        parser.add_argument(f"--{name}", default="", help="comma list of fault modes")
+    args = parser.parse_args(argv)
+    split = lambda text: [mode for mode in text.split(",") if mode]  # noqa: E731
+    asyncio.run(serve_forever(args.port, args.delay, args.jitter, args.section_text, split(args.modes),
+                              split(args.section_modes), split(args.plan_modes), args.retry_after,
+                              args.title_prefix, args.section_pause))
+
+
+if __name__ == "__main__":
+    main()
+
+
+class FakeEngineThread:
+    """FAKE engines served by an event loop in a background thread, for tests that run fanout as a subprocess
+    and read the fakes' counters directly. Use as a context manager."""
+
+    def __init__(self, *engines: FakeEngine):
+        import threading
+
+        self.engines = engines
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="fake-engines", daemon=True)
+
+    def __enter__(self) -> FakeEngineThread:
+        self.thread.start()
+        for engine in self.engines:
+            asyncio.run_coroutine_threadsafe(engine.start(), self.loop).result(10)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for engine in self.engines:
+            asyncio.run_coroutine_threadsafe(engine.stop(), self.loop).result(30)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.loop.close()
+
+
+def fake_process(token_delay: float, jitter: float, *flags: str):
+    """A FAKE engine in its own process (`python -m tests.fakes.fake_engine`); returns (Popen, base URL)."""
+    import subprocess
+    import sys
+
+    process = subprocess.Popen([sys.executable, "-m", "tests.fakes.fake_engine", str(token_delay), str(jitter), *flags],
+                               stdout=subprocess.PIPE, text=True)
+    return process, process.stdout.readline().strip()

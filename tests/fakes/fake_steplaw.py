@@ -1,0 +1,301 @@
+"""A FAKE engine that follows a step-time law, for bench tests: not an LLM.
+
+Every engine step advances each running request by one token and takes `a_ms + b_ms * running`
+milliseconds (seed 003's card: 12.94 ms + 0.2451 ms per stream). Steps are kept on an absolute clock, so
+a late wake-up is made good by the next step and the law holds on average. Like vLLM, it runs at most
+`max_seqs` requests (the rest wait), exposes `vllm:generation_tokens_total` updated every step, running,
+waiting, KV use and a per-step histogram count on /metrics, and names itself `owned_by: vllm`; like vLLM
+it cannot report its slot count. Answers are `max_tokens` tokens long (as with ignore_eos).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Iterator
+
+import httptools
+
+from tests.fakes.fake_prompts import letters, plan_answer, plan_level, requested_count
+
+MODEL = "fake-steplaw"
+MAX_BACKLOG_S = 0.5  # after a stall longer than this the clock restarts instead of catching up
+EVENT_HEAD = ('data: {"id":"x","object":"chat.completion.chunk","model":"%s","choices":[{"index":0,"delta":'
+              '{"content":' % MODEL).encode()
+STREAM_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
+
+
+@dataclass
+class _Running:
+    connection: _Connection
+    pieces: list[str]
+    max_tokens: int
+    prompt_tokens: int
+    sent: int = 0
+
+
+class StepLawEngine:
+    """Served by a lean asyncio Protocol (httptools parses requests): each step writes every running
+    request's next event straight to its socket, so the fake's own CPU stays well below a client's and
+    the law, not the fake, sets the pace at 1,536 streams."""
+
+    def __init__(self, a_ms: float = 12.94, b_ms: float = 0.2451, max_seqs: int = 256):
+        self.a_ms, self.b_ms, self.max_seqs = a_ms, b_ms, max_seqs
+        self.running: list[_Running] = []
+        self.waiting: list[_Running] = []
+        self.generated = 0
+        self.prompt_tokens = 0
+        self.steps = 0
+        self.requests = 0
+        self.prompts: list[str] = []
+        self.wake = asyncio.Event()
+        self.server: asyncio.AbstractServer | None = None
+        self.stepper: asyncio.Task | None = None
+        self.port = 0
+        self.events: dict[str, bytes] = {}  # chunk-encoded content event per piece of text
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def law_rate(self, streams: int) -> float:
+        """Tokens per second the law gives at `streams` running requests."""
+        return streams * 1000 / (self.a_ms + self.b_ms * streams)
+
+    async def start(self) -> StepLawEngine:
+        loop = asyncio.get_running_loop()
+        self.server = await loop.create_server(lambda: _Connection(self), "127.0.0.1", 0, backlog=4096)
+        self.port = self.server.sockets[0].getsockname()[1]
+        self.stepper = asyncio.create_task(self.step_loop())
+        return self
+
+    async def stop(self) -> None:
+        if self.stepper is not None:
+            self.stepper.cancel()
+        if self.server is not None:
+            self.server.close()
+
+    async def step_loop(self) -> None:
+        next_t = time.monotonic()
+        while True:
+            self._admit()
+            if not self.running:
+                self.wake.clear()
+                await self.wake.wait()
+                next_t = time.monotonic()
+                continue
+            batch = list(self.running)
+            next_t += (self.a_ms + self.b_ms * len(batch)) / 1000
+            now = time.monotonic()
+            if now - next_t > MAX_BACKLOG_S:
+                next_t = now
+            await asyncio.sleep(max(0.0, next_t - now))
+            self._step(batch)
+
+    def _admit(self) -> None:
+        while self.waiting and len(self.running) < self.max_seqs:
+            self.running.append(self.waiting.pop(0))
+
+    def _step(self, batch: list[_Running]) -> None:
+        for request in batch:
+            if request.connection.closed:
+                self.running.remove(request)
+                continue
+            request.connection.send(self._event(request.pieces[request.sent]))
+            request.sent += 1
+            if request.sent == len(request.pieces):
+                self.running.remove(request)
+                self._finish(request)
+        self.generated += len(batch)
+        self.steps += 1
+
+    def _event(self, piece: str) -> bytes:
+        event = self.events.get(piece)
+        if event is None:
+            event = self.events[piece] = _chunk(EVENT_HEAD + json.dumps(piece).encode() + b"}}]}\n\n")
+        return event
+
+    def _finish(self, request: _Running) -> None:
+        count = request.sent
+        finish = "length" if count == request.max_tokens else "stop"
+        usage = {"prompt_tokens": request.prompt_tokens, "completion_tokens": count,
+                 "total_tokens": request.prompt_tokens + count}
+        tail = (_sse({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+                + _sse({"choices": [], "usage": usage}) + b"data: [DONE]\n\n")
+        request.connection.send(_chunk(tail) + b"0\r\n\r\n")
+        request.connection.done()
+
+    # ------------------------------------------------------------ requests
+
+    def handle(self, connection: _Connection, method: bytes, path: str, body: bytes) -> None:
+        if method == b"POST" and path.endswith("/chat/completions"):
+            self.chat(connection, json.loads(body))
+        elif path.endswith("/v1/models"):
+            connection.reply(json.dumps({"object": "list", "data": [{"id": MODEL, "object": "model",
+                                                                     "owned_by": "vllm"}]}), "application/json")
+        elif path == "/metrics":
+            connection.reply(self.metrics(), "text/plain")
+        elif path == "/fake/prompts":
+            connection.reply(json.dumps(self.prompts), "application/json")
+        else:
+            connection.reply('{"error": "not found"}', "application/json", status=b"404 Not Found")
+
+    def metrics(self) -> str:
+        label = f'{{engine="0",model_name="{MODEL}"}}'
+        return (f"vllm:generation_tokens_total{label} {self.generated}\n"
+                f"vllm:prompt_tokens_total{label} {self.prompt_tokens}\n"
+                f"vllm:num_requests_running{label} {len(self.running)}\n"
+                f"vllm:num_requests_waiting{label} {len(self.waiting)}\n"
+                f"vllm:kv_cache_usage_perc{label} {len(self.running) / self.max_seqs}\n"
+                f"vllm:iteration_tokens_total_count{label} {self.steps}\n")
+
+    def chat(self, connection: _Connection, body: dict) -> None:
+        self.requests += 1
+        content = body["messages"][-1]["content"]
+        self.prompts.append(content)
+        prompt = len(content.split())
+        self.prompt_tokens += prompt
+        connection.send(STREAM_HEAD + b"\r\n")
+        self.waiting.append(_Running(connection, answer_pieces(body), int(body.get("max_tokens", 16)), prompt))
+        self.wake.set()
+
+
+class _Connection(asyncio.Protocol):
+    """One client connection: HTTP/1.1 requests one after another (keep-alive unless the client says
+    close), each answered by the engine."""
+
+    def __init__(self, engine: StepLawEngine) -> None:
+        self.engine = engine
+        self.parser = httptools.HttpRequestParser(self)
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.url = b""
+        self.body = b""
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError:
+            self.transport.close()
+
+    def connection_lost(self, exc) -> None:
+        self.closed = True
+
+    def on_message_begin(self) -> None:
+        self.url, self.body = b"", b""
+
+    def on_url(self, url: bytes) -> None:
+        self.url += url
+
+    def on_body(self, body: bytes) -> None:
+        self.body += body
+
+    def on_message_complete(self) -> None:
+        self.keep_alive = self.parser.should_keep_alive()
+        path = self.url.decode("latin-1").split("?", 1)[0]
+        self.engine.handle(self, self.parser.get_method(), path, self.body)
+
+    def send(self, data: bytes) -> None:
+        if not self.closed:
+            self.transport.write(data)
+
+    def reply(self, text: str, content_type: str, status: bytes = b"200 OK") -> None:
+        payload = text.encode()
+        self.send(b"HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n%s"
+                  % (status, content_type.encode(), len(payload), payload))
+        self.done()
+
+    def done(self) -> None:
+        if not self.keep_alive and not self.closed:
+            self.transport.close()
+
+
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def _sse(payload: dict) -> bytes:
+    return b"data: " + json.dumps({"id": "x", "object": "chat.completion.chunk", "model": MODEL,
+                                   **payload}).encode() + b"\n\n"
+
+
+def answer_pieces(body: dict) -> list[str]:
+    """A planning prompt gets a numbered list of unique headings (one word a token); anything else gets
+    `max_tokens` filler tokens, as with ignore_eos."""
+    limit = int(body.get("max_tokens", 16))
+    prompt = body["messages"][-1]["content"]
+    level = plan_level(prompt)
+    if level is None:
+        return [f"t{i} " for i in range(1, limit + 1)]
+    global _TITLES
+    titles = []
+    for _ in range(requested_count(prompt)):
+        _TITLES += 1
+        titles.append(f"Topic {letters(_TITLES)}")
+    text = plan_answer(level, titles, "Step law book")
+    return [word + " " for word in text.split(" ")][:limit]
+
+
+_TITLES = 0
+
+
+@contextmanager
+def steplaw_in_thread(*laws: tuple[float, float]) -> Iterator[list[StepLawEngine]]:
+    """FAKE step-law engines served from their own event loop in a thread, for tests that run the CLI
+    (which starts its own loop)."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+
+    async def make(a_ms: float, b_ms: float) -> StepLawEngine:
+        return await StepLawEngine(a_ms, b_ms).start()
+
+    engines = [asyncio.run_coroutine_threadsafe(make(a, b), loop).result(10) for a, b in laws]
+    try:
+        yield engines
+    finally:
+        for engine in engines:
+            asyncio.run_coroutine_threadsafe(engine.stop(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+
+
+@contextmanager
+def steplaw_process(count: int = 1, a_ms: float = 12.94, b_ms: float = 0.2451, max_seqs: int = 256
+                    ) -> Iterator[list[str]]:
+    """FAKE step-law engines in their own process, for tests that check the law itself: a test client's
+    garbage collection or CPU can then not stall the engines' clock. Yields their /v1 URLs."""
+    process = subprocess.Popen([sys.executable, "-m", "tests.fakes.fake_steplaw", str(count), str(a_ms), str(b_ms),
+                                str(max_seqs)], stdout=subprocess.PIPE, text=True)
+    try:
+        yield process.stdout.readline().split()
+    finally:
+        process.kill()
+        process.wait()
+
+
+def prompts_of(url: str) -> list[str]:
+    """The prompts an engine started by `steplaw_process` was asked, in order."""
+    with urllib.request.urlopen(url.removesuffix("/v1") + "/fake/prompts") as response:
+        return json.load(response)
+
+
+async def _serve(count: int, a_ms: float, b_ms: float, max_seqs: int) -> None:
+    engines = [await StepLawEngine(a_ms, b_ms, max_seqs).start() for _ in range(count)]
+    print(" ".join(engine.url for engine in engines), flush=True)
+    await asyncio.Event().wait()
+
+
+if __name__ == "__main__":  # FAKE step-law engines in their own process: python -m tests.fakes.fake_steplaw N [A B SEQS]
+    numbers = [float(x) for x in sys.argv[2:5]] + [12.94, 0.2451, 256][len(sys.argv[2:5]):]
+    asyncio.run(_serve(int(sys.argv[1]), numbers[0], numbers[1], int(numbers[2])))

@@ -1,0 +1,46 @@
+"""The bench on the REAL embedded llama-server: a ladder 1, 2, 4 where the server's token counter equals
+the client's usage exactly, prompts sized by the engine's own /tokenize, and figures labelled with their
+source (llama.cpp counts at request end, so per-second figures come from client timestamps)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.backends.embedded.engine import EmbeddedEngine
+from pipeline.bench.ladder import bench
+from pipeline.bench.records import BenchSpec
+from pipeline.config import EngineSettings
+from pipeline.config import Settings
+from tests.conftest import ENGINE_THREADS
+
+pytestmark = [pytest.mark.engine, pytest.mark.anyio]
+MAX_TOKENS = 24
+PROMPT_TOKENS = 48
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+async def test_a_ladder_on_the_embedded_engine_counts_the_same_on_both_sides(engine_assets, tmp_path):
+    settings = EngineSettings(slots=4, threads=ENGINE_THREADS, ctx_per_slot=512)
+    with EmbeddedEngine(settings, engine_assets, tmp_path / "llama-server.log") as engine:
+        spec = BenchSpec(streams=[1, 2, 4], window_s=4.0, warmup_s=0.5, max_tokens=MAX_TOKENS,
+                         prompt_tokens=PROMPT_TOKENS)
+        record = await bench(Settings(backends=[engine.backend], read_timeout=60), spec)
+    backend, = record.provenance.backends
+    assert backend.engine == "llama.cpp" and backend.slots == 4 and backend.slots_source.startswith("engine")
+    assert backend.ignore_eos and backend.tokenizer.startswith("engine /tokenize")
+    for level in record.series[0].levels:
+        point = level.total
+        assert point.tokens_match, f"{level.streams} streams: server {point.level_server_tokens} != usage"
+        assert point.level_server_tokens == point.level_client_tokens == point.requests_done * MAX_TOKENS
+        assert point.requests_failed == 0
+        assert point.prompt_tokens_min == point.prompt_tokens_max == PROMPT_TOKENS  # as the engine counts them
+        assert point.sustained > 0 and point.best_second >= point.sustained * 0.9
+        assert point.sustained_source.startswith("client token timestamps")
+        assert point.step_ms_server is not None and "n_decode_total" in point.step_ms_server_source
+        assert point.cached_prompt_tokens is not None  # the engine's cached-prompt counter is reported
+        assert point.ttft_p50_ms is not None and point.ttft_p50_ms <= point.ttft_p99_ms
+    assert record.series[0].fit is not None

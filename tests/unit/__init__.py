@@ -1,0 +1,1 @@
+"""Unit tests, one folder a package folder, on FAKE engines (tests/fakes/)."""

@@ -1,0 +1,82 @@
+"""The engine set-up's output (issue 16, defect 4): commands write to a log in the cache, the build shows one
+progress line, and a failure shows the log's last lines, its path and one error line. Nothing is compiled:
+a noisy Python one-liner stands in for cmake."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline.backends.embedded import install
+from pipeline.backends.embedded.install import TAIL_LINES, CommandFailed, log_tail, run_logged
+
+WARNINGS = 2000
+
+
+def noisy(exit_code: int) -> list[str]:
+    """A stand-in compiler: WARNINGS warning lines on stderr, a line on stdout, then `exit_code`."""
+    script = (f"import sys\nfor i in range({WARNINGS}): print(f'warning: number {{i}}', file=sys.stderr)\n"
+              f"print('stdout line')\nif {exit_code}: print('error: it broke', file=sys.stderr)\n"
+              f"sys.exit({exit_code})")
+    return [sys.executable, "-c", script]
+
+
+def test_run_logged_sends_everything_to_the_log_and_nothing_to_the_terminal(tmp_path, capfd):
+    log = tmp_path / "deep" / "build.log"
+    run_logged(noisy(0), log)
+    run_logged([sys.executable, "-c", "print('second command')"], log)
+    assert capfd.readouterr() == ("", "")
+    lines = log.read_text().splitlines()
+    assert lines[0].startswith("$ ") and sys.executable in lines[0], "each command is written before its output"
+    assert sum(line.startswith("warning: number") for line in lines) == WARNINGS
+    assert "stdout line" in lines and lines[-1] == "second command"
+
+
+def test_run_logged_raises_with_the_log_and_a_name(tmp_path):
+    log = tmp_path / "build.log"
+    with pytest.raises(CommandFailed) as failed:
+        run_logged(noisy(3), log, "the fake compiler")
+    assert failed.value.log == log and str(failed.value) == "the fake compiler exited 3"
+    tail = log_tail(log)
+    assert len(tail) == TAIL_LINES and tail[-1] == "error: it broke"
+    assert tail[0] == f"warning: number {WARNINGS - TAIL_LINES + 2}"
+
+
+@pytest.fixture
+def fake_set_up(tmp_path, monkeypatch):
+    """The cache in tmp_path, the model already there, and compile_server running `noisy(code)` instead of
+    cmake; returns a function that sets `code`."""
+    monkeypatch.setenv("FANOUT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(install, "install_model", lambda: tmp_path / "model.gguf")
+    exit_code = {"code": 0}
+
+    def compile_server(jobs: int, target: Path, log: Path) -> None:
+        run_logged(noisy(exit_code["code"]), log, "cmake --build (compiling llama-server)")
+        target.write_text("#!/bin/sh\n")
+
+    monkeypatch.setattr(install, "compile_server", compile_server)
+    return lambda code: exit_code.update(code=code)
+
+
+def test_a_build_shows_one_progress_line_and_keeps_the_log(fake_set_up, capfd):
+    assert install.main() == 0
+    out, err = capfd.readouterr()
+    log = install.build_log()
+    assert err == "" and f"building llama-server (a few minutes; log: {log}) ... done in " in out
+    assert len(out.splitlines()) == 3, out  # model, the progress line, llama-server
+    assert log.parent.parent == install.cache_dir() and "warning: number 1999" in log.read_text()
+    assert install.main() == 0 and "building" not in capfd.readouterr().out, "a second run builds nothing"
+
+
+def test_a_failed_build_shows_the_last_lines_the_log_and_one_error(fake_set_up, capfd):
+    fake_set_up(2)
+    assert install.main() == 1
+    out, err = capfd.readouterr()
+    log = install.build_log()
+    assert out.splitlines()[-1].endswith("... failed")
+    lines = err.splitlines()
+    assert lines[-1] == f"error: engine set-up failed: cmake --build (compiling llama-server) exited 2; full log: {log}"
+    assert lines[-2] == "error: it broke" and len(lines) == TAIL_LINES + 2
+    assert not install.server_path().exists()

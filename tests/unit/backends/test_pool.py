@@ -1,0 +1,170 @@
+"""The pool on FAKE engines: caps hold, load spreads by free capacity, failures go elsewhere."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from pipeline.backends.pool import BackendPool, RequestFailed, RetryPolicy
+from pipeline.records import Backend, ChatRequest
+from tests.fakes.fake_engine import FakeEngine
+
+pytestmark = pytest.mark.anyio
+FAST = RetryPolicy(attempts=4, backoff_initial=0.01, backoff_max=0.05, read_timeout=2.0, probe_after=0.2)
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+async def started(*engines: FakeEngine) -> list[FakeEngine]:
+    for engine in engines:
+        await engine.start()
+    return list(engines)
+
+
+def backend(engine: FakeEngine, name: str, cap: int) -> Backend:
+    return Backend(name=name, base_url=engine.url, model="fake-model", cap=cap)
+
+
+def request(tag: str = "r") -> ChatRequest:
+    return ChatRequest(messages=[{"role": "user", "content": "hi"}], max_tokens=8, tag=tag)
+
+
+async def run_many(pool: BackendPool, count: int) -> list:
+    results = [None] * count
+
+    async def one(i: int) -> None:
+        results[i] = await pool.complete(request(f"r{i}"))
+
+    async with anyio.create_task_group() as group:
+        for i in range(count):
+            group.start_soon(one, i)
+    return results
+
+
+async def test_caps_are_never_exceeded_and_load_follows_capacity():
+    engines = await started(FakeEngine(tokens=6, token_delay=0.01), FakeEngine(tokens=6, token_delay=0.01))
+    pool = BackendPool([backend(engines[0], "a", 2), backend(engines[1], "b", 6)], FAST)
+    results = await run_many(pool, 80)
+    assert all(r is not None and r.completion_tokens == 6 for r in results)
+    assert engines[0].peak_in_flight == 2 and engines[1].peak_in_flight == 6
+    assert pool.states[0].peak_in_flight == 2 and pool.states[1].peak_in_flight == 6
+    share_b = engines[1].requests / 80
+    assert 0.6 < share_b < 0.9, f"the cap-6 backend should take about 3/4 of the work, took {share_b:.2f}"
+    for engine in engines:
+        await engine.stop()
+
+
+@pytest.mark.parametrize("mode", ["http_500", "reset", "empty", "no_done"])
+async def test_a_failed_attempt_is_retried_on_another_backend(mode):
+    bad, good = await started(FakeEngine(modes=[mode]), FakeEngine())
+    pool = BackendPool([backend(bad, "bad", 4), backend(good, "good", 4)], FAST)
+    pool.states[1].in_flight = 1  # so the first pick is the bad backend
+    streamed: list[str] = []
+    completion = await pool.complete(request(), streamed.append, on_retry=lambda: streamed.append(None))
+    pool.states[1].in_flight = 0
+    assert streamed.count(None) == len(completion.attempts) - 1, "on_retry before every attempt but the first"
+    assert "".join(streamed[len(streamed) - streamed[::-1].index(None):]) == completion.text, \
+        "what streamed after the last retry is the answer"
+    assert [a.outcome for a in completion.attempts][0] != "ok"
+    assert [(a.backend, a.outcome) for a in completion.attempts][-1] == ("good", "ok")
+    assert completion.backend == "good" and completion.text.startswith("w0")
+    await bad.stop()
+    await good.stop()
+
+
+async def test_cut_before_first_byte_is_reasked_at_once_and_counted_apart():
+    engine, = await started(FakeEngine(modes=["close_early", "close_early"]))
+    pool = BackendPool([backend(engine, "a", 2)], FAST)
+    completion = await pool.complete(request())
+    assert completion.reissued == 2 and completion.failed_attempts == 0
+    assert pool.states[0].reissued == 2 and pool.states[0].failed == 0
+    await engine.stop()
+
+
+async def test_retry_after_is_honoured():
+    engine, = await started(FakeEngine(modes=["http_429"], retry_after=0.4))
+    pool = BackendPool([backend(engine, "a", 2)], FAST)
+    completion = await pool.complete(request())
+    first, second = completion.attempts
+    assert first.outcome == "http_429" and second.outcome == "ok"
+    assert second.t_start - first.t_end >= 0.39
+
+
+async def test_a_stall_times_out_and_goes_elsewhere():
+    stalled, good = await started(FakeEngine(modes=["stall"]), FakeEngine())
+    policy = RetryPolicy(attempts=3, backoff_initial=0.01, backoff_max=0.02, read_timeout=0.3)
+    pool = BackendPool([backend(stalled, "stalled", 4), backend(good, "good", 4)], policy)
+    pool.states[1].in_flight = 1
+    completion = await pool.complete(request())
+    pool.states[1].in_flight = 0
+    assert [a.outcome for a in completion.attempts] == ["timeout", "ok"]
+    await good.stop()
+
+
+async def test_every_attempt_failing_raises_with_the_attempts():
+    engine, = await started(FakeEngine(modes=["http_500"] * 10))
+    pool = BackendPool([backend(engine, "a", 2)], FAST)
+    with pytest.raises(RequestFailed) as failure:
+        await pool.complete(request("sec-1"))
+    assert len(failure.value.attempts) == FAST.attempts
+    assert "sec-1" in str(failure.value) and "http_500" in str(failure.value)
+    await engine.stop()
+
+
+async def test_a_backend_that_keeps_failing_is_rested_then_probed_again():
+    flaky, good = await started(FakeEngine(modes=["http_500"] * 3), FakeEngine(token_delay=0.01))
+    one_try = RetryPolicy(attempts=1, read_timeout=2.0, down_after=3, probe_after=0.3)
+    pool = BackendPool([backend(flaky, "flaky", 4), backend(good, "good", 4)], one_try)
+    pool.states[1].in_flight = 4  # the good backend looks full, so the flaky one is picked
+    for _ in range(3):  # three failures in a row mark it down
+        with pytest.raises(RequestFailed):
+            await pool.complete(request())
+    pool.states[1].in_flight = 0
+    assert pool.snapshot()[0]["down"]
+    await run_many(pool, 8)
+    assert flaky.requests == 3, "a rested backend gets nothing"
+    await anyio.sleep(one_try.probe_after + 0.05)
+    await run_many(pool, 8)
+    assert flaky.requests > 3 and not pool.snapshot()[0]["down"], "after its rest it is probed and used again"
+    await flaky.stop()
+    await good.stop()
+
+
+async def test_unreachable_backend_fails_as_connect_error():
+    pool = BackendPool([Backend(name="gone", base_url="http://127.0.0.1:9/v1", cap=2)], FAST)
+    with pytest.raises(RequestFailed) as failure:
+        await pool.complete(request())
+    assert {a.outcome for a in failure.value.attempts} == {"connect"}
+
+
+async def test_a_reserved_slot_is_left_to_first_requests_until_the_reserve_ends():
+    engine = (await started(FakeEngine(tokens=6, token_delay=0.05)))[0]  # 0.3 s a request
+    pool = BackendPool([backend(engine, "a", 3)], FAST)
+    done: list[str] = []
+
+    async def send(tag: str, first: bool = False) -> None:
+        await pool.complete(request(tag), first=first)
+        done.append(tag)
+
+    async with anyio.create_task_group() as group:
+        with pool.reserve_for_first():
+            for i in range(6):
+                group.start_soon(send, f"w{i}")
+            await anyio.sleep(0.1)
+            assert pool.states[0].in_flight == 2, "two of three slots for writing, one kept"
+            group.start_soon(send, "plan", True)
+            await anyio.sleep(0.1)
+            assert pool.states[0].in_flight == 3, "the planning request did not wait"
+            while "plan" not in done:
+                await anyio.sleep(0.01)
+            await anyio.sleep(0.05)
+            assert pool.states[0].in_flight == 2 and done[:2] == ["w0", "w1"], "kept again for planning"
+        await anyio.sleep(0.05)
+        assert pool.states[0].in_flight == 3, "the reserve is over: writing takes every slot"
+    single = BackendPool([backend(engine, "b", 1)], FAST)
+    with single.reserve_for_first():
+        assert (await single.complete(request("alone"))).completion_tokens == 6, "a backend's only slot is never kept"
+    await engine.stop()

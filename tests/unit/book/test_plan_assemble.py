@@ -1,0 +1,383 @@
+"""Planner and assembly logic on FAKE engines and fixed texts: shape enforcement, dedup, order, headings."""
+
+from __future__ import annotations
+
+import random
+import time
+
+import pytest
+
+from pipeline.backends.pool import BackendPool, RetryPolicy
+from pipeline.book.assemble import assemble, demote_headings
+from pipeline.book.plan import ItemStream, PlanItem, Planner, parse_items
+from pipeline.book.profiles import PROFILES, Sampler
+from pipeline.records import (Backend, BookSpec, Chapter, ChatRequest, EngineKind, Outline, Part, Section,
+                              SectionResult)
+from pipeline.text import close_open_fence
+from pipeline.titles import title_key
+from tests.fakes.fake_engine import FakeEngine, prompt_of, requested_count
+from tests.fakes.fake_prompts import letters, plan_answer, plan_level
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+GREEDY = Sampler(profile=PROFILES["greedy"], kinds=frozenset())
+
+
+class ScriptedPlanner:
+    """FAKE planning answers: each level's first answers come from a script, later ones are clean lists."""
+
+    def __init__(self, scripts: dict[str, list[str]]):
+        self.scripts = scripts
+        self.counter = 0
+        self.prompts: list[str] = []
+        self.bodies: list[dict] = []
+
+    def __call__(self, body: dict) -> str:
+        prompt = prompt_of(body)
+        self.prompts.append(prompt)
+        self.bodies.append(body)
+        level = plan_level(prompt)
+        if self.scripts.get(level):
+            return self.scripts[level].pop(0)
+        self.counter += 1
+        titles = [self.title(self.counter, i) for i in range(requested_count(body) + 1)]  # one spare, as models do
+        return plan_answer(level, titles, "Book")
+
+    @staticmethod
+    def title(answer: int, item: int) -> str:
+        """The item-th title of the answer-th clean answer: 'Clean bqa'."""
+        return f"Clean {letters(answer)}q{letters(item)}"
+
+
+async def plan_with(replies, spec: BookSpec) -> tuple[Outline, Planner]:
+    engine = await FakeEngine(reply=replies).start()
+    try:
+        pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=8)], RetryPolicy())
+        planner = Planner(pool, spec, GREEDY)
+        return await planner.plan(), planner
+    finally:
+        await engine.stop()
+
+
+def shape_of(outline: Outline) -> tuple[int, set[int], set[int]]:
+    return (len(outline.parts), {len(p.chapters) for p in outline.parts},
+            {len(c.sections) for p in outline.parts for c in p.chapters})
+
+
+async def test_shape_is_enforced_from_malformed_short_and_overlong_answers():
+    scripts = {
+        "book": ["Title: Bad\n1. One half", '{"title": "Short", "parts": ["Only one: its point"]}'],
+        "part": ["1. Alpha: a\n2. Bravo: b\n3. Charlie: c\n4. Delta\n5. Echo\n6. Foxtrot", "no list at all"],
+        "chapter": ['[{"title": "1. Numbered", "point": "Its point."}, {"title": "**Bold**"}]', "Sure!\n\n"],
+    }
+    outline, planner = await plan_with(ScriptedPlanner(scripts), BookSpec(prompt="p", parts=3, chapters=2,
+                                                                         sections=3))
+    assert shape_of(outline) == (3, {2}, {3})
+    sections = {s.title: s for _, _, s in outline.sections()}
+    assert "Numbered" in sections and "Bold" in sections, "numbering and Markdown are cleaned off"
+    assert sections["Numbered"].point == "Its point."
+    assert [c.title for c in outline.parts[0].chapters] == ["Alpha", "Bravo"], "an over-long list is cut"
+    assert planner.stats.placeholders == 0 and planner.stats.reasked >= 4
+    assert planner.stats.levels == [1, 3, 6]
+
+
+async def test_duplicate_titles_are_reasked_with_the_taken_titles_shown():
+    same = "1. Getting Started: a.\n2. getting  STARTED: b.\n3. Common Pitfalls: c."
+    replies = ScriptedPlanner({"chapter": [same] * 4})
+    outline, planner = await plan_with(replies, BookSpec(prompt="p", parts=1, chapters=4, sections=3))
+    keys = [title_key(s.title) for _, _, s in outline.sections()]
+    assert len(keys) == 12 and len(set(keys)) == 12, "section titles are unique across the book"
+    assert planner.stats.reasked >= 4
+    assert any('"Getting Started" (is already a title elsewhere in the book)' in p for p in replies.prompts)
+
+
+async def test_a_title_nearly_repeating_one_elsewhere_in_the_book_is_reasked():
+    replies = ScriptedPlanner({"chapter": ["1. Making a Sourdough: a.\n2. Feeding Times: b.",
+                                           "1. How to Make Sourdough: a.\n2. Storing It Cold: b.",
+                                           "1. Baking Day: c."]})
+    outline, planner = await plan_with(replies, BookSpec(prompt="p", parts=1, chapters=2, sections=2))
+    titles = [s.title for _, _, s in outline.sections()]
+    assert ("How to Make Sourdough" in titles) != ("Making a Sourdough" in titles), "whichever came first stays"
+    assert "Baking Day" in titles
+    assert any("a title elsewhere in the book)" in p for p in replies.prompts)
+
+
+async def test_a_near_repeat_elsewhere_is_kept_rather_than_a_placeholder():
+    replies = ScriptedPlanner({"chapter": ["1. Making a Sourdough: a.", "1. How to Make Sourdough: b."]})
+    outline, planner = await plan_with(replies, BookSpec(prompt="p", parts=1, chapters=2, sections=1,
+                                                         plan_attempts=1))
+    assert sorted(s.title for _, _, s in outline.sections()) == ["How to Make Sourdough", "Making a Sourdough"]
+    assert planner.stats.near_repeats_kept == 1 and planner.stats.placeholders == 0
+
+
+REFUSED = {
+    "Reading the Weather Basics": "repeats the chapter title",
+    "Staying Dry: Clouds and Fronts": None,  # split at the colon: 'Staying Dry' is fine, the point is 'Clouds…'
+    "The Weather Book": "repeats the book title",
+    "Reading the Sky Basics": "repeats the part title",
+    "weatherReadingGuide": "looks like a code identifier",
+    "Barometer Basics": "comes from the worked example",
+    "Fog at Dawn": None,
+    "Dawn Fog": 'nearly repeats "Fog at Dawn"',
+    "Keeping a Log (section 3)": "is told apart from others only by a number",
+}
+
+
+async def test_each_refusal_reason_is_given_to_the_re_ask():
+    answer = "\n".join(f"{n}. {title}: covered here." for n, title in enumerate(REFUSED, 1))
+    replies = ScriptedPlanner({"book": ["Title: The Weather Book\n1. Reading the Sky: how."],
+                               "part": ["1. Reading the Weather: what clouds say."], "chapter": [answer]})
+    outline, planner = await plan_with(replies, BookSpec(prompt="Write about weather", parts=1, chapters=1,
+                                                         sections=4))
+    kept = [s.title for s in outline.parts[0].chapters[0].sections]
+    assert kept[:2] == ["Staying Dry", "Fog at Dawn"]
+    reask = next(p for p in replies.prompts[3:] if plan_level(p) == "chapter")
+    for title, reason in REFUSED.items():
+        if reason is not None:
+            assert f'"{title}" ({reason}' in reask, title
+    assert 'Already chosen, do not repeat: "Staying Dry"; "Fog at Dawn"' in reask
+    assert "List 4 sections" in reask, "the re-ask asks for what is missing and two spare"
+    assert sum(planner.stats.refusals.values()) == 7
+
+
+async def test_a_model_that_never_complies_gets_flagged_placeholders_not_a_crash():
+    replies = ScriptedPlanner({"chapter": ["garbage"] * 100})
+    outline, planner = await plan_with(replies, BookSpec(prompt="p", parts=1, chapters=1, sections=2,
+                                                         plan_attempts=2))
+    assert shape_of(outline) == (1, {1}, {2})
+    assert planner.stats.placeholders == 2
+    assert all(s.placeholder for _, _, s in outline.sections())
+    assert not any(c.placeholder for p in outline.parts for c in p.chapters)
+
+
+async def test_a_refused_title_gives_way_to_its_own_point_before_a_placeholder():
+    echo = "1. Vaccination: how vaccines protect against infectious diseases.\n2. Vaccination: " + "long " * 12
+    replies = ScriptedPlanner({"book": ["Title: Shots\n1. Immunity: the body's defences."],
+                               "part": ["1. Vaccination: what a vaccine does."], "chapter": [echo] * 10})
+    outline, planner = await plan_with(replies, BookSpec(prompt="p", parts=1, chapters=1, sections=2,
+                                                         plan_attempts=2))
+    sections = outline.parts[0].chapters[0].sections
+    assert sections[0].title == "How Vaccines Protect Against Infectious Diseases" and not sections[0].placeholder
+    assert sections[0].point == "how vaccines protect against infectious diseases."
+    assert sections[1].placeholder, "a point too long for a heading is not used"
+    assert planner.stats.headings_from_points == 1 and planner.stats.placeholders == 1
+
+
+async def test_planning_asks_after_a_worked_example_with_the_profile_sampling():
+    replies = ScriptedPlanner({})
+    engine = await FakeEngine(reply=replies).start()
+    pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=4)])
+    small = Sampler(profile=PROFILES["small"], kinds=frozenset({EngineKind.LLAMACPP}))
+    await Planner(pool, BookSpec(prompt="p", parts=2, chapters=3, sections=4), small).plan()
+    await engine.stop()
+    for body in engine.bodies:
+        roles = [m["role"] for m in body["messages"]]
+        assert roles == ["user", "assistant", "user"] and "1." in body["messages"][1]["content"]
+        assert body["temperature"] == 0.5 and body["dry_multiplier"] == 0.8 and "response_format" not in body
+    counts = sorted(requested_count(b) for b in engine.bodies)
+    assert counts == [4, 5, 5, 6, 6, 6, 6, 6, 6], "each ask wants two spare"
+    assert len({b["seed"] for b in engine.bodies}) == 9, "every planning request has its own seed"
+
+
+@pytest.mark.parametrize("text, items", [
+    ("Title: Book\n1. First one: its point.\n2) **Second** - another point\nchatter",
+     [("First one", "its point."), ("Second", "another point")]),
+    ('- "Quoted" — a dash point\n* Bare bullet', [("Quoted", "a dash point"), ("Bare bullet", "")]),
+    ('Sure! {"items": ["x1: p", {"title": "y2", "point": "q"}]} hope it helps', [("x1", "p"), ("y2", "q")]),
+    ('{"titles": "not a list"}', []),
+    ("1. Typesetting; The Printing Press; how type is set", [("Typesetting", "The Printing Press; how type is set")]),
+    ("", []),
+])
+def test_parse_items_takes_what_it_can(text, items):
+    assert [(item.title, item.point) for item in parse_items(text)] == items
+
+
+@pytest.mark.parametrize("piece", [1, 2, 7, 10_000])
+def test_an_item_stream_hands_out_each_line_as_its_newline_arrives(piece):
+    answer = "Title: A **bold** book\n1. First part: what it covers\n2. x\n3. Café: at the end"
+    stream = ItemStream()
+    items = []
+    for start in range(0, len(answer), piece):
+        items += stream.feed(answer[start:start + piece])
+    assert [i.title for i in items] == ["First part"], "a one-letter title is dropped; the last line waits"
+    assert stream.title == "A bold book"
+    assert [i.title for i in stream.untaken(parse_items(answer))] == ["Café"], "the final parse adds the rest"
+    early = ItemStream()
+    assert early.feed("1. First part: p\n2. Sec") == [PlanItem("First part", "p")], "not a token later"
+
+
+def outline_of(parts: int, chapters: int, sections: int) -> Outline:
+    return Outline(title="T", parts=[
+        Part(id=f"p{p}", title=f"Part {p}", chapters=[
+            Chapter(id=f"p{p}.c{c}", title=f"Chapter {p}.{c}", sections=[
+                Section(id=f"p{p}.c{c}.s{s}", title=f"Section {p}.{c}.{s}") for s in range(sections)])
+            for c in range(chapters)])
+        for p in range(parts)])
+
+
+def test_assembly_follows_the_outline_whatever_the_completion_order():
+    outline = outline_of(2, 3, 4)
+    results = [SectionResult(id=s.id, title=s.title, text=f"Body of {s.id}.") for _, _, s in outline.sections()]
+    random.Random(7).shuffle(results)
+    book = assemble(outline, {r.id: r for r in results})
+    positions = [book.index(f"Body of {s.id}.") for _, _, s in outline.sections()]
+    assert positions == sorted(positions)
+    assert book.count("\n## Part ") == 2 and book.count("\n### ") == 6 and book.count("\n#### ") == 24
+
+
+def test_headings_in_a_body_never_outrank_the_section():
+    body = "# Big\n\ntext\n\n## Smaller\n\nSetext\n======\n\n> ## quoted\n\n```\n# not a heading\n```"
+    out = demote_headings(body, "Some section")
+    assert "##### Big" in out and "###### Smaller" in out and "##### Setext" in out
+    assert "> ###### quoted" in out and "# not a heading" in out.split("```")[1]
+    assert "======" not in out
+
+
+def test_a_leading_heading_repeating_the_title_is_dropped():
+    assert demote_headings("## The Title\n\nBody.", "the title") == "Body."
+
+
+def test_an_open_fence_is_closed_so_it_cannot_swallow_later_sections():
+    assert close_open_fence("text\n```python\nx = 1") == "text\n```python\nx = 1\n```"
+    assert close_open_fence("~~~~\ncode\n~~~~\nafter") == "~~~~\ncode\n~~~~\nafter"
+    assert close_open_fence("````\n```\nstill code") == "````\n```\nstill code\n````"
+
+
+def test_failed_and_missing_sections_show_as_such():
+    outline = outline_of(1, 1, 2)
+    first, second = [s for _, _, s in outline.sections()]
+    book = assemble(outline, {first.id: SectionResult(id=first.id, title=first.title, error="boom")})
+    assert "could not be written: boom" in book and "was not written" in book
+
+
+async def test_a_partial_outline_is_completed_without_planning_again():
+    done = Part(id="p01", title="Kept part", chapters=[Chapter(id="p01.c01", title="Kept chapter", sections=[
+        Section(id="p01.c01.s01", title="Kept one"), Section(id="p01.c01.s02", title="Kept two")])])
+    partial = Outline(title="Book", parts=[done, Part(id="p02", title="Second part")], complete=False)
+    replies = ScriptedPlanner({})
+    engine = await FakeEngine(reply=replies).start()
+    pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=4)])
+    planner = Planner(pool, BookSpec(prompt="p", parts=2, chapters=1, sections=2), GREEDY)
+    outline = await planner.plan(partial)
+    await engine.stop()
+    assert planner.stats.requests == 2, "one request for part 2's chapters, one for its chapter's sections"
+    assert outline.complete and outline.parts[0] == done and shape_of(outline) == (2, {1}, {2})
+
+
+
+@pytest.mark.parametrize("barrier", [False, True])
+async def test_a_chapters_sections_are_announced_the_moment_it_has_them_all(barrier):
+    delay = 0.05  # the server sees a planner hang up at its next token: its clock lags the client's by one
+    engine = await FakeEngine(reply=ScriptedPlanner({}), token_delay=delay).start()
+    pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=16)])
+    announced: dict[str, float] = {}
+    planner = Planner(pool, BookSpec(prompt="p", parts=2, chapters=2, sections=4), GREEDY)
+    outline = await planner.plan(barrier=barrier, on_section=lambda book, part, chapter, section:
+                                 announced.setdefault(section.title, time.time()))
+    await engine.stop()
+    assert list(announced) == [s.title for _, _, s in outline.sections()] if barrier else len(announced) == 16
+    assert planner.stats.cut_short == planner.stats.requests == 7, "no answer was read past its last title"
+    answers = {prompt: (start, end) for start, end, prompt in engine.timeline}
+    for part in outline.parts:
+        for chapter in part.chapters:
+            start, end = next(v for k, v in answers.items() if f'chapter "{chapter.title}"' in k)
+            times = [announced[section.title] for section in chapter.sections]
+            assert max(times) - min(times) < delay, "a chapter's sections start together, each knowing the others"
+            if barrier:
+                assert min(times) >= max(start for start, _ in answers.values())
+            else:  # the answer (with a spare fifth line) is cut the moment the fourth title is whole
+                assert start < min(times) and end - min(times) < 2 * delay
+        part_end = next(v for k, v in answers.items() if f'part "{part.title}"' in k)[1]
+        first_chapter_asked = next(v for k, v in answers.items() if f'chapter "{part.chapters[0].title}"' in k)[0]
+        if barrier:
+            assert first_chapter_asked > part_end - delay
+        else:  # 2 chapters and a spare take 21 tokens: the first is whole after 7
+            assert part_end - first_chapter_asked > 4 * delay
+
+
+async def test_a_planning_answer_cut_mid_stream_keeps_the_titles_it_gave_and_takes_only_the_rest_from_the_retry():
+    replies = ScriptedPlanner({})
+    engine = await FakeEngine(reply=replies, plan_modes=["reset"]).start()
+    pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=8)], RetryPolicy(backoff_initial=0.01))
+    planner = Planner(pool, BookSpec(prompt="p", parts=6, chapters=1, sections=2), GREEDY)
+    outline = await planner.plan()
+    await engine.stop()
+    titles = [p.title for p in outline.parts]
+    kept = [t for t in titles if t.startswith(ScriptedPlanner.title(1, 0)[:-1])]
+    assert kept and kept == [ScriptedPlanner.title(1, i) for i in range(len(kept))] and len(kept) < 6, \
+        "the cut answer's whole lines were kept (and their parts planned)"
+    assert titles[len(kept)] in {ScriptedPlanner.title(n, 0) for n in range(2, replies.counter + 1)}, \
+        "the retry gave the rest"
+    assert [p.id for p in outline.parts] == [f"p0{n}" for n in range(1, 7)] and shape_of(outline) == (6, {1}, {2})
+    assert planner.stats.placeholders == 0
+
+
+async def test_a_resumed_chapter_keeps_its_journaled_sections_and_plans_around_their_ids():
+    from pipeline.book.run import adopt_journaled_sections, already_written
+
+    chapter = Chapter(id="p01.c01", title="Kept chapter", sections=[Section(id="p01.c01.s01", title="Kept one")])
+    partial = Outline(title="Book", parts=[Part(id="p01", title="Kept part", chapters=[chapter])], complete=False)
+    journal = {r.id: r for r in [
+        SectionResult(id="p01.c01.s03", title="Written third", text="Body."),
+        SectionResult(id="p01.c01.s02", title="Failed second", error="boom"),
+        SectionResult(id="p01.c02.s01", title="Of a chapter never saved", text="Body.")]}
+    adopt_journaled_sections(partial, journal)
+    assert [s.id for s in chapter.sections] == ["p01.c01.s01", "p01.c01.s03"]
+    engine = await FakeEngine(reply=ScriptedPlanner({})).start()
+    pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=4)])
+    outline = await Planner(pool, BookSpec(prompt="p", parts=1, chapters=2, sections=4), GREEDY).plan(partial)
+    await engine.stop()
+    first, second = outline.parts[0].chapters
+    assert [s.id for s in first.sections] == ["p01.c01.s01", "p01.c01.s02", "p01.c01.s03", "p01.c01.s04"]
+    assert first.sections[2].title == "Written third" and "Failed second" not in {s.title for s in first.sections}
+    assert already_written(journal, first.sections[2])
+    assert not already_written(journal, second.sections[0]), "same id, another title: written again"
+
+async def test_planning_requests_wait_ahead_of_writing_requests():
+    engine = await FakeEngine(tokens=4, token_delay=0.05).start()
+    order: list[str] = []
+    pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=1)])
+
+    async def send(tag: str, first: bool) -> None:
+        await pool.complete(ChatRequest(messages=[{"role": "user", "content": tag}], max_tokens=4, tag=tag),
+                            first=first)
+        order.append(tag)
+
+    import anyio
+    async with anyio.create_task_group() as group:
+        group.start_soon(send, "busy", False)
+        await anyio.sleep(0.02)
+        group.start_soon(send, "write-1", False)
+        group.start_soon(send, "write-2", False)
+        await anyio.sleep(0.02)
+        group.start_soon(send, "plan", True)
+    await engine.stop()
+    assert order == ["busy", "plan", "write-1", "write-2"]
+
+
+def test_a_part_source_pickles_and_assembles_its_part_of_the_book():
+    import pickle
+
+    from pipeline.book.assemble import PartSource
+    from pipeline.records import Chapter, Outline, Part, Section, SectionResult
+
+    outline = Outline(title="T", parts=[Part(id=f"p{p:02d}", title=f"Part {p}", chapters=[
+        Chapter(id=f"p{p:02d}.c{c:02d}", title=f"Chapter {c}", sections=[
+            Section(id=f"p{p:02d}.c{c:02d}.s{s:02d}", title=f"Section {s}") for s in (1, 2)]) for c in (1, 2, 3)])
+        for p in (1, 2, 3)])
+    results = {s.id: SectionResult(id=s.id, title=s.title, text=f"# {s.title}\nBody\n## inner\n```\nopen",
+                                   finish_reason="length")
+               for p in outline.parts for c in p.chapters for s in c.sections if s.id != "p02.c01.s02"}
+    book = assemble(outline, results)
+    for index in range(3):
+        source = pickle.loads(pickle.dumps(PartSource(outline.parts[index], index + 1, results, index * 3)))
+        part = source.markdown()
+        assert part.startswith(f"## Part {index + 1}. Part {index + 1}\n") and part in book
+        assert "*This section was not written.*" in part if index == 1 else "not written" not in part
+        assert source.heading_counts() == (1, 3, 6)

@@ -1,0 +1,207 @@
+"""Sampling profiles, the section request's neighbourhood, the word budget and cut-to-sentence, and the planner
+backend: mechanisms on FAKE engines and fixed texts, never what a model writes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from pipeline.book.profiles import PROFILES, Sampler, choose_profile, honoured_fields, is_small_model, sampling_body
+from pipeline.book.trim import cut_to_sentence, paragraphs_for, tidy_closing, tidy_opening, token_cap
+from pipeline.book.write import WallClock, finished, section_prompt, section_request
+from pipeline.config import load_settings
+from pipeline.errors import UsageError
+from pipeline.records import BookSpec, Chapter, Completion, EngineKind, Outline, Part, Section
+from tests.fakes.fake_prompts import plan_level, section_title
+
+
+@pytest.mark.parametrize("models, profile", [
+    (["SmolLM2-135M-Instruct"], "small"), (["gemma-3-270m-it-Q4_K_M.gguf"], "small"),
+    (["Qwen/Qwen2.5-0.5B-Instruct"], "small"), (["Qwen/Qwen3-8B"], "default"), (["llama-3.1-70b"], "default"),
+    (["SmolLM2-135M", "Qwen/Qwen3-8B"], "default"), ([], "default")])
+def test_the_profile_is_chosen_from_the_models_the_engines_report(models, profile):
+    assert choose_profile(None, {}, models).name == profile
+
+
+def test_a_named_profile_and_field_overrides_win_and_bad_ones_are_one_line_errors(tmp_path: Path):
+    config = tmp_path / "fleet.toml"
+    config.write_text('profile = "greedy"\n[sampling]\ntemperature = 0.3\nseed = 9\n')
+    settings = load_settings({}, config, environ={})
+    chosen = choose_profile(settings.profile, settings.sampling, ["SmolLM2-135M"])
+    assert (chosen.name, chosen.temperature, chosen.seed) == ("greedy", 0.3, 9)
+    assert choose_profile("small", {}, ["Qwen/Qwen3-8B"]).name == "small", "a named profile beats the model"
+    assert load_settings({"profile": "default"}, config, environ={}).profile == "default", "the flag beats TOML"
+    with pytest.raises(UsageError, match="unknown sampling profile 'tiny'"):
+        choose_profile("tiny", {}, [])
+    with pytest.raises(UsageError, match="sampling setting temprature"):
+        choose_profile(None, {"temprature": 1.0}, [])
+
+
+def test_each_engine_gets_the_fields_it_honours_in_its_own_names():
+    small = PROFILES["small"]
+    llama = sampling_body(small, {EngineKind.LLAMACPP}, "p01.c01.s01")
+    assert llama["repeat_penalty"] == 1.1 and llama["dry_multiplier"] == 0.8 and "repetition_penalty" not in llama
+    vllm = sampling_body(small, {EngineKind.VLLM}, "p01.c01.s01")
+    assert vllm["repetition_penalty"] == 1.1 and "dry_multiplier" not in vllm and vllm["min_p"] == 0.05
+    assert set(sampling_body(small, {EngineKind.OLLAMA}, "x")) == {"top_p", "seed"}, "the OpenAI standard only"
+    mixed = sampling_body(small, {EngineKind.LLAMACPP, EngineKind.VLLM}, "x")
+    assert mixed["repeat_penalty"] == mixed["repetition_penalty"] == 1.1 and "dry_multiplier" not in mixed
+    assert honoured_fields({EngineKind.TGI, EngineKind.SGLANG}) == honoured_fields({EngineKind.UNKNOWN})
+    assert sampling_body(PROFILES["greedy"], {EngineKind.LLAMACPP}, "x") == {}, "greedy sends no seed"
+
+
+def test_seeds_are_fixed_per_section_so_a_rerun_asks_the_same_way():
+    small = PROFILES["small"]
+    first, again, other = (sampling_body(small, {EngineKind.LLAMACPP}, tag)["seed"]
+                           for tag in ("p01.c01.s01", "p01.c01.s01", "p01.c01.s02"))
+    assert first == again != other
+    assert is_small_model("SmolLM2-135M-Instruct.Q4_1.gguf") and not is_small_model("Mistral-7B-Instruct")
+
+
+def chapter_of_four() -> tuple[Outline, Part, Chapter]:
+    sections = [Section(id=f"p01.c01.s0{n}", title=title, point=point) for n, (title, point) in enumerate([
+        ("Choosing a Flour", "Why rye feeds a starter faster."), ("The Feeding Ratio", "How to weigh 1:1:1."),
+        ("Feeding Schedules", "How often to feed it."), ("Signs of Hunger", "")], 1)]
+    chapter = Chapter(id="p01.c01", title="Feeding Your Starter", point="What and when to feed.", sections=sections)
+    part = Part(id="p01", title="Daily Care", chapters=[chapter])
+    return Outline(title="Starter Care", parts=[part]), part, chapter
+
+
+def test_a_section_request_carries_its_neighbourhood_and_its_own_point():
+    outline, part, chapter = chapter_of_four()
+    spec = BookSpec(prompt="Write a short handbook on keeping a sourdough starter alive.", words=180)
+    prompt = section_prompt(spec, outline, part, chapter, chapter.sections[1])
+    assert spec.prompt in prompt and '"Starter Care"' in prompt and "Daily Care" in prompt
+    assert "Feeding Your Starter (What and when to feed)" in prompt
+    assert 'Write the section "The Feeding Ratio". It explains: How to weigh 1:1:1.' in prompt
+    for sibling in ('"Choosing a Flour" (Why rye feeds a starter faster)', '"Feeding Schedules" (How often to feed it)',
+                    '"Signs of Hunger"'):
+        assert sibling in prompt
+    assert prompt.count("The Feeding Ratio") == 1, "its own title is not among the siblings"
+    assert f"Write {paragraphs_for(180)} paragraphs, about 180 words" in prompt and "complete sentence" in prompt
+    assert section_title(prompt) == "The Feeding Ratio" and plan_level(prompt) is None
+    sampler = Sampler(profile=PROFILES["small"], kinds=frozenset({EngineKind.LLAMACPP}))
+    request = section_request(spec, outline, part, chapter, chapter.sections[1], sampler)
+    assert request.temperature == 0.5 and request.extra["dry_multiplier"] == 0.8 and request.tag == "p01.c01.s02"
+
+
+def test_a_long_request_is_shortened_in_every_section_prompt():
+    outline, part, chapter = chapter_of_four()
+    spec = BookSpec(prompt="word " * 2000)
+    assert len(section_prompt(spec, outline, part, chapter, chapter.sections[0])) < 2000
+
+
+def test_the_cap_follows_the_word_budget():
+    assert token_cap(250) == 525 and token_cap(100) == 210 and paragraphs_for(250) == 3 and paragraphs_for(20) == 1
+
+
+@pytest.mark.parametrize("text, cut", [
+    ("Feed it daily. Use rye, e.g. dark rye. Then wait until it dou", "Feed it daily. Use rye, e.g. dark rye."),
+    ("Intro.\n\n```python\nprint(1)\n```\n\nMore text that is cut", "Intro.\n\n```python\nprint(1)\n```"),
+    ("Intro.\n\n```python\nprint(1)\nprint(", "Intro."),
+    ('He said "stop." Then the', 'He said "stop."'),
+    ("It works (mostly). And then", "It works (mostly)."),
+    ("no sentence end anywhere", None),
+    ("Already finished.", None),
+])
+def test_a_capped_answer_is_cut_back_to_its_last_full_sentence(text, cut):
+    assert cut_to_sentence(text) == cut
+
+
+def completion(text: str, finish: str) -> Completion:
+    return Completion(backend="b0", text=text, finish_reason=finish, prompt_tokens=5, completion_tokens=9,
+                      t_sent=1.0, t_first_token=1.1, t_done=2.0)
+
+
+def test_a_trimmed_section_keeps_both_texts_and_a_closed_or_listed_ending_is_left_alone():
+    section = Section(id="p01.c01.s01", title="T")
+    trimmed = finished(section, completion("One. Two. Thr", "length"), WallClock())
+    assert (trimmed.text, trimmed.raw_text, trimmed.trimmed) == ("One. Two.", "One. Two. Thr", True)
+    stopped = finished(section, completion("One. Two. Thr", "stop"), WallClock())
+    assert (stopped.text, stopped.trimmed) == ("One. Two.", True), "a model stopping mid-sentence is cut too"
+    listed = finished(section, completion("Steps:\n- mix\n- wait", "stop"), WallClock())
+    assert (listed.text, listed.raw_text, listed.trimmed) == ("Steps:\n- mix\n- wait", None, False)
+    whole = finished(section, completion("One. Two.", "stop"), WallClock())
+    assert (whole.text, whole.raw_text, whole.trimmed) == ("One. Two.", None, False)
+    hopeless = finished(section, completion("no end at all", "length"), WallClock())
+    assert (hopeless.text, hopeless.trimmed) == ("no end at all", False)
+
+
+def start_fake(prefix: str) -> tuple[subprocess.Popen, str]:
+    process = subprocess.Popen([sys.executable, "-m", "tests.fakes.fake_engine", "0.001", "0.01", "--title-prefix", prefix],
+                               stdout=subprocess.PIPE, text=True)
+    return process, process.stdout.readline().strip()
+
+
+def prompts_of(url: str) -> list[str]:
+    with urllib.request.urlopen(url[:-3] + "/fake/prompts") as response:
+        return json.load(response)
+
+
+def test_the_planner_backend_gets_every_planning_request_and_no_section(tmp_path: Path):
+    writer, writer_url = start_fake("Writer")
+    planner, planner_url = start_fake("Planner")
+    try:
+        done = subprocess.run([sys.executable, "-m", "pipeline", "book", "Two fleets", "--shape", "2x2x3",
+                               "--backend", f"{writer_url},cap=4", "--planner-backend", f"{planner_url},cap=2",
+                               "--out", str(tmp_path / "run"), "--quiet", "--json"],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        planned, written = prompts_of(planner_url), prompts_of(writer_url)
+    finally:
+        for process in (writer, planner):
+            process.kill()
+            process.wait()
+    assert len(planned) == 1 + 2 + 4 and all(plan_level(p) for p in planned)
+    assert len(written) == 12 and all(section_title(p) for p in written)
+    spec = json.loads((tmp_path / "run" / "spec.json").read_text())
+    assert spec["profile"]["name"] == spec["planner_profile"]["name"] == "default", "both recorded"
+
+
+@pytest.mark.parametrize("text, tidied", [
+    ('"The Basics of Souring: What to Know First"\nSouring is a process.', "Souring is a process."),
+    ("What is your pleasure? I'm happy to help. Here's a sample chapter:\n\n\"Sourdough Making\"\n\nRye is a grain.",
+     "Rye is a grain."),
+    ("Section: Choosing A Flour\nA starter needs flour.", "A starter needs flour."),
+    ('"Quoted opening. Cut mid-way\n\nSecond.', "Quoted opening. Cut mid-way\n\nSecond."),
+    ("Feeding Schedules\n\nFeed it twice a day.", "Feed it twice a day."),
+    ("Rye flour feeds a starter faster.\nMore.", "Rye flour feeds a starter faster.\nMore."),
+    ("```python\nprint(1)\n```\nThat prints.", "```python\nprint(1)\n```\nThat prints."),
+    ("- a list item first\n- second", "- a list item first\n- second"),
+    ("Only a title-like line", "Only a title-like line"),
+])
+def test_the_opening_loses_chatter_and_an_echoed_title_line_but_never_content(text, tidied):
+    assert tidy_opening(text) == tidied
+
+
+@pytest.mark.parametrize("text, tidied", [
+    ("I sold my bread at market.\nEND OF THIS SECTION", "I sold my bread at market."),
+    ("Tell the truth.\nPart: What Makes It Sour\n**Next**", "Tell the truth."),
+    ("It ends mid-way\nEND", "It ends mid-way\nEND"),  # nothing closed before it: the audit must see it
+    ("Steps to follow.\n- mix the flour\n- wait", "Steps to follow.\n- mix the flour\n- wait"),
+    ("Run it:\n```\nls\n```", "Run it:\n```\nls\n```"),
+    ("One line only", "One line only"),
+])
+def test_the_closing_loses_a_label_line_after_the_last_sentence_but_never_content(text, tidied):
+    assert tidy_closing(text) == tidied
+
+
+def test_a_tidied_answer_keeps_the_raw_one_beside_it():
+    result = finished(Section(id="p01.c01.s01", title="T"), completion('"T"\nBody text.', "stop"), WallClock())
+    assert (result.text, result.raw_text, result.trimmed) == ("Body text.", '"T"\nBody text.', False)
+
+
+def test_a_looping_answer_is_cut_where_the_loop_starts_and_ends_on_a_sentence():
+    loop = "Sifter in German has been around for thousands of years, they say. "
+    capped = finished(Section(id="s", title="T"), completion("It starts well. " + loop * 2 + "Sifter in Ger", "length"),
+                      WallClock())
+    assert capped.text == "It starts well. " + loop.strip() and capped.trimmed
+    stopped = finished(Section(id="s", title="T"), completion("Fine. " + loop * 2, "stop"), WallClock())
+    assert stopped.text == "Fine. " + (loop * 2).strip() and not stopped.trimmed, "twice is not a loop when it stopped"
+    looped = finished(Section(id="s", title="T"), completion("Fine. " + loop * 3, "stop"), WallClock())
+    assert looped.text == "Fine. " + loop.strip() and looped.trimmed

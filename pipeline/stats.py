@@ -7,6 +7,8 @@ wall-clock; every rate says so. The quality figures are the audit's, copied in b
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pydantic import BaseModel
 from rich.table import Table
 
@@ -14,6 +16,9 @@ from pipeline.plan import PlanStats
 from pipeline.quality import BookQuality
 from pipeline.records import Attempt, EngineInfo, SectionResult
 from pipeline.text import ends_closed
+
+if TYPE_CHECKING:
+    from pipeline.backends.pool import BackendSnapshot
 
 WORDS_PER_PAGE = 300
 
@@ -101,7 +106,7 @@ def book_stats(plan: PlanStats, written: dict[str, SectionResult], journal: dict
     )
 
 
-def backend_lines(snapshot: list[dict], urls: dict[str, str], models: dict[str, str | None],
+def backend_lines(snapshot: list[BackendSnapshot], urls: dict[str, str], models: dict[str, str | None],
                   engines: dict[str, EngineInfo]) -> list[BackendLine]:
     return [BackendLine(name=s["name"], url=urls[s["name"]], cap=s["cap"], model=models[s["name"]],
                         engine=engines[s["name"]].kind.value, version=engines[s["name"]].version, sent=s["sent"],

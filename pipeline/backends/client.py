@@ -15,12 +15,15 @@ import json
 import os
 import re
 import time
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import aiohttp
 from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 
 from pipeline.records import Backend, ChatRequest, Completion
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
 
 MAX_ANSWER_BYTES = 4 * 1024 * 1024  # model output is untrusted: a runaway answer is cut and flagged
 MAX_LINE_BYTES = 128 * 1024  # one SSE line (aiohttp's own line limit was the same): longer is `oversized`
@@ -122,7 +125,7 @@ class _Stream:
         self.model = self.model or event.get("model")
         if event.get("usage"):
             self.usage = event["usage"]
-        choices = event.get("choices") or ()
+        choices: list[Any] = event.get("choices") or []
         for choice in choices:
             self._take_choice(choice)
         if len(choices) == 1 and not event.get("usage"):
@@ -293,7 +296,7 @@ def fast_loop() -> Iterator[bool]:
         asyncio.set_event_loop_policy(previous)
 
 
-def sdk_client(backend: Backend):
+def sdk_client(backend: Backend) -> AsyncOpenAI:
     """The openai SDK for calls where its types help and rate does not matter; its own retries are off
     so they do not multiply with the pool's."""
     from openai import AsyncOpenAI

@@ -20,6 +20,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from pipeline.backends.install import EngineAssets, installed_assets
 from pipeline.errors import FanoutError
@@ -52,7 +53,8 @@ class EngineSettings:
 def free_port(host: str) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind((host, 0))
-        return probe.getsockname()[1]
+        port: int = probe.getsockname()[1]
+        return port
 
 
 def _die_with_parent() -> None:
@@ -67,7 +69,7 @@ class EmbeddedEngine:
         self.settings = settings or EngineSettings()
         self.assets = assets or installed_assets()
         self.log_path = log_path
-        self.process: subprocess.Popen | None = None
+        self.process: subprocess.Popen[bytes] | None = None
         self.port: int | None = None
 
     @property
@@ -102,7 +104,7 @@ class EmbeddedEngine:
             raise
         return self.backend
 
-    def _open_log(self):
+    def _open_log(self) -> BinaryIO:
         if self.log_path is None:
             handle, name = tempfile.mkstemp(prefix="llama-server-", suffix=".log")
             os.close(handle)
@@ -111,10 +113,12 @@ class EmbeddedEngine:
         return self.log_path.open("ab")
 
     def _wait_healthy(self) -> None:
+        process = self.process
+        assert process is not None, "_wait_healthy runs after start() launched the process"
         deadline = time.monotonic() + HEALTH_TIMEOUT_S
         while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise FanoutError(f"llama-server exited with {self.process.returncode}: {self._log_tail()}")
+            if process.poll() is not None:
+                raise FanoutError(f"llama-server exited with {process.returncode}: {self._log_tail()}")
             try:
                 with urllib.request.urlopen(self.root_url + "/health", timeout=2) as response:
                     if response.status == 200:
@@ -125,6 +129,8 @@ class EmbeddedEngine:
         raise FanoutError(f"llama-server did not become healthy within {HEALTH_TIMEOUT_S:.0f} s")
 
     def _log_tail(self) -> str:
+        if self.log_path is None:
+            return "(no log)"
         try:
             return " | ".join(self.log_path.read_text(errors="replace").strip().splitlines()[-3:])
         except OSError:
@@ -142,7 +148,7 @@ class EmbeddedEngine:
             process.wait()
 
     @staticmethod
-    def _signal_group(process: subprocess.Popen, sig: signal.Signals) -> None:
+    def _signal_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None:
         try:
             os.killpg(process.pid, sig)
         except ProcessLookupError:
@@ -152,5 +158,5 @@ class EmbeddedEngine:
         self.start()
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()

@@ -17,10 +17,10 @@ import time
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterator, TypedDict
 
 import anyio
-from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from pipeline.backends.client import AttemptError, OnDelta
 from pipeline.backends.wire import stream_chat
@@ -28,6 +28,19 @@ from pipeline.errors import FanoutError
 from pipeline.records import Attempt, Backend, ChatRequest, Completion
 
 REASK_BEFORE_FIRST_BYTE = 5
+
+
+class BackendSnapshot(TypedDict):
+    """One backend's counters, as BackendPool.snapshot reports them."""
+    name: str
+    cap: int
+    in_flight: int
+    peak_in_flight: int
+    sent: int
+    succeeded: int
+    failed: int
+    reissued: int
+    down: bool
 
 
 class RequestFailed(FanoutError):
@@ -112,7 +125,7 @@ class BackendPool:
         completion.attempts = attempts
         return completion
 
-    def _wait(self, retry_state) -> float:
+    def _wait(self, retry_state: RetryCallState) -> float:
         error = retry_state.outcome.exception() if retry_state.outcome else None
         if isinstance(error, AttemptError) and error.retry_after is not None:
             return min(error.retry_after, 60.0)
@@ -170,7 +183,7 @@ class BackendPool:
         return now >= state.down_until and state.in_flight == 0
 
     @contextmanager
-    def reserve_for_first(self, slots: int = 1):
+    def reserve_for_first(self, slots: int = 1) -> Iterator[None]:
         """Keep `slots` of each backend free for `first` requests while the block runs."""
         self._reserved = slots
         try:
@@ -239,7 +252,7 @@ class BackendPool:
                 state.consecutive_failures = self.policy.down_after
                 state.down_until = time.monotonic() + self.policy.probe_after
 
-    def snapshot(self) -> list[dict]:
+    def snapshot(self) -> list[BackendSnapshot]:
         return [{"name": s.backend.name, "cap": s.cap, "in_flight": s.in_flight, "peak_in_flight": s.peak_in_flight,
                  "sent": s.sent, "succeeded": s.succeeded, "failed": s.failed, "reissued": s.reissued,
                  "down": s.consecutive_failures >= self.policy.down_after} for s in self.states]

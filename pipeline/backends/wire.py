@@ -23,6 +23,7 @@ import ssl
 import time
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import cast
 from urllib.parse import urlsplit
 
 import httptools
@@ -75,7 +76,7 @@ class _Exchange(asyncio.Protocol):
 
     def __init__(self, stream: _Stream, payload: bytes, read_timeout: float) -> None:
         self.loop = asyncio.get_running_loop()
-        self.done: asyncio.Future = self.loop.create_future()
+        self.done: asyncio.Future[None] = self.loop.create_future()
         self.stream = stream
         self.payload = payload
         self.read_timeout = read_timeout
@@ -93,9 +94,10 @@ class _Exchange(asyncio.Protocol):
 
     # ------------------------------------------------------------ transport
 
-    def connection_made(self, transport) -> None:
-        self.transport = transport
-        transport.write(self.payload)
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # create_connection hands a stream protocol a full Transport; asyncio.Protocol types it as the base
+        self.transport = cast(asyncio.Transport, transport)
+        self.transport.write(self.payload)
 
     def data_received(self, data: bytes) -> None:
         self.reads += 1

@@ -16,7 +16,7 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from markdown_it import MarkdownIt
 from pydantic import BaseModel, Field
@@ -28,6 +28,9 @@ from pipeline.quality import FIGURES, BookQuality, SectionQuality, Threshold, me
 from pipeline.records import BookSpec, Node, Outline, SectionResult
 from pipeline.text import LOOP_REPEATS, LOOP_WORDS, ends_closed, shingles, words_of
 from pipeline.titles import title_key
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 WORD_FLOOR = 40  # a section below this many words is near-empty
 NEAR_DUPLICATE_JACCARD = 0.75
@@ -413,7 +416,7 @@ def audit_path(source: Path) -> Path:
     return source / "audit.json" if source.is_dir() else source.with_suffix(".audit.json")
 
 
-def audit_table(report: AuditReport):
+def audit_table(report: AuditReport) -> Table:
     """The readable table: one row a rule, its count and the first defect's evidence."""
     from rich.table import Table
 

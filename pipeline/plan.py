@@ -27,15 +27,16 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Callable
+from typing import Any, Callable, Coroutine, Sequence, TypeVar
 
 import anyio
+from anyio.abc import TaskGroup
 
 from pipeline.backends.pool import BackendPool, RequestFailed
 from pipeline.errors import FanoutError
 from pipeline.profiles import Sampler
 from pipeline.prompts import example_answer, render_chat
-from pipeline.records import BookSpec, Chapter, Outline, Part, Section
+from pipeline.records import BookSpec, Chapter, Node, Outline, Part, Section
 from pipeline.titles import MAX_HEADING_WORDS, clean_title, content_words, near_duplicates, refusal, title_key
 
 REASK_TEMPERATURES = (0.4, 0.7, 0.7)  # a re-ask at temperature 0 tends to repeat the refused answer
@@ -215,9 +216,11 @@ def example_words(template: str) -> frozenset[str]:
 
 
 OnSection = Callable[[Outline, Part, Chapter, Section], None]
+OnChange = Callable[[Outline], None]
+_T = TypeVar("_T")
 
 
-def next_id(prefix: str, letter: str, taken: list) -> str:
+def next_id(prefix: str, letter: str, taken: Sequence[Node]) -> str:
     """The lowest free child id: a resumed chapter may hold journaled sections with gaps between them."""
     used = {node.id for node in taken}
     number = 1
@@ -285,12 +288,13 @@ class Planner:
             with self.pool.reserve_for_first():
                 async with anyio.create_task_group() as group:
                     outline = await self._plan_pipelined(outline, group, announce, changed)
+        assert outline is not None, "both schedules return the outline (a failed task raises out of the group)"
         outline.complete = True
         changed(outline)
         self.stats.seconds = time.monotonic() - started
         return outline
 
-    async def _plan_levels(self, outline: Outline | None, changed) -> Outline:
+    async def _plan_levels(self, outline: Outline | None, changed: OnChange) -> Outline:
         if outline is None or len(outline.parts) < self.spec.parts:
             outline = await self._plan_book(outline)
             changed(outline)
@@ -301,15 +305,18 @@ class Planner:
                          lambda pair: self._plan_chapter(outline, *pair, changed=changed))
         return outline
 
-    async def _plan_pipelined(self, outline: Outline | None, group, announce: OnSection, changed) -> Outline:
+    async def _plan_pipelined(self, outline: Outline | None, group: TaskGroup, announce: OnSection,
+                              changed: OnChange) -> Outline:
         def start_chapter(book: Outline, part: Part, chapter: Chapter) -> None:
             if len(chapter.sections) >= self.spec.sections:
                 for section in list(chapter.sections):
                     announce(book, part, chapter, section)
                 return
-            group.start_soon(partial(self._plan_chapter, book, part, chapter,
-                                     lambda: [announce(book, part, chapter, s) for s in list(chapter.sections)],
-                                     changed))
+            def announce_all() -> None:
+                for s in list(chapter.sections):
+                    announce(book, part, chapter, s)
+
+            group.start_soon(partial(self._plan_chapter, book, part, chapter, announce_all, changed))
 
         def start_part(book: Outline, part: Part) -> None:
             for chapter in list(part.chapters):
@@ -336,7 +343,7 @@ class Planner:
                     self._claim("sections", section.title, near=False)
 
     @staticmethod
-    async def _each(items: list, plan_one) -> None:
+    async def _each(items: list[_T], plan_one: Callable[[_T], Coroutine[Any, Any, None]]) -> None:
         async with anyio.create_task_group() as group:
             for item in items:
                 group.start_soon(plan_one, item)
@@ -371,11 +378,12 @@ class Planner:
             have=[part.title for part in outline.parts] if outline else [],
             ancestors={"the request": self.spec.prompt}, on_item=add, node_id="book", with_title=True))
         add_waiting(final=True)
+        assert outline is not None, "add_waiting(final=True) makes the outline"
         self.on_node("parts")
         return outline
 
     async def _plan_part(self, outline: Outline, part: Part, on_chapter: Callable[[Chapter], None] | None = None,
-                         changed=None) -> None:
+                         changed: OnChange | None = None) -> None:
         def add(item: PlanItem, placeholder: bool) -> None:
             chapter = Chapter(id=next_id(part.id + ".", "c", part.chapters), title=item.title, point=item.point,
                               placeholder=placeholder)
@@ -393,7 +401,7 @@ class Planner:
             changed(outline)
 
     async def _plan_chapter(self, outline: Outline, part: Part, chapter: Chapter,
-                            on_complete: Callable[[], Any] | None = None, changed=None) -> None:
+                            on_complete: Callable[[], None] | None = None, changed: OnChange | None = None) -> None:
         def add(item: PlanItem, placeholder: bool) -> None:
             section = Section(id=next_id(chapter.id + ".", "s", chapter.sections), title=item.title,
                               point=item.point, placeholder=placeholder)

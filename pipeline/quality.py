@@ -23,6 +23,8 @@ from pipeline.text import ends_closed, shingles, words_of
 from pipeline.titles import echoes, near_duplicates
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from pipeline.audit import AuditBook, AuditSection
 
 REPEAT_GRAM = 4  # seq-rep-4
@@ -165,6 +167,7 @@ def measure(book: AuditBook, title: str = "", prompt: str | None = None, target:
     sections = [section_quality(s, w, target) for s, w in zip(written, words)]
     reps = [s.seq_rep_4 for s in sections]
     echoing = echoing_titles(book, title, prompt)
+    ratios = [s.length_ratio for s in sections if s.length_ratio is not None]  # all of them, given a target
     quality = BookQuality(
         distinct_2=round(distinct(words), DIGITS),
         seq_rep_4_median=round(median(reps), DIGITS),
@@ -172,7 +175,7 @@ def measure(book: AuditBook, title: str = "", prompt: str | None = None, target:
         sections_over_0_3=sum(rep > REPETITIVE for rep in reps),
         unfinished_share=share(sum(s.unfinished for s in sections), len(sections)),
         words_median=median([s.words for s in sections]),
-        length_ratio_median=round(median([s.length_ratio for s in sections]), DIGITS) if target else None,
+        length_ratio_median=round(median(ratios), DIGITS) if target else None,
         title_echo_rate=share(len(echoing), len(title_nodes(book))),
         placeholder_titles=placeholder_count(book),
         near_duplicate_titles=near_duplicate_pairs(book),
@@ -229,7 +232,7 @@ def figure_text(value: float | int | None) -> str:
     return f"{value:.3f}".rstrip("0").rstrip(".")
 
 
-def quality_table(quality: BookQuality):
+def quality_table(quality: BookQuality) -> Table:
     """The readable table: one row a figure, its value and its definition."""
     from rich.table import Table
 

@@ -23,7 +23,7 @@ from pipeline.journal import Journal
 from pipeline.plan import parse_book_title
 from pipeline.profiles import Sampler
 from pipeline.prompts import render
-from pipeline.records import BookSpec, ChatRequest, Chapter, Outline, Part, Section, SectionResult
+from pipeline.records import BookSpec, ChatRequest, Chapter, Completion, Outline, Part, Section, SectionResult
 from pipeline.titles import plausible_title, title_key
 from pipeline.trim import cut_repeats
 from pipeline.write import WallClock, failed, finished, section_request
@@ -103,7 +103,7 @@ class Repairer:
             return await self._rewrite(part, chapter, section, escape_loops=True)
         return await self._rewrite(part, chapter, section)
 
-    async def _send(self, request: ChatRequest):
+    async def _send(self, request: ChatRequest) -> Completion | RequestFailed:
         try:
             return await self.pool.complete(request)
         except RequestFailed as failure:

@@ -24,16 +24,17 @@ from pydantic import BaseModel, ValidationError
 from pipeline.assemble import assemble
 from pipeline.audit import AuditReport, audit, load_run
 from pipeline.backends.fleet import Fleet, open_fleet
+from pipeline.backends.pool import BackendPool
 from pipeline.config import Settings
 from pipeline.errors import UsageError
 from pipeline.journal import Journal, read_journal
-from pipeline.plan import PlanStats, Planner, id_number
+from pipeline.plan import OnSection, PlanStats, Planner, id_number
 from pipeline.profiles import Sampler, choose_profile
 from pipeline.progress import BookListener
-from pipeline.records import (BookSpec, Chapter, EngineInfo, EngineKind, Outline, Part, SamplingProfile, Section,
-                              SectionResult)
+from pipeline.records import (Attempt, BookSpec, Chapter, EngineInfo, EngineKind, Outline, Part, SamplingProfile,
+                              Section, SectionResult)
 from pipeline.repair import Repairer
-from pipeline.stats import BookStats, backend_lines, book_stats
+from pipeline.stats import BackendLine, BookStats, backend_lines, book_stats
 from pipeline.typeset import typeset_html
 from pipeline.typeset_appendix import appendix_html
 from pipeline.typeset_epub import typeset_epub
@@ -113,7 +114,7 @@ def sampler_for(profile: SamplingProfile, infos: list[EngineInfo]) -> Sampler:
 
 def settle_profiles(settings: Settings, spec: BookSpec, fleet: Fleet) -> BookSpec:
     """The spec with its sampling profiles chosen from what the engines report (a resumed spec keeps its own)."""
-    def models(pool) -> list[str]:
+    def models(pool: BackendPool) -> list[str]:
         return [state.backend.model for state in pool.states if state.backend.model]
 
     update: dict[str, SamplingProfile] = {}
@@ -186,7 +187,9 @@ class BookRun:
                 journal = read_journal(self.folder.journal)
                 outline, writer = await self._plan_and_write(fleet, journal, writing, planning, typesetter)
                 written, write_seconds = writer.results, writer.seconds
-                generate_seconds = (writer.last_done or self.requests_started) - self.requests_started
+                requests_started = self.requests_started
+                assert requests_started is not None, "_plan_and_write sets it before the first request"
+                generate_seconds = (writer.last_done or requests_started) - requests_started
                 journal.update(written)
                 if repair:
                     summary = await self._repair(fleet, outline, journal, writing)
@@ -215,7 +218,8 @@ class BookRun:
         return writing, planning
 
     async def _finish(self, outline: Outline, journal: dict[str, SectionResult], written: dict[str, SectionResult],
-                      write_seconds: float, generate_seconds: float, attempts, lines, summary: RepairSummary | None,
+                      write_seconds: float, generate_seconds: float, attempts: list[Attempt], lines: list[BackendLine],
+                      summary: RepairSummary | None,
                       typesetter: IncrementalTypesetter, started: float, keep_stats: bool) -> BookOutcome:
         """Assemble, audit, typeset (the stats and audit go in the appendix), and write stats.json last."""
         report = self._assemble_and_audit(outline, journal)
@@ -292,11 +296,12 @@ class BookRun:
                         start_section(outline, part, chapter, section)
         finally:
             writer.journal.close()
+        assert outline is not None, "planned, or loaded complete (a failed task raises out of the group)"
         self.progress.outline_ready(outline)
         log.info("wrote %d sections (%d were already in the journal)", len(writer.results), done)
         return outline, writer
 
-    async def _plan(self, fleet: Fleet, sampler: Sampler, partial: Outline | None, on_section) -> Outline:
+    async def _plan(self, fleet: Fleet, sampler: Sampler, partial: Outline | None, on_section: OnSection) -> Outline:
         planner = Planner(fleet.planners, self.spec, sampler, on_node=self.progress.planned)
         self.progress.planning(self.spec)
 
@@ -343,6 +348,8 @@ async def book(settings: Settings, spec: BookSpec | None, out: Path | None, resu
                barrier: bool = False, incremental: bool = True) -> BookOutcome:
     if resume is not None:
         folder, spec = load_run_folder(resume)
+    elif spec is None:
+        raise UsageError("a new book needs a spec (or a run folder to resume)")
     else:
         folder = new_run_folder(spec, out)
     handler = attach_run_log(folder)

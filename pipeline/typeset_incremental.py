@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from pathlib import Path
+from typing import Mapping
 
 from pipeline.assemble import PartSource
 from pipeline.errors import FanoutError
@@ -57,7 +58,7 @@ class IncrementalTypesetter:
                 self.typesetter.title = title
             return self.typesetter
 
-    def section_done(self, outline: Outline, results: dict[str, SectionResult], section_id: str) -> None:
+    def section_done(self, outline: Outline, results: Mapping[str, SectionResult], section_id: str) -> None:
         """Submit the section's part if this was its last section (planned and answered)."""
         index = int(section_id.split(".")[0][1:]) - 1
         part = outline.parts[index]
@@ -67,7 +68,7 @@ class IncrementalTypesetter:
         if len(sections) == self.spec.chapters * self.spec.sections and all(s.id in results for s in sections):
             self._submit(outline, results, index)
 
-    def _submit(self, outline: Outline, results: dict[str, SectionResult], index: int) -> None:
+    def _submit(self, outline: Outline, results: Mapping[str, SectionResult], index: int) -> None:
         """Hand the part's sections to the pool, which assembles and renders it (no parsing here: this
         runs on the event loop that is still streaming other sections)."""
         part = outline.parts[index]

@@ -13,7 +13,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, NoReturn, Sequence
 
 import anyio
 
@@ -26,7 +26,7 @@ EXIT_CODES = "exit codes: 0 ok, 1 run failed, 2 usage/config error, 3 audit gate
 class Parser(argparse.ArgumentParser):
     """argparse, but its errors are one line and exit 2 through our own path."""
 
-    def error(self, message: str) -> None:
+    def error(self, message: str) -> NoReturn:
         raise UsageError(message)
 
 
@@ -258,7 +258,7 @@ def parse_shape(text: str) -> tuple[int, int, int]:
     match = re.fullmatch(r"(\d+)x(\d+)x(\d+)", text.strip().lower())
     if not match:
         raise UsageError(f"--shape {text!r}: expected PxCxS, for example 8x12x16")
-    sizes = tuple(int(n) for n in match.groups())
+    sizes = (int(match[1]), int(match[2]), int(match[3]))
     if min(sizes) < 1 or max(sizes) > MAX_PER_LEVEL or sizes[0] * sizes[1] * sizes[2] > MAX_SECTIONS:
         raise UsageError(f"--shape {text!r}: each size must be 1..{MAX_PER_LEVEL} and the book at most "
                          f"{MAX_SECTIONS:,} sections")

@@ -22,7 +22,7 @@ from typing import Any
 
 from aiohttp import web
 
-from pipeline.backends.fleet import generated_tokens
+from pipeline.backends.fleet import Fleet, generated_tokens
 from pipeline.errors import UsageError
 from pipeline.progress import BenchListener, BookListener, request_id
 from pipeline.records import SectionResult
@@ -61,7 +61,7 @@ class LiveFeed(BookListener, BenchListener):
         self.sections: dict[str, dict[str, Any]] = {}
         self.changed: set[str] = set()
         self.arrivals: deque[float] = deque()
-        self.fleet = None
+        self.fleet: Fleet | None = None
         self.pool = None
         self.in_flight: dict[str, dict[str, Any]] = {}  # bench: per backend, as the pool's snapshot has it
         self.ladder: list[list[str]] = []
@@ -78,7 +78,7 @@ class LiveFeed(BookListener, BenchListener):
         await self.runner.setup()
         site = web.TCPSite(self.runner, self.host, self.port)
         await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]
+        self.port = self.runner.addresses[0][1]  # the bound port, where port 0 asked for any
         self.url = f"http://{self.host}:{self.port}/"
         self.tasks = [asyncio.create_task(self._tick_forever())]
         return self.url
@@ -185,6 +185,7 @@ class LiveFeed(BookListener, BenchListener):
     async def _count_server_tokens(self) -> None:
         """Where every engine counts per step, the rate is the counters' growth; else client timestamps."""
         fleet = self.fleet
+        assert fleet is not None, "started from fleet_opened"
         per_step = all(fleet.engines[b.name].counts_per_step for b in fleet.backends)
         previous: tuple[float, float] | None = None
         while True:

@@ -217,7 +217,9 @@ def untitled(markdown: str) -> tuple[str, str | None, list[Token]]:
     inline = _markdown_parser().parseInline(tokens[index + 1].content)
     title = " ".join(_inline_text(inline[0].children or []).split()) if inline else ""
     lines = source_lines(markdown)
-    start, end = tokens[index].map
+    span = tokens[index].map
+    assert span is not None  # the search above took a mapped heading
+    start, end = span
     lines[start:end] = [""] * (end - start)
     text = "\n".join(lines)
     # Leading blank lines change nothing; blank lines after a list or a quote may join what follows to it.

@@ -25,7 +25,7 @@ TOKEN_CLASSES = {Keyword: "k", Operator.Word: "k", Name.Builtin: "nb", Name.Func
 
 
 @lru_cache(maxsize=None)
-def token_class(ttype: _TokenType) -> str | None:
+def token_class(ttype: _TokenType | None) -> str | None:
     """The class for a token type (its own or its nearest ancestor's), None for default-styled tokens."""
     while ttype is not None:
         if ttype in TOKEN_CLASSES:
@@ -45,7 +45,8 @@ def _lexer(lang: str) -> Lexer | None:
 def lean_html(code: str, lexer: Lexer) -> str:
     """The code's HTML: one span per run of same-class tokens, none for default tokens."""
     out: list[str] = []
-    run_class, run_text = None, []
+    run_class: str | None = None
+    run_text: list[str] = []
     for ttype, value in lex(code, lexer):
         cls = token_class(ttype)
         if cls != run_class and run_text:

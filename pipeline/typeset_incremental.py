@@ -11,12 +11,15 @@ from __future__ import annotations
 import logging
 import threading
 from pathlib import Path
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from pipeline.assemble import PartSource
 from pipeline.errors import FanoutError
 from pipeline.records import BookSpec, Outline, SectionResult
 from pipeline.typeset import TypesetResult, require_fonts
+
+if TYPE_CHECKING:
+    from pipeline.typeset_parts import PartTypesetter
 
 log = logging.getLogger("fanout")
 
@@ -26,7 +29,7 @@ class IncrementalTypesetter:
         self.spec = spec
         self.out_pdf = out_pdf
         self.workers = workers
-        self.typesetter = None
+        self.typesetter: PartTypesetter | None = None
         self.lock = threading.Lock()
         self.closed = False
         self.submitted: set[int] = set()
@@ -39,13 +42,13 @@ class IncrementalTypesetter:
         threading.Thread(target=self._warm, args=(typesetter,), name="typeset-warm", daemon=True).start()
 
     @staticmethod
-    def _warm(typesetter) -> None:
+    def _warm(typesetter: PartTypesetter) -> None:
         try:
             typesetter.warm()
         except Exception as error:  # closed meanwhile (a run that stopped early): nothing to warm
             log.debug("typesetting warm-up skipped: %s", error)
 
-    def _open(self, title: str):
+    def _open(self, title: str) -> PartTypesetter:
         with self.lock:
             if self.closed:
                 raise FanoutError("typesetting: already closed")

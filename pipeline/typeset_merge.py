@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import cast
 
 from pypdf import PdfReader, PdfWriter
 from pypdf.annotations import Link
+from pypdf.constants import PageLabelStyle
 from pypdf.generic import (ArrayObject, DecodedStreamObject, DictionaryObject, Fit, IndirectObject, NameObject)
 
 from pipeline.typeset import atomic_target
@@ -37,12 +39,16 @@ class DigitFont:
 
     def __init__(self, sample: Path, writer: PdfWriter) -> None:
         page = PdfReader(sample).pages[0]
-        data = page.get_contents().get_data().decode("latin-1")
+        contents = page.get_contents()
+        if contents is None:
+            raise ValueError("page number glyphs: the sample page is empty")
+        data = contents.get_data().decode("latin-1")
         codes = re.findall(r"<([0-9a-fA-F]+)>", data)
         if len(codes) != len(PAGE_NUMBER_GLYPHS):
             raise ValueError(f"page number glyphs: expected {len(PAGE_NUMBER_GLYPHS)}, found {len(codes)}")
         self.codes = dict(zip(PAGE_NUMBER_GLYPHS, codes))
-        font = next(iter(page["/Resources"]["/Font"].values())).get_object()
+        resources = cast(DictionaryObject, page["/Resources"])  # pypdf types entries as PdfObject
+        font = next(iter(cast(DictionaryObject, resources["/Font"]).values())).get_object()
         self.ref = font.clone(writer).indirect_reference
         self.widths = _cid_widths(font["/DescendantFonts"][0].get_object())
 
@@ -83,13 +89,14 @@ def stamp_number(writer: PdfWriter, page_index: int, text: str, font: DigitFont,
     stamp = (f"Q q 0.2 g BT {FONT_NAME} {NUMBER_SIZE:g} Tf 1 0 0 1 {x:.2f} {NUMBER_BASELINE:.2f} Tm "
              f"{font.show(text)} Tj ET Q\n").encode()
     contents = page.get("/Contents")
+    assert contents is not None, "a rendered page has contents"
     existing = list(contents.get_object()) if isinstance(contents.get_object(), ArrayObject) else [contents]
     page[NameObject("/Contents")] = ArrayObject([save, *[c for c in existing if c is not None],
                                                  _stream(writer, stamp)])
-    resources = page["/Resources"].get_object()
+    resources = cast(DictionaryObject, page["/Resources"].get_object())  # pypdf types entries as PdfObject
     if "/Font" not in resources:
         resources[NameObject("/Font")] = DictionaryObject()
-    resources["/Font"].get_object()[NameObject(FONT_NAME)] = font.ref
+    cast(DictionaryObject, resources["/Font"].get_object())[NameObject(FONT_NAME)] = font.ref
 
 
 def _pad_to_even(writer: PdfWriter) -> None:
@@ -139,8 +146,8 @@ def merge(front: list[FrontDone], parts: list[PartDone], out_pdf: Path, title: s
     for index in stamped:
         label = roman(index + 1) if index < front_pages else str(index - front_pages + 1)
         stamp_number(writer, index, label, font, save)
-    writer.set_page_label(0, front_pages - 1, style="/r", start=1)
-    writer.set_page_label(front_pages, len(writer.pages) - 1, style="/D", start=1)
+    writer.set_page_label(0, front_pages - 1, style=PageLabelStyle.LOWERCASE_ROMAN, start=1)
+    writer.set_page_label(front_pages, len(writer.pages) - 1, style=PageLabelStyle.DECIMAL, start=1)
     writer.add_metadata({"/Title": title, "/Creator": "fanout (WeasyPrint, pypdf)"})
     writer.page_mode = "/UseOutlines"
     with atomic_target(out_pdf) as tmp:

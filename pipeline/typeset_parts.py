@@ -31,6 +31,7 @@ import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any, Callable
 from dataclasses import dataclass
+from functools import partial
 from itertools import pairwise
 from pathlib import Path
 
@@ -165,6 +166,7 @@ def render_part(job: PartJob) -> PartDone:
     prefix = f"p{job.index}-"
     with render_gc_threshold():
         if job.is_html:
+            assert isinstance(job.source, str), "an HTML job carries its HTML"
             body, headings = _html_headings(job.source, prefix)
         else:
             source = job.source if isinstance(job.source, str) else job.source.markdown()
@@ -179,7 +181,7 @@ def render_part(job: PartJob) -> PartDone:
 
 
 def _place(rendered, headings: list[Heading]) -> list[PlacedHeading]:
-    where = {}
+    where: dict[str, tuple[int, float, float]] = {}
     for number, page in enumerate(rendered.pages):
         height = page.height * PX_TO_PT
         for anchor, point in page.anchors.items():
@@ -209,7 +211,8 @@ def render_front(job: FrontJob) -> FrontDone:
     if job.digits_out:
         body = title_page_html(job.title, job.counts)
     else:
-        entries = [(Heading(h.level, f"toc{i}", h.text), page) for i, (h, page) in enumerate(job.entries)]
+        entries: list[tuple[Heading, int | None]] = [(Heading(h.level, f"toc{i}", h.text), page)
+                                                    for i, (h, page) in enumerate(job.entries)]
         body = toc_html(entries, title=job.first)
     with render_gc_threshold():
         rendered = weasy_html(document(job.title, css_link(), body, "front")).render()
@@ -292,7 +295,8 @@ class _Scheduler:
         while self.running < self.slots and self.queue:
             _, _, fn, job, out = heapq.heappop(self.queue)
             self.running += 1
-            self.pool.submit(fn, job).add_done_callback(lambda inner, out=out: self._finished(inner, out))
+            assert self.pool is not None, "jobs queue only with a pool"
+            self.pool.submit(fn, job).add_done_callback(partial(self._finished, out=out))
 
     def _finished(self, inner: Future, out: Future) -> None:
         with self.lock:
@@ -409,7 +413,9 @@ class PartTypesetter:
         parts = [self.parts[i].result() for i in sorted(self.parts)]
         parts_done = time.perf_counter()
         self._advance()
-        tocs = [self.tocs[i].result() for i in sorted(self.parts)]
+        tocs = [toc.result() for toc in (self.tocs.get(i) for i in sorted(self.parts)) if toc is not None]
+        if len(tocs) != len(self.parts):
+            raise FanoutError("typesetting: a part's contents slice was never queued")
         front = [title.result(), *tocs]
         front_done = time.perf_counter()
         pages = merge(front, parts, self.out_pdf, self.title)

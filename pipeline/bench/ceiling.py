@@ -239,7 +239,7 @@ async def _sdk(port: int, streams: int, offset: int, total: int, max_tokens: int
         http_client = openai.DefaultAsyncHttpx2Client(
             limits=httpx2.Limits(max_connections=streams + 16, max_keepalive_connections=streams + 16))
     except (ImportError, AttributeError):
-        import httpx
+        import httpx  # type: ignore[import-not-found]  # older openai releases; not installed beside httpx2
 
         http_client = openai.DefaultAsyncHttpxClient(
             limits=httpx.Limits(max_connections=streams + 16, max_keepalive_connections=streams + 16))
@@ -340,6 +340,7 @@ class SourceProcess:
     def __init__(self, tick_ms: float):
         self.process = subprocess.Popen([sys.executable, "-m", "pipeline.bench.sse_source", "--tick-ms",
                                          str(tick_ms)], stdout=subprocess.PIPE, text=True)
+        assert self.process.stdout is not None  # stdout=PIPE
         self.port = int(self.process.stdout.readline())
 
     def stats(self) -> dict:
@@ -409,10 +410,12 @@ def run_case(source: SourceProcess, case: Case) -> Row:
                 "--max-tokens", str(case.max_tokens), "--ramp", str(case.ramp_s), "--window", str(case.window_s)]
         children.append(subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
     for child in children:
+        assert child.stdout is not None and child.stdin is not None  # both are PIPEs
         if child.stdout.readline().strip() != "ready":
             raise RuntimeError("a ceiling worker failed to start")
     t0 = time.time() + 0.05
     for child in children:
+        assert child.stdin is not None
         child.stdin.write(f"{t0!r}\n")
         child.stdin.flush()
     time.sleep(max(t0 + case.ramp_s - time.time(), 0))

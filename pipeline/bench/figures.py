@@ -223,7 +223,8 @@ def power_figures(power: list[PowerSample], raw: LevelRaw, sustained: float) -> 
 
 
 def _sum_optional(values: list[float | None]) -> float | None:
-    return None if any(v is None for v in values) else sum(values)
+    present = [v for v in values if v is not None]
+    return None if len(present) < len(values) else sum(present)
 
 
 def total_point(raw: LevelRaw, points: list[LadderPoint], series: list[Tokens], grid: Grid) -> tuple[LadderPoint, list[float]]:
@@ -239,9 +240,10 @@ def total_point(raw: LevelRaw, points: list[LadderPoint], series: list[Tokens], 
                "waiting_max": _sum_optional([p.waiting_max for p in points]),
                "kv_usage_mean": mean_or_none([p.kv_usage_mean for p in points if p.kv_usage_mean is not None])}
     fields["occupancy"] = None if fields["running_mean"] is None else fields["running_mean"] / streams
-    steps = [p.step_ms_server for p in points]
-    if all(s is not None for s in steps):
-        fields |= {"step_ms_server": statistics.fmean(steps), "step_ms_server_source": points[0].step_ms_server_source
+    steps = [p.step_ms_server for p in points if p.step_ms_server is not None]
+    if len(steps) == len(points):
+        fields |= {"step_ms_server": statistics.fmean(steps),
+                   "step_ms_server_source": (points[0].step_ms_server_source or "")
                    + (" (mean over backends)" if len(points) > 1 else "")}
     fields |= _summed_counts(points) | power_figures(raw.power, raw, fields["sustained"])
     return LadderPoint(**fields), cumulative

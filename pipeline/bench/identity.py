@@ -114,13 +114,13 @@ def first_divergence(oracle: Answer, got: Answer, request: int) -> Divergence | 
             return Divergence(prompt_index=oracle.prompt_index, request=request, unit="token", index=index,
                               oracle=_at(oracle.tokens, index, end), got=_at(got.tokens, index, end))
         return None
-    a, b = oracle.text.encode(), got.text.encode()
-    if a == b:
+    sa, sb = oracle.text.encode(), got.text.encode()
+    if sa == sb:
         return None
-    index = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    index = next((i for i, (x, y) in enumerate(zip(sa, sb)) if x != y), min(len(sa), len(sb)))
     return Divergence(prompt_index=oracle.prompt_index, request=request, unit="byte", index=index,
-                      oracle=Candidate(token=a[index:index + 16].decode(errors="replace")),
-                      got=Candidate(token=b[index:index + 16].decode(errors="replace")))
+                      oracle=Candidate(token=sa[index:index + 16].decode(errors="replace")),
+                      got=Candidate(token=sb[index:index + 16].decode(errors="replace")))
 
 
 def _at(items: list, index: int, default=None):
@@ -141,7 +141,7 @@ async def ask_all(pool: BackendPool, prompts: list[str], indices: list[int], max
     async with anyio.create_task_group() as group:
         for slot, index in enumerate(indices):
             group.start_soon(one, slot, index)
-    return answers
+    return [answer for answer in answers if answer is not None]  # every slot is filled once the group ends
 
 
 async def oracle_answers(pool: BackendPool, prompts: list[str], max_tokens: int) -> list[Answer]:

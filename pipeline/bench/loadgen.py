@@ -117,7 +117,7 @@ async def stream_worker(loop: _Loop, session: aiohttp.ClientSession, target: Tar
         if not seen_first:
             seen_first = True
             loop.note_first_token()
-        if watching_text:
+        if watching_text and watcher is not None:
             watcher.section_delta(current, text)
 
     await sleep_until(t0)
@@ -163,8 +163,8 @@ async def settled_end(session: aiohttp.ClientSession, targets: list[Target], sta
     pairs = [(t.backend, t.info) for t in targets]
     while True:
         end = await sample_all(session, pairs)
-        settled = all(s.generated is None or before.get(s.backend) is None
-                      or s.generated - before[s.backend] >= wanted[s.backend] for s in end)
+        settled = all(s.generated is None or (was := before.get(s.backend)) is None
+                      or s.generated - was >= wanted[s.backend] for s in end)
         if settled or time.monotonic() > deadline:
             return end
         await anyio.sleep(0.05)

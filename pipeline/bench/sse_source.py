@@ -153,6 +153,7 @@ class Connection(asyncio.Protocol):
             self.answer(head.split(" ", 2), body)
 
     def answer(self, request_line: list[str], body: bytes) -> None:
+        assert self.transport is not None, "answers come after connection_made"
         method, path = request_line[0], request_line[1] if len(request_line) > 1 else "/"
         if method == "POST" and path.endswith("/chat/completions"):
             count = int(json.loads(body).get("max_tokens") or 16)

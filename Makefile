@@ -18,7 +18,7 @@ APT_PACKAGES := libpango-1.0-0 libpangoft2-1.0-0 libharfbuzz-subset0 fontconfig 
 DEMO_PROMPT ?= Write a short handbook on keeping a sourdough starter alive. Practical, with examples.
 DEMO_SHAPE ?= 2x3x4
 
-.PHONY: setup system venv engine demo test clean
+.PHONY: setup system venv engine demo lint test clean
 
 setup: system venv engine
 
@@ -44,7 +44,13 @@ engine: venv
 demo: setup
 	$(BIN)/fanout book "$(DEMO_PROMPT)" --shape $(DEMO_SHAPE)
 
-test: setup
+# ruff (lint, import order, format) and mypy (strict for backends/, book/, audit/: pyproject.toml) first
+lint: venv
+	$(BIN)/ruff check pipeline tests examples
+	$(BIN)/ruff format --check pipeline tests examples
+	$(BIN)/mypy
+
+test: setup lint
 	FANOUT_THREADS=$${FANOUT_THREADS:-1} $(BIN)/pytest -q
 
 clean:

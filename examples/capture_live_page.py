@@ -25,9 +25,17 @@ from selenium.webdriver.chrome.service import Service
 def browser() -> webdriver.Chrome:
     options = webdriver.ChromeOptions()
     options.binary_location = shutil.which("chromium")
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--window-size=1280,900"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1280,900",
+    ):
         options.add_argument(flag)
     return webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
 
@@ -43,10 +51,19 @@ def main() -> int:
     if args.bench:
         command = ["bench", "--streams", "1,4,8", "--window", "8", "--max-tokens", "128", "--slots", "8"]
     else:
-        command = ["book", "Write a short handbook on keeping a sourdough starter alive. Practical, with examples.",
-                   "--shape", args.shape, "--quiet"]
-    run = subprocess.Popen([sys.executable, "-m", "pipeline", *command, "--live", "--live-linger", "5"],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        command = [
+            "book",
+            "Write a short handbook on keeping a sourdough starter alive. Practical, with examples.",
+            "--shape",
+            args.shape,
+            "--quiet",
+        ]
+    run = subprocess.Popen(
+        [sys.executable, "-m", "pipeline", *command, "--live", "--live-linger", "5"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     url = next(line.split("live page: ", 1)[1].strip() for line in run.stderr if "live page: " in line)
     driver = browser()
     try:

@@ -42,16 +42,22 @@ from pipeline.records import EngineKind  # noqa: E402
 from pipeline.templating import render_chat  # noqa: E402
 from pipeline.titles import refusal  # noqa: E402
 
-CHAPTERS = [("Keeping a Sourdough Starter Alive", "Feeding Your Starter"),
-            ("Writing Command-Line Tools in Python", "Parsing Arguments"),
-            ("The Printing Press in Europe", "Gutenberg's Workshop in Mainz"),
-            ("How Vaccines Train the Immune System", "Antibodies and Memory Cells"),
-            ("Woodworking with Hand Tools", "Sharpening Chisels and Planes")]
+CHAPTERS = [
+    ("Keeping a Sourdough Starter Alive", "Feeding Your Starter"),
+    ("Writing Command-Line Tools in Python", "Parsing Arguments"),
+    ("The Printing Press in Europe", "Gutenberg's Workshop in Mainz"),
+    ("How Vaccines Train the Immune System", "Antibodies and Memory Cells"),
+    ("Woodworking with Hand Tools", "Sharpening Chisels and Planes"),
+]
 COUNT = 4
-JSON_ASK = ('What are {n} topics to cover in the chapter "{chapter}" of the book "{book}"? Give one short section '
-            'title per topic, each different from the others.\n\nAnswer with JSON only: {{"titles": ["...", "..."]}}')
-LIST_ASK = ('List {n} sections for the chapter "{chapter}" of the book "{book}".\nOne per line, numbered: a short '
-            'heading, a colon, then one sentence on what the section teaches.')
+JSON_ASK = (
+    'What are {n} topics to cover in the chapter "{chapter}" of the book "{book}"? Give one short section '
+    'title per topic, each different from the others.\n\nAnswer with JSON only: {{"titles": ["...", "..."]}}'
+)
+LIST_ASK = (
+    'List {n} sections for the chapter "{chapter}" of the book "{book}".\nOne per line, numbered: a short '
+    "heading, a colon, then one sentence on what the section teaches."
+)
 
 
 def messages(form: str, book: str, chapter: str) -> list[dict[str, str]]:
@@ -59,24 +65,40 @@ def messages(form: str, book: str, chapter: str) -> list[dict[str, str]]:
         return [{"role": "user", "content": JSON_ASK.format(n=COUNT, chapter=chapter, book=book)}]
     if form == "list":
         return [{"role": "user", "content": LIST_ASK.format(n=COUNT, chapter=chapter, book=book)}]
-    return render_chat("plan_chapter.md", how_many=f"{COUNT} sections", chapter_title=chapter, book_title=book,
-                       chapter_about="", avoid="")
+    return render_chat(
+        "plan_chapter.md",
+        how_many=f"{COUNT} sections",
+        chapter_title=chapter,
+        book_title=book,
+        chapter_about="",
+        avoid="",
+    )
 
 
 def body(form: str, book: str, chapter: str, seed: int) -> dict:
     profile = PROFILES["small"].model_copy(update={"seed": seed})
-    fields = {"messages": messages(form, book, chapter), "max_tokens": 300, "temperature": profile.temperature,
-              **sampling_body(profile, {EngineKind.LLAMACPP}, chapter)}
+    fields = {
+        "messages": messages(form, book, chapter),
+        "max_tokens": 300,
+        "temperature": profile.temperature,
+        **sampling_body(profile, {EngineKind.LLAMACPP}, chapter),
+    }
     if form == "json":
-        schema = {"type": "object", "properties": {"titles": {"type": "array", "minItems": COUNT, "maxItems": COUNT,
-                                                              "items": {"type": "string"}}}, "required": ["titles"]}
+        schema = {
+            "type": "object",
+            "properties": {
+                "titles": {"type": "array", "minItems": COUNT, "maxItems": COUNT, "items": {"type": "string"}}
+            },
+            "required": ["titles"],
+        }
         fields["response_format"] = {"type": "json_schema", "json_schema": {"name": "t", "schema": schema}}
     return fields
 
 
 def ask(url: str, payload: dict) -> str:
-    request = urllib.request.Request(url + "/chat/completions", data=json.dumps(payload).encode(),
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        url + "/chat/completions", data=json.dumps(payload).encode(), headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(request, timeout=600) as response:
         return json.load(response)["choices"][0]["message"]["content"]
 
@@ -85,8 +107,10 @@ def usable(text: str, book: str, chapter: str) -> tuple[int, int]:
     """Headings fanout would take (at most COUNT), and how many of them came with a point."""
     chosen, points = [], 0
     for item in parse_items(text):
-        if len(chosen) < COUNT and refusal(item.title, {"the chapter title": chapter, "the book title": book},
-                                           chosen) is None:
+        if (
+            len(chosen) < COUNT
+            and refusal(item.title, {"the chapter title": chapter, "the book title": book}, chosen) is None
+        ):
             chosen.append(item.title)
             points += bool(item.point)
     return len(chosen), points

@@ -40,8 +40,9 @@ class AskReport(BaseModel):
 def build_request(spec: AskSpec, index: int) -> ChatRequest:
     prompt = spec.prompt if spec.streams == 1 else f"[{index + 1}] {spec.prompt}"
     extra = {"ignore_eos": True} if spec.ignore_eos else {}
-    return ChatRequest(messages=[{"role": "user", "content": prompt}], max_tokens=spec.max_tokens,
-                       extra=extra, tag=f"ask-{index + 1}")
+    return ChatRequest(
+        messages=[{"role": "user", "content": prompt}], max_tokens=spec.max_tokens, extra=extra, tag=f"ask-{index + 1}"
+    )
 
 
 async def ask(settings: Settings, spec: AskSpec, on_delta: OnDelta | None = None) -> AskReport:
@@ -59,6 +60,10 @@ async def ask(settings: Settings, spec: AskSpec, on_delta: OnDelta | None = None
         wall = time.monotonic() - started
         after = await generated_tokens(fleet)
     done = [c for c in completions if c is not None]
-    return AskReport(completions=done, wall_s=wall, client_tokens=sum(c.completion_tokens or 0 for c in done),
-                     server_tokens=None if before is None or after is None else after - before,
-                     engines=fleet.engines)
+    return AskReport(
+        completions=done,
+        wall_s=wall,
+        client_tokens=sum(c.completion_tokens or 0 for c in done),
+        server_tokens=None if before is None or after is None else after - before,
+        engines=fleet.engines,
+    )

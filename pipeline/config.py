@@ -26,8 +26,13 @@ from pipeline.records import Backend, SamplingProfile
 
 # A backend's options, the same in a TOML table and in a spec (`URL,cap=N,...`), mapped to Backend's fields;
 # `key_env` and `api_key_env` are two documented spellings of one setting.
-BACKEND_OPTIONS = {"cap": "cap", "model": "model", "name": "name", "key_env": "api_key_env",
-                   "api_key_env": "api_key_env"}
+BACKEND_OPTIONS = {
+    "cap": "cap",
+    "model": "model",
+    "name": "name",
+    "key_env": "api_key_env",
+    "api_key_env": "api_key_env",
+}
 BACKEND_TABLE_KEYS = {"url": "base_url", **BACKEND_OPTIONS}  # a spec gives the URL first instead
 
 
@@ -64,8 +69,14 @@ class Settings(BaseModel):
     read_timeout: float = Field(default=120.0, gt=0)
 
 
-ENV_FIELDS = {"slots": "FANOUT_SLOTS", "threads": "FANOUT_THREADS", "ctx_per_slot": "FANOUT_CTX_PER_SLOT",
-              "attempts": "FANOUT_ATTEMPTS", "read_timeout": "FANOUT_READ_TIMEOUT", "profile": "FANOUT_PROFILE"}
+ENV_FIELDS = {
+    "slots": "FANOUT_SLOTS",
+    "threads": "FANOUT_THREADS",
+    "ctx_per_slot": "FANOUT_CTX_PER_SLOT",
+    "attempts": "FANOUT_ATTEMPTS",
+    "read_timeout": "FANOUT_READ_TIMEOUT",
+    "profile": "FANOUT_PROFILE",
+}
 BACKEND_LISTS = {"backends": "FANOUT_BACKENDS", "planner_backends": "FANOUT_PLANNER_BACKENDS"}
 FILE_KEYS = [*ENV_FIELDS, *BACKEND_LISTS, "sampling"]
 SAMPLING_KEYS = [name for name in SamplingProfile.model_fields if name != "name"]
@@ -109,8 +120,9 @@ def _spec_option(option: str, where: str) -> tuple[str, Any]:
     return key, _positive_int(value, f"{where}: cap") if key == "cap" else value
 
 
-def _backend_fields(pairs: Iterable[tuple[str, Any]], known: Mapping[str, str], where: str,
-                    what: str) -> dict[str, Any]:
+def _backend_fields(
+    pairs: Iterable[tuple[str, Any]], known: Mapping[str, str], where: str, what: str
+) -> dict[str, Any]:
     """Takes a backend's (option, value) pairs as the user spelt them and the known spellings; returns
     Backend's fields, or raises UsageError on an unknown option or a setting given twice."""
     fields: dict[str, Any] = {}
@@ -189,13 +201,15 @@ def env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
     for key, var in BACKEND_LISTS.items():
         specs = environ.get(var, "").split()
         if specs:
-            layer[key] = [parse_backend_spec(spec, i, planner=key != "backends", source=var)
-                          for i, spec in enumerate(specs)]
+            layer[key] = [
+                parse_backend_spec(spec, i, planner=key != "backends", source=var) for i, spec in enumerate(specs)
+            ]
     return layer
 
 
-def load_settings(flags: Mapping[str, Any], config_path: Path | None = None,
-                  environ: Mapping[str, str] | None = None) -> Settings:
+def load_settings(
+    flags: Mapping[str, Any], config_path: Path | None = None, environ: Mapping[str, str] | None = None
+) -> Settings:
     environ = os.environ if environ is None else environ
     merged: dict[str, Any] = env_layer(environ)
     if config_path is not None:
@@ -224,10 +238,12 @@ def parse_shape(text: str, setting: str = "shape") -> tuple[int, int, int]:
     match = re.fullmatch(r"(\d+)x(\d+)x(\d+)", text.strip().lower())
     if not match:
         raise UsageError(f"setting '{setting}' {text!r}: expected PxCxS, for example 8x12x16")
-    sizes = tuple(int(n) for n in match.groups())
+    sizes = (int(match[1]), int(match[2]), int(match[3]))
     if min(sizes) < 1 or max(sizes) > MAX_PER_LEVEL or sizes[0] * sizes[1] * sizes[2] > MAX_SECTIONS:
-        raise UsageError(f"setting '{setting}' {text!r}: each size must be 1..{MAX_PER_LEVEL} and the book at most "
-                         f"{MAX_SECTIONS:,} sections")
+        raise UsageError(
+            f"setting '{setting}' {text!r}: each size must be 1..{MAX_PER_LEVEL} and the book at most "
+            f"{MAX_SECTIONS:,} sections"
+        )
     return sizes
 
 
@@ -236,8 +252,9 @@ def parse_levels(text: str, setting: str = "levels") -> list[int]:
     try:
         levels = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        raise UsageError(f"setting '{setting}' {text!r}: expected whole numbers separated by commas, "
-                         f"e.g. 1,4,8,16") from None
+        raise UsageError(
+            f"setting '{setting}' {text!r}: expected whole numbers separated by commas, e.g. 1,4,8,16"
+        ) from None
     if not levels or min(levels) <= 0:
         raise UsageError(f"setting '{setting}' {text!r}: every level must be a positive whole number")
     return levels

@@ -22,7 +22,7 @@ from typing import Any
 
 from aiohttp import web
 
-from pipeline.backends.fleet import generated_tokens
+from pipeline.backends.fleet import Fleet, generated_tokens
 from pipeline.errors import UsageError
 from pipeline.progress import BenchListener, BookListener, request_id
 from pipeline.records import SectionResult
@@ -45,8 +45,9 @@ def is_loopback(host: str) -> bool:
 
 def check_bind(host: str, allow_public: bool) -> None:
     if not is_loopback(host) and not allow_public:
-        raise UsageError(f"setting 'live_host' {host} is not a loopback address; add setting 'live_public' to serve it "
-                         "anyway")
+        raise UsageError(
+            f"setting 'live_host' {host} is not a loopback address; add setting 'live_public' to serve it anyway"
+        )
 
 
 class LiveFeed(BookListener, BenchListener):
@@ -57,12 +58,22 @@ class LiveFeed(BookListener, BenchListener):
     def __init__(self, host: str = "127.0.0.1", port: int = 0, allow_public: bool = False):
         check_bind(host, allow_public)
         self.host, self.port = host, port
-        self.state: dict[str, Any] = {"title": "", "unit": "sections", "levels": {}, "total": 0, "done": 0,
-                                      "tokens": 0, "backends": [], "rate": None, "rate_source": "", "final": None}
+        self.state: dict[str, Any] = {
+            "title": "",
+            "unit": "sections",
+            "levels": {},
+            "total": 0,
+            "done": 0,
+            "tokens": 0,
+            "backends": [],
+            "rate": None,
+            "rate_source": "",
+            "final": None,
+        }
         self.sections: dict[str, dict[str, Any]] = {}
         self.changed: set[str] = set()
         self.arrivals: deque[float] = deque()
-        self.fleet = None
+        self.fleet: Fleet | None = None
         self.pool = None
         self.in_flight: dict[str, dict[str, Any]] = {}  # bench: per backend, as the pool's snapshot has it
         self.ladder: list[list[str]] = []
@@ -79,7 +90,7 @@ class LiveFeed(BookListener, BenchListener):
         await self.runner.setup()
         site = web.TCPSite(self.runner, self.host, self.port)
         await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]
+        self.port = self.runner.addresses[0][1]  # the bound port, where port 0 asked for any
         self.url = f"http://{self.host}:{self.port}/"
         self.tasks = [asyncio.create_task(self._tick_forever())]
         return self.url
@@ -99,8 +110,11 @@ class LiveFeed(BookListener, BenchListener):
         self.tasks.append(asyncio.create_task(self._count_server_tokens()))
 
     def planning(self, spec) -> None:
-        self.state["levels"] = {"plan parts": [0, 1], "plan chapters": [0, spec.parts],
-                                "plan sections": [0, spec.parts * spec.chapters]}
+        self.state["levels"] = {
+            "plan parts": [0, 1],
+            "plan chapters": [0, spec.parts],
+            "plan sections": [0, spec.parts * spec.chapters],
+        }
 
     def planned(self, level: str) -> None:
         self.state["levels"][f"plan {level}"][0] += 1
@@ -129,8 +143,7 @@ class LiveFeed(BookListener, BenchListener):
         self.changed.add(section_id)
 
     def written(self, result: SectionResult) -> None:
-        section = self.sections.setdefault(result.id, {"id": result.id, "title": result.title, "text": "",
-                                                       "sent": 0})
+        section = self.sections.setdefault(result.id, {"id": result.id, "title": result.title, "text": "", "sent": 0})
         section["state"] = "failed" if not result.ok else result.finish_reason or "done"
         self.state["done"] += 1
         self.state["tokens"] += result.completion_tokens or 0
@@ -142,8 +155,7 @@ class LiveFeed(BookListener, BenchListener):
     # ------------------------------------------------------------ bench listener
 
     def level_started(self, label: str, streams: int, backends: list[str], levels: int) -> None:
-        self.state["title"] = f"fanout bench: {streams} streams a backend" + (f" ({label})" if label != "bench"
-                                                                               else "")
+        self.state["title"] = f"fanout bench: {streams} streams a backend" + (f" ({label})" if label != "bench" else "")
         self.state["unit"] = "requests"
         done, _ = self.state["levels"].get(f"ladder {label}", [0, levels])
         self.state["levels"][f"ladder {label}"] = [done, levels]
@@ -166,9 +178,17 @@ class LiveFeed(BookListener, BenchListener):
     def level_done(self, label: str, result) -> None:
         self.state["levels"][f"ladder {label}"][0] += 1
         point = result.total
-        self.ladder.append([label, str(point.streams), f"{point.sustained:,.1f}", f"{point.best_second:,.1f}",
-                            f"{point.per_stream:,.1f}", f"{point.step_ms or 0:,.2f}",
-                            f"{point.ttft_p50_ms or 0:,.0f}"])
+        self.ladder.append(
+            [
+                label,
+                str(point.streams),
+                f"{point.sustained:,.1f}",
+                f"{point.best_second:,.1f}",
+                f"{point.per_stream:,.1f}",
+                f"{point.step_ms or 0:,.2f}",
+                f"{point.ttft_p50_ms or 0:,.0f}",
+            ]
+        )
         self.state["final"] = {"head": list(LADDER_HEAD), "rows": self.ladder, "running": True}
 
     def bench_finished(self, record) -> None:
@@ -186,6 +206,7 @@ class LiveFeed(BookListener, BenchListener):
     async def _count_server_tokens(self) -> None:
         """Where every engine counts per step, the rate is the counters' growth; else client timestamps."""
         fleet = self.fleet
+        assert fleet is not None, "started from fleet_opened"
         per_step = all(fleet.engines[b.name].counts_per_step for b in fleet.backends)
         previous: tuple[float, float] | None = None
         while True:
@@ -204,15 +225,20 @@ class LiveFeed(BookListener, BenchListener):
     # ------------------------------------------------------------ web
 
     async def _page(self, request: web.Request) -> web.Response:
-        return web.Response(text=template_path("live.html").read_text(encoding="utf-8"), content_type="text/html",
-                            headers={"Content-Security-Policy": "default-src 'none'; script-src 'unsafe-inline'; "
-                                                                "style-src 'unsafe-inline'; connect-src 'self'"})
+        return web.Response(
+            text=template_path("live.html").read_text(encoding="utf-8"),
+            content_type="text/html",
+            headers={
+                "Content-Security-Policy": "default-src 'none'; script-src 'unsafe-inline'; "
+                "style-src 'unsafe-inline'; connect-src 'self'"
+            },
+        )
 
     def _snapshot(self) -> dict[str, Any]:
         """For a page that just connected: the latest sections as far as the other pages have them (the
         next tick sends every page the rest)."""
         latest = list(self.sections.values())[-200:]
-        return {**self.state, "sections": [{**self._public(s), "append": s["text"][:s["sent"]]} for s in latest]}
+        return {**self.state, "sections": [{**self._public(s), "append": s["text"][: s["sent"]]} for s in latest]}
 
     @staticmethod
     def _public(section: dict[str, Any]) -> dict[str, Any]:
@@ -223,8 +249,13 @@ class LiveFeed(BookListener, BenchListener):
         changes = []
         for section_id in self.changed:
             section = self.sections[section_id]
-            changes.append({**self._public(section), "append": section["text"][section["sent"]:],
-                            "reset": section.pop("reset", False)})
+            changes.append(
+                {
+                    **self._public(section),
+                    "append": section["text"][section["sent"] :],
+                    "reset": section.pop("reset", False),
+                }
+            )
             section["sent"] = len(section["text"])
         self.changed.clear()
         return changes
@@ -263,16 +294,26 @@ LADDER_HEAD = ("series", "streams", "sustained tok/s", "best second", "per strea
 
 def book_rows(stats) -> list[list[str]]:
     """The final stats of a book run, as the page's table shows them."""
-    return [[name, str(value)] for name, value in (
-        ("sections ok / planned", f"{stats.sections_ok} / {stats.sections}"),
-        ("requests (planning + writing)", f"{stats.requests} ({stats.requests_planning} + {stats.requests_writing})"),
-        ("tokens written (server usage)", f"{stats.tokens_written:,}"),
-        ("write time s", stats.write_seconds),
-        ("average while writing tok/s (usage / client clock)", stats.write_tok_s),
-        ("whole job s", stats.job_seconds), ("words", f"{stats.words:,}"),
-        ("request errors", stats.request_errors),
-        ("failed / empty / truncated", f"{stats.failed_sections} / {stats.empty_sections} / "
-                                       f"{stats.truncated_sections}"))]
+    return [
+        [name, str(value)]
+        for name, value in (
+            ("sections ok / planned", f"{stats.sections_ok} / {stats.sections}"),
+            (
+                "requests (planning + writing)",
+                f"{stats.requests} ({stats.requests_planning} + {stats.requests_writing})",
+            ),
+            ("tokens written (server usage)", f"{stats.tokens_written:,}"),
+            ("write time s", stats.write_seconds),
+            ("average while writing tok/s (usage / client clock)", stats.write_tok_s),
+            ("whole job s", stats.job_seconds),
+            ("words", f"{stats.words:,}"),
+            ("request errors", stats.request_errors),
+            (
+                "failed / empty / truncated",
+                f"{stats.failed_sections} / {stats.empty_sections} / {stats.truncated_sections}",
+            ),
+        )
+    ]
 
 
 async def serve_during(feed: LiveFeed, job, linger_s: float):

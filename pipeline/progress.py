@@ -9,12 +9,18 @@ Listeners fans one run out to several watchers (the terminal and the live page).
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from pipeline.backends.pool import BackendPool
-from pipeline.records import BookSpec, SectionResult
+from pipeline.records import BookSpec, Outline, SectionResult
+
+if TYPE_CHECKING:
+    from pipeline.backends.fleet import Fleet
+    from pipeline.bench.records import BenchRecord, LevelResult, RequestSample
+    from pipeline.book.run import BookOutcome
 
 
 class BookListener:
@@ -23,20 +29,20 @@ class BookListener:
     def __enter__(self) -> BookListener:
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         return None
 
-    def fleet_opened(self, fleet) -> None: ...
+    def fleet_opened(self, fleet: Fleet) -> None: ...
     def planning(self, spec: BookSpec) -> None: ...
     def planned(self, level: str) -> None: ...
-    def outline_ready(self, outline) -> None: ...
+    def outline_ready(self, outline: Outline) -> None: ...
     def writing(self, total: int, done: int, pool: BackendPool) -> None: ...
     def section_started(self, section_id: str, title: str) -> None: ...
     def section_restarted(self, section_id: str) -> None: ...  # an attempt cut mid-stream is asked again
     def section_delta(self, section_id: str, text: str) -> None: ...
     def written(self, result: SectionResult) -> None: ...
     def typesetting(self) -> None: ...
-    def finished(self, outcome) -> None: ...
+    def finished(self, outcome: BookOutcome) -> None: ...
 
 
 class BenchListener:
@@ -44,13 +50,13 @@ class BenchListener:
 
     wants_deltas = False
 
-    def fleet_opened(self, fleet) -> None: ...
+    def fleet_opened(self, fleet: Fleet) -> None: ...
     def level_started(self, label: str, streams: int, backends: list[str], levels: int) -> None: ...
     def request_started(self, backend: str, number: int) -> None: ...
     def section_delta(self, section_id: str, text: str) -> None: ...  # section_id: request_id(number)
-    def request_done(self, sample) -> None: ...  # a bench.records.RequestSample
-    def level_done(self, label: str, result) -> None: ...  # a bench.records.LevelResult
-    def bench_finished(self, record) -> None: ...  # the BenchRecord
+    def request_done(self, sample: RequestSample) -> None: ...  # a bench.records.RequestSample
+    def level_done(self, label: str, result: LevelResult) -> None: ...  # a bench.records.LevelResult
+    def bench_finished(self, record: BenchRecord) -> None: ...  # the BenchRecord
 
 
 def request_id(number: int) -> str:
@@ -69,11 +75,11 @@ class Listeners(BookListener):
             watcher.__enter__()
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         for watcher in self.watchers:
             watcher.__exit__(*exc_info)
 
-    def fleet_opened(self, fleet) -> None:
+    def fleet_opened(self, fleet: Fleet) -> None:
         for watcher in self.watchers:
             watcher.fleet_opened(fleet)
 
@@ -85,7 +91,7 @@ class Listeners(BookListener):
         for watcher in self.watchers:
             watcher.planned(level)
 
-    def outline_ready(self, outline) -> None:
+    def outline_ready(self, outline: Outline) -> None:
         for watcher in self.watchers:
             watcher.outline_ready(outline)
 
@@ -113,7 +119,7 @@ class Listeners(BookListener):
         for watcher in self.watchers:
             watcher.typesetting()
 
-    def finished(self, outcome) -> None:
+    def finished(self, outcome: BookOutcome) -> None:
         for watcher in self.watchers:
             watcher.finished(outcome)
 
@@ -121,9 +127,16 @@ class Listeners(BookListener):
 class BookProgress(BookListener):
     def __init__(self, enabled: bool = True):
         self.enabled = enabled
-        self.bars = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                             TimeElapsedColumn(), TextColumn("{task.fields[note]}"),
-                             console=Console(stderr=True), disable=not enabled, refresh_per_second=4)
+        self.bars = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[note]}"),
+            console=Console(stderr=True),
+            disable=not enabled,
+            refresh_per_second=4,
+        )
         self.tasks: dict[str, TaskID] = {}
         self.pool: BackendPool | None = None
         self.tokens = 0
@@ -133,7 +146,7 @@ class BookProgress(BookListener):
     def __enter__(self) -> BookProgress:
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         if self.started:
             self.bars.stop()
 
@@ -164,9 +177,12 @@ class BookProgress(BookListener):
         elapsed = max(time.monotonic() - self.write_started, 1e-6)
         note = f"{self.tokens:,} tokens, {self.tokens / elapsed:,.1f} tok/s (usage / client clock)"
         self.bars.update(self.tasks["write"], advance=1, note=note)
-        for state in self.pool.states:
-            self.bars.update(self.tasks[state.backend.name], completed=state.in_flight,
-                             note=f"in flight / cap; {state.succeeded} done, {state.failed} failed")
+        for state in self.pool.states if self.pool is not None else []:
+            self.bars.update(
+                self.tasks[state.backend.name],
+                completed=state.in_flight,
+                note=f"in flight / cap; {state.succeeded} done, {state.failed} failed",
+            )
 
     def typesetting(self) -> None:
         self.tasks["typeset"] = self._add("typeset PDF", None, "")

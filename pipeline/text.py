@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-CLOSING = tuple('.!?:;)]}"\'`*_…»”’')
+CLOSING = tuple(".!?:;)]}\"'`*_…»”’")
 LOOP_WORDS = 8  # a run of this many words three times in one section is a repetition loop
 LOOP_REPEATS = 3
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
@@ -20,7 +20,7 @@ def words_of(text: str) -> list[str]:
 
 
 def shingles(words: list[str], size: int) -> list[tuple[str, ...]]:
-    return [tuple(words[i:i + size]) for i in range(len(words) - size + 1)]
+    return [tuple(words[i : i + size]) for i in range(len(words) - size + 1)]
 
 
 def ends_closed(block: str) -> bool:
@@ -44,6 +44,6 @@ def close_open_fence(body: str) -> str:
         marker = match.group(1)
         if opener is None:
             opener = marker
-        elif marker[0] == opener[0] and len(marker) >= len(opener) and not line.strip()[len(marker):].strip():
+        elif marker[0] == opener[0] and len(marker) >= len(opener) and not line.strip()[len(marker) :].strip():
             opener = None
     return body if opener is None else body.rstrip("\n") + "\n" + opener

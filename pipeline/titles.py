@@ -9,9 +9,11 @@ from typing import Any
 import snowballstemmer
 
 MAX_TITLE_CHARS = 120
-NUMBERING = re.compile(r"^(?:(?i:part|chapter|section)\s+(?:\d+|[IVXLC]+)[.):\-]*\s*"  # Part 3: / Chapter IV.
-                       r"|\d+\.\d+(?:\.\d+)*[.):\-]?\s+"  # 1.2 Title / 1.2. Title
-                       r"|(?:\d+|[IVXLC]+)[.):\-]\s+)")  # 1. / 2) / IV:
+NUMBERING = re.compile(
+    r"^(?:(?i:part|chapter|section)\s+(?:\d+|[IVXLC]+)[.):\-]*\s*"  # Part 3: / Chapter IV.
+    r"|\d+\.\d+(?:\.\d+)*[.):\-]?\s+"  # 1.2 Title / 1.2. Title
+    r"|(?:\d+|[IVXLC]+)[.):\-]\s+)"
+)  # 1. / 2) / IV:
 
 
 def clean_title(raw: Any) -> str:
@@ -41,7 +43,7 @@ def plausible_title(title: str) -> bool:
     words = title_key(title).split()
     if not 2 <= len(title) <= MAX_PLAUSIBLE_CHARS or not words:
         return False
-    trigrams = [tuple(words[i:i + 3]) for i in range(len(words) - 2)]
+    trigrams = [tuple(words[i : i + 3]) for i in range(len(words) - 2)]
     return len(trigrams) == len(set(trigrams))
 
 
@@ -49,19 +51,25 @@ def plausible_title(title: str) -> bool:
 # Small models echo their parent's title, emit JSON keys or identifiers as titles, and number near-copies
 # ("Starter Sourcing 2"). These checks say why a title is refused, so the re-ask can say it too.
 
-STOPWORDS = frozenset("""
+STOPWORDS = frozenset(
+    """
 a an the of and or to in on for with from by at as into about your you yours our my their its it this that
 these those how what why when where which who is are be can do does should will vs versus without within own
-""".split())
-GENERIC_WORDS = frozenset("""
+""".split()
+)
+GENERIC_WORDS = frozenset(
+    """
 introduction overview basics basic guide handbook book chapter part section tips essentials essential
 fundamentals fundamental understanding key concepts concept principles principle short complete practical
 examples example beginner beginners beginner's write writing topic topics summary conclusion more
-""".split())
-JSON_WORDS = frozenset("""
+""".split()
+)
+JSON_WORDS = frozenset(
+    """
 title titles parts part chapters chapter sections section point points name description content type id
 string array object null true false json key value items list
-""".split())
+""".split()
+)
 SIMILAR = 0.75  # Jaccard of content words at or above which two titles say the same thing
 MAX_HEADING_WORDS = 10  # past this a 'title' is a sentence (small models write their point into it)
 _stemmer = snowballstemmer.stemmer("english")

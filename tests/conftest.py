@@ -1,5 +1,6 @@
-"""Shared fixtures (the real engine, a counting TCP listener). Tests marked `engine` use the real llama-server built by `make setup`; when it is
-missing they fail (not skip): `make test` installs it first, so a missing engine is a broken set-up."""
+"""Shared fixtures (the real engine, a counting TCP listener). Tests marked `engine` use the real llama-server
+built by `make setup`; when it is missing they fail (not skip): `make test` installs it first, so a missing
+engine is a broken set-up."""
 
 from __future__ import annotations
 
@@ -24,8 +25,9 @@ def engine_assets():
 def engine8(engine_assets, tmp_path_factory):
     """A real llama-server with 8 slots, shared by a module's tests."""
     log = tmp_path_factory.mktemp("engine") / "llama-server.log"
-    with EmbeddedEngine(EngineSettings(slots=8, threads=ENGINE_THREADS, ctx_per_slot=1024), engine_assets,
-                        log) as engine:
+    with EmbeddedEngine(
+        EngineSettings(slots=8, threads=ENGINE_THREADS, ctx_per_slot=1024), engine_assets, log
+    ) as engine:
         yield engine
 
 

@@ -14,6 +14,7 @@ import re
 import statistics
 from dataclasses import dataclass
 from itertools import combinations
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
@@ -21,6 +22,9 @@ from pipeline.audit.source import AuditBook, AuditSection
 from pipeline.errors import UsageError
 from pipeline.text import ends_closed, shingles, words_of
 from pipeline.titles import echoes, near_duplicates
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 REPEAT_GRAM = 4  # seq-rep-4
 REPETITIVE = 0.3  # a section above this seq-rep-4 counts in sections_over_0_3
@@ -31,7 +35,7 @@ DIGITS = 4
 
 FIGURES: dict[str, str] = {
     "distinct_2": "unique word bigrams ÷ bigrams, taken within each section and pooled over the book "
-                  "(1 = no two-word phrase recurs)",
+    "(1 = no two-word phrase recurs)",
     "seq_rep_4_median": "median over sections of seq-rep-4: 1 − unique word 4-grams ÷ 4-grams (0 = no repeats)",
     "seq_rep_4_max": "the highest seq-rep-4 of any section",
     "sections_over_0_3": "sections whose seq-rep-4 is over 0.3",
@@ -39,9 +43,9 @@ FIGURES: dict[str, str] = {
     "words_median": "median words per section",
     "length_ratio_median": "median of a section's words ÷ the words asked for per section (run folders only)",
     "title_echo_rate": "share of part, chapter and section titles that repeat the book title, the prompt, "
-                       "their part or their chapter",
+    "their part or their chapter",
     "placeholder_titles": "numbered stand-in titles: flagged in outline.json, or named like 'Part 3' or "
-                          "'… (section 3)'",
+    "'… (section 3)'",
     "near_duplicate_titles": "pairs of sibling titles (same parent) that say the same thing",
     "repeated_passages": "sections sharing a 12-word passage with an earlier section",
     "sections": "sections measured: every section but those whose every attempt failed",
@@ -89,10 +93,14 @@ def distinct(sections: list[list[str]], size: int = 2) -> float:
 
 
 def section_quality(section: AuditSection, words: list[str], target: int | None) -> SectionQuality:
-    return SectionQuality(id=section.id, title=section.title, words=len(words),
-                          seq_rep_4=round(seq_rep(words), DIGITS),
-                          length_ratio=round(len(words) / target, DIGITS) if target else None,
-                          unfinished=not ends_closed(section.text))
+    return SectionQuality(
+        id=section.id,
+        title=section.title,
+        words=len(words),
+        seq_rep_4=round(seq_rep(words), DIGITS),
+        length_ratio=round(len(words) / target, DIGITS) if target else None,
+        unfinished=not ends_closed(section.text),
+    )
 
 
 def median(values: list[float]) -> float:
@@ -108,13 +116,16 @@ def share(count: int, total: int) -> float:
 
 def title_nodes(book: AuditBook) -> list[tuple[str, str, str]]:
     """(level, id, title) of every part, chapter and section."""
-    return ([("part", node_id, title) for node_id, title in book.parts]
-            + [("chapter", node_id, title) for node_id, title in book.chapters]
-            + [("section", section.id, section.title) for section in book.sections])
+    return (
+        [("part", node_id, title) for node_id, title in book.parts]
+        + [("chapter", node_id, title) for node_id, title in book.chapters]
+        + [("section", section.id, section.title) for section in book.sections]
+    )
 
 
-def ancestors_of(node_id: str, book: AuditBook, levels: dict[str, tuple[str, str]], title: str,
-                 prompt: str | None) -> list[tuple[str, str]]:
+def ancestors_of(
+    node_id: str, book: AuditBook, levels: dict[str, tuple[str, str]], title: str, prompt: str | None
+) -> list[tuple[str, str]]:
     """(what, text) a title may echo: the book title, the prompt, its part, its chapter."""
     chain = []
     parent = book.parents.get(node_id)
@@ -138,8 +149,9 @@ def echoing_titles(book: AuditBook, title: str, prompt: str | None) -> list[str]
 
 
 def placeholder_count(book: AuditBook) -> int:
-    return sum(node_id in book.placeholders or bool(OLD_PLACEHOLDER.match(text))
-               for _, node_id, text in title_nodes(book))
+    return sum(
+        node_id in book.placeholders or bool(OLD_PLACEHOLDER.match(text)) for _, node_id, text in title_nodes(book)
+    )
 
 
 def near_duplicate_pairs(book: AuditBook) -> int:
@@ -153,8 +165,9 @@ def near_duplicate_pairs(book: AuditBook) -> int:
 # ---------------------------------------------------------------- the figures
 
 
-def measure(book: AuditBook, title: str = "", prompt: str | None = None, target: int | None = None,
-            repeated_passages: int = 0) -> tuple[BookQuality, list[SectionQuality]]:
+def measure(
+    book: AuditBook, title: str = "", prompt: str | None = None, target: int | None = None, repeated_passages: int = 0
+) -> tuple[BookQuality, list[SectionQuality]]:
     """The book's figures and each written section's (a failed one has no text to measure; the failed
     rule counts it). `repeated_passages` is the audit rule's count."""
     written = [section for section in book.sections if section.error is None]
@@ -162,6 +175,7 @@ def measure(book: AuditBook, title: str = "", prompt: str | None = None, target:
     sections = [section_quality(s, w, target) for s, w in zip(written, words)]
     reps = [s.seq_rep_4 for s in sections]
     echoing = echoing_titles(book, title, prompt)
+    ratios = [s.length_ratio for s in sections if s.length_ratio is not None]  # all of them, given a target
     quality = BookQuality(
         distinct_2=round(distinct(words), DIGITS),
         seq_rep_4_median=round(median(reps), DIGITS),
@@ -169,7 +183,7 @@ def measure(book: AuditBook, title: str = "", prompt: str | None = None, target:
         sections_over_0_3=sum(rep > REPETITIVE for rep in reps),
         unfinished_share=share(sum(s.unfinished for s in sections), len(sections)),
         words_median=median([s.words for s in sections]),
-        length_ratio_median=round(median([s.length_ratio for s in sections]), DIGITS) if target else None,
+        length_ratio_median=round(median(ratios), DIGITS) if target else None,
         title_echo_rate=share(len(echoing), len(title_nodes(book))),
         placeholder_titles=placeholder_count(book),
         near_duplicate_titles=near_duplicate_pairs(book),
@@ -196,8 +210,9 @@ class Threshold:
         """'distinct_2 0.42 < 0.5' when the book crosses the threshold, else None."""
         actual = getattr(quality, self.name)
         if actual is None:
-            raise UsageError(f"setting 'fail_on': {self.name} is not measured for this book (no words per section "
-                             f"asked)")
+            raise UsageError(
+                f"setting 'fail_on': {self.name} is not measured for this book (no words per section asked)"
+            )
         crossed = actual > self.value if self.op == ">" else actual < self.value
         return f"{self.name} {actual:g} {self.op} {self.value:g}" if crossed else None
 
@@ -227,7 +242,7 @@ def figure_text(value: float | int | None) -> str:
     return f"{value:.3f}".rstrip("0").rstrip(".")
 
 
-def quality_table(quality: BookQuality):
+def quality_table(quality: BookQuality) -> Table:
     """The readable table: one row a figure, its value and its definition."""
     from rich.table import Table
 
@@ -239,6 +254,7 @@ def quality_table(quality: BookQuality):
         table.add_row(name, figure_text(getattr(quality, name)), definition)
     if quality.echoing_titles:
         more = len(quality.echoing_titles) - 3
-        table.caption = ("echoing titles: " + "; ".join(quality.echoing_titles[:3])
-                         + (f" (+{more} more)" if more > 0 else ""))
+        table.caption = (
+            "echoing titles: " + "; ".join(quality.echoing_titles[:3]) + (f" (+{more} more)" if more > 0 else "")
+        )
     return table

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
@@ -21,6 +22,9 @@ from pipeline.audit.source import AuditBook, code_block_count
 from pipeline.errors import UsageError
 from pipeline.text import ends_closed
 from pipeline.titles import title_key
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 
 class AuditReport(BaseModel):
@@ -52,12 +56,25 @@ def audit(book: AuditBook, only: list[str] | None = None, skip: list[str] | None
     counts = {name: sum(d.rule == name for d in defects) for name, _ in rules}
     unpunctuated = sum(not ends_closed(block) for block in book.blocks)
     repeated = counts.get("repeated_passages")
-    quality, per_section = measure(book, book.title, book.prompt, book.target_words,
-                                   len(rule_repeated_passages(book)) if repeated is None else repeated)
-    report = AuditReport(source=book.source, sections=len(book.sections), blocks=len(book.blocks),
-                         blocks_unpunctuated=unpunctuated, code_blocks=code_block_count(book),
-                         rules=[n for n, _ in rules], counts=counts, defects=defects, quality=quality,
-                         section_quality=per_section)
+    quality, per_section = measure(
+        book,
+        book.title,
+        book.prompt,
+        book.target_words,
+        len(rule_repeated_passages(book)) if repeated is None else repeated,
+    )
+    report = AuditReport(
+        source=book.source,
+        sections=len(book.sections),
+        blocks=len(book.blocks),
+        blocks_unpunctuated=unpunctuated,
+        code_blocks=code_block_count(book),
+        rules=[n for n, _ in rules],
+        counts=counts,
+        defects=defects,
+        quality=quality,
+        section_quality=per_section,
+    )
     report.summary = summary_lines(report, book)
     return report
 
@@ -66,10 +83,12 @@ def summary_lines(report: AuditReport, book: AuditBook) -> list[str]:
     section_keys = Counter(title_key(s.title) for s in book.sections)
     repeated_titles = sum(1 for n in section_keys.values() if n > 1)
     share = 100 * report.blocks_unpunctuated / report.blocks if report.blocks else 0.0
-    lines = [f"{repeated_titles} section titles occur more than once",
-             f"{report.blocks_unpunctuated} of {report.blocks} heading-delimited blocks ({share:.0f}%) end without "
-             f"closing punctuation",
-             f"{report.code_blocks} fenced code blocks"]
+    lines = [
+        f"{repeated_titles} section titles occur more than once",
+        f"{report.blocks_unpunctuated} of {report.blocks} heading-delimited blocks ({share:.0f}%) end without "
+        f"closing punctuation",
+        f"{report.code_blocks} fenced code blocks",
+    ]
     section_ids = {s.id for s in book.sections}
     flawed = {d.section_id for d in report.defects if d.section_id in section_ids}
     lines.append(f"{len(flawed)} of {report.sections} sections have at least one defect")
@@ -89,8 +108,10 @@ def parse_fail_on(text: str | None) -> tuple[list[str], list[Threshold]]:
         elif "<" in item or ">" in item:
             thresholds.append(parse_threshold(item))
         else:
-            raise UsageError(f"setting 'fail_on': unknown rule {item!r} (rules: {', '.join(RULE_NAMES)}; "
-                             f"or NAME>VALUE, NAME<VALUE on a figure: {', '.join(FIGURES)})")
+            raise UsageError(
+                f"setting 'fail_on': unknown rule {item!r} (rules: {', '.join(RULE_NAMES)}; "
+                f"or NAME>VALUE, NAME<VALUE on a figure: {', '.join(FIGURES)})"
+            )
     return rules, thresholds
 
 
@@ -106,7 +127,7 @@ def audit_path(source: Path) -> Path:
     return source / "audit.json" if source.is_dir() else source.with_suffix(".audit.json")
 
 
-def audit_table(report: AuditReport):
+def audit_table(report: AuditReport) -> Table:
     """The readable table: one row a rule, its count and the first defect's evidence."""
     from rich.table import Table
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import Counter
-from typing import Callable
+from collections.abc import Callable
 
 from pydantic import BaseModel
 
@@ -38,14 +38,23 @@ def defect(rule: str, section: AuditSection, detail: str) -> Defect:
 
 def rule_duplicate_titles(book: AuditBook) -> list[Defect]:
     found = []
-    for level, items in (("part", book.parts), ("chapter", book.chapters),
-                         ("section", [(s.id, s.title) for s in book.sections])):
+    for level, items in (
+        ("part", book.parts),
+        ("chapter", book.chapters),
+        ("section", [(s.id, s.title) for s in book.sections]),
+    ):
         first_seen: dict[str, str] = {}
         for item_id, title in items:
             key = title_key(title)
             if key in first_seen:
-                found.append(Defect(rule="duplicate", section_id=item_id, title=title,
-                                    detail=f"{level} title also at {first_seen[key]}"))
+                found.append(
+                    Defect(
+                        rule="duplicate",
+                        section_id=item_id,
+                        title=title,
+                        detail=f"{level} title also at {first_seen[key]}",
+                    )
+                )
             else:
                 first_seen[key] = item_id
     return found
@@ -55,8 +64,14 @@ def rule_near_duplicate_titles(book: AuditBook) -> list[Defect]:
     found = []
     for level, items in (("chapter", book.chapters), ("section", [(s.id, s.title) for s in book.sections])):
         for (id_b, title_b), (id_a, title_a) in near_pairs(items):
-            found.append(Defect(rule="near_duplicate", section_id=id_b, title=title_b,
-                                detail=f"{level} title close to {id_a} {title_a!r}"))
+            found.append(
+                Defect(
+                    rule="near_duplicate",
+                    section_id=id_b,
+                    title=title_b,
+                    detail=f"{level} title close to {id_a} {title_a!r}",
+                )
+            )
     return found
 
 
@@ -70,11 +85,13 @@ def near_pairs(items: list[tuple[str, str]]) -> list[tuple[tuple[str, str], tupl
     pairs = []
     for later, bag in enumerate(words):
         ordered = sorted(bag, key=lambda word: (frequency[word], word))
-        prefix = ordered[:len(ordered) - math.ceil(NEAR_DUPLICATE_JACCARD * len(ordered)) + 1]
+        prefix = ordered[: len(ordered) - math.ceil(NEAR_DUPLICATE_JACCARD * len(ordered)) + 1]
         for earlier in sorted({i for word in prefix for i in index.get(word, ())}):
             other = words[earlier]
-            if title_key(items[earlier][1]) != title_key(items[later][1]) and \
-                    len(bag & other) / len(bag | other) >= NEAR_DUPLICATE_JACCARD:
+            if (
+                title_key(items[earlier][1]) != title_key(items[later][1])
+                and len(bag & other) / len(bag | other) >= NEAR_DUPLICATE_JACCARD
+            ):
                 pairs.append((items[later], items[earlier]))
                 break
         for word in prefix:
@@ -98,15 +115,23 @@ def rule_truncated(book: AuditBook) -> list[Defect]:
 
 
 def rule_empty(book: AuditBook) -> list[Defect]:
-    return [defect("empty", s, f"{s.words} words (floor {WORD_FLOOR})") for s in book.sections
-            if s.error is None and s.words < WORD_FLOOR]
+    return [
+        defect("empty", s, f"{s.words} words (floor {WORD_FLOOR})")
+        for s in book.sections
+        if s.error is None and s.words < WORD_FLOOR
+    ]
+
+
 def rule_failed(book: AuditBook) -> list[Defect]:
     return [defect("failed", s, s.error or "") for s in book.sections if s.error is not None]
 
 
 def rule_unclosed_fence(book: AuditBook) -> list[Defect]:
-    return [defect("unclosed_fence", s, "a code fence is opened and never closed") for s in book.sections
-            if s.text and close_open_fence(s.text) != s.text]
+    return [
+        defect("unclosed_fence", s, "a code fence is opened and never closed")
+        for s in book.sections
+        if s.text and close_open_fence(s.text) != s.text
+    ]
 
 
 def rule_repeated_passages(book: AuditBook) -> list[Defect]:
@@ -118,8 +143,9 @@ def rule_repeated_passages(book: AuditBook) -> list[Defect]:
         for gram in set(shingles(words_of(section.text), SHARED_PASSAGE_WORDS)):
             first = owners.setdefault(gram, section.id)
             if first != section.id and section.id not in found:
-                found[section.id] = defect("repeated_passages", section,
-                                           f"shares {' '.join(gram)!r} with {first} {by_id[first].title!r}")
+                found[section.id] = defect(
+                    "repeated_passages", section, f"shares {' '.join(gram)!r} with {first} {by_id[first].title!r}"
+                )
     return list(found.values())
 
 
@@ -152,9 +178,11 @@ def rule_word_count_outliers(book: AuditBook) -> list[Defect]:
     if len(counts) < 4:
         return []
     median = statistics.median(counts)
-    return [defect("word_count_outliers", s, f"{s.words} words against a median of {median:g}")
-            for s in book.sections if s.error is None and s.words
-            and (s.words > median * OUTLIER_FACTOR or s.words < median / OUTLIER_FACTOR)]
+    return [
+        defect("word_count_outliers", s, f"{s.words} words against a median of {median:g}")
+        for s in book.sections
+        if s.error is None and s.words and (s.words > median * OUTLIER_FACTOR or s.words < median / OUTLIER_FACTOR)
+    ]
 
 
 Rule = Callable[[AuditBook], list[Defect]]

@@ -61,11 +61,19 @@ def load_run(folder: Path) -> AuditBook:
     spec = read_spec(folder)
     parents = {c.id: p.id for p in outline.parts for c in p.chapters}
     parents.update({s.id: c.id for _, c, s in outline.sections()})
-    return AuditBook(str(folder), [(p.id, p.title) for p in outline.parts],
-                     [(c.id, c.title) for p in outline.parts for c in p.chapters], sections, True, blocks,
-                     title=outline.title, prompt=spec.prompt if spec else None,
-                     target_words=spec.words if spec else None, parents=parents,
-                     placeholders={node.id for node in outline_nodes(outline) if node.placeholder})
+    return AuditBook(
+        str(folder),
+        [(p.id, p.title) for p in outline.parts],
+        [(c.id, c.title) for p in outline.parts for c in p.chapters],
+        sections,
+        True,
+        blocks,
+        title=outline.title,
+        prompt=spec.prompt if spec else None,
+        target_words=spec.words if spec else None,
+        parents=parents,
+        placeholders={node.id for node in outline_nodes(outline) if node.placeholder},
+    )
 
 
 def run_section(section: Node, result: SectionResult | None) -> AuditSection:
@@ -83,22 +91,28 @@ def read_spec(folder: Path) -> BookSpec | None:
 
 
 def outline_nodes(outline: Outline) -> list[Node]:
-    return [node for part in outline.parts
-            for node in (part, *part.chapters, *(s for c in part.chapters for s in c.sections))]
+    return [
+        node
+        for part in outline.parts
+        for node in (part, *part.chapters, *(s for c in part.chapters for s in c.sections))
+    ]
 
 
 def headings_of(markdown: str) -> list[tuple[int, int, str]]:
     """(line, level, text) of every heading, code blocks excluded."""
     tokens = _markdown.parse(markdown)
-    return [(t.map[0], int(t.tag[1]), tokens[i + 1].content) for i, t in enumerate(tokens)
-            if t.type == "heading_open" and t.map]
+    return [
+        (t.map[0], int(t.tag[1]), tokens[i + 1].content)
+        for i, t in enumerate(tokens)
+        if t.type == "heading_open" and t.map
+    ]
 
 
 def heading_blocks(markdown: str) -> list[str]:
     """The text between consecutive headings (seed 003 counted its blocks this way)."""
     lines = markdown.splitlines()
     starts = [line for line, _, _ in headings_of(markdown)] + [len(lines)]
-    blocks = ["\n".join(lines[a + 1:b]).strip() for a, b in zip(starts, starts[1:])]
+    blocks = ["\n".join(lines[a + 1 : b]).strip() for a, b in zip(starts, starts[1:])]
     return [b for b in blocks if b]
 
 
@@ -119,7 +133,7 @@ def load_markdown(path: Path) -> AuditBook:
     for index, (line, level, text) in enumerate(headings):
         title = SECTION_NUMBER.sub("", text.removeprefix("Part ").strip())
         if level == section_level:
-            body = "\n".join(lines[line + 1:bounds[index + 1]]).strip()
+            body = "\n".join(lines[line + 1 : bounds[index + 1]]).strip()
             book.sections.append(AuditSection(f"s{len(book.sections) + 1:04d}", title, body))
             add_child(book, book.sections[-1].id, chapter or part)
         elif level == 1 and not book.title:

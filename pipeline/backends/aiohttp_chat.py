@@ -11,8 +11,17 @@ import time
 import aiohttp
 from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 
-from pipeline.backends.sse import MAX_LINE_BYTES, AttemptError, OnDelta, SseStream, auth_headers, completion_of, \
-    hide_key, request_body, status_error
+from pipeline.backends.sse import (
+    MAX_LINE_BYTES,
+    AttemptError,
+    OnDelta,
+    SseStream,
+    auth_headers,
+    completion_of,
+    hide_key,
+    request_body,
+    status_error,
+)
 from pipeline.records import Backend, ChatRequest, Completion
 
 
@@ -22,8 +31,13 @@ def new_session(total_connections: int) -> aiohttp.ClientSession:
     return aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None))
 
 
-async def stream_chat_aiohttp(session: aiohttp.ClientSession, backend: Backend, request: ChatRequest,
-                              read_timeout: float, on_delta: OnDelta | None = None) -> Completion:
+async def stream_chat_aiohttp(
+    session: aiohttp.ClientSession,
+    backend: Backend,
+    request: ChatRequest,
+    read_timeout: float,
+    on_delta: OnDelta | None = None,
+) -> Completion:
     """Send one streaming chat request; raise AttemptError on any failure, empty answers included.
 
     `read_timeout` bounds every wait for bytes (headers, first token, each later event): a stalled
@@ -33,8 +47,12 @@ async def stream_chat_aiohttp(session: aiohttp.ClientSession, backend: Backend, 
     got_bytes = False
     url = backend.base_url + "/chat/completions"
     try:
-        async with session.post(url, json=request_body(backend, request), headers=auth_headers(backend),
-                                timeout=aiohttp.ClientTimeout(sock_read=read_timeout)) as response:
+        async with session.post(
+            url,
+            json=request_body(backend, request),
+            headers=auth_headers(backend),
+            timeout=aiohttp.ClientTimeout(sock_read=read_timeout),
+        ) as response:
             if response.status != 200:
                 text = hide_key(await response.text(errors="replace"), backend)
                 raise status_error(response.status, text, response.headers.get("Retry-After"))
@@ -74,7 +92,7 @@ async def read_events(response: aiohttp.ClientResponse, stream: SseStream) -> bo
             start = 0
             while (end := data.find(b"\n", start)) >= 0:
                 if data.startswith(b"data:", start):
-                    payload = data[start + 5:end].strip()
+                    payload = data[start + 5 : end].strip()
                     if payload == b"[DONE]":
                         return True
                     stream.feed(payload)

@@ -1,18 +1,19 @@
 """Opens the fleet a run uses: the given backends, or the embedded engine when none is given.
 
 Takes Settings; yields a Fleet (pool, detected engines, the aiohttp session, and a pool of its own for
-planning when planner backends are given) and tears it all down at the end. On the way it raises the open-file limit for the caps (lowering caps if it must), checks that each
-backend answers and serves the named model (filling in the model when none was named), and detects the
-engine behind each. No backend reachable, or a wrong model name, is a usage error.
+planning when planner backends are given) and tears it all down at the end. On the way it raises the
+open-file limit for the caps (lowering caps if it must), checks that each backend answers and serves the
+named model (filling in the model when none was named), and detects the engine behind each. No backend
+reachable, or a wrong model name, is a usage error.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import AsyncIterator
 
 import aiohttp
 import anyio
@@ -22,8 +23,7 @@ from pipeline.backends.embedded.engine import EmbeddedEngine
 from pipeline.backends.limits import plan_open_files
 from pipeline.backends.metrics import METRIC_NAMES, detect_engine, scrape
 from pipeline.backends.pool import BackendPool, RetryPolicy
-from pipeline.config import EngineSettings
-from pipeline.config import Settings
+from pipeline.config import EngineSettings, Settings
 from pipeline.errors import UsageError
 from pipeline.records import Backend, EngineInfo
 
@@ -61,8 +61,9 @@ async def open_fleet(settings: Settings, engine_log: Path | None = None) -> Asyn
     embedded = None
     backends = settings.backends
     if not backends:
-        engine_settings = EngineSettings(slots=settings.slots, threads=settings.threads,
-                                         ctx_per_slot=settings.ctx_per_slot)
+        engine_settings = EngineSettings(
+            slots=settings.slots, threads=settings.threads, ctx_per_slot=settings.ctx_per_slot
+        )
         embedded = EmbeddedEngine(engine_settings, log_path=engine_log)
         backends = [await anyio.to_thread.run_sync(embedded.start)]
     planners = settings.planner_backends
@@ -72,13 +73,13 @@ async def open_fleet(settings: Settings, engine_log: Path | None = None) -> Asyn
             log.warning(fd_plan.warning)
         async with new_session(sum(fd_plan.caps) + EXTRA_CONNECTIONS) as session:
             backends, engines, down = await check_backends(session, backends)
-            pool = BackendPool(backends, retry_policy(settings), caps=fd_plan.caps[:len(backends)])
+            pool = BackendPool(backends, retry_policy(settings), caps=fd_plan.caps[: len(backends)])
             pool.rest(down)
             planner_pool = None
             if planners:
                 planners, planner_engines, planners_down = await check_backends(session, planners)
                 engines.update(planner_engines)
-                planner_pool = BackendPool(planners, retry_policy(settings), caps=fd_plan.caps[len(backends):])
+                planner_pool = BackendPool(planners, retry_policy(settings), caps=fd_plan.caps[len(backends) :])
                 planner_pool.rest(planners_down)
             yield Fleet(pool, engines, session, embedded, planner_pool)
     finally:
@@ -86,8 +87,9 @@ async def open_fleet(settings: Settings, engine_log: Path | None = None) -> Asyn
             await anyio.to_thread.run_sync(embedded.stop)
 
 
-async def check_backends(session: aiohttp.ClientSession,
-                         backends: list[Backend]) -> tuple[list[Backend], dict[str, EngineInfo], set[str]]:
+async def check_backends(
+    session: aiohttp.ClientSession, backends: list[Backend]
+) -> tuple[list[Backend], dict[str, EngineInfo], set[str]]:
     """Detect every backend's engine at once; settle each one's model. Returns the backends (models filled
     in), their EngineInfo, and the names of those that did not answer (to be rested, not dropped)."""
     infos: dict[str, EngineInfo] = {}
@@ -111,8 +113,9 @@ def settle_model(backend: Backend, info: EngineInfo) -> Backend:
     if backend.model is None:
         return backend.model_copy(update={"model": info.models[0]})
     if backend.model not in info.models:
-        raise UsageError(f"backend {backend.name}: model {backend.model!r} is not served there "
-                         f"(it serves: {', '.join(info.models)})")
+        raise UsageError(
+            f"backend {backend.name}: model {backend.model!r} is not served there (it serves: {', '.join(info.models)})"
+        )
     return backend
 
 

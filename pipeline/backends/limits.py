@@ -47,6 +47,8 @@ def plan_open_files(caps: list[int], reserved: int = RESERVED_FDS) -> FdPlan:
     fitted = fit_caps(caps, soft, reserved)
     warning = None
     if fitted != caps:
-        warning = (f"open-file limit {soft} is below the {sum(caps) + reserved} the caps need: "
-                   f"caps lowered from {caps} to {fitted} (raise the hard limit with `ulimit -Hn`)")
+        warning = (
+            f"open-file limit {soft} is below the {sum(caps) + reserved} the caps need: "
+            f"caps lowered from {caps} to {fitted} (raise the hard limit with `ulimit -Hn`)"
+        )
     return FdPlan(fitted, soft, warning)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Iterator
+from collections.abc import Iterator
 
 
 @contextlib.contextmanager

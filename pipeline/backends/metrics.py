@@ -193,9 +193,7 @@ def engine_from_samples(samples: dict[str, float]) -> EngineKind:
 async def _get_text(session: aiohttp.ClientSession, backend: Backend, path: str) -> str | None:
     """Body of GET {root}{path} on a 200, else None (404, refused, timeout, oversized)."""
     try:
-        async with session.get(
-            backend.root_url + path, headers=auth_headers(backend), timeout=PROBE_TIMEOUT
-        ) as resp:
+        async with session.get(backend.root_url + path, headers=auth_headers(backend), timeout=PROBE_TIMEOUT) as resp:
             if resp.status != 200:
                 return None
             body = await _read_capped(resp.content)
@@ -250,9 +248,7 @@ class _Probes:
 
 async def _probe(session: aiohttp.ClientSession, backend: Backend) -> _Probes:
     paths = ("/version", "/props", "/info", "/api/version", "/get_server_info", "/v1/models")
-    samples, *bodies = await asyncio.gather(
-        scrape(session, backend), *(_get_json(session, backend, p) for p in paths)
-    )
+    samples, *bodies = await asyncio.gather(scrape(session, backend), *(_get_json(session, backend, p) for p in paths))
     return _Probes(samples, *bodies)
 
 

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TypedDict
 
 import anyio
-from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from pipeline.backends.sse import AttemptError, OnDelta
 from pipeline.backends.wire import stream_chat
@@ -30,13 +31,29 @@ from pipeline.records import Attempt, Backend, ChatRequest, Completion
 REASK_BEFORE_FIRST_BYTE = 5
 
 
+class BackendSnapshot(TypedDict):
+    """One backend's counters, as BackendPool.snapshot reports them."""
+
+    name: str
+    cap: int
+    in_flight: int
+    peak_in_flight: int
+    sent: int
+    succeeded: int
+    failed: int
+    reissued: int
+    down: bool
+
+
 class RequestFailed(FanoutError):
     """Every attempt of one request failed."""
 
     def __init__(self, tag: str, attempts: list[Attempt]):
         last = attempts[-1] if attempts else None
-        super().__init__(f"request {tag or '?'} failed after {len(attempts)} attempts"
-                         + (f" (last: {last.outcome} on {last.backend}: {last.detail[:120]})" if last else ""))
+        super().__init__(
+            f"request {tag or '?'} failed after {len(attempts)} attempts"
+            + (f" (last: {last.outcome} on {last.backend}: {last.detail[:120]})" if last else "")
+        )
         self.tag = tag
         self.attempts = attempts
 
@@ -85,11 +102,17 @@ class BackendPool:
         self._waiters: deque[anyio.Event] = deque()
         self._urgent: deque[anyio.Event] = deque()
         self._reserved = 0  # slots of each backend (never its only one) that only `first` requests may take
-        self._backoff = wait_exponential_jitter(multiplier=self.policy.backoff_initial, max=self.policy.backoff_max,
-                                                jitter=self.policy.backoff_initial)
+        self._backoff = wait_exponential_jitter(
+            multiplier=self.policy.backoff_initial, max=self.policy.backoff_max, jitter=self.policy.backoff_initial
+        )
 
-    async def complete(self, request: ChatRequest, on_delta: OnDelta | None = None, first: bool = False,
-                       on_retry: Callable[[], None] | None = None) -> Completion:
+    async def complete(
+        self,
+        request: ChatRequest,
+        on_delta: OnDelta | None = None,
+        first: bool = False,
+        on_retry: Callable[[], None] | None = None,
+    ) -> Completion:
         """Send one request through the pool; raise RequestFailed when every attempt failed. `first` puts it
         ahead of every waiting request without it; `on_retry` is called before each attempt after the first
         (text an earlier attempt streamed to `on_delta` is void)."""
@@ -112,14 +135,15 @@ class BackendPool:
         completion.attempts = attempts
         return completion
 
-    def _wait(self, retry_state) -> float:
+    def _wait(self, retry_state: RetryCallState) -> float:
         error = retry_state.outcome.exception() if retry_state.outcome else None
         if isinstance(error, AttemptError) and error.retry_after is not None:
             return min(error.retry_after, 60.0)
         return self._backoff(retry_state)
 
-    async def _attempt(self, request: ChatRequest, attempts: list[Attempt], avoid: set[str],
-                       on_delta: OnDelta | None, first: bool) -> Completion:
+    async def _attempt(
+        self, request: ChatRequest, attempts: list[Attempt], avoid: set[str], on_delta: OnDelta | None, first: bool
+    ) -> Completion:
         state = await self._acquire(avoid, first)
         try:
             for _ in range(REASK_BEFORE_FIRST_BYTE):
@@ -143,10 +167,10 @@ class BackendPool:
         finally:
             self._release(state)
 
-    def _record(self, attempts: list[Attempt], state: BackendState, t_start: float, outcome: str,
-                detail: str) -> None:
-        attempt = Attempt(backend=state.backend.name, t_start=t_start, t_end=time.monotonic(), outcome=outcome,
-                          detail=detail[:300])
+    def _record(self, attempts: list[Attempt], state: BackendState, t_start: float, outcome: str, detail: str) -> None:
+        attempt = Attempt(
+            backend=state.backend.name, t_start=t_start, t_end=time.monotonic(), outcome=outcome, detail=detail[:300]
+        )
         attempts.append(attempt)
         self.stats.attempts.append(attempt)
         state.sent += 1
@@ -170,7 +194,7 @@ class BackendPool:
         return now >= state.down_until and state.in_flight == 0
 
     @contextmanager
-    def reserve_for_first(self, slots: int = 1):
+    def reserve_for_first(self, slots: int = 1) -> Iterator[None]:
         """Keep `slots` of each backend free for `first` requests while the block runs."""
         self._reserved = slots
         try:
@@ -239,7 +263,18 @@ class BackendPool:
                 state.consecutive_failures = self.policy.down_after
                 state.down_until = time.monotonic() + self.policy.probe_after
 
-    def snapshot(self) -> list[dict]:
-        return [{"name": s.backend.name, "cap": s.cap, "in_flight": s.in_flight, "peak_in_flight": s.peak_in_flight,
-                 "sent": s.sent, "succeeded": s.succeeded, "failed": s.failed, "reissued": s.reissued,
-                 "down": s.consecutive_failures >= self.policy.down_after} for s in self.states]
+    def snapshot(self) -> list[BackendSnapshot]:
+        return [
+            {
+                "name": s.backend.name,
+                "cap": s.cap,
+                "in_flight": s.in_flight,
+                "peak_in_flight": s.peak_in_flight,
+                "sent": s.sent,
+                "succeeded": s.succeeded,
+                "failed": s.failed,
+                "reissued": s.reissued,
+                "down": s.consecutive_failures >= self.policy.down_after,
+            }
+            for s in self.states
+        ]

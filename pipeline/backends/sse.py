@@ -13,10 +13,13 @@ import json
 import os
 import re
 import time
-from typing import Any, Callable
-
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from pipeline.records import Backend, ChatRequest, Completion
+
+if TYPE_CHECKING:
+    pass
 
 MAX_ANSWER_BYTES = 4 * 1024 * 1024  # model output is untrusted: a runaway answer is cut and flagged
 MAX_LINE_BYTES = 128 * 1024  # one SSE line (aiohttp's own line limit was the same): longer is `oversized`
@@ -91,7 +94,7 @@ class SseStream:
     def feed(self, payload: bytes) -> None:
         fixed = self._fixed
         if fixed and len(payload) >= fixed and payload.startswith(self._head) and payload.endswith(self._tail):
-            middle = payload[len(self._head):len(payload) - len(self._tail)]
+            middle = payload[len(self._head) : len(payload) - len(self._tail)]
             if _PLAIN.fullmatch(middle):
                 try:
                     content = middle.decode()
@@ -112,7 +115,7 @@ class SseStream:
         self.model = self.model or event.get("model")
         if event.get("usage"):
             self.usage = event["usage"]
-        choices = event.get("choices") or ()
+        choices: list[Any] = event.get("choices") or []
         for choice in choices:
             self._take_choice(choice)
         if len(choices) == 1 and not event.get("usage"):

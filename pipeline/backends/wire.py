@@ -23,12 +23,22 @@ import ssl
 import time
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import cast
 from urllib.parse import urlsplit
 
 import httptools
 
-from pipeline.backends.sse import (MAX_LINE_BYTES, AttemptError, OnDelta, completion_of, status_error, SseStream,
-                                   auth_headers, hide_key, request_body)
+from pipeline.backends.sse import (
+    MAX_LINE_BYTES,
+    AttemptError,
+    OnDelta,
+    SseStream,
+    auth_headers,
+    completion_of,
+    hide_key,
+    request_body,
+    status_error,
+)
 from pipeline.records import Backend, ChatRequest, Completion
 
 MAX_HEADER_BYTES = 64 * 1024
@@ -52,8 +62,9 @@ def target_of(base_url: str) -> Target:
         raise AttemptError("connect", f"not an http(s) URL: {base_url}", retryable=False)
     tls = parts.scheme == "https"
     port = parts.port or (443 if tls else 80)
-    return Target(parts.hostname, port, parts.netloc.rpartition("@")[2], parts.path.rstrip("/") +
-                   "/chat/completions", tls)
+    return Target(
+        parts.hostname, port, parts.netloc.rpartition("@")[2], parts.path.rstrip("/") + "/chat/completions", tls
+    )
 
 
 @lru_cache(maxsize=1)
@@ -63,9 +74,15 @@ def _tls_context() -> ssl.SSLContext:
 
 def http_request(target: Target, backend: Backend, request: ChatRequest) -> bytes:
     body = json.dumps(request_body(backend, request)).encode()
-    headers = {"Host": target.host_header, "User-Agent": "fanout", "Accept": "text/event-stream",
-               "Content-Type": "application/json", "Content-Length": str(len(body)), "Connection": "close",
-               **auth_headers(backend)}
+    headers = {
+        "Host": target.host_header,
+        "User-Agent": "fanout",
+        "Accept": "text/event-stream",
+        "Content-Type": "application/json",
+        "Content-Length": str(len(body)),
+        "Connection": "close",
+        **auth_headers(backend),
+    }
     head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
     return f"POST {target.path} HTTP/1.1\r\n{head}\r\n".encode("latin-1") + body
 
@@ -75,7 +92,7 @@ class _Exchange(asyncio.Protocol):
 
     def __init__(self, stream: SseStream, payload: bytes, read_timeout: float) -> None:
         self.loop = asyncio.get_running_loop()
-        self.done: asyncio.Future = self.loop.create_future()
+        self.done: asyncio.Future[None] = self.loop.create_future()
         self.stream = stream
         self.payload = payload
         self.read_timeout = read_timeout
@@ -93,9 +110,10 @@ class _Exchange(asyncio.Protocol):
 
     # ------------------------------------------------------------ transport
 
-    def connection_made(self, transport) -> None:
-        self.transport = transport
-        transport.write(self.payload)
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # create_connection hands a stream protocol a full Transport; asyncio.Protocol types it as the base
+        self.transport = cast(asyncio.Transport, transport)
+        self.transport.write(self.payload)
 
     def data_received(self, data: bytes) -> None:
         self.reads += 1
@@ -151,7 +169,7 @@ class _Exchange(asyncio.Protocol):
         start = 0
         while (end := data.find(b"\n", start)) >= 0:
             if data.startswith(b"data:", start):
-                payload = data[start + 5:end].strip()
+                payload = data[start + 5 : end].strip()
                 if payload == b"[DONE]":
                     self._finish()
                     return
@@ -190,8 +208,9 @@ class _Exchange(asyncio.Protocol):
             self.transport.abort() if abort else self.transport.close()
 
 
-async def stream_chat(backend: Backend, request: ChatRequest, read_timeout: float,
-                      on_delta: OnDelta | None = None) -> Completion:
+async def stream_chat(
+    backend: Backend, request: ChatRequest, read_timeout: float, on_delta: OnDelta | None = None
+) -> Completion:
     """Send one streaming chat request; raise AttemptError on any failure, empty answers included.
     `read_timeout` bounds the connect and every wait for bytes."""
     t_sent = time.monotonic()
@@ -202,10 +221,14 @@ async def stream_chat(backend: Backend, request: ChatRequest, read_timeout: floa
     try:
         try:
             async with asyncio.timeout(read_timeout):  # not wait_for: on 3.11 it can swallow a cancel
-                await loop.create_connection(lambda: exchange, target.host, target.port,
-                                             ssl=_tls_context() if target.tls else None,
-                                             server_hostname=target.host if target.tls else None)
-        except (OSError, asyncio.TimeoutError) as exc:
+                await loop.create_connection(
+                    lambda: exchange,
+                    target.host,
+                    target.port,
+                    ssl=_tls_context() if target.tls else None,
+                    server_hostname=target.host if target.tls else None,
+                )
+        except (TimeoutError, OSError) as exc:
             raise AttemptError("connect", f"{target.host}:{target.port}: {exc or 'timed out'}") from exc
         await exchange.done
     except AttemptError as error:

@@ -72,6 +72,7 @@ _LOOP_POLICY = None
 
 # ---------------------------------------------------------------- worker side (one client process)
 
+
 async def _sampler(boxes: list[list[int]], start_at: float, window_s: float, out: dict) -> None:
     """Counts and CPU at the window's two ends. A loop busy with a burst of events wakes late: the window
     then starts late but still lasts window_s, and rates use the times actually read."""
@@ -89,8 +90,9 @@ def _read_syscalls() -> int:
     """This process's read syscalls so far (Linux /proc/self/io syscr; 0 elsewhere): how many events a
     socket read carried is events / reads."""
     try:
-        return next(int(line.split()[1]) for line in Path("/proc/self/io").read_text().splitlines()
-                    if line.startswith("syscr:"))
+        return next(
+            int(line.split()[1]) for line in Path("/proc/self/io").read_text().splitlines() if line.startswith("syscr:")
+        )
     except (OSError, StopIteration, ValueError):
         return 0
 
@@ -114,12 +116,15 @@ class _Checks:
         if text == expected_text(asked) and events == asked and usage_tokens == asked and finish == "length":
             self.exact += 1
         elif len(self.mismatches) < 5:
-            self.mismatches.append(f"asked {asked}: events {events}, usage {usage_tokens}, finish {finish}, "
-                                   f"text ok {text == expected_text(asked)}")
+            self.mismatches.append(
+                f"asked {asked}: events {events}, usage {usage_tokens}, finish {finish}, "
+                f"text ok {text == expected_text(asked)}"
+            )
 
 
-async def _closed_loop(ask, streams: int, offset: int, total: int, max_tokens: int, boxes, checks: _Checks,
-                       failed: type[Exception]) -> None:
+async def _closed_loop(
+    ask, streams: int, offset: int, total: int, max_tokens: int, boxes, checks: _Checks, failed: type[Exception]
+) -> None:
     """`streams` closed-loop streams through `ask(request, on_delta) -> Completion`, each answer checked."""
     from pipeline.records import ChatRequest
 
@@ -138,8 +143,9 @@ async def _closed_loop(ask, streams: int, offset: int, total: int, max_tokens: i
                 checks.errors += 1
                 await asyncio.sleep(0.1)
                 continue
-            checks.check(asked, completion.text, completion.chunks, completion.completion_tokens,
-                         completion.finish_reason)
+            checks.check(
+                asked, completion.text, completion.chunks, completion.completion_tokens, completion.finish_reason
+            )
             asked = max_tokens
 
     await asyncio.gather(*(one(i) for i in range(streams)))
@@ -159,14 +165,14 @@ async def _ours(port: int, streams: int, offset: int, total: int, max_tokens: in
     await _closed_loop(pool.complete, streams, offset, total, max_tokens, boxes, checks, RequestFailed)
 
 
-async def _aiohttp(port: int, streams: int, offset: int, total: int, max_tokens: int, boxes, checks: _Checks
-                   ) -> None:
+async def _aiohttp(port: int, streams: int, offset: int, total: int, max_tokens: int, boxes, checks: _Checks) -> None:
     """The same reader over aiohttp (client.stream_chat_aiohttp): the path the hot path replaced."""
     from pipeline.backends.aiohttp_chat import new_session, stream_chat_aiohttp
     from pipeline.backends.sse import AttemptError
 
     backend = _source_backend(port, streams)
     async with new_session(streams) as session:
+
         async def ask(request, on_delta):
             return await stream_chat_aiohttp(session, backend, request, 30.0, on_delta)
 
@@ -199,8 +205,7 @@ class _FloorExchange(asyncio.Protocol):
             self.done.set_exception(ConnectionError("closed before [DONE]"))
 
 
-async def _floor(port: int, streams: int, offset: int, total: int, max_tokens: int, boxes, checks: _Checks
-                 ) -> None:
+async def _floor(port: int, streams: int, offset: int, total: int, max_tokens: int, boxes, checks: _Checks) -> None:
     """Closed loop over _FloorExchange; an answer counts as exact when it had `asked` content events
     (its role, finish, usage and [DONE] lines are the 4 others)."""
     from pipeline.backends.wire import http_request, target_of
@@ -216,7 +221,8 @@ async def _floor(port: int, streams: int, offset: int, total: int, max_tokens: i
             request = ChatRequest(messages=[{"role": "user", "content": "go"}], max_tokens=asked)
             exchange = _FloorExchange(http_request(target, backend, request), boxes[index])
             try:
-                await loop.create_connection(lambda: exchange, target.host, target.port)
+                # the factory runs inside this await, before `exchange` is rebound
+                await loop.create_connection(lambda: exchange, target.host, target.port)  # noqa: B023
                 await exchange.done
             except OSError:
                 checks.errors += 1
@@ -238,14 +244,17 @@ async def _sdk(port: int, streams: int, offset: int, total: int, max_tokens: int
         import httpx2
 
         http_client = openai.DefaultAsyncHttpx2Client(
-            limits=httpx2.Limits(max_connections=streams + 16, max_keepalive_connections=streams + 16))
+            limits=httpx2.Limits(max_connections=streams + 16, max_keepalive_connections=streams + 16)
+        )
     except (ImportError, AttributeError):
-        import httpx
+        import httpx  # type: ignore[import-not-found]  # older openai releases; not installed beside httpx2
 
         http_client = openai.DefaultAsyncHttpxClient(
-            limits=httpx.Limits(max_connections=streams + 16, max_keepalive_connections=streams + 16))
-    client = openai.AsyncOpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0,
-                                http_client=http_client, timeout=60.0)
+            limits=httpx.Limits(max_connections=streams + 16, max_keepalive_connections=streams + 16)
+        )
+    client = openai.AsyncOpenAI(
+        base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0, http_client=http_client, timeout=60.0
+    )
 
     async def one(index: int) -> None:
         box = boxes[index]
@@ -256,8 +265,12 @@ async def _sdk(port: int, streams: int, offset: int, total: int, max_tokens: int
             events = 0
             try:
                 stream = await client.chat.completions.create(
-                    model="ceiling", messages=[{"role": "user", "content": "go"}], max_tokens=asked, stream=True,
-                    stream_options={"include_usage": True})
+                    model="ceiling",
+                    messages=[{"role": "user", "content": "go"}],
+                    max_tokens=asked,
+                    stream=True,
+                    stream_options={"include_usage": True},
+                )
                 async for chunk in stream:
                     if chunk.usage:
                         usage = chunk.usage.completion_tokens
@@ -279,19 +292,26 @@ async def _sdk(port: int, streams: int, offset: int, total: int, max_tokens: int
         await asyncio.gather(*(one(i) for i in range(streams)))
 
 
-async def _worker_main(client: str, port: int, streams: int, offset: int, total: int, max_tokens: int,
-                       start_at: float, end_at: float) -> dict:
+async def _worker_main(
+    client: str, port: int, streams: int, offset: int, total: int, max_tokens: int, start_at: float, end_at: float
+) -> dict:
     boxes = [[0] for _ in range(streams)]
     checks = _Checks()
     marks: dict = {}
     runner = {"ours": _ours, "aiohttp": _aiohttp, "sdk": _sdk, "floor": _floor}[client]
     task = asyncio.ensure_future(runner(port, streams, offset, total, max_tokens, boxes, checks))
     if os.environ.get("CEILING_DEBUG"):
+
         async def progress():
             while True:
                 await asyncio.sleep(1)
-                print(f"{time.time() - start_at:+.1f}s events {sum(b[0] for b in boxes)} completed {checks.completed} "
-                      f"cpu {time.process_time():.2f}", file=sys.stderr, flush=True)
+                print(
+                    f"{time.time() - start_at:+.1f}s events {sum(b[0] for b in boxes)} completed {checks.completed} "
+                    f"cpu {time.process_time():.2f}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+
         asyncio.ensure_future(progress())
     await _sampler(boxes, start_at, end_at - start_at, marks)
     task.cancel()
@@ -300,11 +320,19 @@ async def _worker_main(client: str, port: int, streams: int, offset: int, total:
     except (asyncio.CancelledError, Exception):  # the window is over: in-flight answers are dropped unchecked
         pass
     receiving = sum(1 for a, b in zip(marks["start"], marks["end"]) if b > a)
-    return {"events": sum(marks["end"]) - sum(marks["start"]), "cpu_s": marks["cpu1"] - marks["cpu0"],
-            "sys_s": marks["sys1"] - marks["sys0"], "reads": marks["reads1"] - marks["reads0"],
-            "seconds": marks["t1"] - marks["t0"], "late_s": marks["t0"] - start_at,
-            "receiving": receiving, "completed": checks.completed, "exact": checks.exact, "errors": checks.errors,
-            "mismatches": checks.mismatches}
+    return {
+        "events": sum(marks["end"]) - sum(marks["start"]),
+        "cpu_s": marks["cpu1"] - marks["cpu0"],
+        "sys_s": marks["sys1"] - marks["sys0"],
+        "reads": marks["reads1"] - marks["reads0"],
+        "seconds": marks["t1"] - marks["t0"],
+        "late_s": marks["t0"] - start_at,
+        "receiving": receiving,
+        "completed": checks.completed,
+        "exact": checks.exact,
+        "errors": checks.errors,
+        "mismatches": checks.mismatches,
+    }
 
 
 def worker_entry(argv: list[str]) -> None:
@@ -329,18 +357,33 @@ def worker_entry(argv: list[str]) -> None:
     print("ready", flush=True)
     t0 = float(sys.stdin.readline())
     start_at = t0 + args.ramp
-    result = asyncio.run(_worker_main(args.client, args.port, args.streams, args.offset, args.total,
-                                      args.max_tokens, start_at, start_at + args.window))
+    result = asyncio.run(
+        _worker_main(
+            args.client,
+            args.port,
+            args.streams,
+            args.offset,
+            args.total,
+            args.max_tokens,
+            start_at,
+            start_at + args.window,
+        )
+    )
     print(json.dumps(result), flush=True)
     os._exit(0)  # skip tearing down thousands of sockets
 
 
 # ---------------------------------------------------------------- parent side
 
+
 class SourceProcess:
     def __init__(self, tick_ms: float):
-        self.process = subprocess.Popen([sys.executable, "-m", "pipeline.bench.sse_source", "--tick-ms",
-                                         str(tick_ms)], stdout=subprocess.PIPE, text=True)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "pipeline.bench.sse_source", "--tick-ms", str(tick_ms)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.process.stdout is not None  # stdout=PIPE
         self.port = int(self.process.stdout.readline())
 
     def stats(self) -> dict:
@@ -372,16 +415,24 @@ def merge(case: Case, parts: list[dict], server_cpu: float, server_events: int) 
     cpu = sum(p["cpu_s"] for p in parts)
     offered = case.streams * 1000 / case.tick_ms if case.tick_ms > 0 else None
     rate = sum(p["events"] / p.get("seconds", case.window_s) for p in parts)
-    row = Row(case=case, offered_tps=offered, tokens_per_s=rate,
-              client_cpu=sum(p["cpu_s"] / p.get("seconds", case.window_s) for p in parts),
-              worker_cpu_max=max(p["cpu_s"] / p.get("seconds", case.window_s) for p in parts),
-              us_per_event=cpu / events * 1e6 if events else float("inf"),
-              sys_share=sum(p["sys_s"] for p in parts) / cpu if cpu else 0.0, server_cpu=server_cpu / case.window_s,
-              events_per_read=events / reads if (reads := sum(p.get("reads", 0) for p in parts)) else None,
-              events=events, receiving=sum(p["receiving"] for p in parts),
-              completed=sum(p["completed"] for p in parts), exact=sum(p["exact"] for p in parts),
-              mismatches=[m for p in parts for m in p["mismatches"]], errors=sum(p["errors"] for p in parts),
-              late_s=max(p.get("late_s", 0.0) for p in parts))
+    row = Row(
+        case=case,
+        offered_tps=offered,
+        tokens_per_s=rate,
+        client_cpu=sum(p["cpu_s"] / p.get("seconds", case.window_s) for p in parts),
+        worker_cpu_max=max(p["cpu_s"] / p.get("seconds", case.window_s) for p in parts),
+        us_per_event=cpu / events * 1e6 if events else float("inf"),
+        sys_share=sum(p["sys_s"] for p in parts) / cpu if cpu else 0.0,
+        server_cpu=server_cpu / case.window_s,
+        events_per_read=events / reads if (reads := sum(p.get("reads", 0) for p in parts)) else None,
+        events=events,
+        receiving=sum(p["receiving"] for p in parts),
+        completed=sum(p["completed"] for p in parts),
+        exact=sum(p["exact"] for p in parts),
+        mismatches=[m for p in parts for m in p["mismatches"]],
+        errors=sum(p["errors"] for p in parts),
+        late_s=max(p.get("late_s", 0.0) for p in parts),
+    )
     short = offered is None or row.tokens_per_s < DELIVERED_SHARE * offered  # unpaced: someone is the limit
     busy = row.worker_cpu_max >= CLIENT_BOUND_CPU
     server_busy = row.server_cpu >= CLIENT_BOUND_CPU
@@ -405,15 +456,36 @@ def merge(case: Case, parts: list[dict], server_cpu: float, server_events: int) 
 def run_case(source: SourceProcess, case: Case) -> Row:
     children = []
     for offset, count in shards(case.streams, case.workers):
-        argv = [sys.executable, "-m", "pipeline.bench.ceiling", "--worker", "--client", case.client, "--port",
-                str(source.port), "--streams", str(count), "--offset", str(offset), "--total", str(case.streams),
-                "--max-tokens", str(case.max_tokens), "--ramp", str(case.ramp_s), "--window", str(case.window_s)]
+        argv = [
+            sys.executable,
+            "-m",
+            "pipeline.bench.ceiling",
+            "--worker",
+            "--client",
+            case.client,
+            "--port",
+            str(source.port),
+            "--streams",
+            str(count),
+            "--offset",
+            str(offset),
+            "--total",
+            str(case.streams),
+            "--max-tokens",
+            str(case.max_tokens),
+            "--ramp",
+            str(case.ramp_s),
+            "--window",
+            str(case.window_s),
+        ]
         children.append(subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
     for child in children:
+        assert child.stdout is not None and child.stdin is not None  # both are PIPEs
         if child.stdout.readline().strip() != "ready":
             raise RuntimeError("a ceiling worker failed to start")
     t0 = time.time() + 0.05
     for child in children:
+        assert child.stdin is not None
         child.stdin.write(f"{t0!r}\n")
         child.stdin.flush()
     time.sleep(max(t0 + case.ramp_s - time.time(), 0))
@@ -427,8 +499,20 @@ def run_case(source: SourceProcess, case: Case) -> Row:
         except subprocess.TimeoutExpired:  # its loop never got to the window: the client was the limit
             child.kill()
             child.communicate()
-            parts.append({"events": 0, "cpu_s": 0.0, "sys_s": 0.0, "reads": 0, "receiving": 0, "completed": 0, "exact": 0,
-                          "errors": 0, "mismatches": ["worker loop never reached its window"], "stuck": True})
+            parts.append(
+                {
+                    "events": 0,
+                    "cpu_s": 0.0,
+                    "sys_s": 0.0,
+                    "reads": 0,
+                    "receiving": 0,
+                    "completed": 0,
+                    "exact": 0,
+                    "errors": 0,
+                    "mismatches": ["worker loop never reached its window"],
+                    "stuck": True,
+                }
+            )
             continue
         lines = [line for line in out.splitlines() if line.startswith("{")]
         if child.returncode != 0 or not lines:
@@ -437,8 +521,16 @@ def run_case(source: SourceProcess, case: Case) -> Row:
     return merge(case, parts, after["cpu_s"] - before["cpu_s"], after["events"] - before["events"])
 
 
-def run_ceiling(clients: list[str], ticks: list[float], streams: list[int], workers: list[int], max_tokens: int,
-                ramp_s: float, window_s: float, echo=print) -> list[Row]:
+def run_ceiling(
+    clients: list[str],
+    ticks: list[float],
+    streams: list[int],
+    workers: list[int],
+    max_tokens: int,
+    ramp_s: float,
+    window_s: float,
+    echo=print,
+) -> list[Row]:
     rows = []
     for tick in ticks:
         source = SourceProcess(tick)
@@ -454,9 +546,11 @@ def run_ceiling(clients: list[str], ticks: list[float], streams: list[int], work
     return rows
 
 
-HEADER = ("| client | pacing | streams | workers | offered tok/s | received tok/s | client CPU (sys) | µs/event "
-          "| events/read | source CPU | receiving | exact / completed | limit |\n"
-          "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+HEADER = (
+    "| client | pacing | streams | workers | offered tok/s | received tok/s | client CPU (sys) | µs/event "
+    "| events/read | source CPU | receiving | exact / completed | limit |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+)
 
 
 def format_row(row: Row) -> str:
@@ -466,10 +560,12 @@ def format_row(row: Row) -> str:
     exact = f"{row.exact:,} / {row.completed:,}" + (f", {row.errors} failed" if row.errors else "")
     implausible = row.events_per_read is None or row.events_per_read > c.max_tokens + 4  # recv(2) readers
     per_read = "–" if implausible else f"{row.events_per_read:.2f}"
-    return (f"| {c.client} | {pacing} | {c.streams:,} | {c.workers} | {offered} | {row.tokens_per_s:,.0f} "
-            f"| {row.client_cpu:.2f} ({row.sys_share:.0%}) | {row.us_per_event:.1f} | {per_read} "
-            f"| {row.server_cpu:.2f} | {row.receiving:,} | {exact} "
-            f"| {row.limit} |")
+    return (
+        f"| {c.client} | {pacing} | {c.streams:,} | {c.workers} | {offered} | {row.tokens_per_s:,.0f} "
+        f"| {row.client_cpu:.2f} ({row.sys_share:.0%}) | {row.us_per_event:.1f} | {per_read} "
+        f"| {row.server_cpu:.2f} | {row.receiving:,} | {exact} "
+        f"| {row.limit} |"
+    )
 
 
 def table(rows: list[Row]) -> str:
@@ -484,23 +580,41 @@ def ratios(rows: list[Row]) -> list[str]:
             continue
         for other in rows:
             c, o = row.case, other.case
-            if (o.client != "ours" and (o.tick_ms, o.streams, o.workers) == (c.tick_ms, c.streams, c.workers)
-                    and row.us_per_event > 0 and other.events > 0):
+            if (
+                o.client != "ours"
+                and (o.tick_ms, o.streams, o.workers) == (c.tick_ms, c.streams, c.workers)
+                and row.us_per_event > 0
+                and other.events > 0
+            ):
                 pacing = f"{c.tick_ms:g} ms tick" if c.tick_ms > 0 else "unpaced"
-                lines.append(f"ours vs {o.client}, {pacing}, {c.streams} streams, {c.workers} worker(s): "
-                             f"{other.us_per_event / row.us_per_event:.1f}x less CPU per event, "
-                             f"{row.tokens_per_s / max(other.tokens_per_s, 1):.1f}x the tokens/s")
+                lines.append(
+                    f"ours vs {o.client}, {pacing}, {c.streams} streams, {c.workers} worker(s): "
+                    f"{other.us_per_event / row.us_per_event:.1f}x less CPU per event, "
+                    f"{row.tokens_per_s / max(other.tokens_per_s, 1):.1f}x the tokens/s"
+                )
     return lines
 
 
 def add_ceiling_flags(parser: argparse.ArgumentParser, prefix: str = "") -> None:
-    parser.add_argument(f"--{prefix}clients", default="ours,sdk", help="ours (wire.py), aiohttp (the path it replaced), sdk (the naive openai loop), floor (reads and "
-                             "counts, no parsing: the machine's own cost an event); default ours,sdk")
-    parser.add_argument(f"--{prefix}ticks", default="20,10,0", metavar="MS,MS,...",
-                        help="server tick in ms, one event per stream per tick; 0 is unpaced (20,10,0)")
+    parser.add_argument(
+        f"--{prefix}clients",
+        default="ours,sdk",
+        help="ours (wire.py), aiohttp (the path it replaced), sdk (the naive openai loop), floor (reads and "
+        "counts, no parsing: the machine's own cost an event); default ours,sdk",
+    )
+    parser.add_argument(
+        f"--{prefix}ticks",
+        default="20,10,0",
+        metavar="MS,MS,...",
+        help="server tick in ms, one event per stream per tick; 0 is unpaced (20,10,0)",
+    )
     parser.add_argument(f"--{prefix}streams", default="1536", metavar="N,N,...", help="streams (1536; try 64,256)")
-    parser.add_argument(f"--{prefix}workers", default="1", metavar="N,N,...",
-                        help="client processes, streams sharded over them (1; 1,2 prints both side by side)")
+    parser.add_argument(
+        f"--{prefix}workers",
+        default="1",
+        metavar="N,N,...",
+        help="client processes, streams sharded over them (1; 1,2 prints both side by side)",
+    )
     parser.add_argument(f"--{prefix}max-tokens", type=int, default=512, help="events per answer (512)")
     parser.add_argument(f"--{prefix}ramp", type=float, default=3.0, help="seconds before the window (3)")
     parser.add_argument(f"--{prefix}window", type=float, default=6.0, help="measured seconds (6)")
@@ -519,28 +633,45 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pipeline.bench.ceiling", description=__doc__.split("\n")[0])
     add_ceiling_flags(parser)
     args = parser.parse_args(argv)
-    return run_from_args(args.clients, args.ticks, args.streams, args.workers, args.max_tokens, args.ramp,
-                         args.window, args.out)
+    return run_from_args(
+        args.clients, args.ticks, args.streams, args.workers, args.max_tokens, args.ramp, args.window, args.out
+    )
 
 
-def run_from_args(clients: str, ticks: str, streams: str, workers: str, max_tokens: int, ramp: float,
-                  window: float, out: Path | None) -> int:
+def run_from_args(
+    clients: str, ticks: str, streams: str, workers: str, max_tokens: int, ramp: float, window: float, out: Path | None
+) -> int:
     from pipeline.files import output_path
 
     load = Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() else []
     print(f"load average before: {' '.join(load)}; {os.cpu_count()} cores", file=sys.stderr)
-    rows = run_ceiling(_numbers(clients, str), _numbers(ticks, float), _numbers(streams), _numbers(workers),
-                       max_tokens, ramp, window, echo=lambda line: print(line, file=sys.stderr, flush=True))
+    rows = run_ceiling(
+        _numbers(clients, str),
+        _numbers(ticks, float),
+        _numbers(streams),
+        _numbers(workers),
+        max_tokens,
+        ramp,
+        window,
+        echo=lambda line: print(line, file=sys.stderr, flush=True),
+    )
     print(table(rows))
     for line in ratios(rows):
         print(line)
     out = out or output_path("ceiling", ".json")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"load_before": load, "cores": os.cpu_count(), "rows": [asdict(r) for r in rows]},
-                              indent=1))
+    out.write_text(
+        json.dumps({"load_before": load, "cores": os.cpu_count(), "rows": [asdict(r) for r in rows]}, indent=1)
+    )
     print(f"ceiling record: {out}", file=sys.stderr)
-    return 0 if all(r.exact == r.completed and not r.errors and not any(m.startswith("asked") for m in r.mismatches)
-                    for r in rows) else 1
+    return (
+        0
+        if all(
+            r.exact == r.completed and not r.errors and not any(m.startswith("asked") for m in r.mismatches)
+            for r in rows
+        )
+        else 1
+    )
 
 
 if __name__ == "__main__":

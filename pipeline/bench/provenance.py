@@ -32,7 +32,7 @@ def ram_gib() -> float:
         with open("/proc/meminfo") as info:
             for line in info:
                 if line.startswith("MemTotal:"):
-                    return round(int(line.split()[1]) / 1024 ** 2, 1)
+                    return round(int(line.split()[1]) / 1024**2, 1)
     except OSError:
         pass
     return 0.0
@@ -50,8 +50,13 @@ def gpus() -> list[GpuInfo]:
     if binary is None:
         return []
     try:
-        out = subprocess.run([binary, "--query-gpu=name,memory.total", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=10, check=True).stdout
+        out = subprocess.run(
+            [binary, "--query-gpu=name,memory.total", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return []
     found = []
@@ -72,6 +77,13 @@ def fanout_version() -> str:
 
 
 def host_info() -> HostInfo:
-    return HostInfo(cpu_model=cpu_model(), cores=os.cpu_count() or 0, ram_gib=ram_gib(), gpus=gpus(),
-                    loadavg_start=loadavg(), platform=platform.platform(), python=sys.version.split()[0],
-                    fanout_version=fanout_version())
+    return HostInfo(
+        cpu_model=cpu_model(),
+        cores=os.cpu_count() or 0,
+        ram_gib=ram_gib(),
+        gpus=gpus(),
+        loadavg_start=loadavg(),
+        platform=platform.platform(),
+        python=sys.version.split()[0],
+        fanout_version=fanout_version(),
+    )

@@ -82,21 +82,29 @@ def read_prompts(path: Path | None) -> list[str]:
     return prompts
 
 
-async def run_quality(settings: Settings, prompts: list[str], shape: tuple[int, int, int], words: int,
-                      max_tokens: int, folder: Path, listener: BookListener) -> QualityRecord:
+async def run_quality(
+    settings: Settings,
+    prompts: list[str],
+    shape: tuple[int, int, int],
+    words: int,
+    max_tokens: int,
+    folder: Path,
+    listener: BookListener,
+) -> QualityRecord:
     """One book per prompt, one after another, then the figures of each."""
     started, clock = datetime.now().isoformat(timespec="seconds"), time.monotonic()
     rows = []
     for number, prompt in enumerate(prompts, 1):
         parts, chapters, sections = shape
-        spec = BookSpec(prompt=prompt, parts=parts, chapters=chapters, sections=sections, words=words,
-                        max_tokens=max_tokens)
+        spec = BookSpec(
+            prompt=prompt, parts=parts, chapters=chapters, sections=sections, words=words, max_tokens=max_tokens
+        )
         outcome = await book(settings, spec, folder / f"{number:02d}-{slug(prompt, 30)}", None, listener)
         row = score_run(outcome.folder)
-        rows.append(row.model_copy(update={"job_seconds": outcome.stats.job_seconds,
-                                           "pdf_pages": outcome.stats.pdf_pages}))
-    return QualityRecord(host=host_info(), started=started, duration_s=round(time.monotonic() - clock, 1),
-                         rows=rows)
+        rows.append(
+            row.model_copy(update={"job_seconds": outcome.stats.job_seconds, "pdf_pages": outcome.stats.pdf_pages})
+        )
+    return QualityRecord(host=host_info(), started=started, duration_s=round(time.monotonic() - clock, 1), rows=rows)
 
 
 def score_run(folder: Path) -> QualityRow:
@@ -105,10 +113,18 @@ def score_run(folder: Path) -> QualityRow:
     report = audit(load_run(folder))
     stats = read_stats(folder)
     backend = (stats.get("backends") or [{}])[0]
-    return QualityRow(prompt=spec.prompt, run=str(folder), model=backend.get("model"), engine=backend.get("engine"),
-                      profile=spec.profile.name if spec.profile else "greedy (before profiles)", shape=spec.shape,
-                      words_target=spec.words, quality=report.quality, job_seconds=stats.get("job_seconds"),
-                      pdf_pages=stats.get("pdf_pages"))
+    return QualityRow(
+        prompt=spec.prompt,
+        run=str(folder),
+        model=backend.get("model"),
+        engine=backend.get("engine"),
+        profile=spec.profile.name if spec.profile else "greedy (before profiles)",
+        shape=spec.shape,
+        words_target=spec.words,
+        quality=report.quality,
+        job_seconds=stats.get("job_seconds"),
+        pdf_pages=stats.get("pdf_pages"),
+    )
 
 
 def read_stats(folder: Path) -> dict:
@@ -121,8 +137,7 @@ def read_stats(folder: Path) -> dict:
 def score_runs(folders: list[Path]) -> QualityRecord:
     started, clock = datetime.now().isoformat(timespec="seconds"), time.monotonic()
     rows = [score_run(folder) for folder in folders]
-    return QualityRecord(host=host_info(), started=started, duration_s=round(time.monotonic() - clock, 1),
-                         rows=rows)
+    return QualityRecord(host=host_info(), started=started, duration_s=round(time.monotonic() - clock, 1), rows=rows)
 
 
 def load_record(path: Path) -> QualityRecord:
@@ -151,6 +166,9 @@ def quality_markdown(record: QualityRecord, baseline: QualityRecord | None = Non
             cells.append(f"{cell(old, figure, fmt)} → {now}" if old else now)
         lines.append("| " + " | ".join(cells) + " |")
     better = "; ".join(f"{name}: {how}" for name, _, _, how in COLUMNS)
-    lines += ["", f"Better is: {better}. Figures from the books' own text (`fanout audit` defines each); "
-                  f"machine: {record.host.cpu_model} ({record.host.cores} cores); {record.duration_s:.0f} s."]
+    lines += [
+        "",
+        f"Better is: {better}. Figures from the books' own text (`fanout audit` defines each); "
+        f"machine: {record.host.cpu_model} ({record.host.cores} cores); {record.duration_s:.0f} s.",
+    ]
     return "\n".join(lines) + "\n"

@@ -40,29 +40,58 @@ def match(point: LadderPoint) -> str:
 
 
 def ladder_row(streams: int, point: LadderPoint) -> list[str]:
-    return [str(streams), num(point.sustained), num(point.best_second), num(point.per_stream), num(point.step_ms, 2),
-            num(point.step_ms_server, 2), num(point.ttft_p50_ms, 0), num(point.ttft_p90_ms, 0),
-            num(point.ttft_p99_ms, 0), pair(point.running_mean, point.waiting_mean),
-            "n/a" if point.kv_usage_mean is None else f"{100 * point.kv_usage_mean:.1f}%", match(point),
-            num(point.power_w), num(point.tokens_per_joule, 2)]
+    return [
+        str(streams),
+        num(point.sustained),
+        num(point.best_second),
+        num(point.per_stream),
+        num(point.step_ms, 2),
+        num(point.step_ms_server, 2),
+        num(point.ttft_p50_ms, 0),
+        num(point.ttft_p90_ms, 0),
+        num(point.ttft_p99_ms, 0),
+        pair(point.running_mean, point.waiting_mean),
+        "n/a" if point.kv_usage_mean is None else f"{100 * point.kv_usage_mean:.1f}%",
+        match(point),
+        num(point.power_w),
+        num(point.tokens_per_joule, 2),
+    ]
 
 
-LADDER_HEADER = ["Streams", "Sustained tok/s", "Best second", "Per stream tok/s", "Step ms", "Step ms (server)",
-                 "TTFT p50 ms", "TTFT p90 ms", "TTFT p99 ms", "Running / waiting", "KV use", "Server = usage",
-                 "GPU power W", "tok/J"]
+LADDER_HEADER = [
+    "Streams",
+    "Sustained tok/s",
+    "Best second",
+    "Per stream tok/s",
+    "Step ms",
+    "Step ms (server)",
+    "TTFT p50 ms",
+    "TTFT p90 ms",
+    "TTFT p99 ms",
+    "Running / waiting",
+    "KV use",
+    "Server = usage",
+    "GPU power W",
+    "tok/J",
+]
 
 
 def sources(points: list[LadderPoint]) -> list[str]:
     first = points[0]
-    notes = [f"Sustained and best second: {first.sustained_source}.",
-             "Per stream = sustained / streams; step ms = streams / sustained (seed 003 §3).",
-             f"TTFT: {first.ttft_scope}."]
+    notes = [
+        f"Sustained and best second: {first.sustained_source}.",
+        "Per stream = sustained / streams; step ms = streams / sustained (seed 003 §3).",
+        f"TTFT: {first.ttft_scope}.",
+    ]
     if first.step_ms_server_source:
         notes.append(f"Step ms (server): window / engine steps, {first.step_ms_server_source}.")
-    notes.append("Running / waiting / KV: the engine's gauges, mean of the 0.5 s samples inside the window "
-                 "(n/a: not exposed).")
-    notes.append("Server = usage: the engine's generated-token counter over the whole level (drain included) equals "
-                 "the sum of usage.completion_tokens; the count in brackets.")
+    notes.append(
+        "Running / waiting / KV: the engine's gauges, mean of the 0.5 s samples inside the window (n/a: not exposed)."
+    )
+    notes.append(
+        "Server = usage: the engine's generated-token counter over the whole level (drain included) equals "
+        "the sum of usage.completion_tokens; the count in brackets."
+    )
     notes.append(f"GPU power: {first.power_source or 'n/a: no nvidia-smi on the bench host (null, not zero)'}.")
     return notes
 
@@ -80,25 +109,33 @@ def level_notes(series: Series) -> list[str]:
     for level in series.levels:
         point = level.total
         if point.occupancy is not None and point.occupancy < 0.95:
-            notes.append(f"{point.streams} streams: the engine ran {point.running_mean:.1f} on average "
-                         f"({100 * point.occupancy:.0f}% occupancy): under-loaded, the figure understates batching.")
+            notes.append(
+                f"{point.streams} streams: the engine ran {point.running_mean:.1f} on average "
+                f"({100 * point.occupancy:.0f}% occupancy): under-loaded, the figure understates batching."
+            )
         if point.requests_failed or point.reissued:
-            notes.append(f"{point.streams} streams: {point.requests_failed} failed requests, {point.reissued} asked "
-                         f"again after a connection closed before its first byte.")
+            notes.append(
+                f"{point.streams} streams: {point.requests_failed} failed requests, {point.reissued} asked "
+                f"again after a connection closed before its first byte."
+            )
     first = series.levels[0].total if series.levels else None
     if first is not None:
         cached = [lv.total.cached_prompt_tokens for lv in series.levels]
         hits = [lv.total.cache_hit_rate for lv in series.levels if lv.total.cache_hit_rate is not None]
         if any(c is not None for c in cached):
-            notes.append(f"Prefix cache: the engine's cached-prompt counter rose by "
-                         f"{', '.join(num(c, 0) for c in cached)} tokens per level "
-                         f"(hit rate up to {100 * max(hits, default=0):.1f}% of usage prompt tokens).")
+            notes.append(
+                f"Prefix cache: the engine's cached-prompt counter rose by "
+                f"{', '.join(num(c, 0) for c in cached)} tokens per level "
+                f"(hit rate up to {100 * max(hits, default=0):.1f}% of usage prompt tokens)."
+            )
         else:
             notes.append("Prefix cache: the engine exposes no cached-prompt counter.")
         if first.prompt_tokens_median is not None:
             target = f"target {first.prompt_tokens_target}, " if first.prompt_tokens_target else ""
-            notes.append(f"Prompt tokens reported by the engine: {target}median {num(first.prompt_tokens_median, 0)}, "
-                         f"range {first.prompt_tokens_min}–{first.prompt_tokens_max} (first level).")
+            notes.append(
+                f"Prompt tokens reported by the engine: {target}median {num(first.prompt_tokens_median, 0)}, "
+                f"range {first.prompt_tokens_min}–{first.prompt_tokens_max} (first level)."
+            )
     return notes
 
 
@@ -110,15 +147,36 @@ def fit_table(series: Series) -> Table | None:
     rows = []
     for streams, measured, predicted in zip(fit.streams, fit.measured_tok_s, fit.predicted_tok_s):
         step = fit.a_ms + fit.b_ms * streams
-        rows.append([str(streams), num(measured), num(predicted), f"{100 * (measured / predicted - 1):+.1f}%",
-                     num(backends * streams * 1000 / measured if measured else None, 2), num(step, 2)])
+        rows.append(
+            [
+                str(streams),
+                num(measured),
+                num(predicted),
+                f"{100 * (measured / predicted - 1):+.1f}%",
+                num(backends * streams * 1000 / measured if measured else None, 2),
+                num(step, 2),
+            ]
+        )
     ceiling = "n/a (slope not positive)" if fit.ceiling_tok_s is None else f"{fit.ceiling_tok_s:,.0f} tok/s per backend"
-    notes = [f"Least squares: step_ms = {fit.a_ms:.2f} + {fit.b_ms:.4f} × streams "
-             f"(r² {num(fit.r2, 4)}); ceiling 1/b = {ceiling}.",
-             "Predicted tok/s = streams / (a + b × streams), times the number of backends. The line describes "
-             "the curve; it is not a law."]
-    return Table(f"Fit: {series.label}", ["Streams per backend", "Measured tok/s", "Predicted tok/s", "Measured vs "
-                                          "predicted", "Measured step ms", "Fitted step ms"], rows, notes)
+    notes = [
+        f"Least squares: step_ms = {fit.a_ms:.2f} + {fit.b_ms:.4f} × streams "
+        f"(r² {num(fit.r2, 4)}); ceiling 1/b = {ceiling}.",
+        "Predicted tok/s = streams / (a + b × streams), times the number of backends. The line describes "
+        "the curve; it is not a law.",
+    ]
+    return Table(
+        f"Fit: {series.label}",
+        [
+            "Streams per backend",
+            "Measured tok/s",
+            "Predicted tok/s",
+            "Measured vs predicted",
+            "Measured step ms",
+            "Fitted step ms",
+        ],
+        rows,
+        notes,
+    )
 
 
 def backends_table(series: Series) -> Table | None:
@@ -127,42 +185,92 @@ def backends_table(series: Series) -> Table | None:
     rows = []
     for level in series.levels:
         for point in [*level.backends, level.total]:
-            rows.append([str(level.streams), point.scope, num(point.sustained), num(point.best_second),
-                         num(point.per_stream), num(point.step_ms, 2), num(point.ttft_p50_ms, 0), match(point)])
-    notes = ["One absolute schedule for every backend; the total is the backends' token series summed on a common "
-             "grid, so its best second is a simultaneous peak, not a sum of separate peaks."]
+            rows.append(
+                [
+                    str(level.streams),
+                    point.scope,
+                    num(point.sustained),
+                    num(point.best_second),
+                    num(point.per_stream),
+                    num(point.step_ms, 2),
+                    num(point.ttft_p50_ms, 0),
+                    match(point),
+                ]
+            )
+    notes = [
+        "One absolute schedule for every backend; the total is the backends' token series summed on a common "
+        "grid, so its best second is a simultaneous peak, not a sum of separate peaks."
+    ]
     notes += sorted({f"{p.scope}: {p.sustained_source}." for lv in series.levels for p in lv.backends})
-    return Table(f"Per backend: {series.label}", ["Streams per backend", "Backend", "Sustained tok/s", "Best second",
-                                                  "Per stream", "Step ms", "TTFT p50 ms", "Server = usage"], rows, notes)
+    return Table(
+        f"Per backend: {series.label}",
+        [
+            "Streams per backend",
+            "Backend",
+            "Sustained tok/s",
+            "Best second",
+            "Per stream",
+            "Step ms",
+            "TTFT p50 ms",
+            "Server = usage",
+        ],
+        rows,
+        notes,
+    )
 
 
 def comparison_table(record: BenchRecord) -> Table | None:
     if not record.comparison:
         return None
     base = record.series[0].label
-    rows = [[row.label, str(row.streams), num(row.base), num(row.other), num(row.ratio, 2),
-             num(row.other_ttft_p50_ms, 0), pair(row.other_running, row.other_waiting)] for row in record.comparison]
-    return Table(f"Side by side (against {base})", ["Series", "Streams", f"{base} tok/s", "Series tok/s", "Ratio",
-                                                    "Series TTFT median ms", "Running / waiting (series)"], rows,
-                 [f"Ratio = series sustained / {base} sustained at the same streams (seed 003 Table 2)."])
+    rows = [
+        [
+            row.label,
+            str(row.streams),
+            num(row.base),
+            num(row.other),
+            num(row.ratio, 2),
+            num(row.other_ttft_p50_ms, 0),
+            pair(row.other_running, row.other_waiting),
+        ]
+        for row in record.comparison
+    ]
+    return Table(
+        f"Side by side (against {base})",
+        [
+            "Series",
+            "Streams",
+            f"{base} tok/s",
+            "Series tok/s",
+            "Ratio",
+            "Series TTFT median ms",
+            "Running / waiting (series)",
+        ],
+        rows,
+        [f"Ratio = series sustained / {base} sustained at the same streams (seed 003 Table 2)."],
+    )
 
 
 def provenance_lines(record: BenchRecord) -> list[str]:
     p, spec = record.provenance, record.spec
     host = p.host
     gpus = ", ".join(f"{g.name} ({num(g.memory_mib, 0)} MiB)" for g in host.gpus) or "none"
-    lines = [f"Started {p.started_at}, {p.duration_s:,.0f} s in all; window {spec.window_s:g} s after a warm-up of at "
-             f"least {spec.warmup_s:g} s and full occupancy; max tokens {spec.max_tokens}; temperature 0; "
-             f"counters sampled every {spec.sample_interval_s:g} s.",
-             f"Host: {host.cpu_model}, {host.cores} cores, {host.ram_gib:g} GiB RAM; GPUs: {gpus}; load average "
-             f"{host.loadavg_start} at start, {host.loadavg_end} at end; {host.platform}; fanout {host.fanout_version}."]
+    lines = [
+        f"Started {p.started_at}, {p.duration_s:,.0f} s in all; window {spec.window_s:g} s after a warm-up of at "
+        f"least {spec.warmup_s:g} s and full occupancy; max tokens {spec.max_tokens}; temperature 0; "
+        f"counters sampled every {spec.sample_interval_s:g} s.",
+        f"Host: {host.cpu_model}, {host.cores} cores, {host.ram_gib:g} GiB RAM; GPUs: {gpus}; load average "
+        f"{host.loadavg_start} at start, {host.loadavg_end} at end; {host.platform}; fanout {host.fanout_version}.",
+    ]
     for b in p.backends:
         embedded = f"; embedded engine {b.embedded}" if b.embedded else ""
-        lines.append(f"Backend {b.name}: {b.base_url}, engine {b.engine} {b.version or '(version unknown)'}, model "
-                     f"{b.model}, {b.slots} slots ({b.slots_source}), cap {b.cap}, ignore_eos "
-                     f"{'on' if b.ignore_eos else 'off (not supported)'}, counter "
-                     f"{'per step' if b.counts_per_step else 'at request end'}"
-                     f"{', prompts counted by ' + b.tokenizer if b.tokenizer else ''}{embedded}.")
+        lines.append(
+            f"Backend {b.name}: {b.base_url}, engine {b.engine} {b.version or '(version unknown)'}, model "
+            f"{b.model}, {b.slots} slots ({b.slots_source}), cap {b.cap}, ignore_eos "
+            f"{'on' if b.ignore_eos else 'off (not supported)'}, counter "
+            f"{'per step' if b.counts_per_step else 'at request end'}"
+            f"{', prompts counted by ' + b.tokenizer if b.tokenizer else ''}{embedded}."
+        )
     return lines
 
 
@@ -188,8 +296,12 @@ def text_report(record: BenchRecord) -> str:
     return "\n\n".join(parts)
 
 
-CHART_TITLES = {"throughput": "Total tok/s against streams", "per_stream": "Per-stream tok/s against streams",
-                "step_time": "Step time with its fit", "ttft": "Time to first token"}
+CHART_TITLES = {
+    "throughput": "Total tok/s against streams",
+    "per_stream": "Per-stream tok/s against streams",
+    "step_time": "Step time with its fit",
+    "ttft": "Time to first token",
+}
 
 
 def markdown_report(record: BenchRecord, charts: dict[str, str]) -> str:
@@ -204,13 +316,17 @@ def html_table(table: Table) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in table.header)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in table.rows)
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in table.notes)
-    return (f"<h2>{html.escape(table.title)}</h2><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-            f"<ul class='notes'>{notes}</ul>")
+    return (
+        f"<h2>{html.escape(table.title)}</h2><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+        f"<ul class='notes'>{notes}</ul>"
+    )
 
 
-STYLE = ("body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}"
-         "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 7px;text-align:right}"
-         "th{background:#f3f3f3}.notes{font-size:13px;color:#444}img{max-width:48%;margin:0.5%}")
+STYLE = (
+    "body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}"
+    "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 7px;text-align:right}"
+    "th{background:#f3f3f3}.notes{font-size:13px;color:#444}img{max-width:48%;margin:0.5%}"
+)
 
 
 def html_report(record: BenchRecord, charts: dict[str, str]) -> str:
@@ -218,8 +334,10 @@ def html_report(record: BenchRecord, charts: dict[str, str]) -> str:
     provenance = "".join(f"<li>{html.escape(line)}</li>" for line in provenance_lines(record))
     images = "".join(f"<img src='{html.escape(v)}' alt='{html.escape(CHART_TITLES[k])}'>" for k, v in charts.items())
     body = "".join(html_table(table) for table in tables(record))
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title><style>{STYLE}</style></head>"
-            f"<body><h1>{title}</h1><ul>{provenance}</ul>{body}<h2>Charts</h2>{images}</body></html>\n")
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title><style>{STYLE}</style></head>"
+        f"<body><h1>{title}</h1><ul>{provenance}</ul>{body}<h2>Charts</h2>{images}</body></html>\n"
+    )
 
 
 def write_report(record: BenchRecord, folder: Path) -> dict[str, Path]:

@@ -30,9 +30,17 @@ async def sample_backend(session: aiohttp.ClientSession, backend: Backend, info:
     if samples is None:
         return CounterSample(backend=backend.name, t=t)
     reading = read_engine(info.kind, samples)
-    return CounterSample(backend=backend.name, t=t, generated=reading.generated_tokens, prompt=reading.prompt_tokens,
-                         cached_prompt=reading.cached_prompt_tokens, running=reading.running,
-                         waiting=reading.waiting, kv_usage=reading.kv_usage, decode_steps=reading.decode_steps)
+    return CounterSample(
+        backend=backend.name,
+        t=t,
+        generated=reading.generated_tokens,
+        prompt=reading.prompt_tokens,
+        cached_prompt=reading.cached_prompt_tokens,
+        running=reading.running,
+        waiting=reading.waiting,
+        kv_usage=reading.kv_usage,
+        decode_steps=reading.decode_steps,
+    )
 
 
 async def sample_all(session: aiohttp.ClientSession, targets: list[tuple[Backend, EngineInfo]]) -> list[CounterSample]:
@@ -47,8 +55,14 @@ async def sample_all(session: aiohttp.ClientSession, targets: list[tuple[Backend
     return found
 
 
-async def counter_loop(session: aiohttp.ClientSession, targets: list[tuple[Backend, EngineInfo]], t0: float,
-                       interval: float, stop: anyio.Event, into: list[CounterSample]) -> None:
+async def counter_loop(
+    session: aiohttp.ClientSession,
+    targets: list[tuple[Backend, EngineInfo]],
+    t0: float,
+    interval: float,
+    stop: anyio.Event,
+    into: list[CounterSample],
+) -> None:
     """Scrape every backend at t0, t0 + interval, ... until `stop` is set."""
     tick = 0
     while not stop.is_set():
@@ -71,8 +85,13 @@ def read_power(binary: str) -> PowerSample | None:
     """GPU draw now, summed over the GPUs; None when nvidia-smi fails or reports no number."""
     t = time.monotonic()
     try:
-        out = subprocess.run([binary, "--query-gpu=power.draw", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_S, check=True).stdout
+        out = subprocess.run(
+            [binary, "--query-gpu=power.draw", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=NVIDIA_SMI_TIMEOUT_S,
+            check=True,
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return None
     watts = []

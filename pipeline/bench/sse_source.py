@@ -46,21 +46,42 @@ HEAD = {"id": "chatcmpl-ceiling", "object": "chat.completion.chunk", "created": 
 
 
 def content_event(index: int) -> bytes:
-    return _event({**HEAD, "choices": [{"index": 0, "delta": {"content": token_text(index)}, "logprobs": None,
-                                        "finish_reason": None}]})
+    return _event(
+        {
+            **HEAD,
+            "choices": [{"index": 0, "delta": {"content": token_text(index)}, "logprobs": None, "finish_reason": None}],
+        }
+    )
 
 
 def tail_events(count: int) -> bytes:
     finish = _event({**HEAD, "choices": [{"index": 0, "delta": {}, "logprobs": None, "finish_reason": "length"}]})
-    usage = _event({**HEAD, "choices": [], "usage": {"prompt_tokens": PROMPT_TOKENS, "completion_tokens": count,
-                                                     "total_tokens": PROMPT_TOKENS + count}})
+    usage = _event(
+        {
+            **HEAD,
+            "choices": [],
+            "usage": {
+                "prompt_tokens": PROMPT_TOKENS,
+                "completion_tokens": count,
+                "total_tokens": PROMPT_TOKENS + count,
+            },
+        }
+    )
     return finish + usage + b"data: [DONE]\n\n"
 
 
-RESPONSE_HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-                 b"Transfer-Encoding: chunked\r\n\r\n")
-ROLE_EVENT = _event({**HEAD, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
-                                          "logprobs": None, "finish_reason": None}]})
+RESPONSE_HEAD = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+    b"Transfer-Encoding: chunked\r\n\r\n"
+)
+ROLE_EVENT = _event(
+    {
+        **HEAD,
+        "choices": [
+            {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
+        ],
+    }
+)
 
 
 class Source:
@@ -88,8 +109,12 @@ class Source:
         self.requests += 1
         if self.tick_s <= 0:
             if count not in self.whole:
-                self.whole[count] = (RESPONSE_HEAD + _chunked(ROLE_EVENT)
-                                     + b"".join(self.chunk(i) for i in range(count)) + self.tail(count))
+                self.whole[count] = (
+                    RESPONSE_HEAD
+                    + _chunked(ROLE_EVENT)
+                    + b"".join(self.chunk(i) for i in range(count))
+                    + self.tail(count)
+                )
             transport.write(self.whole[count])
             self.events += count
             return
@@ -119,9 +144,15 @@ class Source:
             self.running = kept
 
     def stats(self) -> bytes:
-        return json.dumps({"events": self.events, "requests": self.requests, "cpu_s": time.process_time(),
-                           "running": len(self.running),
-                           "connections": self.connections}).encode()
+        return json.dumps(
+            {
+                "events": self.events,
+                "requests": self.requests,
+                "cpu_s": time.process_time(),
+                "running": len(self.running),
+                "connections": self.connections,
+            }
+        ).encode()
 
 
 class Connection(asyncio.Protocol):
@@ -148,19 +179,22 @@ class Connection(asyncio.Protocol):
                     length = int(value)
             if len(self.buffer) < end + 4 + length:
                 return
-            body = self.buffer[end + 4:end + 4 + length]
-            self.buffer = self.buffer[end + 4 + length:]
+            body = self.buffer[end + 4 : end + 4 + length]
+            self.buffer = self.buffer[end + 4 + length :]
             self.answer(head.split(" ", 2), body)
 
     def answer(self, request_line: list[str], body: bytes) -> None:
+        assert self.transport is not None, "answers come after connection_made"
         method, path = request_line[0], request_line[1] if len(request_line) > 1 else "/"
         if method == "POST" and path.endswith("/chat/completions"):
             count = int(json.loads(body).get("max_tokens") or 16)
             self.source.start(self.transport, count)
             return
         payload = self.source.stats() if path.startswith("/stats") else b'{"status":"ok"}'
-        self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
-                             % (len(payload), payload))
+        self.transport.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+            % (len(payload), payload)
+        )
 
 
 def use_uvloop() -> bool:

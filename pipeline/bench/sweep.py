@@ -29,9 +29,11 @@ from pipeline.bench.provenance import host_info
 from pipeline.errors import UsageError
 from pipeline.records import ChatRequest, Completion, EngineKind
 
-GATE = [("What is 2 + 3? Answer with the number only.", r"\b5\b|\bfive\b"),
-        ("What is the capital of France? Answer with one word.", r"\bparis\b"),
-        ("What colour is the sky on a clear day? Answer with one word.", r"\bblue\b")]
+GATE = [
+    ("What is 2 + 3? Answer with the number only.", r"\b5\b|\bfive\b"),
+    ("What is the capital of France? Answer with one word.", r"\bparis\b"),
+    ("What colour is the sky on a clear day? Answer with one word.", r"\bblue\b"),
+]
 IGNORE_EOS_ENGINES = {EngineKind.VLLM, EngineKind.LLAMACPP, EngineKind.SGLANG}
 
 
@@ -97,8 +99,10 @@ async def coherence_gate(fleet: Fleet, skip: bool) -> GateResult:
         answers.append((await pool.complete(request)).text.strip())
     passed = all(re.search(pattern, answer, re.IGNORECASE) for (_, pattern), answer in zip(GATE, answers))
     if not passed and not skip:
-        raise UsageError(f"coherence gate failed ({'; '.join(repr(a[:40]) for a in answers)}): the model cannot "
-                         "answer trivial questions, so its figures would not mean much; --skip-gate measures anyway")
+        raise UsageError(
+            f"coherence gate failed ({'; '.join(repr(a[:40]) for a in answers)}): the model cannot "
+            "answer trivial questions, so its figures would not mean much; --skip-gate measures anyway"
+        )
     return GateResult(passed=passed, skipped=skip and not passed, answers=answers)
 
 
@@ -107,13 +111,13 @@ def slot_count(fleet: Fleet, spec: SweepSpec) -> tuple[int, str]:
     if reported is not None:
         return reported, "engine (/props total_slots)"
     if spec.slots is None:
-        raise UsageError("this engine cannot report its slot count: give setting 'engine_slots' N (recorded with the "
-                         "results)")
+        raise UsageError(
+            "this engine cannot report its slot count: give setting 'engine_slots' N (recorded with the results)"
+        )
     return spec.slots, "given (engine_slots, not verifiable)"
 
 
-async def one_repetition(fleet: Fleet, prompts: PromptMaker, users: int, spec: SweepSpec,
-                         ignore_eos: bool) -> SweepRun:
+async def one_repetition(fleet: Fleet, prompts: PromptMaker, users: int, spec: SweepSpec, ignore_eos: bool) -> SweepRun:
     pool = single_pool(fleet, 0)
     extra = {"ignore_eos": True} if ignore_eos else {}
     done: list[Completion] = []
@@ -121,8 +125,12 @@ async def one_repetition(fleet: Fleet, prompts: PromptMaker, users: int, spec: S
 
     async def one(number: int) -> None:
         nonlocal failed
-        request = ChatRequest(messages=[{"role": "user", "content": prompts.prompt(number)}],
-                              max_tokens=spec.max_tokens, extra=extra, tag=f"sweep-{number}")
+        request = ChatRequest(
+            messages=[{"role": "user", "content": prompts.prompt(number)}],
+            max_tokens=spec.max_tokens,
+            extra=extra,
+            tag=f"sweep-{number}",
+        )
         try:
             done.append(await pool.complete(request))
         except RequestFailed:
@@ -134,19 +142,28 @@ async def one_repetition(fleet: Fleet, prompts: PromptMaker, users: int, spec: S
             group.start_soon(one, number)
     wall = (max(c.t_done for c in done) if done else time.monotonic()) - started
     tokens = sum(c.completion_tokens or 0 for c in done)
-    return SweepRun(tokens=tokens, wall_s=round(wall, 3), aggregate=round(tokens / wall, 2) if wall > 0 else 0.0,
-                    failed=failed, prompt_tokens=[c.prompt_tokens or 0 for c in done])
+    return SweepRun(
+        tokens=tokens,
+        wall_s=round(wall, 3),
+        aggregate=round(tokens / wall, 2) if wall > 0 else 0.0,
+        failed=failed,
+        prompt_tokens=[c.prompt_tokens or 0 for c in done],
+    )
 
 
 def summarise(users: int, runs: list[SweepRun], single: float | None, spec: SweepSpec) -> SweepLevel:
     rates = [run.aggregate for run in runs]
     mean = statistics.fmean(rates)
-    return SweepLevel(users=users, runs=runs, mean=round(mean, 2),
-                      sd=round(statistics.stdev(rates), 2) if len(rates) > 1 else 0.0,
-                      per_user=round(mean / users, 2),
-                      efficiency=round(mean / (users * single), 3) if single else None,
-                      batch_seconds=round(spec.batch * spec.max_tokens / mean, 1) if mean > 0 else None,
-                      failed=any(run.failed for run in runs))
+    return SweepLevel(
+        users=users,
+        runs=runs,
+        mean=round(mean, 2),
+        sd=round(statistics.stdev(rates), 2) if len(rates) > 1 else 0.0,
+        per_user=round(mean / users, 2),
+        efficiency=round(mean / (users * single), 3) if single else None,
+        batch_seconds=round(spec.batch * spec.max_tokens / mean, 1) if mean > 0 else None,
+        failed=any(run.failed for run in runs),
+    )
 
 
 async def run_sweep(settings, spec: SweepSpec) -> SweepRecord:
@@ -156,38 +173,62 @@ async def run_sweep(settings, spec: SweepSpec) -> SweepRecord:
         info = fleet.engines[backend.name]
         slots, slots_source = slot_count(fleet, spec)
         if max(spec.levels) > min(slots, fleet.pool.states[0].cap):
-            raise UsageError(f"level {max(spec.levels)} exceeds the {min(slots, fleet.pool.states[0].cap)} slots/cap: "
-                             "that would measure queueing, not batching")
+            raise UsageError(
+                f"level {max(spec.levels)} exceeds the {min(slots, fleet.pool.states[0].cap)} slots/cap: "
+                "that would measure queueing, not batching"
+            )
         gate = await coherence_gate(fleet, spec.skip_gate)
         counter = await token_counter(fleet.session, backend)
         ignore_eos = info.kind in IGNORE_EOS_ENGINES
         levels, single = [], None
         for users in spec.levels:
-            runs = [await one_repetition(fleet, await sized_prompts(counter, spec.prompt_tokens, new_nonce()),
-                                         users, spec, ignore_eos) for _ in range(spec.repetitions)]
+            runs = [
+                await one_repetition(
+                    fleet, await sized_prompts(counter, spec.prompt_tokens, new_nonce()), users, spec, ignore_eos
+                )
+                for _ in range(spec.repetitions)
+            ]
             if users == 1:
                 single = statistics.fmean(run.aggregate for run in runs)
             levels.append(summarise(users, runs, single, spec))
     reported = [p for level in levels for run in level.runs for p in run.prompt_tokens if p]
-    return SweepRecord(engine=info.kind.value, version=info.version, backend=backend.base_url, model=backend.model,
-                       slots=slots, slots_source=slots_source, prompt_tokens_target=spec.prompt_tokens,
-                       prompt_tokens_reported=statistics.median(reported) if reported else None,
-                       max_tokens=spec.max_tokens, ignore_eos=ignore_eos, batch=spec.batch, gate=gate, levels=levels,
-                       duration_s=round(time.monotonic() - started, 2), provenance=host_info().model_dump())
+    return SweepRecord(
+        engine=info.kind.value,
+        version=info.version,
+        backend=backend.base_url,
+        model=backend.model,
+        slots=slots,
+        slots_source=slots_source,
+        prompt_tokens_target=spec.prompt_tokens,
+        prompt_tokens_reported=statistics.median(reported) if reported else None,
+        max_tokens=spec.max_tokens,
+        ignore_eos=ignore_eos,
+        batch=spec.batch,
+        gate=gate,
+        levels=levels,
+        duration_s=round(time.monotonic() - started, 2),
+        provenance=host_info().model_dump(),
+    )
 
 
 def sweep_markdown(record: SweepRecord) -> str:
-    lines = [f"# Concurrency sweep: {record.engine} {record.version or ''}, {record.model}", "",
-             f"{record.slots} slots ({record.slots_source}); prompts {record.prompt_tokens_target} tokens "
-             f"(engine reports median {record.prompt_tokens_reported}); {record.max_tokens} output tokens"
-             f"{' with ignore_eos' if record.ignore_eos else ''}; gate "
-             f"{'passed' if record.gate.passed else 'FAILED (skipped by request)'}; {record.tokens_source}; "
-             f"{record.duration_s:.0f} s.", "",
-             f"| users | aggregate tok/s (mean ± sd, {len(record.levels[0].runs) if record.levels else 0} runs) "
-             f"| per user | efficiency | {record.batch}-question batch s | status |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        f"# Concurrency sweep: {record.engine} {record.version or ''}, {record.model}",
+        "",
+        f"{record.slots} slots ({record.slots_source}); prompts {record.prompt_tokens_target} tokens "
+        f"(engine reports median {record.prompt_tokens_reported}); {record.max_tokens} output tokens"
+        f"{' with ignore_eos' if record.ignore_eos else ''}; gate "
+        f"{'passed' if record.gate.passed else 'FAILED (skipped by request)'}; {record.tokens_source}; "
+        f"{record.duration_s:.0f} s.",
+        "",
+        f"| users | aggregate tok/s (mean ± sd, {len(record.levels[0].runs) if record.levels else 0} runs) "
+        f"| per user | efficiency | {record.batch}-question batch s | status |",
+        "|---|---|---|---|---|---|",
+    ]
     for level in record.levels:
         efficiency = "–" if level.efficiency is None else f"{level.efficiency:.0%}"
-        lines.append(f"| {level.users} | {level.mean:.1f} ± {level.sd:.1f} | {level.per_user:.1f} | {efficiency} | "
-                     f"{level.batch_seconds} | {'FAILED' if level.failed else 'ok'} |")
+        lines.append(
+            f"| {level.users} | {level.mean:.1f} ± {level.sd:.1f} | {level.per_user:.1f} | {efficiency} | "
+            f"{level.batch_seconds} | {'FAILED' if level.failed else 'ok'} |"
+        )
     return "\n".join(lines) + "\n"

@@ -29,22 +29,33 @@ import tempfile
 import time
 from pathlib import Path
 
-WORDS = ("starter flour water crumb crust oven proof dough yeast bacteria acid culture jar lid spoon scale "
-         "gram temperature kitchen morning evening rise fall bubble smell sour sweet rye wheat whole white "
-         "loaf batch feed discard keep warm cool fridge week day hour minute patience rhythm habit note "
-         "record measure compare adjust observe texture aroma flavour hydration salt steam bake shape fold "
-         "stretch rest bench basket banneton score blade lame bowl towel cloth surface counter routine").split()
+WORDS = (
+    "starter flour water crumb crust oven proof dough yeast bacteria acid culture jar lid spoon scale "
+    "gram temperature kitchen morning evening rise fall bubble smell sour sweet rye wheat whole white "
+    "loaf batch feed discard keep warm cool fridge week day hour minute patience rhythm habit note "
+    "record measure compare adjust observe texture aroma flavour hydration salt steam bake shape fold "
+    "stretch rest bench basket banneton score blade lame bowl towel cloth surface counter routine"
+).split()
 CODE_SAMPLES = [
-    ("python", "def feed(starter: dict, grams: int = 50) -> dict:\n    \"\"\"Feed equal weights of flour and "
-               "water.\"\"\"\n    ratio = starter.get('ratio', 1.0)  # keep the ratio\n    for day in range(7):\n"
-               "        starter['flour'] += grams * ratio\n        starter['water'] += grams\n"
-               "        print(f\"day {day}: {starter['flour']} g flour, {starter['water']} g water\")\n"
-               "    return starter\n"),
-    ("bash", "#!/bin/sh\n# log the temperature every hour\nwhile true; do\n  date +%H:%M >> starter.log\n"
-             "  sensors | grep -i 'temp1' | awk '{print $2}' >> starter.log  # a long line that goes on and on"
-             " well past the right margin of an A5 page so that it must wrap\n  sleep 3600\ndone\n"),
-    ("json", '{\n  "starter": "rye",\n  "hydration": 100,\n  "feeds": [{"day": 1, "flour": 50, "water": 50}, '
-             '{"day": 2, "flour": 100, "water": 100}],\n  "notes": "smells of apples"\n}\n'),
+    (
+        "python",
+        'def feed(starter: dict, grams: int = 50) -> dict:\n    """Feed equal weights of flour and '
+        'water."""\n    ratio = starter.get(\'ratio\', 1.0)  # keep the ratio\n    for day in range(7):\n'
+        "        starter['flour'] += grams * ratio\n        starter['water'] += grams\n"
+        "        print(f\"day {day}: {starter['flour']} g flour, {starter['water']} g water\")\n"
+        "    return starter\n",
+    ),
+    (
+        "bash",
+        "#!/bin/sh\n# log the temperature every hour\nwhile true; do\n  date +%H:%M >> starter.log\n"
+        "  sensors | grep -i 'temp1' | awk '{print $2}' >> starter.log  # a long line that goes on and on"
+        " well past the right margin of an A5 page so that it must wrap\n  sleep 3600\ndone\n",
+    ),
+    (
+        "json",
+        '{\n  "starter": "rye",\n  "hydration": 100,\n  "feeds": [{"day": 1, "flour": 50, "water": 50}, '
+        '{"day": 2, "flour": 100, "water": 100}],\n  "notes": "smells of apples"\n}\n',
+    ),
 ]
 STOCK_PAGE_NUMBERS = """<style>
 @page :right { @bottom-right { content: counter(page); font-family: "DejaVu Sans"; font-size: 8pt; } }
@@ -125,11 +136,12 @@ def stock_html(markdown: str, title: str) -> str:
     parser = MarkdownIt("commonmark", {"html": False, "highlight": fence}).enable("table")
     tokens = parser.parse(typeset.untitled(markdown)[0])
     headings = typeset.assign_heading_ids(tokens)
-    body = (typeset.title_page_html(title, typeset.heading_counts(headings))
-            + typeset.toc_html([(h, None) for h in headings], target_counter=True)
-            + parser.renderer.render(tokens, parser.options, {}))
-    style = (typeset.css_link() + STOCK_PAGE_NUMBERS
-             + f"<style>{HtmlFormatter().get_style_defs('.highlight')}</style>\n")
+    body = (
+        typeset.title_page_html(title, typeset.heading_counts(headings))
+        + typeset.toc_html([(h, None) for h in headings], target_counter=True)
+        + parser.renderer.render(tokens, parser.options, {})
+    )
+    style = typeset.css_link() + STOCK_PAGE_NUMBERS + f"<style>{HtmlFormatter().get_style_defs('.highlight')}</style>\n"
     return typeset.document(title, style, body)
 
 
@@ -140,8 +152,11 @@ def run_stock(markdown: str, out: Path) -> dict:
     started = time.perf_counter()
     document = weasy_html(stock_html(markdown, "The Synthetic Handbook of Sourdough")).render()
     document.write_pdf(out)
-    return {"wall_s": time.perf_counter() - started, "pages": len(document.pages),
-            "rss_mb": {"single document": _rss_mb()}}
+    return {
+        "wall_s": time.perf_counter() - started,
+        "pages": len(document.pages),
+        "rss_mb": {"single document": _rss_mb()},
+    }
 
 
 def run_ours(markdown: str, out: Path, workers: int) -> dict:
@@ -155,9 +170,11 @@ def run_ours(markdown: str, out: Path, workers: int) -> dict:
     return {"wall_s": wall, "pages": result.pages, "rss_mb": rss, "render_cpu_s": result.render_seconds}
 
 
-FLOOR_CSS = ('@page { size: A5; margin: 18mm 15mm 20mm 17mm } html { font-family: "DejaVu Serif"; '
-             'font-size: 9.5pt; line-height: 1.4 } pre { font-family: "DejaVu Sans Mono"; font-size: 7.6pt; '
-             'white-space: pre-wrap } h3 { break-before: page }')
+FLOOR_CSS = (
+    '@page { size: A5; margin: 18mm 15mm 20mm 17mm } html { font-family: "DejaVu Serif"; '
+    'font-size: 9.5pt; line-height: 1.4 } pre { font-family: "DejaVu Sans Mono"; font-size: 7.6pt; '
+    "white-space: pre-wrap } h3 { break-before: page }"
+)
 
 
 def render_cpu(markdown: str, css: str, out: Path) -> tuple[int, float]:
@@ -183,12 +200,18 @@ def floor(markdown: str, folder: Path) -> None:
     split = split_book(markdown, "floor")
     render_cpu("## Warm-up\n\nimports and fonts\n", FLOOR_CSS, folder / "warm.pdf")
     total_pages = None
-    for name, css in (("book.css", template_path("book.css").read_text(encoding="utf-8")), ("bare stylesheet", FLOOR_CSS)):
+    for name, css in (
+        ("book.css", template_path("book.css").read_text(encoding="utf-8")),
+        ("bare stylesheet", FLOOR_CSS),
+    ):
         pages, cpu = render_cpu(split.parts[0], css, folder / "floor.pdf")
         total_pages = total_pages or pages * len(split.parts)
-        print(f"one part, {name:<16} {pages:>4} pages {cpu:6.2f} CPU s = {1000 * cpu / pages:5.1f} ms a page; "
-              f"{total_pages:,} pages at that cost on {os.cpu_count()} cores: >= "
-              f"{total_pages * cpu / pages / (os.cpu_count() or 1):5.1f} s wall", flush=True)
+        print(
+            f"one part, {name:<16} {pages:>4} pages {cpu:6.2f} CPU s = {1000 * cpu / pages:5.1f} ms a page; "
+            f"{total_pages:,} pages at that cost on {os.cpu_count()} cores: >= "
+            f"{total_pages * cpu / pages / (os.cpu_count() or 1):5.1f} s wall",
+            flush=True,
+        )
 
 
 def _rss_mb() -> float:
@@ -196,8 +219,19 @@ def _rss_mb() -> float:
 
 
 def _child(kind: str, markdown_path: Path, out: Path, workers: int) -> dict:
-    command = [sys.executable, "-m", "pipeline.bench.typeset", "--child", kind, "--markdown", str(markdown_path),
-               "--pdf", str(out), "--workers", str(workers)]
+    command = [
+        sys.executable,
+        "-m",
+        "pipeline.bench.typeset",
+        "--child",
+        kind,
+        "--markdown",
+        str(markdown_path),
+        "--pdf",
+        str(out),
+        "--workers",
+        str(workers),
+    ]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"{kind} run failed ({done.returncode}):\n{done.stderr[-3000:]}")
@@ -220,17 +254,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2, help="our pool size (2)")
     parser.add_argument("--no-stock", action="store_true", help="skip the stock single-document run")
     parser.add_argument("--keep", type=Path, help="leave book.md and the PDFs in this folder")
-    parser.add_argument("--floor", action="store_true", help="also time one part with book.css and with a "
-                        "bare stylesheet in one process: WeasyPrint's cost a page, and the least wall time "
-                        "it allows for the whole book on this machine")
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="also time one part with book.css and with a "
+        "bare stylesheet in one process: WeasyPrint's cost a page, and the least wall time "
+        "it allows for the whole book on this machine",
+    )
     parser.add_argument("--child", choices=["ours", "stock"], help=argparse.SUPPRESS)
     parser.add_argument("--markdown", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--pdf", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         markdown = args.markdown.read_text(encoding="utf-8")
-        result = run_ours(markdown, args.pdf, args.workers) if args.child == "ours" else run_stock(markdown,
-                                                                                                   args.pdf)
+        result = run_ours(markdown, args.pdf, args.workers) if args.child == "ours" else run_stock(markdown, args.pdf)
         print(json.dumps(result))
         return 0
     from pipeline.config import parse_shape
@@ -240,8 +277,10 @@ def main(argv: list[str] | None = None) -> int:
     folder.mkdir(parents=True, exist_ok=True)
     markdown = synthetic_book(parts, chapters, sections, args.words)
     (folder / "book.md").write_text(markdown, encoding="utf-8")
-    print(f"synthetic book {args.shape}: {parts * chapters * sections:,} sections, {len(markdown.split()):,} "
-          f"words, {markdown.count('```') // 2:,} code blocks; {os.cpu_count()} cores")
+    print(
+        f"synthetic book {args.shape}: {parts * chapters * sections:,} sections, {len(markdown.split()):,} "
+        f"words, {markdown.count('```') // 2:,} code blocks; {os.cpu_count()} cores"
+    )
     print(f"{'':<22} {'wall s':>8} {'pages':>7}   peak RSS per process (MB)")
     print(f"load average before ours: {_load()}")
     ours = _child("ours", folder / "book.md", folder / "ours.pdf", args.workers)
@@ -250,10 +289,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"load average before stock: {_load()}")
         stock = _child("stock", folder / "book.md", folder / "stock.pdf", args.workers)
         print(_line("stock (one document)", stock))
-        print(f"ratio ours/stock: wall {ours['wall_s'] / stock['wall_s']:.2f} (goal <= 0.25); largest process "
-              f"{max(ours['rss_mb'].values()) / max(stock['rss_mb'].values()):.2f} "
-              f"({max(ours['rss_mb'].values()):,.0f} MB vs {max(stock['rss_mb'].values()):,.0f} MB; "
-              f"goal <= 500 MB a process)")
+        print(
+            f"ratio ours/stock: wall {ours['wall_s'] / stock['wall_s']:.2f} (goal <= 0.25); largest process "
+            f"{max(ours['rss_mb'].values()) / max(stock['rss_mb'].values()):.2f} "
+            f"({max(ours['rss_mb'].values()):,.0f} MB vs {max(stock['rss_mb'].values()):,.0f} MB; "
+            f"goal <= 500 MB a process)"
+        )
     if args.floor:
         print(f"load average before the floor: {_load()}")
         floor(markdown, folder)

@@ -37,7 +37,7 @@ def demote_headings(body: str, section_title: str, floor: int = SECTION_LEVEL + 
             continue
         level = min(6, floor + int(token.tag[1]) - 1)
         if token.markup.startswith("#"):  # ATX: keep any blockquote prefix, change only the marks
-            lines[start] = ATX_MARKS.sub(lambda m: m.group(1) + "#" * level, lines[start], count=1)
+            lines[start] = ATX_MARKS.sub(r"\g<1>" + "#" * level, lines[start], count=1)
         else:  # setext: text lines and an underline become one ATX line
             lines[start:end] = ["#" * level + " " + " ".join(text.split())] + [""] * (end - start - 1)
     return "\n".join(lines).strip("\n")
@@ -57,8 +57,12 @@ def part_markdown(part: Part, number: int, results: dict[str, SectionResult], ch
     for chapter_number, chapter in enumerate(part.chapters, chapter_offset + 1):
         out += [f"### {chapter_number}. {chapter.title}", ""]
         for section_number, section in enumerate(chapter.sections, 1):
-            out += [f"#### {chapter_number}.{section_number} {section.title}", "",
-                    section_body(results.get(section.id)), ""]
+            out += [
+                f"#### {chapter_number}.{section_number} {section.title}",
+                "",
+                section_body(results.get(section.id)),
+                "",
+            ]
     return "\n".join(out)
 
 
@@ -89,6 +93,8 @@ def chapter_offsets(outline: Outline) -> list[int]:
 
 
 def assemble(outline: Outline, results: dict[str, SectionResult]) -> str:
-    parts = [part_markdown(part, i + 1, results, offset)
-             for i, (part, offset) in enumerate(zip(outline.parts, chapter_offsets(outline)))]
+    parts = [
+        part_markdown(part, i + 1, results, offset)
+        for i, (part, offset) in enumerate(zip(outline.parts, chapter_offsets(outline)))
+    ]
     return "\n".join([f"# {outline.title}", "", *parts])

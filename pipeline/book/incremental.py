@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipeline.book.assemble import PartSource
 from pipeline.errors import FanoutError
 from pipeline.records import BookSpec, Outline, SectionResult
 from pipeline.typeset.markdown import TypesetResult
 from pipeline.typeset.weasy import require_fonts
+
+if TYPE_CHECKING:
+    from pipeline.typeset.parts import PartTypesetter
 
 log = logging.getLogger("fanout")
 
@@ -26,7 +31,7 @@ class IncrementalTypesetter:
         self.spec = spec
         self.out_pdf = out_pdf
         self.workers = workers
-        self.typesetter = None
+        self.typesetter: PartTypesetter | None = None
         self.lock = threading.Lock()
         self.closed = False
         self.submitted: set[int] = set()
@@ -39,13 +44,13 @@ class IncrementalTypesetter:
         threading.Thread(target=self._warm, args=(typesetter,), name="typeset-warm", daemon=True).start()
 
     @staticmethod
-    def _warm(typesetter) -> None:
+    def _warm(typesetter: PartTypesetter) -> None:
         try:
             typesetter.warm()
         except Exception as error:  # closed meanwhile (a run that stopped early): nothing to warm
             log.debug("typesetting warm-up skipped: %s", error)
 
-    def _open(self, title: str):
+    def _open(self, title: str) -> PartTypesetter:
         with self.lock:
             if self.closed:
                 raise FanoutError("typesetting: already closed")
@@ -58,7 +63,7 @@ class IncrementalTypesetter:
                 self.typesetter.title = title
             return self.typesetter
 
-    def section_done(self, outline: Outline, results: dict[str, SectionResult], section_id: str) -> None:
+    def section_done(self, outline: Outline, results: Mapping[str, SectionResult], section_id: str) -> None:
         """Submit the section's part if this was its last section (planned and answered)."""
         index = int(section_id.split(".")[0][1:]) - 1
         part = outline.parts[index]
@@ -68,7 +73,7 @@ class IncrementalTypesetter:
         if len(sections) == self.spec.chapters * self.spec.sections and all(s.id in results for s in sections):
             self._submit(outline, results, index)
 
-    def _submit(self, outline: Outline, results: dict[str, SectionResult], index: int) -> None:
+    def _submit(self, outline: Outline, results: Mapping[str, SectionResult], index: int) -> None:
         """Hand the part's sections to the pool, which assembles and renders it (no parsing here: this
         runs on the event loop that is still streaming other sections)."""
         part = outline.parts[index]

@@ -16,7 +16,8 @@ titles and their reasons shown, up to `plan_attempts` times; every ask requests 
 needs (the answer is cut once enough are taken, so a spare costs nothing unless a line is refused). Then a
 refused item's own key point, short enough to read as a heading and passing the same checks, becomes its
 title; then a title refused only for nearly repeating one elsewhere in the book is kept (a lesser fault);
-only then is a numbered placeholder used, flagged in the outline and counted. Model output is untrusted: nothing in an answer raises.
+only then is a numbered placeholder used, flagged in the outline and counted. Model output is untrusted:
+nothing in an answer raises.
 """
 
 from __future__ import annotations
@@ -25,16 +26,18 @@ import json
 import re
 import time
 from collections import Counter
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Callable
+from typing import Any, TypeVar
 
 import anyio
+from anyio.abc import TaskGroup
 
 from pipeline.backends.pool import BackendPool, RequestFailed
 from pipeline.book.profiles import Sampler
 from pipeline.errors import FanoutError
-from pipeline.records import BookSpec, Chapter, Outline, Part, Section
+from pipeline.records import BookSpec, Chapter, Node, Outline, Part, Section
 from pipeline.templating import example_answer, render_chat
 from pipeline.titles import MAX_HEADING_WORDS, clean_title, content_words, near_duplicates, refusal, title_key
 
@@ -148,7 +151,7 @@ class ItemStream:
         self.text += delta
         items = []
         while (end := self.text.find("\n", self.position)) >= 0:
-            items += self._line(self.text[self.position:end])
+            items += self._line(self.text[self.position : end])
             self.position = end + 1
         self.taken += items
         return items
@@ -189,8 +192,10 @@ def heading_from_point(point: str) -> str:
     if not words or len(words) > MAX_HEADING_WORDS:
         return ""
     small = {"a", "an", "the", "of", "and", "or", "to", "in", "on", "for", "with", "by", "at", "as"}
-    return " ".join(w if (i and w.casefold() in small) or not w[:1].islower() else w[:1].upper() + w[1:]
-                    for i, w in enumerate(words))
+    return " ".join(
+        w if (i and w.casefold() in small) or not w[:1].islower() else w[:1].upper() + w[1:]
+        for i, w in enumerate(words)
+    )
 
 
 def about(what: str, point: str) -> str:
@@ -203,8 +208,9 @@ def avoid_note(chosen: list[str], refused: list[tuple[str, str]]) -> str:
     if chosen:
         lines.append("Already chosen, do not repeat: " + "; ".join(f'"{t}"' for t in chosen[-SHOWN_REFUSALS:]) + ".")
     if refused:
-        lines.append("Refused, do not use again: " + "; ".join(f'"{t}" ({why})' for t, why in
-                                                                    refused[-SHOWN_REFUSALS:]) + ".")
+        lines.append(
+            "Refused, do not use again: " + "; ".join(f'"{t}" ({why})' for t, why in refused[-SHOWN_REFUSALS:]) + "."
+        )
     return ("\n" + "\n".join(lines)) if lines else ""
 
 
@@ -215,9 +221,11 @@ def example_words(template: str) -> frozenset[str]:
 
 
 OnSection = Callable[[Outline, Part, Chapter, Section], None]
+OnChange = Callable[[Outline], None]
+_T = TypeVar("_T")
 
 
-def next_id(prefix: str, letter: str, taken: list) -> str:
+def next_id(prefix: str, letter: str, taken: Sequence[Node]) -> str:
     """The lowest free child id: a resumed chapter may hold journaled sections with gaps between them."""
     used = {node.id for node in taken}
     number = 1
@@ -248,8 +256,9 @@ class NodeAsk:
 
 
 class Planner:
-    def __init__(self, pool: BackendPool, spec: BookSpec, sampler: Sampler,
-                 on_node: Callable[[str], None] | None = None):
+    def __init__(
+        self, pool: BackendPool, spec: BookSpec, sampler: Sampler, on_node: Callable[[str], None] | None = None
+    ):
         self.pool = pool
         self.on_node = on_node or (lambda level: None)
         self.spec = spec
@@ -259,9 +268,13 @@ class Planner:
         self.book_titles: dict[str, list[str]] = {"parts": [], "chapters": [], "sections": []}
         self.book_title = ""
 
-    async def plan(self, outline: Outline | None = None, barrier: bool = False,
-                   on_section: OnSection | None = None,
-                   on_change: Callable[[Outline], None] | None = None) -> Outline:
+    async def plan(
+        self,
+        outline: Outline | None = None,
+        barrier: bool = False,
+        on_section: OnSection | None = None,
+        on_change: Callable[[Outline], None] | None = None,
+    ) -> Outline:
         """Plan what `outline` (a partial one from an interrupted run, or None) still lacks.
 
         Pipelined (the default): items are read from each answer as it streams, so a part's chapters are
@@ -285,38 +298,48 @@ class Planner:
             with self.pool.reserve_for_first():
                 async with anyio.create_task_group() as group:
                     outline = await self._plan_pipelined(outline, group, announce, changed)
+        assert outline is not None, "both schedules return the outline (a failed task raises out of the group)"
         outline.complete = True
         changed(outline)
         self.stats.seconds = time.monotonic() - started
         return outline
 
-    async def _plan_levels(self, outline: Outline | None, changed) -> Outline:
+    async def _plan_levels(self, outline: Outline | None, changed: OnChange) -> Outline:
         if outline is None or len(outline.parts) < self.spec.parts:
             outline = await self._plan_book(outline)
             changed(outline)
-        await self._each([pt for pt in outline.parts if len(pt.chapters) < self.spec.chapters],
-                         lambda pt: self._plan_part(outline, pt, changed=changed))
-        await self._each([(pt, ch) for pt in outline.parts for ch in pt.chapters
-                          if len(ch.sections) < self.spec.sections],
-                         lambda pair: self._plan_chapter(outline, *pair, changed=changed))
+        await self._each(
+            [pt for pt in outline.parts if len(pt.chapters) < self.spec.chapters],
+            lambda pt: self._plan_part(outline, pt, changed=changed),
+        )
+        await self._each(
+            [(pt, ch) for pt in outline.parts for ch in pt.chapters if len(ch.sections) < self.spec.sections],
+            lambda pair: self._plan_chapter(outline, *pair, changed=changed),
+        )
         return outline
 
-    async def _plan_pipelined(self, outline: Outline | None, group, announce: OnSection, changed) -> Outline:
+    async def _plan_pipelined(
+        self, outline: Outline | None, group: TaskGroup, announce: OnSection, changed: OnChange
+    ) -> Outline:
         def start_chapter(book: Outline, part: Part, chapter: Chapter) -> None:
             if len(chapter.sections) >= self.spec.sections:
                 for section in list(chapter.sections):
                     announce(book, part, chapter, section)
                 return
-            group.start_soon(partial(self._plan_chapter, book, part, chapter,
-                                     lambda: [announce(book, part, chapter, s) for s in list(chapter.sections)],
-                                     changed))
+
+            def announce_all() -> None:
+                for s in list(chapter.sections):
+                    announce(book, part, chapter, s)
+
+            group.start_soon(partial(self._plan_chapter, book, part, chapter, announce_all, changed))
 
         def start_part(book: Outline, part: Part) -> None:
             for chapter in list(part.chapters):
                 start_chapter(book, part, chapter)
             if len(part.chapters) < self.spec.chapters:
-                group.start_soon(partial(self._plan_part, book, part,
-                                         lambda chapter: start_chapter(book, part, chapter), changed))
+                group.start_soon(
+                    partial(self._plan_part, book, part, lambda chapter: start_chapter(book, part, chapter), changed)
+                )
 
         if outline is not None:
             for part in list(outline.parts):
@@ -336,13 +359,14 @@ class Planner:
                     self._claim("sections", section.title, near=False)
 
     @staticmethod
-    async def _each(items: list, plan_one) -> None:
+    async def _each(items: list[_T], plan_one: Callable[[_T], Coroutine[Any, Any, None]]) -> None:
         async with anyio.create_task_group() as group:
             for item in items:
                 group.start_soon(plan_one, item)
 
-    async def _plan_book(self, outline: Outline | None,
-                         on_part: Callable[[Outline, Part], None] | None = None) -> Outline:
+    async def _plan_book(
+        self, outline: Outline | None, on_part: Callable[[Outline, Part], None] | None = None
+    ) -> Outline:
         """The book title and the parts still missing. Parts are added (and `on_part` told) as they stream
         in, once the book title, which their own prompts need, is known."""
         waiting: list[tuple[PlanItem, bool]] = []
@@ -352,11 +376,13 @@ class Planner:
             if outline is None:
                 if not (self.book_title or final):
                     return
-                outline = Outline(title=self.book_title or fallback_book_title(self.spec.prompt), parts=[],
-                                  complete=False)
+                outline = Outline(
+                    title=self.book_title or fallback_book_title(self.spec.prompt), parts=[], complete=False
+                )
             for item, placeholder in waiting:
-                part = Part(id=next_id("", "p", outline.parts), title=item.title, point=item.point,
-                            placeholder=placeholder)
+                part = Part(
+                    id=next_id("", "p", outline.parts), title=item.title, point=item.point, placeholder=placeholder
+                )
                 outline.parts.append(part)
                 if on_part is not None:
                     on_part(outline, part)
@@ -366,49 +392,105 @@ class Planner:
             waiting.append((item, placeholder))
             add_waiting()
 
-        await self._titles(NodeAsk(
-            "plan_book.md", {"prompt": self.spec.prompt}, "parts", self.spec.parts,
-            have=[part.title for part in outline.parts] if outline else [],
-            ancestors={"the request": self.spec.prompt}, on_item=add, node_id="book", with_title=True))
+        await self._titles(
+            NodeAsk(
+                "plan_book.md",
+                {"prompt": self.spec.prompt},
+                "parts",
+                self.spec.parts,
+                have=[part.title for part in outline.parts] if outline else [],
+                ancestors={"the request": self.spec.prompt},
+                on_item=add,
+                node_id="book",
+                with_title=True,
+            )
+        )
         add_waiting(final=True)
+        assert outline is not None, "add_waiting(final=True) makes the outline"
         self.on_node("parts")
         return outline
 
-    async def _plan_part(self, outline: Outline, part: Part, on_chapter: Callable[[Chapter], None] | None = None,
-                         changed=None) -> None:
+    async def _plan_part(
+        self,
+        outline: Outline,
+        part: Part,
+        on_chapter: Callable[[Chapter], None] | None = None,
+        changed: OnChange | None = None,
+    ) -> None:
         def add(item: PlanItem, placeholder: bool) -> None:
-            chapter = Chapter(id=next_id(part.id + ".", "c", part.chapters), title=item.title, point=item.point,
-                              placeholder=placeholder)
+            chapter = Chapter(
+                id=next_id(part.id + ".", "c", part.chapters),
+                title=item.title,
+                point=item.point,
+                placeholder=placeholder,
+            )
             part.chapters.append(chapter)
             if on_chapter is not None:
                 on_chapter(chapter)
 
         values = {"book_title": outline.title, "part_title": part.title, "part_about": about("part", part.point)}
         ancestors = {"the part title": part.title, "the book title": outline.title, "the request": self.spec.prompt}
-        await self._titles(NodeAsk("plan_part.md", values, "chapters", self.spec.chapters,
-                                   [chapter.title for chapter in part.chapters], ancestors, add, part.id,
-                                   fallback_prefix=part.title))
+        await self._titles(
+            NodeAsk(
+                "plan_part.md",
+                values,
+                "chapters",
+                self.spec.chapters,
+                [chapter.title for chapter in part.chapters],
+                ancestors,
+                add,
+                part.id,
+                fallback_prefix=part.title,
+            )
+        )
         self.on_node("chapters")
         if changed is not None:
             changed(outline)
 
-    async def _plan_chapter(self, outline: Outline, part: Part, chapter: Chapter,
-                            on_complete: Callable[[], Any] | None = None, changed=None) -> None:
+    async def _plan_chapter(
+        self,
+        outline: Outline,
+        part: Part,
+        chapter: Chapter,
+        on_complete: Callable[[], None] | None = None,
+        changed: OnChange | None = None,
+    ) -> None:
         def add(item: PlanItem, placeholder: bool) -> None:
-            section = Section(id=next_id(chapter.id + ".", "s", chapter.sections), title=item.title,
-                              point=item.point, placeholder=placeholder)
+            section = Section(
+                id=next_id(chapter.id + ".", "s", chapter.sections),
+                title=item.title,
+                point=item.point,
+                placeholder=placeholder,
+            )
             chapter.sections.append(section)
             chapter.sections.sort(key=lambda s: id_number(s.id))
             if on_complete is not None and len(chapter.sections) == self.spec.sections:
                 on_complete()
 
-        values = {"book_title": outline.title, "chapter_title": chapter.title,
-                  "chapter_about": about("chapter", chapter.point)}
-        ancestors = {"the chapter title": chapter.title, "the part title": part.title,
-                     "the book title": outline.title, "the request": self.spec.prompt}
-        await self._titles(NodeAsk("plan_chapter.md", values, "sections", self.spec.sections,
-                                   [section.title for section in chapter.sections], ancestors, add, chapter.id,
-                                   fallback_prefix=chapter.title))
+        values = {
+            "book_title": outline.title,
+            "chapter_title": chapter.title,
+            "chapter_about": about("chapter", chapter.point),
+        }
+        ancestors = {
+            "the chapter title": chapter.title,
+            "the part title": part.title,
+            "the book title": outline.title,
+            "the request": self.spec.prompt,
+        }
+        await self._titles(
+            NodeAsk(
+                "plan_chapter.md",
+                values,
+                "sections",
+                self.spec.sections,
+                [section.title for section in chapter.sections],
+                ancestors,
+                add,
+                chapter.id,
+                fallback_prefix=chapter.title,
+            )
+        )
         self.on_node("sections")
         if changed is not None:
             changed(outline)
@@ -439,18 +521,28 @@ class Planner:
             if len(chosen) == ask.count:
                 return
             need = ask.count - len(chosen)
-            messages = render_chat(ask.template, **ask.values, how_many=how_many(need + SPARE_ITEMS,
-                                                                                 ask.level[:-1]),
-                                   avoid=avoid_note(chosen, refused))
-            await self._ask(messages, need + SPARE_ITEMS, f"plan:{ask.node_id}:{attempt}",
-                            self._temperature(attempt), ask.with_title, consider,
-                            enough=lambda: len(chosen) == ask.count)
+            messages = render_chat(
+                ask.template,
+                **ask.values,
+                how_many=how_many(need + SPARE_ITEMS, ask.level[:-1]),
+                avoid=avoid_note(chosen, refused),
+            )
+            await self._ask(
+                messages,
+                need + SPARE_ITEMS,
+                f"plan:{ask.node_id}:{attempt}",
+                self._temperature(attempt),
+                ask.with_title,
+                consider,
+                enough=lambda: len(chosen) == ask.count,
+            )
             if len(chosen) < ask.count:
                 self.stats.reasked += 1
         self._last_resorts(ask, chosen, spare, copied)
 
-    def _last_resorts(self, ask: NodeAsk, chosen: list[str], spare: list[tuple[PlanItem, str]],
-                      copied: frozenset[str]) -> None:
+    def _last_resorts(
+        self, ask: NodeAsk, chosen: list[str], spare: list[tuple[PlanItem, str]], copied: frozenset[str]
+    ) -> None:
         """Fill what the asks left: a refused item's point as its heading; then a title refused only for
         nearly repeating one elsewhere in the book (a lesser fault than a placeholder); then placeholders."""
         for item, _ in spare:
@@ -460,9 +552,12 @@ class Planner:
                 self.stats.headings_from_points += 1
                 ask.on_item(PlanItem(heading, item.point), False)
         for item, reason in spare:
-            if len(chosen) < ask.count and reason.endswith(ELSEWHERE_NEAR) and \
-                    refusal(item.title, ask.ancestors, chosen) is None and \
-                    self._claim(ask.level, item.title, near=False) is None:
+            if (
+                len(chosen) < ask.count
+                and reason.endswith(ELSEWHERE_NEAR)
+                and refusal(item.title, ask.ancestors, chosen) is None
+                and self._claim(ask.level, item.title, near=False) is None
+            ):
                 chosen.append(item.title)
                 self.stats.near_repeats_kept += 1
                 ask.on_item(item, False)
@@ -508,8 +603,16 @@ class Planner:
             return first
         return max(first, REASK_TEMPERATURES[min(attempt, len(REASK_TEMPERATURES)) - 1])
 
-    async def _ask(self, messages: list[dict[str, str]], need: int, tag: str, temperature: float, with_title: bool,
-                   consider: Callable[[PlanItem], None], enough: Callable[[], bool]) -> None:
+    async def _ask(
+        self,
+        messages: list[dict[str, str]],
+        need: int,
+        tag: str,
+        temperature: float,
+        with_title: bool,
+        consider: Callable[[PlanItem], None],
+        enough: Callable[[], bool],
+    ) -> None:
         """One planning request; `consider` sees each item as its line streams in, then those only the whole
         answer yields (JSON, say). Once `enough` items are in hand the request is cancelled: more lines
         would only hold a slot. A retried attempt starts a fresh stream; items the cut one gave stay."""

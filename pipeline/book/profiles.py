@@ -20,13 +20,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pipeline.errors import UsageError
 from pipeline.records import ChatRequest, EngineKind, SamplingProfile
 
-
 PROFILES = {
     "greedy": SamplingProfile(name="greedy", temperature=0.0),
-    "small": SamplingProfile(name="small", temperature=0.5, top_p=0.9, min_p=0.05, repetition_penalty=1.1,
-                             dry_multiplier=0.8, seed=1),
-    "default": SamplingProfile(name="default", temperature=0.7, top_p=0.9, min_p=0.05, repetition_penalty=1.05,
-                               seed=1),
+    "small": SamplingProfile(
+        name="small", temperature=0.5, top_p=0.9, min_p=0.05, repetition_penalty=1.1, dry_multiplier=0.8, seed=1
+    ),
+    "default": SamplingProfile(name="default", temperature=0.7, top_p=0.9, min_p=0.05, repetition_penalty=1.05, seed=1),
 }
 SMALL_MODEL = re.compile(r"(?i)(?<![\d.])(?:\d{2,3}m|0\.\d+b|1(?:\.[0-5])?b)(?![a-z\d])")
 
@@ -96,8 +95,14 @@ class Sampler(BaseModel):
     kinds: frozenset[EngineKind]
     switches: dict[str, Any] = Field(default_factory=dict)  # e.g. thinking off, where the engines have it
 
-    def request(self, messages: list[dict[str, str]], max_tokens: int, tag: str,
-                temperature: float | None = None) -> ChatRequest:
+    def request(
+        self, messages: list[dict[str, str]], max_tokens: int, tag: str, temperature: float | None = None
+    ) -> ChatRequest:
         extra = {**self.switches, **sampling_body(self.profile, set(self.kinds), tag)}
-        return ChatRequest(messages=messages, max_tokens=max_tokens, tag=tag, extra=extra,
-                           temperature=self.profile.temperature if temperature is None else temperature)
+        return ChatRequest(
+            messages=messages,
+            max_tokens=max_tokens,
+            tag=tag,
+            extra=extra,
+            temperature=self.profile.temperature if temperature is None else temperature,
+        )

@@ -4,10 +4,10 @@ Takes an open Fleet, the run's spec, outline and journal, and an AuditReport; re
 with the repaired SectionResults and the action taken for each. Per section, one action:
 - failed or empty: asked again;
 - duplicate title: re-titled (siblings and taken titles shown), then written again under the new title;
-- truncated or looping: the text is cut where it starts repeating itself, then the model is asked to continue from where the
-  text stopped (the text so far sent back as its own answer), sampling with penalties so that it does
-  not loop again; the continuation is appended. If the cut leaves a near-empty section, it is asked
-  again from the start with the same sampling.
+- truncated or looping: the text is cut where it starts repeating itself, then the model is asked to
+  continue from where the text stopped (the text so far sent back as its own answer), sampling with
+  penalties so that it does not loop again; the continuation is appended. If the cut leaves a near-empty
+  section, it is asked again from the start with the same sampling.
 A repaired section is appended to the journal as version + 1; the old line stays.
 """
 
@@ -25,7 +25,7 @@ from pipeline.book.profiles import Sampler
 from pipeline.book.trim import cut_repeats
 from pipeline.book.write import WallClock, failed, finished, section_request
 from pipeline.journal import Journal
-from pipeline.records import BookSpec, ChatRequest, Chapter, Outline, Part, Section, SectionResult
+from pipeline.records import BookSpec, Chapter, ChatRequest, Completion, Outline, Part, Section, SectionResult
 from pipeline.templating import render
 from pipeline.titles import plausible_title, title_key
 
@@ -35,8 +35,14 @@ RETITLE_ATTEMPTS = 3
 # frequency_penalty 0.5; none did at these settings).
 LOOP_ESCAPE_TEMPERATURE = 0.7
 LOOP_ESCAPE_PENALTIES = {"frequency_penalty": 0.6, "presence_penalty": 0.3}
-ACTIONS = {"failed": "rewrite", "empty": "rewrite", "duplicate": "retitle", "truncated": "continue",
-           "repetition_loop": "continue", "unclosed_fence": "continue"}
+ACTIONS = {
+    "failed": "rewrite",
+    "empty": "rewrite",
+    "duplicate": "retitle",
+    "truncated": "continue",
+    "repetition_loop": "continue",
+    "unclosed_fence": "continue",
+}
 PRIORITY = ["rewrite", "retitle", "continue"]
 
 
@@ -61,8 +67,9 @@ def plan_actions(report: AuditReport, section_ids: set[str]) -> dict[str, str]:
 
 
 class Repairer:
-    def __init__(self, pool: BackendPool, spec: BookSpec, outline: Outline, journal: dict[str, SectionResult],
-                 sampler: Sampler):
+    def __init__(
+        self, pool: BackendPool, spec: BookSpec, outline: Outline, journal: dict[str, SectionResult], sampler: Sampler
+    ):
         self.pool = pool
         self.spec = spec
         self.outline = outline
@@ -78,8 +85,9 @@ class Repairer:
         async def fix(section_id: str, action: str) -> None:
             part, chapter, section = where[section_id]
             result = await self._fix(action, part, chapter, section, outcome)
-            result = result.model_copy(update={"version": self.journal.get(section_id, result).version + 1,
-                                               "repair": action})
+            result = result.model_copy(
+                update={"version": self.journal.get(section_id, result).version + 1, "repair": action}
+            )
             writer.append(result)
             outcome.results[section_id] = result
 
@@ -88,8 +96,9 @@ class Repairer:
                 group.start_soon(fix, section_id, action)
         return outcome
 
-    async def _fix(self, action: str, part: Part, chapter: Chapter, section: Section,
-                   outcome: RepairOutcome) -> SectionResult:
+    async def _fix(
+        self, action: str, part: Part, chapter: Chapter, section: Section, outcome: RepairOutcome
+    ) -> SectionResult:
         if action == "retitle":
             old = section.title
             section.title = await self._new_title(chapter, section)
@@ -104,14 +113,15 @@ class Repairer:
             return await self._rewrite(part, chapter, section, escape_loops=True)
         return await self._rewrite(part, chapter, section)
 
-    async def _send(self, request: ChatRequest):
+    async def _send(self, request: ChatRequest) -> Completion | RequestFailed:
         try:
             return await self.pool.complete(request)
         except RequestFailed as failure:
             return failure
 
-    async def _rewrite(self, part: Part, chapter: Chapter, section: Section,
-                       escape_loops: bool = False) -> SectionResult:
+    async def _rewrite(
+        self, part: Part, chapter: Chapter, section: Section, escape_loops: bool = False
+    ) -> SectionResult:
         """Ask again; a section whose loop left too little to continue is asked with loop-escaping sampling."""
         request = self._section_request(part, chapter, section, escape_loops)
         answer = await self._send(request)
@@ -119,8 +129,10 @@ class Repairer:
 
     async def _continue(self, part: Part, chapter: Chapter, section: Section, so_far: str) -> SectionResult:
         request = self._section_request(part, chapter, section, escape_loops=True)
-        request.messages += [{"role": "assistant", "content": so_far},
-                             {"role": "user", "content": render("continue.md")}]
+        request.messages += [
+            {"role": "assistant", "content": so_far},
+            {"role": "user", "content": render("continue.md")},
+        ]
         request.max_tokens = max(128, self.spec.max_tokens // 2)
         answer = await self._send(request)
         if isinstance(answer, RequestFailed):
@@ -128,9 +140,12 @@ class Repairer:
         joiner = "\n\n" if so_far.endswith((".", "!", "?", "```")) else " "
         result = finished(section, answer, self.wall)
         previous = self.journal[section.id]
-        return result.model_copy(update={"text": so_far + joiner + answer.text.strip(),
-                                         "completion_tokens": (previous.completion_tokens or 0)
-                                         + (answer.completion_tokens or 0)})
+        return result.model_copy(
+            update={
+                "text": so_far + joiner + answer.text.strip(),
+                "completion_tokens": (previous.completion_tokens or 0) + (answer.completion_tokens or 0),
+            }
+        )
 
     def _section_request(self, part: Part, chapter: Chapter, section: Section, escape_loops: bool) -> ChatRequest:
         request = section_request(self.spec, self.outline, part, chapter, section, self.sampler)
@@ -142,10 +157,20 @@ class Repairer:
     async def _new_title(self, chapter: Chapter, section: Section) -> str:
         siblings = "; ".join(f'"{s.title}"' for s in chapter.sections)
         for _ in range(RETITLE_ATTEMPTS):
-            prompt = render("retitle.md", book_title=self.outline.title, chapter_title=chapter.title,
-                            siblings=siblings, section_title=section.title, taken=siblings)
-            request = self.sampler.request([{"role": "user", "content": prompt}], 128, f"retitle {section.id}",
-                                           temperature=max(0.7, self.sampler.profile.temperature))
+            prompt = render(
+                "retitle.md",
+                book_title=self.outline.title,
+                chapter_title=chapter.title,
+                siblings=siblings,
+                section_title=section.title,
+                taken=siblings,
+            )
+            request = self.sampler.request(
+                [{"role": "user", "content": prompt}],
+                128,
+                f"retitle {section.id}",
+                temperature=max(0.7, self.sampler.profile.temperature),
+            )
             answer = await self._send(request)
             title = "" if isinstance(answer, RequestFailed) else parse_book_title(answer.text)
             if title and plausible_title(title) and title_key(title) not in self.taken:

@@ -21,20 +21,31 @@ from pydantic import BaseModel, ValidationError
 from pipeline.audit.report import AuditReport, audit
 from pipeline.audit.source import load_run
 from pipeline.backends.fleet import Fleet, open_fleet
+from pipeline.backends.pool import BackendPool
 from pipeline.book.assemble import assemble
 from pipeline.book.incremental import IncrementalTypesetter
-from pipeline.book.plan import PlanStats, Planner, id_number
+from pipeline.book.plan import OnSection, Planner, PlanStats, id_number
 from pipeline.book.profiles import Sampler, choose_profile
 from pipeline.book.repair import Repairer
-from pipeline.book.stats import BookStats, backend_lines, book_stats
+from pipeline.book.stats import BackendLine, BookStats, backend_lines, book_stats
 from pipeline.book.write import SectionWriter
 from pipeline.config import Settings
 from pipeline.errors import UsageError
 from pipeline.files import OUTPUTS, output_path, write_atomic
 from pipeline.journal import Journal, read_journal
 from pipeline.progress import BookListener
-from pipeline.records import (BookSpec, Chapter, EngineInfo, EngineKind, Outline, Part, SamplingProfile, Section,
-                              SectionResult)
+from pipeline.records import (
+    Attempt,
+    BookSpec,
+    Chapter,
+    EngineInfo,
+    EngineKind,
+    Outline,
+    Part,
+    SamplingProfile,
+    Section,
+    SectionResult,
+)
 from pipeline.typeset.appendix import appendix_html
 from pipeline.typeset.book import typeset_html
 from pipeline.typeset.epub import typeset_epub
@@ -101,7 +112,8 @@ def sampler_for(profile: SamplingProfile, infos: list[EngineInfo]) -> Sampler:
 
 def settle_profiles(settings: Settings, spec: BookSpec, fleet: Fleet) -> BookSpec:
     """The spec with its sampling profiles chosen from what the engines report (a resumed spec keeps its own)."""
-    def models(pool) -> list[str]:
+
+    def models(pool: BackendPool) -> list[str]:
         return [state.backend.model for state in pool.states if state.backend.model]
 
     update: dict[str, SamplingProfile] = {}
@@ -146,8 +158,16 @@ class BookOutcome(BaseModel):
 
 
 class BookRun:
-    def __init__(self, settings: Settings, spec: BookSpec, folder: RunFolder, resumed: bool,
-                 progress: BookListener, barrier: bool = False, incremental: bool = True):
+    def __init__(
+        self,
+        settings: Settings,
+        spec: BookSpec,
+        folder: RunFolder,
+        resumed: bool,
+        progress: BookListener,
+        barrier: bool = False,
+        incremental: bool = True,
+    ):
         self.settings = settings
         self.spec = spec
         self.folder = folder
@@ -174,16 +194,32 @@ class BookRun:
                 journal = read_journal(self.folder.journal)
                 outline, writer = await self._plan_and_write(fleet, journal, writing, planning, typesetter)
                 written, write_seconds = writer.results, writer.seconds
-                generate_seconds = (writer.last_done or self.requests_started) - self.requests_started
+                requests_started = self.requests_started
+                assert requests_started is not None, "_plan_and_write sets it before the first request"
+                generate_seconds = (writer.last_done or requests_started) - requests_started
                 journal.update(written)
                 if repair:
                     summary = await self._repair(fleet, outline, journal, writing)
-                lines = backend_lines(fleet.pool.snapshot(), {b.name: b.base_url for b in fleet.backends},
-                                      {b.name: b.model for b in fleet.backends}, fleet.engines)
+                lines = backend_lines(
+                    fleet.pool.snapshot(),
+                    {b.name: b.base_url for b in fleet.backends},
+                    {b.name: b.model for b in fleet.backends},
+                    fleet.engines,
+                )
                 attempts = fleet.pool.stats.attempts
-            return await self._finish(outline, journal, written, write_seconds, generate_seconds, attempts, lines,
-                                      summary, typesetter or IncrementalTypesetter(self.spec, self.folder.pdf),
-                                      started, keep_stats)
+            return await self._finish(
+                outline,
+                journal,
+                written,
+                write_seconds,
+                generate_seconds,
+                attempts,
+                lines,
+                summary,
+                typesetter or IncrementalTypesetter(self.spec, self.folder.pdf),
+                started,
+                keep_stats,
+            )
         finally:
             if typesetter is not None:
                 typesetter.close()
@@ -196,22 +232,49 @@ class BookRun:
             write_atomic(self.folder.spec, spec.model_dump_json(indent=2))
         assert spec.profile is not None
         writing = sampler_for(spec.profile, fleet.infos(fleet.pool))
-        planning = writing if fleet.planner_pool is None else sampler_for(spec.planner_profile or spec.profile,
-                                                                          fleet.infos(fleet.planner_pool))
-        log.info("sampling: %s for writing, %s for planning (%s)", writing.profile.name, planning.profile.name,
-                 ", ".join(sorted(kind.value for kind in writing.kinds | planning.kinds)))
+        planning = (
+            writing
+            if fleet.planner_pool is None
+            else sampler_for(spec.planner_profile or spec.profile, fleet.infos(fleet.planner_pool))
+        )
+        log.info(
+            "sampling: %s for writing, %s for planning (%s)",
+            writing.profile.name,
+            planning.profile.name,
+            ", ".join(sorted(kind.value for kind in writing.kinds | planning.kinds)),
+        )
         return writing, planning
 
-    async def _finish(self, outline: Outline, journal: dict[str, SectionResult], written: dict[str, SectionResult],
-                      write_seconds: float, generate_seconds: float, attempts, lines, summary: RepairSummary | None,
-                      typesetter: IncrementalTypesetter, started: float, keep_stats: bool) -> BookOutcome:
+    async def _finish(
+        self,
+        outline: Outline,
+        journal: dict[str, SectionResult],
+        written: dict[str, SectionResult],
+        write_seconds: float,
+        generate_seconds: float,
+        attempts: list[Attempt],
+        lines: list[BackendLine],
+        summary: RepairSummary | None,
+        typesetter: IncrementalTypesetter,
+        started: float,
+        keep_stats: bool,
+    ) -> BookOutcome:
         """Assemble, audit, typeset (the stats and audit go in the appendix), and write stats.json last."""
         report = self._assemble_and_audit(outline, journal)
         if summary is not None:
             summary.after = report.counts
             write_atomic(self.folder.path / "repair.json", summary.model_dump_json(indent=2))
-        stats = book_stats(self.plan_stats, written, journal, attempts, len(outline.sections()), write_seconds,
-                           time.monotonic() - started, lines, self.resumed)
+        stats = book_stats(
+            self.plan_stats,
+            written,
+            journal,
+            attempts,
+            len(outline.sections()),
+            write_seconds,
+            time.monotonic() - started,
+            lines,
+            self.resumed,
+        )
         stats.generate_seconds = round(generate_seconds, 2)
         stats.generate_tok_s = round(stats.tokens_written / generate_seconds, 1) if generate_seconds > 0 else 0.0
         stats.quality = report.quality
@@ -229,8 +292,9 @@ class BookRun:
         write_atomic(self.folder.audit, report.model_dump_json(indent=2))
         return report
 
-    async def _repair(self, fleet: Fleet, outline: Outline, journal: dict[str, SectionResult],
-                      sampler: Sampler) -> RepairSummary:
+    async def _repair(
+        self, fleet: Fleet, outline: Outline, journal: dict[str, SectionResult], sampler: Sampler
+    ) -> RepairSummary:
         started = time.monotonic()
         before = self._assemble_and_audit(outline, journal)
         repairer = Repairer(fleet.pool, self.spec, outline, journal, sampler)
@@ -243,14 +307,22 @@ class BookRun:
         if outcome.retitled:
             write_atomic(self.folder.outline, outline.model_dump_json(indent=2))
         log.info("repaired %d sections: %s", len(outcome.actions), dict(Counter(outcome.actions.values())))
-        return RepairSummary(before=before.counts, actions=dict(Counter(outcome.actions.values())),
-                             retitled=outcome.retitled,
-                             tokens=sum(r.completion_tokens or 0 for r in outcome.results.values() if r.ok),
-                             seconds=round(time.monotonic() - started, 2))
+        return RepairSummary(
+            before=before.counts,
+            actions=dict(Counter(outcome.actions.values())),
+            retitled=outcome.retitled,
+            tokens=sum(r.completion_tokens or 0 for r in outcome.results.values() if r.ok),
+            seconds=round(time.monotonic() - started, 2),
+        )
 
-    async def _plan_and_write(self, fleet: Fleet, journal: dict[str, SectionResult], writing: Sampler,
-                              planning: Sampler, typesetter: IncrementalTypesetter | None
-                              ) -> tuple[Outline, SectionWriter]:
+    async def _plan_and_write(
+        self,
+        fleet: Fleet,
+        journal: dict[str, SectionResult],
+        writing: Sampler,
+        planning: Sampler,
+        typesetter: IncrementalTypesetter | None,
+    ) -> tuple[Outline, SectionWriter]:
         """Each chapter's sections are written as soon as its titles exist (or all at once, from a
         finished outline.json); sections the journal already has are not asked again."""
         outline = load_outline(self.folder)
@@ -267,6 +339,7 @@ class BookRun:
 
         try:
             async with anyio.create_task_group() as group:
+
                 def start_section(book: Outline, part: Part, chapter: Chapter, section: Section) -> None:
                     if not already_written(journal, section):
                         group.start_soon(write, book, part, chapter, section)
@@ -280,11 +353,12 @@ class BookRun:
                         start_section(outline, part, chapter, section)
         finally:
             writer.journal.close()
+        assert outline is not None, "planned, or loaded complete (a failed task raises out of the group)"
         self.progress.outline_ready(outline)
         log.info("wrote %d sections (%d were already in the journal)", len(writer.results), done)
         return outline, writer
 
-    async def _plan(self, fleet: Fleet, sampler: Sampler, partial: Outline | None, on_section) -> Outline:
+    async def _plan(self, fleet: Fleet, sampler: Sampler, partial: Outline | None, on_section: OnSection) -> Outline:
         planner = Planner(fleet.planners, self.spec, sampler, on_node=self.progress.planned)
         self.progress.planning(self.spec)
 
@@ -294,20 +368,35 @@ class BookRun:
 
         outline = await planner.plan(partial, self.barrier, on_section, save)
         self.plan_stats = planner.stats
-        log.info("planned %s: %d sections in %.1f s (%d requests, %d re-asked, %d placeholder titles, "
-                 "%d headings made from a refused title's point, %d near repeats kept, %d answers cut short once "
-                 "they had every title, %d titles without a key point)", outline.title, len(outline.sections()),
-                 planner.stats.seconds, planner.stats.requests, planner.stats.reasked, planner.stats.placeholders,
-                 planner.stats.headings_from_points, planner.stats.near_repeats_kept, planner.stats.cut_short,
-                 planner.stats.missing_points)
+        log.info(
+            "planned %s: %d sections in %.1f s (%d requests, %d re-asked, %d placeholder titles, "
+            "%d headings made from a refused title's point, %d near repeats kept, %d answers cut short once "
+            "they had every title, %d titles without a key point)",
+            outline.title,
+            len(outline.sections()),
+            planner.stats.seconds,
+            planner.stats.requests,
+            planner.stats.reasked,
+            planner.stats.placeholders,
+            planner.stats.headings_from_points,
+            planner.stats.near_repeats_kept,
+            planner.stats.cut_short,
+            planner.stats.missing_points,
+        )
         if planner.stats.refusals:
             log.info("titles refused: %s", dict(planner.stats.refusals.most_common()))
             for node_id, title, reason in planner.stats.refused:
                 log.debug("refused under %s: %r %s", node_id or "the book", title, reason)
         return outline
 
-    async def _typeset(self, outline: Outline, journal: dict[str, SectionResult], stats: BookStats,
-                       report: AuditReport, typesetter: IncrementalTypesetter) -> BookStats:
+    async def _typeset(
+        self,
+        outline: Outline,
+        journal: dict[str, SectionResult],
+        stats: BookStats,
+        report: AuditReport,
+        typesetter: IncrementalTypesetter,
+    ) -> BookStats:
         """book.pdf (the parts already rendered while writing are only merged now), book.html, book.epub."""
         self.progress.typesetting()
         appendix = appendix_html(stats.model_dump(mode="json"), report.model_dump(mode="json"))
@@ -326,11 +415,21 @@ def attach_run_log(folder: RunFolder) -> logging.Handler:
     return handler
 
 
-async def book(settings: Settings, spec: BookSpec | None, out: Path | None, resume: Path | None,
-               progress: BookListener, repair: bool = False, keep_stats: bool = False,
-               barrier: bool = False, incremental: bool = True) -> BookOutcome:
+async def book(
+    settings: Settings,
+    spec: BookSpec | None,
+    out: Path | None,
+    resume: Path | None,
+    progress: BookListener,
+    repair: bool = False,
+    keep_stats: bool = False,
+    barrier: bool = False,
+    incremental: bool = True,
+) -> BookOutcome:
     if resume is not None:
         folder, spec = load_run_folder(resume)
+    elif spec is None:
+        raise UsageError("a new book needs a spec (or a run folder to resume)")
     else:
         folder = new_run_folder(spec, out)
     handler = attach_run_log(folder)

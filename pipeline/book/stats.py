@@ -7,6 +7,8 @@ wall-clock; every rate says so. The quality figures are the audit's, copied in b
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pydantic import BaseModel
 from rich.table import Table
 
@@ -14,6 +16,9 @@ from pipeline.audit.quality import BookQuality
 from pipeline.book.plan import PlanStats
 from pipeline.records import Attempt, EngineInfo, SectionResult
 from pipeline.text import ends_closed
+
+if TYPE_CHECKING:
+    from pipeline.backends.pool import BackendSnapshot
 
 WORDS_PER_PAGE = 300
 
@@ -66,9 +71,17 @@ def word_count(results: dict[str, SectionResult]) -> int:
     return sum(len(r.text.split()) for r in results.values() if r.ok)
 
 
-def book_stats(plan: PlanStats, written: dict[str, SectionResult], journal: dict[str, SectionResult],
-               attempts: list[Attempt], section_total: int, write_seconds: float, job_seconds: float,
-               backends: list[BackendLine], resumed: bool) -> BookStats:
+def book_stats(
+    plan: PlanStats,
+    written: dict[str, SectionResult],
+    journal: dict[str, SectionResult],
+    attempts: list[Attempt],
+    section_total: int,
+    write_seconds: float,
+    job_seconds: float,
+    backends: list[BackendLine],
+    resumed: bool,
+) -> BookStats:
     """`attempts` is every attempt this run made, planning and writing."""
     tokens = sum(r.completion_tokens or 0 for r in written.values() if r.ok)
     ok = sum(r.ok for r in journal.values())
@@ -93,19 +106,32 @@ def book_stats(plan: PlanStats, written: dict[str, SectionResult], journal: dict
         reissued_before_first_byte=sum(a.outcome == "cut_before_first_byte" for a in attempts),
         empty_sections=sum(1 for r in journal.values() if r.error is None and not r.text.strip()),
         failed_sections=section_total - ok,
-        truncated_sections=sum(r.finish_reason == "length" and not ends_closed(r.text) for r in journal.values()
-                               if r.ok),
+        truncated_sections=sum(
+            r.finish_reason == "length" and not ends_closed(r.text) for r in journal.values() if r.ok
+        ),
         trimmed_sections=sum(r.trimmed for r in journal.values() if r.ok),
         placeholder_titles=plan.placeholders,
         backends=backends,
     )
 
 
-def backend_lines(snapshot: list[dict], urls: dict[str, str], models: dict[str, str | None],
-                  engines: dict[str, EngineInfo]) -> list[BackendLine]:
-    return [BackendLine(name=s["name"], url=urls[s["name"]], cap=s["cap"], model=models[s["name"]],
-                        engine=engines[s["name"]].kind.value, version=engines[s["name"]].version, sent=s["sent"],
-                        failed=s["failed"], reissued=s["reissued"]) for s in snapshot]
+def backend_lines(
+    snapshot: list[BackendSnapshot], urls: dict[str, str], models: dict[str, str | None], engines: dict[str, EngineInfo]
+) -> list[BackendLine]:
+    return [
+        BackendLine(
+            name=s["name"],
+            url=urls[s["name"]],
+            cap=s["cap"],
+            model=models[s["name"]],
+            engine=engines[s["name"]].kind.value,
+            version=engines[s["name"]].version,
+            sent=s["sent"],
+            failed=s["failed"],
+            reissued=s["reissued"],
+        )
+        for s in snapshot
+    ]
 
 
 def stats_table(stats: BookStats) -> Table:
@@ -127,15 +153,22 @@ def stats_table(stats: BookStats) -> Table:
         ("pages at 300 words", f"{stats.pages_at_300_words:,.1f}"),
         ("request errors (failed attempts)", str(stats.request_errors)),
         ("re-asked before first byte", str(stats.reissued_before_first_byte)),
-        ("empty / failed / truncated / trimmed sections",
-         f"{stats.empty_sections} / {stats.failed_sections} / {stats.truncated_sections} / {stats.trimmed_sections}"),
+        (
+            "empty / failed / truncated / trimmed sections",
+            f"{stats.empty_sections} / {stats.failed_sections} / {stats.truncated_sections} / {stats.trimmed_sections}",
+        ),
         ("placeholder titles", str(stats.placeholder_titles)),
     ]
     if stats.pdf_pages is not None:
         rows.append(("PDF pages (ready s after the last section)", f"{stats.pdf_pages} ({stats.typeset_seconds:.1f})"))
     for backend in stats.backends:
-        rows.append((f"backend {backend.name}", f"{backend.engine} {backend.version or ''} cap {backend.cap}, "
-                                                f"{backend.sent} attempts, {backend.failed} failed".replace("  ", " ")))
+        rows.append(
+            (
+                f"backend {backend.name}",
+                f"{backend.engine} {backend.version or ''} cap {backend.cap}, "
+                f"{backend.sent} attempts, {backend.failed} failed".replace("  ", " "),
+            )
+        )
     for name, value in rows:
         table.add_row(name, value)
     return table

@@ -25,8 +25,11 @@ SENTENCE_END = re.compile(r"[.!?…][\"'”’)\]*_]*(?=\s|$)")
 ABBREVIATION = re.compile(r"(?:\b(?:e\.g|i\.e|etc|vs|cf|Dr|Mr|Mrs|Ms|St|No|Fig)\.|\b[A-Z]\.)$")
 
 
-CHATTER = re.compile(r"^(?:sure|certainly|of course|absolutely|here(?:'s| is| are)|i'm happy|i am happy|i'd be "
-                     r"happy|i'd love|what is your pleasure|great question)\b", re.I)
+CHATTER = re.compile(
+    r"^(?:sure|certainly|of course|absolutely|here(?:'s| is| are)|i'm happy|i am happy|i'd be "
+    r"happy|i'd love|what is your pleasure|great question)\b",
+    re.I,
+)
 TITLE_LINE_WORDS = 14
 BLOCK_START = re.compile(r"^\s*(?:[-*+]\s|\d+[.)]\s|\|)")  # a list item or a table row is content
 SENTENCE_CLOSE = re.compile(r"[.!?…]$")
@@ -56,7 +59,7 @@ def last_sentence_end(text: str) -> int | None:
     """Where the last full sentence (or closed code block) ends, or None."""
     best = None
     for match in SENTENCE_END.finditer(text):
-        if not ABBREVIATION.search(text[max(0, match.start() - 6):match.start() + 1]):
+        if not ABBREVIATION.search(text[max(0, match.start() - 6) : match.start() + 1]):
             best = match.end()
     for match in re.finditer(r"^\s*(?:```|~~~)\s*$", text, re.M):
         if best is None or match.end() > best:
@@ -81,22 +84,31 @@ def is_preamble(line: str, has_more: bool) -> bool:
     bare = line.strip().strip("#*_\"'“”").strip()
     if CHATTER.match(bare) and (bare.endswith((":", "!")) or len(bare.split()) <= 20):
         return True
-    title_like = (has_more and bool(bare) and len(bare.split()) <= TITLE_LINE_WORDS
-                  and not INNER_SENTENCE_END.search(bare) and not SENTENCE_CLOSE.search(bare))
+    title_like = (
+        has_more
+        and bool(bare)
+        and len(bare.split()) <= TITLE_LINE_WORDS
+        and not INNER_SENTENCE_END.search(bare)
+        and not SENTENCE_CLOSE.search(bare)
+    )
     stripped = line.strip()
-    marked = (stripped[:1] in "\"“#" and stripped[-1:] in "\"”#" or stripped.startswith(("#", "**"))
-              or bare.lower().startswith(("section:", "chapter:", "title:")))
+    marked = (
+        stripped[:1] in '"“#'
+        and stripped[-1:] in '"”#'
+        or stripped.startswith(("#", "**"))
+        or bare.lower().startswith(("section:", "chapter:", "title:"))
+    )
     return title_like and (marked or ":" not in bare)
 
 
 def unquoted(paragraph: str) -> str:
     """A first paragraph wrapped in quotes ('"Souring is ...' or '"... ."') without them."""
-    if not paragraph.startswith(("\"", "“")):
+    if not paragraph.startswith(('"', "“")):
         return paragraph
-    quotes = paragraph.count("\"") + paragraph.count("“") + paragraph.count("”")
+    quotes = paragraph.count('"') + paragraph.count("“") + paragraph.count("”")
     if quotes == 1:
         return paragraph[1:]
-    if quotes == 2 and paragraph.rstrip().endswith(("\"", "”")):
+    if quotes == 2 and paragraph.rstrip().endswith(('"', "”")):
         return paragraph[1:].rstrip()[:-1]
     return paragraph
 
@@ -137,9 +149,9 @@ def cut_repeats(text: str) -> str:
     spans = [(m.start(), re.sub(r"[^a-z0-9']", "", m.group().lower())) for m in re.finditer(r"\S+", text)]
     seen: set[tuple[str, ...]] = set()
     for index in range(len(spans) - LOOP_WORDS + 1):
-        gram = tuple(word for _, word in spans[index:index + LOOP_WORDS])
+        gram = tuple(word for _, word in spans[index : index + LOOP_WORDS])
         if gram in seen:
-            return text[:spans[index][0]].rstrip(" ,;:-")
+            return text[: spans[index][0]].rstrip(" ,;:-")
         seen.add(gram)
     return text.strip()
 
@@ -165,5 +177,8 @@ def ends_in_open_prose(text: str) -> bool:
     last line without closing punctuation. A list item, table row or code line is left as it is."""
     lines = text.rstrip().splitlines()
     last = lines[-1] if lines else ""
-    return bool(last.strip()) and not (FENCE_LINE.match(last) or BLOCK_START.match(last) or last.startswith(
-        ("    ", "\t", "#"))) and not ends_closed(text)
+    return (
+        bool(last.strip())
+        and not (FENCE_LINE.match(last) or BLOCK_START.match(last) or last.startswith(("    ", "\t", "#")))
+        and not ends_closed(text)
+    )

@@ -14,6 +14,7 @@ finished section; it is journaled too, so a resume asks it again.
 from __future__ import annotations
 
 import time
+
 from pipeline.backends.pool import BackendPool, RequestFailed
 from pipeline.book.profiles import Sampler
 from pipeline.book.trim import end_well, paragraphs_for, tidy_closing, tidy_opening
@@ -38,15 +39,24 @@ def neighbours(chapter: Chapter, section: Section) -> str:
 
 
 def section_prompt(spec: BookSpec, outline: Outline, part: Part, chapter: Chapter, section: Section) -> str:
-    return render("section.md", request=shortened(spec.prompt), book_title=outline.title, part_title=part.title,
-                  chapter_title=chapter.title, chapter_about=f" ({chapter.point.rstrip('.')})" if chapter.point else "",
-                  siblings=neighbours(chapter, section), section_title=section.title,
-                  section_point=section.point or section.title, paragraphs=paragraphs_for(spec.words),
-                  words=spec.words)
+    return render(
+        "section.md",
+        request=shortened(spec.prompt),
+        book_title=outline.title,
+        part_title=part.title,
+        chapter_title=chapter.title,
+        chapter_about=f" ({chapter.point.rstrip('.')})" if chapter.point else "",
+        siblings=neighbours(chapter, section),
+        section_title=section.title,
+        section_point=section.point or section.title,
+        paragraphs=paragraphs_for(spec.words),
+        words=spec.words,
+    )
 
 
-def section_request(spec: BookSpec, outline: Outline, part: Part, chapter: Chapter, section: Section,
-                    sampler: Sampler) -> ChatRequest:
+def section_request(
+    spec: BookSpec, outline: Outline, part: Part, chapter: Chapter, section: Section, sampler: Sampler
+) -> ChatRequest:
     prompt = section_prompt(spec, outline, part, chapter, section)
     return sampler.request([{"role": "user", "content": prompt}], spec.max_tokens, section.id)
 
@@ -67,11 +77,21 @@ def finished(section: Section, completion: Completion, wall: WallClock) -> Secti
     opened = tidy_opening(completion.text)
     text = tidy_closing(end_well(opened, capped=completion.finish_reason == "length"))
     raw = completion.text if text != completion.text else None
-    return SectionResult(id=section.id, title=section.title, text=text, trimmed=text != opened, raw_text=raw,
-                         finish_reason=completion.finish_reason, prompt_tokens=completion.prompt_tokens,
-                         completion_tokens=completion.completion_tokens, backend=completion.backend,
-                         t_sent=wall(completion.t_sent), t_first_token=wall(completion.t_first_token),
-                         t_done=wall(completion.t_done), attempts=completion.attempts)
+    return SectionResult(
+        id=section.id,
+        title=section.title,
+        text=text,
+        trimmed=text != opened,
+        raw_text=raw,
+        finish_reason=completion.finish_reason,
+        prompt_tokens=completion.prompt_tokens,
+        completion_tokens=completion.completion_tokens,
+        backend=completion.backend,
+        t_sent=wall(completion.t_sent),
+        t_first_token=wall(completion.t_first_token),
+        t_done=wall(completion.t_done),
+        attempts=completion.attempts,
+    )
 
 
 def failed(section: Section, failure: RequestFailed) -> SectionResult:
@@ -81,8 +101,7 @@ def failed(section: Section, failure: RequestFailed) -> SectionResult:
 class SectionWriter:
     """Writes sections one request each, as they are handed to it, and journals each as it lands."""
 
-    def __init__(self, pool: BackendPool, spec: BookSpec, journal: Journal, sampler: Sampler,
-                 listener: BookListener):
+    def __init__(self, pool: BackendPool, spec: BookSpec, journal: Journal, sampler: Sampler, listener: BookListener):
         self.pool = pool
         self.spec = spec
         self.journal = journal

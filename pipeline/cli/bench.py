@@ -16,41 +16,77 @@ from pathlib import Path
 import anyio
 from pydantic import ValidationError
 
-from pipeline.cli.flags import add_fleet_flags, add_live_flags, add_record_flags, require_positive, save_record, \
-    settings_from
+from pipeline.cli.flags import (
+    add_fleet_flags,
+    add_live_flags,
+    add_record_flags,
+    require_positive,
+    save_record,
+    settings_from,
+)
 from pipeline.config import parse_levels, parse_shape
 from pipeline.errors import UsageError
 from pipeline.files import output_path
 
 
 def add_bench_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--streams", default="1,4,8,16,32", metavar="N,N,...",
-                        help="stream levels per backend (default 1,4,8,16,32); each must fit the backend's cap "
-                             "and its engine's slots")
+    parser.add_argument(
+        "--streams",
+        default="1,4,8,16,32",
+        metavar="N,N,...",
+        help="stream levels per backend (default 1,4,8,16,32); each must fit the backend's cap and its engine's slots",
+    )
     parser.add_argument("--window", type=float, default=40.0, metavar="S", help="measured seconds per level (40)")
-    parser.add_argument("--warmup", type=float, default=3.0, metavar="S",
-                        help="least seconds before each window, which also waits for full occupancy (3)")
+    parser.add_argument(
+        "--warmup",
+        type=float,
+        default=3.0,
+        metavar="S",
+        help="least seconds before each window, which also waits for full occupancy (3)",
+    )
     parser.add_argument("--max-tokens", type=int, default=512, help="cap on each answer (512)")
-    parser.add_argument("--prompt-tokens", type=int, metavar="N",
-                        help="prompts of N tokens as the engine counts them (its /tokenize; else tiktoken offline)")
+    parser.add_argument(
+        "--prompt-tokens",
+        type=int,
+        metavar="N",
+        help="prompts of N tokens as the engine counts them (its /tokenize; else tiktoken offline)",
+    )
     parser.add_argument("--label", default=None, help="name of this run in the report (default: the engine kind)")
-    parser.add_argument("--compare", action="store_true",
-                        help="measure each backend alone, one after another, side by side with a ratio column "
-                             "(default: all backends at once, summed)")
-    parser.add_argument("--engine-slots", action="append", metavar="[NAME=]N",
-                        help="sequences the engine runs at once, for engines that cannot report it (vLLM, SGLang, "
-                             "TGI); NAME is a backend name, none means every backend")
+    parser.add_argument(
+        "--compare",
+        action="store_true",
+        help="measure each backend alone, one after another, side by side with a ratio column "
+        "(default: all backends at once, summed)",
+    )
+    parser.add_argument(
+        "--engine-slots",
+        action="append",
+        metavar="[NAME=]N",
+        help="sequences the engine runs at once, for engines that cannot report it (vLLM, SGLang, "
+        "TGI); NAME is a backend name, none means every backend",
+    )
     parser.add_argument("--no-ignore-eos", action="store_true", help="let answers stop at end of sequence")
     parser.add_argument("--out", type=Path, metavar="DIR", help="run folder (default outputs/bench-<label>-<time>)")
     parser.add_argument("--json", action="store_true", help="print bench.json to stdout instead of the tables")
     ceiling = parser.add_argument_group("client ceiling (--ceiling: no engine; python -m pipeline.bench.ceiling -h)")
-    ceiling.add_argument("--ceiling", action="store_true",
-                         help="measure the client's own ingest ceiling against a local SSE source: ours beside "
-                              "aiohttp and the naive openai SDK loop (--streams then defaults to 1536, --window to 6)")
-    ceiling.add_argument("--ticks", default="20,10,0", metavar="MS,MS,...",
-                         help="with --ceiling: source tick per event, 0 unpaced (20,10,0)")
-    ceiling.add_argument("--workers", default="1", metavar="N,N,...",
-                         help="with --ceiling: client processes, streams sharded over them (1; 1,2 side by side)")
+    ceiling.add_argument(
+        "--ceiling",
+        action="store_true",
+        help="measure the client's own ingest ceiling against a local SSE source: ours beside "
+        "aiohttp and the naive openai SDK loop (--streams then defaults to 1536, --window to 6)",
+    )
+    ceiling.add_argument(
+        "--ticks",
+        default="20,10,0",
+        metavar="MS,MS,...",
+        help="with --ceiling: source tick per event, 0 unpaced (20,10,0)",
+    )
+    ceiling.add_argument(
+        "--workers",
+        default="1",
+        metavar="N,N,...",
+        help="with --ceiling: client processes, streams sharded over them (1; 1,2 side by side)",
+    )
 
 
 def parse_engine_slots(specs: list[str] | None) -> dict[str, int]:
@@ -74,11 +110,17 @@ def spec_from_args(args: argparse.Namespace):
     if args.warmup < 0:
         raise UsageError("--warmup must not be negative")
     try:
-        spec = BenchSpec(streams=parse_levels(args.streams, "streams"), window_s=args.window,
-                         warmup_s=args.warmup,
-                         max_tokens=args.max_tokens, prompt_tokens=args.prompt_tokens, label=args.label or "bench",
-                         compare=args.compare, engine_slots=parse_engine_slots(args.engine_slots),
-                         ignore_eos=not args.no_ignore_eos)
+        spec = BenchSpec(
+            streams=parse_levels(args.streams, "streams"),
+            window_s=args.window,
+            warmup_s=args.warmup,
+            max_tokens=args.max_tokens,
+            prompt_tokens=args.prompt_tokens,
+            label=args.label or "bench",
+            compare=args.compare,
+            engine_slots=parse_engine_slots(args.engine_slots),
+            ignore_eos=not args.no_ignore_eos,
+        )
     except ValidationError as exc:
         first = exc.errors()[0]
         raise UsageError(f"bench: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
@@ -92,9 +134,12 @@ def default_folder(label: str) -> Path:
 
 def progress_line(label: str, level) -> None:
     point = level.total
-    print(f"fanout: bench {label}: {point.streams} streams: {point.sustained:,.1f} tok/s sustained, best second "
-          f"{point.best_second:,.1f}, step {point.step_ms or 0:.2f} ms, TTFT p50 {point.ttft_p50_ms or 0:,.0f} ms",
-          file=sys.stderr, flush=True)
+    print(
+        f"fanout: bench {label}: {point.streams} streams: {point.sustained:,.1f} tok/s sustained, best second "
+        f"{point.best_second:,.1f}, step {point.step_ms or 0:.2f} ms, TTFT p50 {point.ttft_p50_ms or 0:,.0f} ms",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def run_ceiling_command(args: argparse.Namespace, parser_defaults: dict) -> int:
@@ -104,8 +149,16 @@ def run_ceiling_command(args: argparse.Namespace, parser_defaults: dict) -> int:
         value = getattr(args, name)
         return fallback if value == parser_defaults.get(name) else value
 
-    return run_from_args("ours,aiohttp,sdk,floor", args.ticks, str(given("streams", "1536")), args.workers,
-                         args.max_tokens, 3.0, float(given("window", 6.0)), args.out)
+    return run_from_args(
+        "ours,aiohttp,sdk,floor",
+        args.ticks,
+        str(given("streams", "1536")),
+        args.workers,
+        args.max_tokens,
+        3.0,
+        float(given("window", 6.0)),
+        args.out,
+    )
 
 
 def run_live(args: argparse.Namespace, settings, spec, engine_log: Path, argv: list[str]):
@@ -116,8 +169,9 @@ def run_live(args: argparse.Namespace, settings, spec, engine_log: Path, argv: l
     from pipeline.live import LiveFeed, serve_during
 
     feed = LiveFeed(args.live_host, args.live_port, args.live_public)
-    return anyio.run(serve_during, feed, lambda page: bench(settings, spec, engine_log, argv, progress_line, page),
-                     args.live_linger)
+    return anyio.run(
+        serve_during, feed, lambda page: bench(settings, spec, engine_log, argv, progress_line, page), args.live_linger
+    )
 
 
 def run_command(args: argparse.Namespace, settings, argv: list[str]) -> int:
@@ -137,8 +191,10 @@ def run_command(args: argparse.Namespace, settings, argv: list[str]) -> int:
         record.spec.label = record.series[0].label = "+".join(engines)
     paths = write_report(record, folder)
     print(record.model_dump_json(indent=1) if args.json else text_report(record))
-    print(f"fanout: bench record: {paths['record']}\nfanout: report: {paths['html']} and {paths['markdown']}",
-          file=sys.stderr)
+    print(
+        f"fanout: bench record: {paths['record']}\nfanout: report: {paths['html']} and {paths['markdown']}",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -167,25 +223,41 @@ def add_efficiency_command(commands: argparse._SubParsersAction) -> None:
     efficiency.add_argument("--shape", default="8x12x16", metavar="PxCxS")
     efficiency.add_argument("--max-tokens", type=int, default=520, help="seed 003's section cap (520)")
     efficiency.add_argument("--window", type=float, default=30.0, help="seconds of the sustained-rate window")
-    efficiency.add_argument("--prompt", default="Write a complete software engineering handbook. Every topic, "
-                                                "with examples.")
-    efficiency.add_argument("--profile", default="greedy", help="sampling profile (greedy: seed 003's "
-                                                                "temperature 0, so the figures stay comparable)")
+    efficiency.add_argument(
+        "--prompt", default="Write a complete software engineering handbook. Every topic, with examples."
+    )
+    efficiency.add_argument(
+        "--profile",
+        default="greedy",
+        help="sampling profile (greedy: seed 003's temperature 0, so the figures stay comparable)",
+    )
     add_record_flags(efficiency)
     add_fleet_flags(efficiency)
 
 
 def add_quality_command(commands: argparse._SubParsersAction) -> None:
-    quality = commands.add_parser("quality", help="books from a list of prompts and their quality figures, "
-                                                   "side by side")
-    quality.add_argument("--prompts", type=Path, metavar="FILE", help="one prompt a line (default: five built in: "
-                                                                    "the demo's, code, history, craft, science)")
+    quality = commands.add_parser(
+        "quality", help="books from a list of prompts and their quality figures, side by side"
+    )
+    quality.add_argument(
+        "--prompts",
+        type=Path,
+        metavar="FILE",
+        help="one prompt a line (default: five built in: the demo's, code, history, craft, science)",
+    )
     quality.add_argument("--shape", default="2x3x4", metavar="PxCxS", help="each book's shape (2x3x4)")
     quality.add_argument("--words", type=int, default=250, help="words asked for per section (250)")
     quality.add_argument("--max-tokens", type=int, help="cap on each section (default: from --words)")
-    quality.add_argument("--score", type=Path, nargs="+", metavar="RUN_DIR",
-                         help="score these finished run folders instead of writing books")
-    quality.add_argument("--baseline", type=Path, metavar="QUALITY.json", help="an earlier record: show before -> after")
+    quality.add_argument(
+        "--score",
+        type=Path,
+        nargs="+",
+        metavar="RUN_DIR",
+        help="score these finished run folders instead of writing books",
+    )
+    quality.add_argument(
+        "--baseline", type=Path, metavar="QUALITY.json", help="an earlier record: show before -> after"
+    )
     quality.add_argument("--quiet", action="store_true", help="no live progress")
     add_record_flags(quality)
     add_fleet_flags(quality, planning=True)
@@ -194,8 +266,12 @@ def add_quality_command(commands: argparse._SubParsersAction) -> None:
 def add_identity_command(commands: argparse._SubParsersAction) -> None:
     identity = commands.add_parser("identity", help="answers under load against a single-user oracle (seed 000)")
     identity.add_argument("--levels", default="1,2,4,8", help="concurrent users per level (1,2,4,8)")
-    identity.add_argument("--mode", default="concurrency", choices=["concurrency", "same", "servers"],
-                          help="levels of users; one question N times at once; two fresh servers")
+    identity.add_argument(
+        "--mode",
+        default="concurrency",
+        choices=["concurrency", "same", "servers"],
+        help="levels of users; one question N times at once; two fresh servers",
+    )
     identity.add_argument("--max-tokens", type=int, default=96)
     identity.add_argument("--prompts", type=Path, metavar="FILE", help="one prompt a line (default: 12 built in)")
     add_record_flags(identity)
@@ -226,8 +302,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from pipeline.bench.sweep import SweepSpec, run_sweep, sweep_markdown
 
     require_positive(args, "repetitions", "prompt_tokens", "max_tokens", "batch")
-    spec = SweepSpec(levels=parse_levels(args.levels), repetitions=args.repetitions, prompt_tokens=args.prompt_tokens,
-                     max_tokens=args.max_tokens, batch=args.batch, slots=args.engine_slots, skip_gate=args.skip_gate)
+    spec = SweepSpec(
+        levels=parse_levels(args.levels),
+        repetitions=args.repetitions,
+        prompt_tokens=args.prompt_tokens,
+        max_tokens=args.max_tokens,
+        batch=args.batch,
+        slots=args.engine_slots,
+        skip_gate=args.skip_gate,
+    )
     record = anyio.run(run_sweep, settings_from(args), spec)
     save_record("sweep", record, sweep_markdown(record), args.out, args.json)
     return 1 if any(level.failed for level in record.levels) else 0
@@ -266,7 +349,7 @@ def cmd_efficiency(args: argparse.Namespace) -> int:
 
 def cmd_quality(args: argparse.Namespace) -> int:
     from pipeline.backends.loop import fast_loop
-    from pipeline.bench.quality import (load_record, quality_markdown, read_prompts, run_quality, score_runs)
+    from pipeline.bench.quality import load_record, quality_markdown, read_prompts, run_quality, score_runs
     from pipeline.book.trim import token_cap
     from pipeline.progress import BookProgress
 
@@ -280,7 +363,15 @@ def cmd_quality(args: argparse.Namespace) -> int:
     prompts = read_prompts(args.prompts)
     folder = args.out or output_path("quality")
     with fast_loop():
-        record = anyio.run(run_quality, settings_from(args), prompts, shape, args.words,
-                           args.max_tokens or token_cap(args.words), folder, BookProgress(enabled=not args.quiet))
+        record = anyio.run(
+            run_quality,
+            settings_from(args),
+            prompts,
+            shape,
+            args.words,
+            args.max_tokens or token_cap(args.words),
+            folder,
+            BookProgress(enabled=not args.quiet),
+        )
     save_record("quality", record, quality_markdown(record, baseline), folder, args.json)
     return 0

@@ -33,8 +33,14 @@ def book_spec(args: argparse.Namespace):
     if args.max_tokens is not None:
         require_positive(args, "max_tokens")
     parts, chapters, sections = parse_shape(args.shape)
-    return BookSpec(prompt=args.prompt.strip(), parts=parts, chapters=chapters, sections=sections,
-                    words=args.words, max_tokens=args.max_tokens or token_cap(args.words))
+    return BookSpec(
+        prompt=args.prompt.strip(),
+        parts=parts,
+        chapters=chapters,
+        sections=sections,
+        words=args.words,
+        max_tokens=args.max_tokens or token_cap(args.words),
+    )
 
 
 def cmd_book(args: argparse.Namespace) -> int:
@@ -74,8 +80,11 @@ def cmd_book(args: argparse.Namespace) -> int:
     print_repair(result.repair)
     print(f"fanout: book: {result.folder / 'book.md'}\nfanout: PDF:  {result.folder / 'book.pdf'}", file=sys.stderr)
     if not result.stats.complete:
-        print(f"fanout: error: {result.stats.failed_sections} sections failed; "
-              f"`fanout book --resume {result.folder}` asks them again", file=sys.stderr)
+        print(
+            f"fanout: error: {result.stats.failed_sections} sections failed; "
+            f"`fanout book --resume {result.folder}` asks them again",
+            file=sys.stderr,
+        )
         return 1
     return gate_exit(result.audit, args.fail_on)
 
@@ -83,10 +92,16 @@ def cmd_book(args: argparse.Namespace) -> int:
 def print_repair(summary) -> None:
     if summary is None:
         return
-    changed = ", ".join(f"{rule} {summary.before[rule]} -> {summary.after.get(rule, 0)}" for rule in summary.before
-                        if summary.before[rule] or summary.after.get(rule))
-    print(f"fanout: repaired {sum(summary.actions.values())} sections {summary.actions} in {summary.seconds:.1f} s; "
-          f"defects before -> after: {changed or 'none'}", file=sys.stderr)
+    changed = ", ".join(
+        f"{rule} {summary.before[rule]} -> {summary.after.get(rule, 0)}"
+        for rule in summary.before
+        if summary.before[rule] or summary.after.get(rule)
+    )
+    print(
+        f"fanout: repaired {sum(summary.actions.values())} sections {summary.actions} in {summary.seconds:.1f} s; "
+        f"defects before -> after: {changed or 'none'}",
+        file=sys.stderr,
+    )
 
 
 def gate_exit(report, fail_on: str | None) -> int:
@@ -136,8 +151,9 @@ def cmd_repair(args: argparse.Namespace) -> int:
     from pipeline.book.run import book
     from pipeline.progress import BookProgress
 
-    result = anyio.run(book, settings_from(args), None, None, args.run_dir, BookProgress(enabled=not args.quiet),
-                       True, True)
+    result = anyio.run(
+        book, settings_from(args), None, None, args.run_dir, BookProgress(enabled=not args.quiet), True, True
+    )
     if not args.quiet:
         console = Console(stderr=True)
         console.print(audit_table(result.audit))
@@ -158,8 +174,11 @@ def cmd_typeset(args: argparse.Namespace) -> int:
     if args.workers is not None and args.workers < 0:
         raise UsageError("--workers must be 0 or more")
     result, html_path, epub_path = typeset_book(args.source, args.out, args.workers)
-    print(f"fanout: PDF:  {result.path} ({result.pages:,} pages, {result.seconds:.1f} s)\n"
-          f"fanout: HTML: {html_path}\nfanout: EPUB: {epub_path}", file=sys.stderr)
+    print(
+        f"fanout: PDF:  {result.path} ({result.pages:,} pages, {result.seconds:.1f} s)\n"
+        f"fanout: HTML: {html_path}\nfanout: EPUB: {epub_path}",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -168,18 +187,29 @@ def add_book_command(commands: argparse._SubParsersAction) -> None:
     book.add_argument("prompt", nargs="?", help="what the book is about (not needed with --resume)")
     book.add_argument("--shape", default="8x12x16", metavar="PxCxS", help="parts x chapters x sections (8x12x16)")
     book.add_argument("--words", type=int, default=250, help="words asked for per section (250)")
-    book.add_argument("--max-tokens", type=int, help="cap on each section's answer (default: the word budget "
-                                                     "x 1.4 tokens a word x 1.5 headroom; 525 for 250 words)")
+    book.add_argument(
+        "--max-tokens",
+        type=int,
+        help="cap on each section's answer (default: the word budget "
+        "x 1.4 tokens a word x 1.5 headroom; 525 for 250 words)",
+    )
     book.add_argument("--out", type=Path, metavar="DIR", help="run folder (default outputs/<slug>-<time>)")
     book.add_argument("--resume", type=Path, metavar="DIR", help="finish an interrupted run; asks nothing again")
     book.add_argument("--quiet", action="store_true", help="no live progress")
     book.add_argument("--json", action="store_true", help="print stats.json to stdout")
     book.add_argument("--repair", action="store_true", help="after writing, repair what the audit finds")
-    book.add_argument("--barrier", action="store_true",
-                      help="plan level by level before writing anything (seed 003's schedule; default: pipelined)")
-    book.add_argument("--fail-on", metavar="GATES", help="exit 3 if the audit finds any of these rules or a quality "
-                                                         "figure crosses its threshold (comma list: RULE, NAME>VALUE, "
-                                                         "NAME<VALUE)")
+    book.add_argument(
+        "--barrier",
+        action="store_true",
+        help="plan level by level before writing anything (seed 003's schedule; default: pipelined)",
+    )
+    book.add_argument(
+        "--fail-on",
+        metavar="GATES",
+        help="exit 3 if the audit finds any of these rules or a quality "
+        "figure crosses its threshold (comma list: RULE, NAME>VALUE, "
+        "NAME<VALUE)",
+    )
     add_live_flags(book)
     add_fleet_flags(book, planning=True)
 
@@ -190,9 +220,13 @@ def add_audit_command(commands: argparse._SubParsersAction) -> None:
     audit.add_argument("--json", action="store_true", help="print audit.json to stdout")
     audit.add_argument("--rule", metavar="RULES", help="only these rules (comma list)")
     audit.add_argument("--skip-rule", metavar="RULES", help="all rules but these (comma list)")
-    audit.add_argument("--fail-on", metavar="GATES", help="exit 3 if any of these rules finds a defect or a quality "
-                                                          "figure crosses its threshold (comma list: RULE, "
-                                                          "NAME>VALUE, NAME<VALUE)")
+    audit.add_argument(
+        "--fail-on",
+        metavar="GATES",
+        help="exit 3 if any of these rules finds a defect or a quality "
+        "figure crosses its threshold (comma list: RULE, "
+        "NAME>VALUE, NAME<VALUE)",
+    )
 
 
 def add_repair_command(commands: argparse._SubParsersAction) -> None:
@@ -203,9 +237,14 @@ def add_repair_command(commands: argparse._SubParsersAction) -> None:
 
 
 def add_typeset_command(commands: argparse._SubParsersAction) -> None:
-    typeset = commands.add_parser("typeset", help="typeset a run folder or a Markdown book: book.pdf, book.html, book.epub")
+    typeset = commands.add_parser(
+        "typeset", help="typeset a run folder or a Markdown book: book.pdf, book.html, book.epub"
+    )
     typeset.add_argument("source", nargs="?", type=Path, metavar="RUN_DIR|BOOK.md")
     typeset.add_argument("--out", type=Path, metavar="DIR", help="where the editions go (default: beside it)")
     typeset.add_argument("--workers", type=int, help="render processes (default: one a core, at most 4)")
-    typeset.add_argument("--bench", action="store_true", help="benchmark on a synthetic 8x12x16 book instead "
-                                                             "(python -m pipeline.bench.typeset --help)")
+    typeset.add_argument(
+        "--bench",
+        action="store_true",
+        help="benchmark on a synthetic 8x12x16 book instead (python -m pipeline.bench.typeset --help)",
+    )

@@ -11,7 +11,7 @@ import argparse
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from pipeline.errors import UsageError
 
@@ -27,7 +27,7 @@ def flag_words(message: str) -> str:
 class Parser(argparse.ArgumentParser):
     """argparse, but its errors are one line and exit 2 through our own path."""
 
-    def error(self, message: str) -> None:
+    def error(self, message: str) -> NoReturn:
         raise UsageError(message)
 
 
@@ -42,14 +42,24 @@ def add_live_flags(parser: argparse.ArgumentParser) -> None:
 
 def add_fleet_flags(parser: argparse.ArgumentParser, planning: bool = False) -> None:
     group = parser.add_argument_group("backends (none given: the embedded llama.cpp engine)")
-    group.add_argument("--backend", action="append", metavar="URL[,cap=N][,model=NAME]",
-                       help="an OpenAI-compatible server; repeat for a fleet (options, as in a TOML "
-                            "[[backends]] table: cap, model, name, key_env or api_key_env)")
+    group.add_argument(
+        "--backend",
+        action="append",
+        metavar="URL[,cap=N][,model=NAME]",
+        help="an OpenAI-compatible server; repeat for a fleet (options, as in a TOML "
+        "[[backends]] table: cap, model, name, key_env or api_key_env)",
+    )
     if planning:
-        group.add_argument("--planner-backend", action="append", metavar="URL[,cap=N][,model=NAME]",
-                           help="send planning to these servers instead (plan on a strong model, write on many)")
-        group.add_argument("--profile", help="sampling profile: greedy, small, default (default: chosen from "
-                                             "the model the engines report)")
+        group.add_argument(
+            "--planner-backend",
+            action="append",
+            metavar="URL[,cap=N][,model=NAME]",
+            help="send planning to these servers instead (plan on a strong model, write on many)",
+        )
+        group.add_argument(
+            "--profile",
+            help="sampling profile: greedy, small, default (default: chosen from the model the engines report)",
+        )
     group.add_argument("--config", type=Path, metavar="FILE.toml", help="backends and settings from a TOML file")
     add_engine_flags(group)
 
@@ -75,11 +85,18 @@ def settings_from(args: argparse.Namespace):
     from pipeline.config import load_settings, parse_backend_spec
 
     backends = [parse_backend_spec(spec, i, source="--backend") for i, spec in enumerate(args.backend or [])] or None
-    planners = [parse_backend_spec(spec, i, planner=True, source="--planner-backend")
-                for i, spec in enumerate(getattr(args, "planner_backend", None) or [])] or None
-    flags: dict[str, Any] = {"backends": backends, "planner_backends": planners, "slots": args.slots,
-                             "threads": args.threads, "ctx_per_slot": args.ctx_per_slot,
-                             "profile": getattr(args, "profile", None)}
+    planners = [
+        parse_backend_spec(spec, i, planner=True, source="--planner-backend")
+        for i, spec in enumerate(getattr(args, "planner_backend", None) or [])
+    ] or None
+    flags: dict[str, Any] = {
+        "backends": backends,
+        "planner_backends": planners,
+        "slots": args.slots,
+        "threads": args.threads,
+        "ctx_per_slot": args.ctx_per_slot,
+        "profile": getattr(args, "profile", None),
+    }
     return load_settings(flags, args.config)
 
 

@@ -12,13 +12,30 @@ from __future__ import annotations
 import logging
 import signal
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
-
-from pipeline.cli.bench import (add_bench_command, add_efficiency_command, add_identity_command, add_quality_command,
-                                add_sweep_command, cmd_bench, cmd_efficiency, cmd_identity, cmd_quality, cmd_sweep)
-from pipeline.cli.book import (add_audit_command, add_book_command, add_repair_command, add_typeset_command, cmd_audit,
-                               cmd_book, cmd_repair, cmd_typeset)
+from pipeline.cli.bench import (
+    add_bench_command,
+    add_efficiency_command,
+    add_identity_command,
+    add_quality_command,
+    add_sweep_command,
+    cmd_bench,
+    cmd_efficiency,
+    cmd_identity,
+    cmd_quality,
+    cmd_sweep,
+)
+from pipeline.cli.book import (
+    add_audit_command,
+    add_book_command,
+    add_repair_command,
+    add_typeset_command,
+    cmd_audit,
+    cmd_book,
+    cmd_repair,
+    cmd_typeset,
+)
 from pipeline.cli.flags import Parser, flag_words
 from pipeline.cli.serve import add_ask_command, add_probe_command, add_serve_command, cmd_ask, cmd_probe, cmd_serve
 from pipeline.errors import FanoutError
@@ -28,20 +45,46 @@ EXIT_CODES = "exit codes: 0 ok, 1 run failed, 2 usage/config error, 3 audit gate
 
 
 def build_parser() -> Parser:
-    parser = Parser(prog="fanout", description="Fan one prompt out over a fleet of LLM servers into a typeset "
-                                                "handbook, and measure the fleet honestly.", epilog=EXIT_CODES)
+    parser = Parser(
+        prog="fanout",
+        description="Fan one prompt out over a fleet of LLM servers into a typeset "
+        "handbook, and measure the fleet honestly.",
+        epilog=EXIT_CODES,
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    for add in (add_serve_command, add_ask_command, add_book_command, add_audit_command, add_repair_command,
-                add_probe_command, add_typeset_command, add_bench_command, add_sweep_command,
-                add_efficiency_command, add_quality_command, add_identity_command):
+    for add in (
+        add_serve_command,
+        add_ask_command,
+        add_book_command,
+        add_audit_command,
+        add_repair_command,
+        add_probe_command,
+        add_typeset_command,
+        add_bench_command,
+        add_sweep_command,
+        add_efficiency_command,
+        add_quality_command,
+        add_identity_command,
+    ):
         add(commands)
     return parser
 
 
-COMMANDS = {"serve": cmd_serve, "ask": cmd_ask, "book": cmd_book, "audit": cmd_audit, "repair": cmd_repair,
-            "probe": cmd_probe, "bench": cmd_bench, "typeset": cmd_typeset, "sweep": cmd_sweep,
-            "identity": cmd_identity, "efficiency": cmd_efficiency, "quality": cmd_quality}
+COMMANDS = {
+    "serve": cmd_serve,
+    "ask": cmd_ask,
+    "book": cmd_book,
+    "audit": cmd_audit,
+    "repair": cmd_repair,
+    "probe": cmd_probe,
+    "bench": cmd_bench,
+    "typeset": cmd_typeset,
+    "sweep": cmd_sweep,
+    "identity": cmd_identity,
+    "efficiency": cmd_efficiency,
+    "quality": cmd_quality,
+}
 
 
 def configure_logging(verbose: bool) -> None:

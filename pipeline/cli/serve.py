@@ -20,12 +20,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from pipeline.backends.embedded.engine import EmbeddedEngine
     from pipeline.config import EngineSettings, default_threads
 
-    settings = EngineSettings(slots=args.slots or 16, threads=args.threads or default_threads(),
-                              ctx_per_slot=args.ctx_per_slot or 2048, port=args.port)
+    settings = EngineSettings(
+        slots=args.slots or 16,
+        threads=args.threads or default_threads(),
+        ctx_per_slot=args.ctx_per_slot or 2048,
+        port=args.port,
+    )
     with EmbeddedEngine(settings) as engine:
         print(engine.backend.base_url, flush=True)
-        log.info("serving %s (%d slots, %d threads); Ctrl-C stops", engine.assets.model_name, settings.slots,
-                 settings.threads)
+        log.info(
+            "serving %s (%d slots, %d threads); Ctrl-C stops",
+            engine.assets.model_name,
+            settings.slots,
+            settings.threads,
+        )
         while engine.process is not None and engine.process.poll() is None:
             time.sleep(0.5)
         raise FanoutError("llama-server exited on its own")
@@ -49,10 +57,14 @@ def cmd_ask(args: argparse.Namespace) -> int:
 def print_ask_report(report) -> None:
     ttfts = sorted(c.ttft for c in report.completions if c.ttft is not None)
     server = "n/a" if report.server_tokens is None else f"{report.server_tokens:.0f}"
-    print(f"streams {len(report.completions)} | wall {report.wall_s:.2f} s | tokens (client usage) "
-          f"{report.client_tokens} | tokens (server counter) {server} | aggregate {report.client_rate:.1f} tok/s "
-          f"(client usage / wall) | TTFT median {ttfts[len(ttfts) // 2]:.2f} s" if ttfts else "no answers",
-          file=sys.stderr)
+    print(
+        f"streams {len(report.completions)} | wall {report.wall_s:.2f} s | tokens (client usage) "
+        f"{report.client_tokens} | tokens (server counter) {server} | aggregate {report.client_rate:.1f} tok/s "
+        f"(client usage / wall) | TTFT median {ttfts[len(ttfts) // 2]:.2f} s"
+        if ttfts
+        else "no answers",
+        file=sys.stderr,
+    )
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
@@ -62,9 +74,11 @@ def cmd_probe(args: argparse.Namespace) -> int:
         async with open_fleet(settings_from(args)) as fleet:
             for backend in fleet.backends:
                 info = fleet.engines[backend.name]
-                print(f"{backend.name}\t{backend.base_url}\tcap={backend.cap}\tmodel={backend.model}\t"
-                      f"engine={info.kind.value}\tversion={info.version}\tslots={info.slots}\t"
-                      f"metrics={info.has_metrics}")
+                print(
+                    f"{backend.name}\t{backend.base_url}\tcap={backend.cap}\tmodel={backend.model}\t"
+                    f"engine={info.kind.value}\tversion={info.version}\tslots={info.slots}\t"
+                    f"metrics={info.has_metrics}"
+                )
 
     anyio.run(probe)
     return 0

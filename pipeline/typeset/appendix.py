@@ -44,8 +44,9 @@ def _records_table(rows: list[dict]) -> str:
     if len(columns) > MAX_COLUMNS:
         return "".join(_record_html(row) for row in rows) + more
     head = "".join(f"<th>{html.escape(_label(str(c)))}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(_value(row.get(c)))}</td>" for c in columns) + "</tr>\n"
-                   for row in rows)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(_value(row.get(c)))}</td>" for c in columns) + "</tr>\n" for row in rows
+    )
     return f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}</tbody>\n</table>\n{more}"
 
 
@@ -55,8 +56,10 @@ def _record_html(record: dict) -> str:
         if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
             tables.append(f"<h4>{html.escape(_label(str(key)))}</h4>\n{_records_table(value)}")
         else:
-            rows.append(f'<tr><th>{html.escape(_label(str(key)))}</th>'
-                        f'<td class="value">{html.escape(_value(value))}</td></tr>\n')
+            rows.append(
+                f"<tr><th>{html.escape(_label(str(key)))}</th>"
+                f'<td class="value">{html.escape(_value(value))}</td></tr>\n'
+            )
     table = f"<table>\n<tbody>\n{''.join(rows)}</tbody>\n</table>\n" if rows else ""
     return table + "".join(tables)
 
@@ -66,10 +69,13 @@ def _audit_html(audit: dict) -> str:
     counts = audit.get("counts")
     if isinstance(counts, dict):
         if counts:
-            rows = "".join(f"<tr><td>{html.escape(str(rule))}</td><td class=\"value\">{html.escape(_value(n))}"
-                           f"</td></tr>\n" for rule, n in counts.items())
-            out.append(f"<table>\n<thead><tr><th>Rule</th><th>Defects</th></tr></thead>\n<tbody>\n{rows}"
-                       "</tbody>\n</table>\n")
+            rows = "".join(
+                f'<tr><td>{html.escape(str(rule))}</td><td class="value">{html.escape(_value(n))}</td></tr>\n'
+                for rule, n in counts.items()
+            )
+            out.append(
+                f"<table>\n<thead><tr><th>Rule</th><th>Defects</th></tr></thead>\n<tbody>\n{rows}</tbody>\n</table>\n"
+            )
         else:
             out.append("<p>No defects found.</p>\n")
     summary = audit.get("summary")
@@ -83,8 +89,11 @@ def _audit_html(audit: dict) -> str:
     quality = audit.get("quality")
     if isinstance(quality, dict) and quality:
         out.append(_quality_html(quality))
-    rest = {k: v for k, v in audit.items()
-            if k not in ("counts", "summary", "source", "defects", "quality", "section_quality")}
+    rest = {
+        k: v
+        for k, v in audit.items()
+        if k not in ("counts", "summary", "source", "defects", "quality", "section_quality")
+    }
     if rest:
         out.append(_record_html(rest))
     return "".join(out)
@@ -98,10 +107,14 @@ def _defects_html(defects: list) -> str:
             items.append(f"<li>{html.escape(_value(defect))}</li>\n")
             continue
         where = " ".join(str(defect[k]) for k in ("section_id", "title") if defect.get(k))
-        items.append(f'<li><code>{html.escape(str(defect.get("rule", "?")))}</code> {html.escape(where)}'
-                     + (f' — {html.escape(str(defect["detail"]))}' if defect.get("detail") else "") + "</li>\n")
-    more = f"<p>… and {len(defects) - MAX_ROWS:,} more (audit.json has them all).</p>\n" \
-        if len(defects) > MAX_ROWS else ""
+        items.append(
+            f"<li><code>{html.escape(str(defect.get('rule', '?')))}</code> {html.escape(where)}"
+            + (f" — {html.escape(str(defect['detail']))}" if defect.get("detail") else "")
+            + "</li>\n"
+        )
+    more = (
+        f"<p>… and {len(defects) - MAX_ROWS:,} more (audit.json has them all).</p>\n" if len(defects) > MAX_ROWS else ""
+    )
     return f'<h4>Defects</h4>\n<ul class="defects">\n{"".join(items)}</ul>\n{more}'
 
 

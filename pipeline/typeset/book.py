@@ -25,15 +25,15 @@ from pipeline.typeset.weasy import require_fonts
 def typeset_html(markdown: str, title: str, out_html: Path, appendix_html: str = "") -> Path:
     """Write the single-file HTML edition (CSS inlined, nothing external) and return its path."""
     css = template_path("book.css").read_text(encoding="utf-8")
-    page = document(title, f"<style>\n{css}</style>\n", markdown_body(markdown, title) + appendix_html,
-                    "html-edition")
+    page = document(title, f"<style>\n{css}</style>\n", markdown_body(markdown, title) + appendix_html, "html-edition")
     with atomic_target(out_html) as tmp:
         tmp.write_text(page, encoding="utf-8")
     return out_html
 
 
-def typeset_pdf(markdown: str, title: str, out_pdf: Path, workers: int | None = None,
-                appendix_html: str = "") -> TypesetResult:
+def typeset_pdf(
+    markdown: str, title: str, out_pdf: Path, workers: int | None = None, appendix_html: str = ""
+) -> TypesetResult:
     """Render the book to `out_pdf` (atomically): parts in a process pool, then front matter, then merge.
 
     `workers` None: one a core (at most 4), or none for a one-part book; 0 renders in this process."""
@@ -47,8 +47,9 @@ def typeset_pdf(markdown: str, title: str, out_pdf: Path, workers: int | None = 
         return typesetter.finish(appendix_html=appendix_html)
 
 
-def typeset_book(source: Path, out_dir: Path | None = None, workers: int | None = None
-                 ) -> tuple[TypesetResult, Path, Path]:
+def typeset_book(
+    source: Path, out_dir: Path | None = None, workers: int | None = None
+) -> tuple[TypesetResult, Path, Path]:
     """`fanout typeset`: a run folder (its book.md, plus stats.json / audit.json as an appendix when there)
     or a Markdown file in; book.pdf, book.html and book.epub out (next to the source unless `out_dir`).
     Returns (the PDF's result, the HTML path, the EPUB path)."""
@@ -61,8 +62,9 @@ def typeset_book(source: Path, out_dir: Path | None = None, workers: int | None 
     out_dir = out_dir or folder
     markdown = markdown_path.read_text(encoding="utf-8", errors="replace")
     title = book_title(markdown, markdown_path.stem)
-    appendix = make_appendix(_read_json(folder / "stats.json"), _read_json(folder / "audit.json")) \
-        if source.is_dir() else ""
+    appendix = (
+        make_appendix(_read_json(folder / "stats.json"), _read_json(folder / "audit.json")) if source.is_dir() else ""
+    )
     result = typeset_pdf(markdown, title, out_dir / "book.pdf", workers=workers, appendix_html=appendix)
     html_path = typeset_html(markdown, title, out_dir / "book.html", appendix)
     epub_path = typeset_epub(markdown, title, out_dir / "book.epub", appendix)

@@ -11,7 +11,7 @@ boxes WeasyPrint must lay out, the largest single cost of typesetting. Everythin
 from __future__ import annotations
 
 import html
-from functools import lru_cache
+from functools import cache, lru_cache
 
 from pygments import lex
 from pygments.lexer import Lexer
@@ -20,12 +20,22 @@ from pygments.token import Comment, Keyword, Name, Number, Operator, String, _To
 from pygments.util import ClassNotFound
 
 MAX_HIGHLIGHT_CHARS = 20_000  # longer blocks (model output is untrusted) are shown plain
-TOKEN_CLASSES = {Keyword: "k", Operator.Word: "k", Name.Builtin: "nb", Name.Function: "nf", Name.Class: "nf",
-                 Name.Decorator: "nf", Name.Tag: "k", String: "s", Number: "m", Comment: "c"}
+TOKEN_CLASSES = {
+    Keyword: "k",
+    Operator.Word: "k",
+    Name.Builtin: "nb",
+    Name.Function: "nf",
+    Name.Class: "nf",
+    Name.Decorator: "nf",
+    Name.Tag: "k",
+    String: "s",
+    Number: "m",
+    Comment: "c",
+}
 
 
-@lru_cache(maxsize=None)
-def token_class(ttype: _TokenType) -> str | None:
+@cache
+def token_class(ttype: _TokenType | None) -> str | None:
     """The class for a token type (its own or its nearest ancestor's), None for default-styled tokens."""
     while ttype is not None:
         if ttype in TOKEN_CLASSES:
@@ -45,7 +55,8 @@ def _lexer(lang: str) -> Lexer | None:
 def lean_html(code: str, lexer: Lexer) -> str:
     """The code's HTML: one span per run of same-class tokens, none for default tokens."""
     out: list[str] = []
-    run_class, run_text = None, []
+    run_class: str | None = None
+    run_text: list[str] = []
     for ttype, value in lex(code, lexer):
         cls = token_class(ttype)
         if cls != run_class and run_text:

@@ -28,8 +28,9 @@ def typeset_epub(markdown: str, title: str, out_epub: Path, appendix_html: str =
     book.set_identifier("fanout-" + hashlib.sha256(markdown.encode()).hexdigest()[:24])
     book.set_title(split.title)
     book.set_language("en")
-    style = epub.EpubItem(uid="style", file_name=CSS_NAME, media_type="text/css",
-                          content=template_path("book.css").read_bytes())
+    style = epub.EpubItem(
+        uid="style", file_name=CSS_NAME, media_type="text/css", content=template_path("book.css").read_bytes()
+    )
     book.add_item(style)
 
     rendered = [render_markdown(part, prefix=f"p{i}-") for i, part in enumerate(split.parts)]

@@ -166,8 +166,10 @@ def toc_html(entries: list[tuple[Heading, int | None]], target_counter: bool = F
             continue
         number = f' data-page="{page}"' if page is not None else ""
         kind = " counted" if target_counter else ""
-        items.append(f'<li class="toc-h{heading.level}"><a href="#{heading.anchor}" class="toc-link{kind}"'
-                     f'{number}>{html.escape(heading.text)}</a></li>')
+        items.append(
+            f'<li class="toc-h{heading.level}"><a href="#{heading.anchor}" class="toc-link{kind}"'
+            f"{number}>{html.escape(heading.text)}</a></li>"
+        )
     if not items:
         return ""
     head = '<nav class="toc" id="contents"><p class="toc-title">Contents</p>' if title else '<nav class="toc">'
@@ -182,10 +184,12 @@ def title_page_html(title: str, counts: tuple[int, ...]) -> str:
     """The title page: the book's title and what it holds (parts, chapters, sections)."""
     names = [("part", "parts"), ("chapter", "chapters"), ("section", "sections")]
     held = " · ".join(f"{n:,} {one if n == 1 else many}" for n, (one, many) in zip(counts, names) if n)
-    return (f'<section class="title-page"><h1 id="title">{html.escape(title)}</h1>\n'
-            f'<p class="subtitle">A handbook</p>\n'
-            + (f'<p class="held">{held}</p>\n' if held else "")
-            + '<p class="imprint">Written and typeset by fanout</p></section>\n')
+    return (
+        f'<section class="title-page"><h1 id="title">{html.escape(title)}</h1>\n'
+        f'<p class="subtitle">A handbook</p>\n'
+        + (f'<p class="held">{held}</p>\n' if held else "")
+        + '<p class="imprint">Written and typeset by fanout</p></section>\n'
+    )
 
 
 def untitled(markdown: str) -> tuple[str, str | None, list[Token]]:
@@ -194,14 +198,17 @@ def untitled(markdown: str) -> tuple[str, str | None, list[Token]]:
     heading (a part written as `# Part I`) stays in the book."""
     markdown = printable(markdown)
     tokens = block_tokens(markdown)
-    index = next((i for i, t in enumerate(tokens) if t.type == "heading_open" and t.tag == "h1" and t.level == 0
-                  and t.map), None)
+    index = next(
+        (i for i, t in enumerate(tokens) if t.type == "heading_open" and t.tag == "h1" and t.level == 0 and t.map), None
+    )
     if index is None:
         return markdown, None, tokens
     inline = _markdown_parser().parseInline(tokens[index + 1].content)
     title = " ".join(_inline_text(inline[0].children or []).split()) if inline else ""
     lines = source_lines(markdown)
-    start, end = tokens[index].map
+    span = tokens[index].map
+    assert span is not None  # the search above took a mapped heading
+    start, end = span
     lines[start:end] = [""] * (end - start)
     text = "\n".join(lines)
     # Leading blank lines change nothing; blank lines after a list or a quote may join what follows to it.
@@ -232,8 +239,10 @@ def markdown_body(markdown: str, title: str, target_counter: bool = False) -> st
 
 def document(title: str, style: str, body: str, body_class: str = "") -> str:
     cls = f' class="{body_class}"' if body_class else ""
-    return ('<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-            f"<title>{html.escape(title)}</title>\n{style}</head>\n<body{cls}>\n{body}</body>\n</html>\n")
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f"<title>{html.escape(title)}</title>\n{style}</head>\n<body{cls}>\n{body}</body>\n</html>\n"
+    )
 
 
 def css_link() -> str:

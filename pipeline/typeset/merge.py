@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import cast
 
 from pypdf import PdfReader, PdfWriter
 from pypdf.annotations import Link
-from pypdf.generic import (ArrayObject, DecodedStreamObject, DictionaryObject, Fit, IndirectObject, NameObject)
+from pypdf.constants import PageLabelStyle
+from pypdf.generic import ArrayObject, DecodedStreamObject, DictionaryObject, Fit, IndirectObject, NameObject
 
 from pipeline.files import atomic_target
 from pipeline.typeset.pages import PAGE_NUMBER_GLYPHS, FrontDone, PartDone
@@ -37,12 +39,16 @@ class DigitFont:
 
     def __init__(self, sample: Path, writer: PdfWriter) -> None:
         page = PdfReader(sample).pages[0]
-        data = page.get_contents().get_data().decode("latin-1")
+        contents = page.get_contents()
+        if contents is None:
+            raise ValueError("page number glyphs: the sample page is empty")
+        data = contents.get_data().decode("latin-1")
         codes = re.findall(r"<([0-9a-fA-F]+)>", data)
         if len(codes) != len(PAGE_NUMBER_GLYPHS):
             raise ValueError(f"page number glyphs: expected {len(PAGE_NUMBER_GLYPHS)}, found {len(codes)}")
         self.codes = dict(zip(PAGE_NUMBER_GLYPHS, codes))
-        font = next(iter(page["/Resources"]["/Font"].values())).get_object()
+        resources = cast(DictionaryObject, page["/Resources"])  # pypdf types entries as PdfObject
+        font = next(iter(cast(DictionaryObject, resources["/Font"]).values())).get_object()
         self.ref = font.clone(writer).indirect_reference
         self.widths = _cid_widths(font["/DescendantFonts"][0].get_object())
 
@@ -80,16 +86,18 @@ def stamp_number(writer: PdfWriter, page_index: int, text: str, font: DigitFont,
     page = writer.pages[page_index]
     width = float(page.mediabox.width)
     x = width - OUTER_MARGIN - font.width(text) if page_index % 2 == 0 else OUTER_MARGIN
-    stamp = (f"Q q 0.2 g BT {FONT_NAME} {NUMBER_SIZE:g} Tf 1 0 0 1 {x:.2f} {NUMBER_BASELINE:.2f} Tm "
-             f"{font.show(text)} Tj ET Q\n").encode()
+    stamp = (
+        f"Q q 0.2 g BT {FONT_NAME} {NUMBER_SIZE:g} Tf 1 0 0 1 {x:.2f} {NUMBER_BASELINE:.2f} Tm "
+        f"{font.show(text)} Tj ET Q\n"
+    ).encode()
     contents = page.get("/Contents")
+    assert contents is not None, "a rendered page has contents"
     existing = list(contents.get_object()) if isinstance(contents.get_object(), ArrayObject) else [contents]
-    page[NameObject("/Contents")] = ArrayObject([save, *[c for c in existing if c is not None],
-                                                 _stream(writer, stamp)])
-    resources = page["/Resources"].get_object()
+    page[NameObject("/Contents")] = ArrayObject([save, *[c for c in existing if c is not None], _stream(writer, stamp)])
+    resources = cast(DictionaryObject, page["/Resources"].get_object())  # pypdf types entries as PdfObject
     if "/Font" not in resources:
         resources[NameObject("/Font")] = DictionaryObject()
-    resources["/Font"].get_object()[NameObject(FONT_NAME)] = font.ref
+    cast(DictionaryObject, resources["/Font"].get_object())[NameObject(FONT_NAME)] = font.ref
 
 
 def _pad_to_even(writer: PdfWriter) -> None:
@@ -100,8 +108,21 @@ def _pad_to_even(writer: PdfWriter) -> None:
 
 def roman(number: int) -> str:
     out = []
-    for value, letters in ((1000, "m"), (900, "cm"), (500, "d"), (400, "cd"), (100, "c"), (90, "xc"),
-                           (50, "l"), (40, "xl"), (10, "x"), (9, "ix"), (5, "v"), (4, "iv"), (1, "i")):
+    for value, letters in (
+        (1000, "m"),
+        (900, "cm"),
+        (500, "d"),
+        (400, "cd"),
+        (100, "c"),
+        (90, "xc"),
+        (50, "l"),
+        (40, "xl"),
+        (10, "x"),
+        (9, "ix"),
+        (5, "v"),
+        (4, "iv"),
+        (1, "i"),
+    ):
         count, number = divmod(number, value)
         out.append(letters * count)
     return "".join(out)
@@ -131,16 +152,22 @@ def merge(front: list[FrontDone], parts: list[PartDone], out_pdf: Path, title: s
     for toc_start, piece, part_start, part in zip(slices, front[1:], starts, parts):
         for link in piece.links:
             heading = part.headings[link.entry]
-            writer.add_annotation(toc_start + link.page, Link(
-                rect=link.rect, border=[0, 0, 0], target_page_index=part_start + heading.page,
-                fit=Fit.xyz(left=heading.x, top=heading.y)))
+            writer.add_annotation(
+                toc_start + link.page,
+                Link(
+                    rect=link.rect,
+                    border=[0, 0, 0],
+                    target_page_index=part_start + heading.page,
+                    fit=Fit.xyz(left=heading.x, top=heading.y),
+                ),
+            )
     font = DigitFont(Path(front[0].digits_path), writer)
     save = _stream(writer, b"q\n")
     for index in stamped:
         label = roman(index + 1) if index < front_pages else str(index - front_pages + 1)
         stamp_number(writer, index, label, font, save)
-    writer.set_page_label(0, front_pages - 1, style="/r", start=1)
-    writer.set_page_label(front_pages, len(writer.pages) - 1, style="/D", start=1)
+    writer.set_page_label(0, front_pages - 1, style=PageLabelStyle.LOWERCASE_ROMAN, start=1)
+    writer.set_page_label(front_pages, len(writer.pages) - 1, style=PageLabelStyle.DECIMAL, start=1)
     writer.add_metadata({"/Title": title, "/Creator": "fanout (WeasyPrint, pypdf)"})
     writer.page_mode = "/UseOutlines"
     with atomic_target(out_pdf) as tmp:

@@ -18,26 +18,40 @@ when the last one is in; the PDF is ready as soon as the last part and the front
 
 from __future__ import annotations
 
+import heapq
 import logging
 import multiprocessing
 import os
 import re
 import resource
-import heapq
 import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
-from typing import Any, Callable
 from dataclasses import dataclass
+from functools import partial
 from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 from pipeline.errors import FanoutError
-from pipeline.typeset.markdown import (TOC_LEVELS, Heading, TypesetResult, block_tokens, css_link, document,
-                                       heading_counts, printable, render_markdown, source_lines, title_page_html,
-                                       toc_html, untitled)
+from pipeline.typeset.markdown import (
+    TOC_LEVELS,
+    Heading,
+    TypesetResult,
+    block_tokens,
+    css_link,
+    document,
+    heading_counts,
+    printable,
+    render_markdown,
+    source_lines,
+    title_page_html,
+    toc_html,
+    untitled,
+)
 from pipeline.typeset.merge import merge
 from pipeline.typeset.pages import PAGE_NUMBER_GLYPHS, FrontDone, MarkdownSource, PartDone, PlacedHeading, TocLink
 from pipeline.typeset.weasy import render_gc_threshold, weasy_html
@@ -48,8 +62,10 @@ MAX_WORKERS = 4
 WORKER_NICE = 10
 OWNER_CHECK_S = 1.0  # how often a render worker checks that its fanout process still exists
 TOC_PRIORITY, PART_PRIORITY = 0, 1  # a waiting contents slice goes before a waiting part
-DIGITS_PAGE = ('<style>@page{size:A5;margin:0} p{font-family:"DejaVu Sans",sans-serif;font-size:8pt;'
-               f'margin:0}}</style><p>{PAGE_NUMBER_GLYPHS}</p>')
+DIGITS_PAGE = (
+    '<style>@page{size:A5;margin:0} p{font-family:"DejaVu Sans",sans-serif;font-size:8pt;'
+    f"margin:0}}</style><p>{PAGE_NUMBER_GLYPHS}</p>"
+)
 
 
 # ---------------------------------------------------------------- splitting
@@ -76,8 +92,11 @@ def toc_headings(markdown: str) -> list[Heading]:
     """The part/chapter/section headings of Markdown (texts unparsed: no inline markup removed); used only
     to count them before the parts are rendered."""
     tokens = block_tokens(markdown)
-    return [Heading(level=int(t.tag[1]), anchor="", text=tokens[i + 1].content) for i, t in enumerate(tokens)
-            if t.type == "heading_open" and int(t.tag[1]) in TOC_LEVELS]
+    return [
+        Heading(level=int(t.tag[1]), anchor="", text=tokens[i + 1].content)
+        for i, t in enumerate(tokens)
+        if t.type == "heading_open" and int(t.tag[1]) in TOC_LEVELS
+    ]
 
 
 # ---------------------------------------------------------------- workers
@@ -128,6 +147,7 @@ def render_part(job: PartJob) -> PartDone:
     prefix = f"p{job.index}-"
     with render_gc_threshold():
         if job.is_html:
+            assert isinstance(job.source, str), "an HTML job carries its HTML"
             body, headings = _html_headings(job.source, prefix)
         else:
             source = job.source if isinstance(job.source, str) else job.source.markdown()
@@ -137,18 +157,28 @@ def render_part(job: PartJob) -> PartDone:
         rendered.write_pdf(job.out)
         pages = len(rendered.pages)
         del rendered
-    return PartDone(index=job.index, path=job.out, pages=pages, headings=tuple(placed),
-                    seconds=time.perf_counter() - started, rss_mb=_rss_mb(), pid=os.getpid())
+    return PartDone(
+        index=job.index,
+        path=job.out,
+        pages=pages,
+        headings=tuple(placed),
+        seconds=time.perf_counter() - started,
+        rss_mb=_rss_mb(),
+        pid=os.getpid(),
+    )
 
 
 def _place(rendered, headings: list[Heading]) -> list[PlacedHeading]:
-    where = {}
+    where: dict[str, tuple[int, float, float]] = {}
     for number, page in enumerate(rendered.pages):
         height = page.height * PX_TO_PT
         for anchor, point in page.anchors.items():
             where.setdefault(anchor, (number, point[0] * PX_TO_PT, height - point[1] * PX_TO_PT))
-    return [PlacedHeading(h.level, h.text, *where[h.anchor]) for h in headings
-            if h.level in TOC_LEVELS and h.anchor in where]
+    return [
+        PlacedHeading(h.level, h.text, *where[h.anchor])
+        for h in headings
+        if h.level in TOC_LEVELS and h.anchor in where
+    ]
 
 
 def _toc_links(number: int, page) -> list[TocLink]:
@@ -162,8 +192,10 @@ def _toc_links(number: int, page) -> list[TocLink]:
             box[:] = [min(box[0], x1), min(box[1], y1), max(box[2], x2), max(box[3], y2)]
     page.links[:] = [link for link in page.links if link[0] != "internal"]
     height = page.height
-    return [TocLink(number, entry, (x1 * PX_TO_PT, (height - y2) * PX_TO_PT, x2 * PX_TO_PT,
-                                    (height - y1) * PX_TO_PT)) for entry, (x1, y1, x2, y2) in boxes.items()]
+    return [
+        TocLink(number, entry, (x1 * PX_TO_PT, (height - y2) * PX_TO_PT, x2 * PX_TO_PT, (height - y1) * PX_TO_PT))
+        for entry, (x1, y1, x2, y2) in boxes.items()
+    ]
 
 
 def render_front(job: FrontJob) -> FrontDone:
@@ -172,7 +204,9 @@ def render_front(job: FrontJob) -> FrontDone:
     if job.digits_out:
         body = title_page_html(job.title, job.counts)
     else:
-        entries = [(Heading(h.level, f"toc{i}", h.text), page) for i, (h, page) in enumerate(job.entries)]
+        entries: list[tuple[Heading, int | None]] = [
+            (Heading(h.level, f"toc{i}", h.text), page) for i, (h, page) in enumerate(job.entries)
+        ]
         body = toc_html(entries, title=job.first)
     with render_gc_threshold():
         rendered = weasy_html(document(job.title, css_link(), body, "front")).render()
@@ -180,8 +214,15 @@ def render_front(job: FrontJob) -> FrontDone:
         rendered.write_pdf(job.out)
         if job.digits_out:
             weasy_html(DIGITS_PAGE).write_pdf(job.digits_out)
-    return FrontDone(path=job.out, digits_path=job.digits_out, pages=len(rendered.pages), links=tuple(links),
-                     seconds=time.perf_counter() - started, rss_mb=_rss_mb(), pid=os.getpid())
+    return FrontDone(
+        path=job.out,
+        digits_path=job.digits_out,
+        pages=len(rendered.pages),
+        links=tuple(links),
+        seconds=time.perf_counter() - started,
+        rss_mb=_rss_mb(),
+        pid=os.getpid(),
+    )
 
 
 # ---------------------------------------------------------------- the incremental typesetter
@@ -196,8 +237,9 @@ def _pool(workers: int) -> ProcessPoolExecutor:
     context.set_forkserver_preload(["pipeline.typeset.parts", "weasyprint"])
     # Niced: parts render while the book is still streaming, and on a small machine the client (and any
     # local engine) must keep the CPU it needs; rendering takes what is left.
-    return ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_start_worker,
-                               initargs=(os.getpid(),))
+    return ProcessPoolExecutor(
+        max_workers=workers, mp_context=context, initializer=_start_worker, initargs=(os.getpid(),)
+    )
 
 
 def _start_worker(owner: int) -> None:
@@ -255,7 +297,8 @@ class _Scheduler:
         while self.running < self.slots and self.queue:
             _, _, fn, job, out = heapq.heappop(self.queue)
             self.running += 1
-            self.pool.submit(fn, job).add_done_callback(lambda inner, out=out: self._finished(inner, out))
+            assert self.pool is not None, "jobs queue only with a pool"
+            self.pool.submit(fn, job).add_done_callback(partial(self._finished, out=out))
 
     def _finished(self, inner: Future, out: Future) -> None:
         with self.lock:
@@ -350,8 +393,7 @@ class PartTypesetter:
                 if self.parts[k].exception() is not None:
                     return
                 part = self.parts[k].result()
-                entries = tuple((Heading(h.level, "", h.text), self.body_pages + h.page + 1)
-                                for h in part.headings)
+                entries = tuple((Heading(h.level, "", h.text), self.body_pages + h.page + 1) for h in part.headings)
                 self.body_pages += _even(part.pages)
                 job = FrontJob(self.title, (), entries, k == 0, str(self.scratch / f"toc-{k:04d}.pdf"))
                 self.tocs[k] = None  # taken before submitting: an inline run calls back in here
@@ -366,24 +408,38 @@ class PartTypesetter:
             self.appendix_index = len(indices)
             self._submit(self.appendix_index, appendix_html, is_html=True)
         counts = tuple(map(sum, zip(*self.counts.values())))
-        title = self.scheduler.submit(TOC_PRIORITY, render_front, FrontJob(
-            self.title, counts, (), False, str(self.scratch / "title.pdf"), str(self.scratch / "digits.pdf")))
+        title = self.scheduler.submit(
+            TOC_PRIORITY,
+            render_front,
+            FrontJob(self.title, counts, (), False, str(self.scratch / "title.pdf"), str(self.scratch / "digits.pdf")),
+        )
         parts = [self.parts[i].result() for i in sorted(self.parts)]
         parts_done = time.perf_counter()
         self._advance()
-        tocs = [self.tocs[i].result() for i in sorted(self.parts)]
+        tocs = [toc.result() for toc in (self.tocs.get(i) for i in sorted(self.parts)) if toc is not None]
+        if len(tocs) != len(self.parts):
+            raise FanoutError("typesetting: a part's contents slice was never queued")
         front = [title.result(), *tocs]
         front_done = time.perf_counter()
         pages = merge(front, parts, self.out_pdf, self.title)
-        log.debug("typeset: parts %.1f s after finish(), then contents %.1f s, merge %.1f s",
-                  parts_done - started, front_done - parts_done, time.perf_counter() - front_done)
+        log.debug(
+            "typeset: parts %.1f s after finish(), then contents %.1f s, merge %.1f s",
+            parts_done - started,
+            front_done - parts_done,
+            time.perf_counter() - front_done,
+        )
         rss: dict[int, float] = {}
         for done in parts + front:
             rss[done.pid] = max(rss.get(done.pid, 0.0), done.rss_mb)
         workers = tuple(sorted(mb for pid, mb in rss.items() if pid != os.getpid()))
-        return TypesetResult(pages=pages, seconds=time.perf_counter() - started, path=self.out_pdf,
-                             render_seconds=sum(p.seconds for p in parts + front),
-                             peak_rss_mb=max([*workers, _rss_mb()]), worker_rss_mb=workers)
+        return TypesetResult(
+            pages=pages,
+            seconds=time.perf_counter() - started,
+            path=self.out_pdf,
+            render_seconds=sum(p.seconds for p in parts + front),
+            peak_rss_mb=max([*workers, _rss_mb()]),
+            worker_rss_mb=workers,
+        )
 
     def close(self) -> None:
         try:

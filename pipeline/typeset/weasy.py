@@ -17,12 +17,18 @@ from urllib.parse import unquote, urlsplit
 from pipeline.errors import FanoutError
 from pipeline.templating import templates_dir
 
-
 RENDER_GC_THRESHOLD = (100000, 50, 100)
 
 
-CONTENT_TYPES = {".css": "text/css", ".ttf": "font/ttf", ".otf": "font/otf", ".woff": "font/woff",
-                 ".woff2": "font/woff2", ".png": "image/png", ".svg": "image/svg+xml"}
+CONTENT_TYPES = {
+    ".css": "text/css",
+    ".ttf": "font/ttf",
+    ".otf": "font/otf",
+    ".woff": "font/woff",
+    ".woff2": "font/woff2",
+    ".png": "image/png",
+    ".svg": "image/svg+xml",
+}
 
 
 def _templates_path(url: str) -> Path:
@@ -73,8 +79,7 @@ def installed_font_count() -> int:
 def require_fonts() -> None:
     """WeasyPrint segfaults when fontconfig has no fonts; fail cleanly instead."""
     if installed_font_count() == 0:
-        raise FanoutError("no fonts installed: fontconfig finds none (WeasyPrint would crash); "
-                          "run make setup")
+        raise FanoutError("no fonts installed: fontconfig finds none (WeasyPrint would crash); run make setup")
 
 
 @contextmanager

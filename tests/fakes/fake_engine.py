@@ -25,7 +25,7 @@ import random
 import time
 import zlib
 from collections import deque
-from typing import Callable
+from collections.abc import Callable
 
 from aiohttp import web
 
@@ -42,10 +42,20 @@ TIE_INDEX = 3
 
 class FakeEngine:
     tie_flip_above: int | None = None  # set to plant a near-tie that flips above this many requests in flight
-    def __init__(self, tokens: int = 8, token_delay: float = 0.0, modes: list[str] | None = None,
-                 retry_after: float = 0.2, reply: Callable[[dict], str] | None = None, jitter: float = 0.0,
-                 section_modes: list[str] | None = None, plan_modes: list[str] | None = None, port: int = 0,
-                 section_pause: float = 0.0):
+
+    def __init__(
+        self,
+        tokens: int = 8,
+        token_delay: float = 0.0,
+        modes: list[str] | None = None,
+        retry_after: float = 0.2,
+        reply: Callable[[dict], str] | None = None,
+        jitter: float = 0.0,
+        section_modes: list[str] | None = None,
+        plan_modes: list[str] | None = None,
+        port: int = 0,
+        section_pause: float = 0.0,
+    ):
         self.tokens = tokens
         self.section_pause = section_pause  # seconds a section request waits before its first byte
         self.reply = reply  # the answer's text from the request body; else "w0 w1 ..." of `tokens` words
@@ -101,8 +111,12 @@ class FakeEngine:
         return web.json_response([body["messages"][-1]["content"] for body in self.bodies])
 
     async def fake_stats(self, request: web.Request) -> web.Response:
-        counters = {"requests": self.requests, "in_flight": self.in_flight, "peak_in_flight": self.peak_in_flight,
-                    "generated": self.generated}
+        counters = {
+            "requests": self.requests,
+            "in_flight": self.in_flight,
+            "peak_in_flight": self.peak_in_flight,
+            "generated": self.generated,
+        }
         if request.query.get("lists"):  # long after a big job: only when asked
             counters.update(modes_used=self.modes_used, authorizations=self.authorizations)
         return web.json_response(counters)
@@ -120,10 +134,12 @@ class FakeEngine:
         return web.json_response({"status": "ok"})
 
     async def metrics(self, request: web.Request) -> web.Response:
-        text = ("# TYPE vllm:generation_tokens counter\n"
-                f'vllm:generation_tokens_total{{engine="0",model_name="{MODEL}"}} {self.generated}\n'
-                "# TYPE vllm:num_requests_running gauge\n"
-                f'vllm:num_requests_running{{engine="0",model_name="{MODEL}"}} {self.in_flight}\n')
+        text = (
+            "# TYPE vllm:generation_tokens counter\n"
+            f'vllm:generation_tokens_total{{engine="0",model_name="{MODEL}"}} {self.generated}\n'
+            "# TYPE vllm:num_requests_running gauge\n"
+            f'vllm:num_requests_running{{engine="0",model_name="{MODEL}"}} {self.in_flight}\n'
+        )
         return web.Response(text=text, content_type="text/plain")
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
@@ -146,16 +162,22 @@ class FakeEngine:
 
     def _next_mode(self, body: dict) -> str:
         prompt = prompt_of(body)
-        targeted = (self.section_modes if section_title(prompt) is not None
-                    else self.plan_modes if plan_level(prompt) is not None else None)
+        targeted = (
+            self.section_modes
+            if section_title(prompt) is not None
+            else self.plan_modes
+            if plan_level(prompt) is not None
+            else None
+        )
         if targeted:
             return targeted.popleft()
         return self.modes.popleft() if self.modes else "ok"
 
     async def _answer(self, request: web.Request, body: dict, mode: str) -> web.StreamResponse:
         if mode == "echo_auth":
-            return web.Response(status=500, text=f"rejected; you sent Authorization: "
-                                                 f"{request.headers.get('Authorization', '')}")
+            return web.Response(
+                status=500, text=f"rejected; you sent Authorization: {request.headers.get('Authorization', '')}"
+            )
         if mode == "http_500":
             return web.Response(status=500, text="internal error")
         if mode == "http_429":
@@ -187,8 +209,10 @@ class FakeEngine:
         self.generated += count
         finish = "length" if count == body.get("max_tokens") else "stop"
         await self._event(response, {"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
-        await self._event(response, {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": count,
-                                                              "total_tokens": 5 + count}})
+        await self._event(
+            response,
+            {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": count, "total_tokens": 5 + count}},
+        )
         if mode != "no_done":
             await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
@@ -262,8 +286,10 @@ class BookReplies:
             if self.section_text is not None:
                 return self.section_text
             # every sentence differs (a point letter), so no run of words loops: a loop would be cut
-            return " ".join(f"Point {letters(n)} explains {title}, {letters(n)} again, with care {letters(n)}."
-                            for n in range(self.words // 10 + 1))
+            return " ".join(
+                f"Point {letters(n)} explains {title}, {letters(n)} again, with care {letters(n)}."
+                for n in range(self.words // 10 + 1)
+            )
         level = plan_level(prompt)
         if level is None:
             return " ".join(f"w{i}" for i in range(self.words))  # any other question: plain words
@@ -274,14 +300,30 @@ class BookReplies:
         return f"{self.title_prefix} {letters(self.counter)}"
 
 
-async def serve_forever(port: int, token_delay: float, jitter: float, section_text: str | None = None,
-                        modes: list[str] | None = None, section_modes: list[str] | None = None,
-                        plan_modes: list[str] | None = None, retry_after: float = 0.2,
-                        title_prefix: str = "Topic number", section_pause: float = 0.0) -> None:
+async def serve_forever(
+    port: int,
+    token_delay: float,
+    jitter: float,
+    section_text: str | None = None,
+    modes: list[str] | None = None,
+    section_modes: list[str] | None = None,
+    plan_modes: list[str] | None = None,
+    retry_after: float = 0.2,
+    title_prefix: str = "Topic number",
+    section_pause: float = 0.0,
+) -> None:
     replies = BookReplies(section_text=section_text, title_prefix=title_prefix)
-    engine = FakeEngine(token_delay=token_delay, jitter=jitter, reply=replies,
-                        modes=modes, section_modes=section_modes, plan_modes=plan_modes, retry_after=retry_after,
-                        port=port, section_pause=section_pause)
+    engine = FakeEngine(
+        token_delay=token_delay,
+        jitter=jitter,
+        reply=replies,
+        modes=modes,
+        section_modes=section_modes,
+        plan_modes=plan_modes,
+        retry_after=retry_after,
+        port=port,
+        section_pause=section_pause,
+    )
     await engine.start()
     print(engine.url, flush=True)
     try:
@@ -294,22 +336,36 @@ def main(argv: list[str] | None = None) -> None:
     """A FAKE engine in its own process, for tests that kill the client or the engine."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m tests.fakes.fake_engine", description="a FAKE OpenAI-compatible engine")
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.fakes.fake_engine", description="a FAKE OpenAI-compatible engine"
+    )
     parser.add_argument("delay", type=float, help="seconds between tokens")
     parser.add_argument("jitter", type=float, help="a random pause of up to this many seconds before answering")
     parser.add_argument("--section-text", help="a fixed answer for every section")
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
     parser.add_argument("--retry-after", type=float, default=0.2, help="the Retry-After of http_429")
     parser.add_argument("--title-prefix", default="Topic number", help="planned titles are PREFIX N")
-    parser.add_argument("--section-pause", type=float, default=0.0,
-                        help="seconds each section request waits before its first byte")
+    parser.add_argument(
+        "--section-pause", type=float, default=0.0, help="seconds each section request waits before its first byte"
+    )
     for name in ("modes", "section-modes", "plan-modes"):
         parser.add_argument(f"--{name}", default="", help="comma list of fault modes")
     args = parser.parse_args(argv)
     split = lambda text: [mode for mode in text.split(",") if mode]  # noqa: E731
-    asyncio.run(serve_forever(args.port, args.delay, args.jitter, args.section_text, split(args.modes),
-                              split(args.section_modes), split(args.plan_modes), args.retry_after,
-                              args.title_prefix, args.section_pause))
+    asyncio.run(
+        serve_forever(
+            args.port,
+            args.delay,
+            args.jitter,
+            args.section_text,
+            split(args.modes),
+            split(args.section_modes),
+            split(args.plan_modes),
+            args.retry_after,
+            args.title_prefix,
+            args.section_pause,
+        )
+    )
 
 
 if __name__ == "__main__":
@@ -346,6 +402,9 @@ def fake_process(token_delay: float, jitter: float, *flags: str):
     import subprocess
     import sys
 
-    process = subprocess.Popen([sys.executable, "-m", "tests.fakes.fake_engine", str(token_delay), str(jitter), *flags],
-                               stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.fakes.fake_engine", str(token_delay), str(jitter), *flags],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     return process, process.stdout.readline().strip()

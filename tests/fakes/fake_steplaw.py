@@ -17,9 +17,9 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator
 
 import httptools
 
@@ -27,8 +27,9 @@ from tests.fakes.fake_prompts import letters, plan_answer, plan_level, requested
 
 MODEL = "fake-steplaw"
 MAX_BACKLOG_S = 0.5  # after a stall longer than this the clock restarts instead of catching up
-EVENT_HEAD = ('data: {"id":"x","object":"chat.completion.chunk","model":"%s","choices":[{"index":0,"delta":'
-              '{"content":' % MODEL).encode()
+EVENT_HEAD = (
+    'data: {"id":"x","object":"chat.completion.chunk","model":"' + MODEL + '","choices":[{"index":0,"delta":{"content":'
+).encode()
 STREAM_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
 
 
@@ -125,10 +126,16 @@ class StepLawEngine:
     def _finish(self, request: _Running) -> None:
         count = request.sent
         finish = "length" if count == request.max_tokens else "stop"
-        usage = {"prompt_tokens": request.prompt_tokens, "completion_tokens": count,
-                 "total_tokens": request.prompt_tokens + count}
-        tail = (_sse({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
-                + _sse({"choices": [], "usage": usage}) + b"data: [DONE]\n\n")
+        usage = {
+            "prompt_tokens": request.prompt_tokens,
+            "completion_tokens": count,
+            "total_tokens": request.prompt_tokens + count,
+        }
+        tail = (
+            _sse({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+            + _sse({"choices": [], "usage": usage})
+            + b"data: [DONE]\n\n"
+        )
         request.connection.send(_chunk(tail) + b"0\r\n\r\n")
         request.connection.done()
 
@@ -138,8 +145,10 @@ class StepLawEngine:
         if method == b"POST" and path.endswith("/chat/completions"):
             self.chat(connection, json.loads(body))
         elif path.endswith("/v1/models"):
-            connection.reply(json.dumps({"object": "list", "data": [{"id": MODEL, "object": "model",
-                                                                     "owned_by": "vllm"}]}), "application/json")
+            connection.reply(
+                json.dumps({"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "vllm"}]}),
+                "application/json",
+            )
         elif path == "/metrics":
             connection.reply(self.metrics(), "text/plain")
         elif path == "/fake/prompts":
@@ -149,12 +158,14 @@ class StepLawEngine:
 
     def metrics(self) -> str:
         label = f'{{engine="0",model_name="{MODEL}"}}'
-        return (f"vllm:generation_tokens_total{label} {self.generated}\n"
-                f"vllm:prompt_tokens_total{label} {self.prompt_tokens}\n"
-                f"vllm:num_requests_running{label} {len(self.running)}\n"
-                f"vllm:num_requests_waiting{label} {len(self.waiting)}\n"
-                f"vllm:kv_cache_usage_perc{label} {len(self.running) / self.max_seqs}\n"
-                f"vllm:iteration_tokens_total_count{label} {self.steps}\n")
+        return (
+            f"vllm:generation_tokens_total{label} {self.generated}\n"
+            f"vllm:prompt_tokens_total{label} {self.prompt_tokens}\n"
+            f"vllm:num_requests_running{label} {len(self.running)}\n"
+            f"vllm:num_requests_waiting{label} {len(self.waiting)}\n"
+            f"vllm:kv_cache_usage_perc{label} {len(self.running) / self.max_seqs}\n"
+            f"vllm:iteration_tokens_total_count{label} {self.steps}\n"
+        )
 
     def chat(self, connection: _Connection, body: dict) -> None:
         self.requests += 1
@@ -211,8 +222,10 @@ class _Connection(asyncio.Protocol):
 
     def reply(self, text: str, content_type: str, status: bytes = b"200 OK") -> None:
         payload = text.encode()
-        self.send(b"HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n%s"
-                  % (status, content_type.encode(), len(payload), payload))
+        self.send(
+            b"HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n%s"
+            % (status, content_type.encode(), len(payload), payload)
+        )
         self.done()
 
     def done(self) -> None:
@@ -225,8 +238,11 @@ def _chunk(data: bytes) -> bytes:
 
 
 def _sse(payload: dict) -> bytes:
-    return b"data: " + json.dumps({"id": "x", "object": "chat.completion.chunk", "model": MODEL,
-                                   **payload}).encode() + b"\n\n"
+    return (
+        b"data: "
+        + json.dumps({"id": "x", "object": "chat.completion.chunk", "model": MODEL, **payload}).encode()
+        + b"\n\n"
+    )
 
 
 def answer_pieces(body: dict) -> list[str]:
@@ -271,12 +287,16 @@ def steplaw_in_thread(*laws: tuple[float, float]) -> Iterator[list[StepLawEngine
 
 
 @contextmanager
-def steplaw_process(count: int = 1, a_ms: float = 12.94, b_ms: float = 0.2451, max_seqs: int = 256
-                    ) -> Iterator[list[str]]:
+def steplaw_process(
+    count: int = 1, a_ms: float = 12.94, b_ms: float = 0.2451, max_seqs: int = 256
+) -> Iterator[list[str]]:
     """FAKE step-law engines in their own process, for tests that check the law itself: a test client's
     garbage collection or CPU can then not stall the engines' clock. Yields their /v1 URLs."""
-    process = subprocess.Popen([sys.executable, "-m", "tests.fakes.fake_steplaw", str(count), str(a_ms), str(b_ms),
-                                str(max_seqs)], stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.fakes.fake_steplaw", str(count), str(a_ms), str(b_ms), str(max_seqs)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         yield process.stdout.readline().split()
     finally:
@@ -296,6 +316,8 @@ async def _serve(count: int, a_ms: float, b_ms: float, max_seqs: int) -> None:
     await asyncio.Event().wait()
 
 
-if __name__ == "__main__":  # FAKE step-law engines in their own process: python -m tests.fakes.fake_steplaw N [A B SEQS]
-    numbers = [float(x) for x in sys.argv[2:5]] + [12.94, 0.2451, 256][len(sys.argv[2:5]):]
+if (
+    __name__ == "__main__"
+):  # FAKE step-law engines in their own process: python -m tests.fakes.fake_steplaw N [A B SEQS]
+    numbers = [float(x) for x in sys.argv[2:5]] + [12.94, 0.2451, 256][len(sys.argv[2:5]) :]
     asyncio.run(_serve(int(sys.argv[1]), numbers[0], numbers[1], int(numbers[2])))

@@ -37,15 +37,22 @@ class Listener:
 
 
 def hostile_markdown(port: int) -> str:
-    return "\n".join([
-        "# Hostile", "## Part Evil", "### Chapter Evil", "#### Section Evil",
-        "<script>alert(1)</script>",
-        '<img src="file:///etc/passwd">',
-        "![x](file:///etc/passwd)",
-        '<iframe src="http://127.0.0.1:9/"></iframe>',
-        f"![y](http://127.0.0.1:{port}/x.png)",
-        f'<link rel="stylesheet" href="http://127.0.0.1:{port}/evil.css">',
-        f"[a link](http://127.0.0.1:{port}/page) and ![ref][pic]",
-        "", f"[pic]: http://127.0.0.1:{port}/ref.png", "",
-        '<object data="file:///etc/passwd"></object><embed src="file:///etc/passwd">',
-    ])
+    return "\n".join(
+        [
+            "# Hostile",
+            "## Part Evil",
+            "### Chapter Evil",
+            "#### Section Evil",
+            "<script>alert(1)</script>",
+            '<img src="file:///etc/passwd">',
+            "![x](file:///etc/passwd)",
+            '<iframe src="http://127.0.0.1:9/"></iframe>',
+            f"![y](http://127.0.0.1:{port}/x.png)",
+            f'<link rel="stylesheet" href="http://127.0.0.1:{port}/evil.css">',
+            f"[a link](http://127.0.0.1:{port}/page) and ![ref][pic]",
+            "",
+            f"[pic]: http://127.0.0.1:{port}/ref.png",
+            "",
+            '<object data="file:///etc/passwd"></object><embed src="file:///etc/passwd">',
+        ]
+    )

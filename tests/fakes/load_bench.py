@@ -44,7 +44,7 @@ def proc_value(pid: int, name: str, field: str) -> int | None:
         return None
     for line in text.splitlines():
         if line.startswith(field):
-            return int(line[len(field):].split()[0])
+            return int(line[len(field) :].split()[0])
     return None
 
 
@@ -86,18 +86,39 @@ def parse_nofile(text: str | None) -> tuple[int, int] | None:
     return int(soft), int(hard) if hard else resource.getrlimit(resource.RLIMIT_NOFILE)[1]
 
 
-def run_load(streams: int, engines: int, shape: str, nofile: tuple[int, int] | None = None,
-             token_delay: float = 0.2, out: Path | None = None, timeout: float = 3600,
-             section_pause: float = 0.0) -> dict:
+def run_load(
+    streams: int,
+    engines: int,
+    shape: str,
+    nofile: tuple[int, int] | None = None,
+    token_delay: float = 0.2,
+    out: Path | None = None,
+    timeout: float = 3600,
+    section_pause: float = 0.0,
+) -> dict:
     """Start the fakes, run one book over them, return the figures. `section_pause` holds each section
     before its first byte, so sections started as their titles stream in are all open at one moment."""
     cap = streams // engines
-    fakes = [fake_process(token_delay, 0.0, "--title-prefix", f"Load {i} topic", "--section-pause",
-                          str(section_pause)) for i in range(engines)]
+    fakes = [
+        fake_process(token_delay, 0.0, "--title-prefix", f"Load {i} topic", "--section-pause", str(section_pause))
+        for i in range(engines)
+    ]
     urls = [url for _, url in fakes]
     out = out or Path(tempfile.mkdtemp(prefix="fanout-load-")) / "run"
-    argv = [sys.executable, "-m", "pipeline", "book", "A handbook written under load", "--shape", shape, "--out",
-            str(out), "--quiet", "--json", *[a for u in urls for a in ("--backend", f"{u},cap={cap}")]]
+    argv = [
+        sys.executable,
+        "-m",
+        "pipeline",
+        "book",
+        "A handbook written under load",
+        "--shape",
+        shape,
+        "--out",
+        str(out),
+        "--quiet",
+        "--json",
+        *[a for u in urls for a in ("--backend", f"{u},cap={cap}")],
+    ]
     env = {k: v for k, v in os.environ.items() if not k.startswith("FANOUT_")}
     limit = (lambda: resource.setrlimit(resource.RLIMIT_NOFILE, nofile)) if nofile else None
     started = time.monotonic()
@@ -131,8 +152,11 @@ def run_load(streams: int, engines: int, shape: str, nofile: tuple[int, int] | N
         "peak_in_flight_per_fake": [f["peak_in_flight"] for f in per_fake],
         "sections": stats.get("sections"),
         "sections_ok": stats.get("sections_ok"),
-        "client_errors": (stats.get("request_errors", 0) + stats.get("failed_sections", 0)
-                          + stats.get("empty_sections", 0)) if stats else None,
+        "client_errors": (
+            stats.get("request_errors", 0) + stats.get("failed_sections", 0) + stats.get("empty_sections", 0)
+        )
+        if stats
+        else None,
         "request_errors": stats.get("request_errors"),
         "failed_sections": stats.get("failed_sections"),
         "empty_sections": stats.get("empty_sections"),
@@ -163,9 +187,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shape", default="10x25x40", help="the book: parts x chapters x sections")
     parser.add_argument("--sections", type=int, help="a check: the shape must give this many sections")
     parser.add_argument("--nofile", metavar="SOFT[:HARD]", help="start fanout under this open-file limit")
-    parser.add_argument("--token-delay", type=float, default=0.2,
-                        help="the fakes' seconds between tokens (0.2: a stream lasts ~13 s, so 1,536 streams are in "
-                             "flight at once even when the client's CPU, not the fakes, sets the pace)")
+    parser.add_argument(
+        "--token-delay",
+        type=float,
+        default=0.2,
+        help="the fakes' seconds between tokens (0.2: a stream lasts ~13 s, so 1,536 streams are in "
+        "flight at once even when the client's CPU, not the fakes, sets the pace)",
+    )
     parser.add_argument("--out", type=Path, help="run folder (default: a temporary one)")
     parser.add_argument("--timeout", type=float, default=3600, help="kill fanout after this many seconds")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
@@ -173,8 +201,9 @@ def main(argv: list[str] | None = None) -> int:
     p, c, s = (int(n) for n in args.shape.split("x"))
     if args.sections is not None and p * c * s != args.sections:
         parser.error(f"--shape {args.shape} gives {p * c * s} sections, not {args.sections}")
-    figures = run_load(args.streams, args.engines, args.shape, parse_nofile(args.nofile), args.token_delay, args.out,
-                       args.timeout)
+    figures = run_load(
+        args.streams, args.engines, args.shape, parse_nofile(args.nofile), args.token_delay, args.out, args.timeout
+    )
     if args.json:
         print(json.dumps(figures, indent=2))
     else:

@@ -9,8 +9,7 @@ import pytest
 from pipeline.backends.embedded.engine import EmbeddedEngine
 from pipeline.bench.ladder import bench
 from pipeline.bench.records import BenchSpec
-from pipeline.config import EngineSettings
-from pipeline.config import Settings
+from pipeline.config import EngineSettings, Settings
 from tests.conftest import ENGINE_THREADS
 
 pytestmark = [pytest.mark.engine, pytest.mark.anyio]
@@ -26,10 +25,11 @@ def anyio_backend():
 async def test_a_ladder_on_the_embedded_engine_counts_the_same_on_both_sides(engine_assets, tmp_path):
     settings = EngineSettings(slots=4, threads=ENGINE_THREADS, ctx_per_slot=512)
     with EmbeddedEngine(settings, engine_assets, tmp_path / "llama-server.log") as engine:
-        spec = BenchSpec(streams=[1, 2, 4], window_s=4.0, warmup_s=0.5, max_tokens=MAX_TOKENS,
-                         prompt_tokens=PROMPT_TOKENS)
+        spec = BenchSpec(
+            streams=[1, 2, 4], window_s=4.0, warmup_s=0.5, max_tokens=MAX_TOKENS, prompt_tokens=PROMPT_TOKENS
+        )
         record = await bench(Settings(backends=[engine.backend], read_timeout=60), spec)
-    backend, = record.provenance.backends
+    (backend,) = record.provenance.backends
     assert backend.engine == "llama.cpp" and backend.slots == 4 and backend.slots_source.startswith("engine")
     assert backend.ignore_eos and backend.tokenizer.startswith("engine /tokenize")
     for level in record.series[0].levels:

@@ -47,16 +47,37 @@ def fake_fleet():
 
 def test_book_on_fake_engines_end_to_end(fake_fleet, tmp_path):
     out = tmp_path / "run"
-    done = fanout("book", "A handbook about testing", "--shape", "2x3x4", "--backend", f"{fake_fleet},cap=5",
-                  "--out", str(out), "--quiet", "--json", "--fail-on", "failed,sections<24")
+    done = fanout(
+        "book",
+        "A handbook about testing",
+        "--shape",
+        "2x3x4",
+        "--backend",
+        f"{fake_fleet},cap=5",
+        "--out",
+        str(out),
+        "--quiet",
+        "--json",
+        "--fail-on",
+        "failed,sections<24",
+    )
     assert done.returncode == 0, done.stderr
     stats = json.loads(done.stdout)
     assert stats["complete"] and stats["sections_ok"] == 24 and stats["shape"] == "1 -> 2 -> 6"
     assert stats["quality"] == json.loads((out / "audit.json").read_text())["quality"], "the audit's figures"
     assert stats["requests_planning"] == 9 and stats["requests_writing"] == 24
     assert stats["tokens_written"] > 0 and stats["failed_sections"] == 0 and stats["empty_sections"] == 0
-    for name in ("spec.json", "outline.json", "sections.jsonl", "book.md", "book.pdf", "book.html", "book.epub",
-                 "stats.json", "run.log"):
+    for name in (
+        "spec.json",
+        "outline.json",
+        "sections.jsonl",
+        "book.md",
+        "book.pdf",
+        "book.html",
+        "book.epub",
+        "stats.json",
+        "run.log",
+    ):
         assert (out / name).exists(), name
     outline = json.loads((out / "outline.json").read_text())
     planned = [s["title"] for p in outline["parts"] for c in p["chapters"] for s in c["sections"]]
@@ -73,8 +94,18 @@ def test_writing_starts_before_planning_ends_unless_barrier(tmp_path, barrier):
     # could end within the few ms a section takes to reach the server, and the overlap would not show.
     process, url = fake_engine_process(token_delay=0.002, jitter=0.3)
     try:
-        done = fanout("book", "Pipelined", "--shape", "2x3x4", "--backend", f"{url},cap=3", "--out",
-                      str(tmp_path / "run"), "--quiet", *(["--barrier"] if barrier else []))
+        done = fanout(
+            "book",
+            "Pipelined",
+            "--shape",
+            "2x3x4",
+            "--backend",
+            f"{url},cap=3",
+            "--out",
+            str(tmp_path / "run"),
+            "--quiet",
+            *(["--barrier"] if barrier else []),
+        )
         assert done.returncode == 0, done.stderr
         with urllib.request.urlopen(url[:-3] + "/fake/timeline") as response:
             timeline = json.load(response)
@@ -91,9 +122,22 @@ def test_a_stopped_run_resumes_without_asking_finished_sections_again(tmp_path, 
     process, url = fake_engine_process(token_delay=0.01, jitter=0.0)
     out = tmp_path / "run"
     try:
-        writer = subprocess.Popen([*FANOUT, "book", "Resumable", "--shape", "1x3x8", "--backend", f"{url},cap=2",
-                                   "--out", str(out), "--quiet"], stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL)
+        writer = subprocess.Popen(
+            [
+                *FANOUT,
+                "book",
+                "Resumable",
+                "--shape",
+                "1x3x8",
+                "--backend",
+                f"{url},cap=2",
+                "--out",
+                str(out),
+                "--quiet",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         journal = out / "sections.jsonl"
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and len(read_journal(journal)) < 6:
@@ -156,23 +200,27 @@ def assert_book_follows_outline(out: Path, results: dict) -> None:
         for c in p["chapters"]:
             expected.append(("###", c["title"]))
             expected += [("####", s["title"]) for s in c["sections"]]
-    found = re.findall(r"^(#{2,4}) (?:Part \d+\. |\d+(?:\.\d+)?\.? )?(.+)$", (out / "book.md").read_text(),
-                       flags=re.MULTILINE)
+    found = re.findall(
+        r"^(#{2,4}) (?:Part \d+\. |\d+(?:\.\d+)?\.? )?(.+)$", (out / "book.md").read_text(), flags=re.MULTILINE
+    )
     assert found == expected, "a book identical in structure to the outline"
 
 
-@pytest.mark.parametrize("args, words", [
-    (["book", ""], "prompt is empty"),
-    (["book", "x", "--shape", "0x1x1"], "--shape"),
-    (["book", "x", "--shape", "500x500x500"], "--shape"),
-    (["book", "x", "--shape", "banana"], "PxCxS"),
-    (["book", "x" * 20_000], "characters"),
-    (["book", "x", "--words", "0"], "--words"),
-    (["book", "x", "--backend", "http://127.0.0.1:9,cap=-1"], "cap must be positive"),
-    (["book", "x", "--backend", "http://127.0.0.1:9"], "no backend reachable"),
-    (["book", "x", "--no-such-flag"], "unrecognized arguments"),
-    (["book", "x", "--fail-on", "distinct_2<oops"], "not a number"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["book", ""], "prompt is empty"),
+        (["book", "x", "--shape", "0x1x1"], "--shape"),
+        (["book", "x", "--shape", "500x500x500"], "--shape"),
+        (["book", "x", "--shape", "banana"], "PxCxS"),
+        (["book", "x" * 20_000], "characters"),
+        (["book", "x", "--words", "0"], "--words"),
+        (["book", "x", "--backend", "http://127.0.0.1:9,cap=-1"], "cap must be positive"),
+        (["book", "x", "--backend", "http://127.0.0.1:9"], "no backend reachable"),
+        (["book", "x", "--no-such-flag"], "unrecognized arguments"),
+        (["book", "x", "--fail-on", "distinct_2<oops"], "not a number"),
+    ],
+)
 def test_bad_input_is_one_line_exit_2_and_no_run_folder(tmp_path, args, words):
     out = tmp_path / "run"
     done = fanout(*args, "--out", str(out))
@@ -189,14 +237,32 @@ def test_resume_of_a_folder_that_is_not_a_run(tmp_path):
 @pytest.mark.engine
 def test_a_small_book_on_the_real_engine(tmp_path):
     out = tmp_path / "run"
-    done = fanout("book", "A pocket guide to brewing tea", "--shape", "1x2x2", "--max-tokens", "160", "--slots",
-                  "4", "--threads", str(ENGINE_THREADS), "--out", str(out), "--quiet", "--json", timeout=600)
+    done = fanout(
+        "book",
+        "A pocket guide to brewing tea",
+        "--shape",
+        "1x2x2",
+        "--max-tokens",
+        "160",
+        "--slots",
+        "4",
+        "--threads",
+        str(ENGINE_THREADS),
+        "--out",
+        str(out),
+        "--quiet",
+        "--json",
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     stats = json.loads(done.stdout)
     assert stats["complete"] and stats["sections_ok"] == 4 and stats["backends"][0]["engine"] == "llama.cpp"
     outline = json.loads((out / "outline.json").read_text())
-    nodes = [*outline["parts"], *(c for p in outline["parts"] for c in p["chapters"]),
-             *(s for p in outline["parts"] for c in p["chapters"] for s in c["sections"])]
+    nodes = [
+        *outline["parts"],
+        *(c for p in outline["parts"] for c in p["chapters"]),
+        *(s for p in outline["parts"] for c in p["chapters"] for s in c["sections"]),
+    ]
     assert not [n["title"] for n in nodes if n["placeholder"]] and stats["placeholder_titles"] == 0
     assert json.loads((out / "spec.json").read_text())["profile"]["name"] == "small", "chosen from SmolLM2-135M"
     journal = read_journal(out / "sections.jsonl")
@@ -210,22 +276,29 @@ def assert_audit_matches_an_independent_recount(out: Path, journal: dict) -> Non
     """The audit's counts, recomputed here from the raw files without the audit's code."""
     audit = json.loads((out / "audit.json").read_text())
     outline = json.loads((out / "outline.json").read_text())
+
     def repeats(titles: list[str]) -> int:
         keys = [" ".join(t.casefold().split()).strip(" .,:;!?") for t in titles]
         return len(keys) - len(set(keys))
 
     chapters = [c for p in outline["parts"] for c in p["chapters"]]
-    duplicates = (repeats([p["title"] for p in outline["parts"]]) + repeats([c["title"] for c in chapters])
-                  + repeats([s["title"] for c in chapters for s in c["sections"]]))
-    closing = tuple('.!?:;)]}"\'`*_…»”’')
-    assert audit["counts"]["truncated"] == sum(r.finish_reason == "length" and not r.text.rstrip().endswith(closing)
-                                               for r in journal.values() if r.text.strip())
+    duplicates = (
+        repeats([p["title"] for p in outline["parts"]])
+        + repeats([c["title"] for c in chapters])
+        + repeats([s["title"] for c in chapters for s in c["sections"]])
+    )
+    closing = tuple(".!?:;)]}\"'`*_…»”’")
+    assert audit["counts"]["truncated"] == sum(
+        r.finish_reason == "length" and not r.text.rstrip().endswith(closing)
+        for r in journal.values()
+        if r.text.strip()
+    )
     assert audit["counts"]["failed"] == sum(r.error is not None for r in journal.values())
     assert audit["counts"]["duplicate"] == duplicates
     assert audit["counts"]["empty"] == sum(len(r.text.split()) < 40 for r in journal.values() if r.error is None)
     looping = 0
     for result in journal.values():
         words = re.findall(r"[a-z0-9']+", result.text.lower())
-        grams = [tuple(words[i:i + 8]) for i in range(len(words) - 7)]
+        grams = [tuple(words[i : i + 8]) for i in range(len(words) - 7)]
         looping += any(grams.count(g) >= 3 for g in set(grams))
     assert audit["counts"]["repetition_loop"] == looping

@@ -12,9 +12,27 @@ from tests.fakes.fake_steplaw import steplaw_process
 def test_efficiency_reports_both_schedules_against_the_sustained_rate(tmp_path):
     with steplaw_process(2, 5, 0.2, 16) as urls:
         backends = [arg for url in urls for arg in ("--backend", f"{url},cap=16")]
-        done = subprocess.run([sys.executable, "-m", "pipeline", "efficiency", "--shape", "1x2x8", "--max-tokens",
-                               "24", "--window", "2", *backends, "--out", str(tmp_path), "--json"],
-                              capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pipeline",
+                "efficiency",
+                "--shape",
+                "1x2x8",
+                "--max-tokens",
+                "24",
+                "--window",
+                "2",
+                *backends,
+                "--out",
+                str(tmp_path),
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     assert done.returncode == 0, done.stderr
     record = json.loads(done.stdout)
     assert record["caps"] == [16, 16] and record["sustained_tok_s"] > 0

@@ -32,8 +32,11 @@ def anyio_backend():
 
 
 def question(i: int, max_tokens: int = 48) -> ChatRequest:
-    return ChatRequest(messages=[{"role": "user", "content": f"Question {i}: name one use of the number {i}."}],
-                       max_tokens=max_tokens, tag=f"q{i}")
+    return ChatRequest(
+        messages=[{"role": "user", "content": f"Question {i}: name one use of the number {i}."}],
+        max_tokens=max_tokens,
+        tag=f"q{i}",
+    )
 
 
 def alive(pid: int) -> bool:
@@ -90,7 +93,10 @@ async def test_wire_aiohttp_and_sdk_paths_return_the_same_answer(engine_assets, 
     for answer in (wire, lean):
         assert answer.text == sdk.text
         assert (answer.prompt_tokens, answer.completion_tokens, answer.finish_reason) == (
-            sdk.prompt_tokens, sdk.completion_tokens, sdk.finish_reason)
+            sdk.prompt_tokens,
+            sdk.completion_tokens,
+            sdk.finish_reason,
+        )
 
 
 def test_stop_leaves_no_process(engine_assets, tmp_path):
@@ -103,8 +109,12 @@ def test_stop_leaves_no_process(engine_assets, tmp_path):
 
 
 def serve(*flags: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "pipeline", "serve", "--threads", str(ENGINE_THREADS), *flags],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "pipeline", "serve", "--threads", str(ENGINE_THREADS), *flags],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
 
 
 def server_pid_of(parent: int) -> int:

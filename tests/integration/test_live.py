@@ -19,8 +19,10 @@ from pipeline.live import LiveFeed, check_bind
 from tests.fakes.fake_steplaw import steplaw_process
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "outputs" / "test-artifacts"
-HOSTILE = ('<script>window.pwned = 1</script> <img src=x onerror="window.pwned = 2"> '
-           '<svg onload="window.pwned = 3"></svg> and some words.')
+HOSTILE = (
+    '<script>window.pwned = 1</script> <img src=x onerror="window.pwned = 2"> '
+    '<svg onload="window.pwned = 3"></svg> and some words.'
+)
 
 
 def browser():
@@ -29,16 +31,27 @@ def browser():
 
     options = webdriver.ChromeOptions()
     options.binary_location = shutil.which("chromium")
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--window-size=1200,900"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1200,900",
+    ):
         options.add_argument(flag)
     return webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
 
 
 def fake_backend(reply: str) -> tuple[subprocess.Popen, str]:
-    process = subprocess.Popen([sys.executable, "-m", "tests.fakes.fake_engine", "0.02", "0.0", "--section-text", reply],
-                               stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.fakes.fake_engine", "0.02", "0.0", "--section-text", reply],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     return process, process.stdout.readline().strip()
 
 
@@ -61,9 +74,27 @@ def live_port(process: subprocess.Popen) -> str:
 
 def test_the_feed_shows_sections_arriving_and_tokens_rising_and_runs_no_model_script(tmp_path):
     backend, url = fake_backend(HOSTILE)
-    run = subprocess.Popen([sys.executable, "-m", "pipeline", "book", "Live test", "--shape", "2x2x3",
-                            "--backend", f"{url},cap=4", "--out", str(tmp_path / "run"), "--quiet", "--live",
-                            "--live-linger", "20"], stderr=subprocess.PIPE, text=True)
+    run = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pipeline",
+            "book",
+            "Live test",
+            "--shape",
+            "2x2x3",
+            "--backend",
+            f"{url},cap=4",
+            "--out",
+            str(tmp_path / "run"),
+            "--quiet",
+            "--live",
+            "--live-linger",
+            "20",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     driver = browser()
     try:
         page = live_port(run)
@@ -95,16 +126,37 @@ def test_the_page_refuses_non_loopback_unless_asked():
     with pytest.raises(UsageError, match="loopback"):
         LiveFeed("0.0.0.0")
     LiveFeed("0.0.0.0", allow_public=True)  # asked explicitly
-    done = subprocess.run([sys.executable, "-m", "pipeline", "book", "x", "--live", "--live-host", "0.0.0.0"],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline", "book", "x", "--live", "--live-host", "0.0.0.0"],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 2 and "--live-public" in done.stderr
 
 
 def test_events_are_json_with_text_as_data(tmp_path):
     backend, url = fake_backend(HOSTILE)
-    run = subprocess.Popen([sys.executable, "-m", "pipeline", "book", "Events", "--shape", "1x1x2", "--backend",
-                            f"{url},cap=2", "--out", str(tmp_path / "run"), "--quiet", "--live", "--live-linger",
-                            "5"], stderr=subprocess.PIPE, text=True)
+    run = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pipeline",
+            "book",
+            "Events",
+            "--shape",
+            "1x1x2",
+            "--backend",
+            f"{url},cap=2",
+            "--out",
+            str(tmp_path / "run"),
+            "--quiet",
+            "--live",
+            "--live-linger",
+            "5",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         page = live_port(run)
         with urllib.request.urlopen(page + "events", timeout=10) as stream:
@@ -117,10 +169,34 @@ def test_events_are_json_with_text_as_data(tmp_path):
 
 def test_bench_live_shows_requests_streaming_the_server_rate_and_the_ladder(tmp_path):
     with steplaw_process(1) as (url,):
-        run = subprocess.Popen([sys.executable, "-m", "pipeline", "bench", "--backend", f"{url},cap=8", "--streams",
-                                "2,4", "--window", "2", "--warmup", "0.2", "--max-tokens", "200", "--engine-slots",
-                                "64", "--out", str(tmp_path / "bench"), "--live", "--live-linger", "20"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        run = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "pipeline",
+                "bench",
+                "--backend",
+                f"{url},cap=8",
+                "--streams",
+                "2,4",
+                "--window",
+                "2",
+                "--warmup",
+                "0.2",
+                "--max-tokens",
+                "200",
+                "--engine-slots",
+                "64",
+                "--out",
+                str(tmp_path / "bench"),
+                "--live",
+                "--live-linger",
+                "20",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         driver = browser()
         try:
             driver.get(live_port(run))
@@ -131,7 +207,8 @@ def test_bench_live_shows_requests_streaming_the_server_rate_and_the_ladder(tmp_
             assert float(driver.find_element("id", "rate").text.replace(",", "")) > 0
             wait_for(lambda: driver.find_element("id", "final-title").text == "Finished", timeout=60)
             streams = driver.execute_script(  # in one call: the page re-renders the table every tick
-                "return [...document.querySelectorAll('#final-table tr')].slice(1).map(r => r.cells[1].textContent)")
+                "return [...document.querySelectorAll('#final-table tr')].slice(1).map(r => r.cells[1].textContent)"
+            )
             assert streams == ["2", "4"]
             ARTIFACTS.mkdir(parents=True, exist_ok=True)
             driver.save_screenshot(str(ARTIFACTS / "bench-live-page.png"))
@@ -142,8 +219,9 @@ def test_bench_live_shows_requests_streaming_the_server_rate_and_the_ladder(tmp_
 
 def test_bench_live_refuses_public_binding_and_the_ceiling():
     for extra, message in ((["--live-host", "0.0.0.0"], "--live-public"), (["--ceiling"], "--ceiling")):
-        done = subprocess.run([sys.executable, "-m", "pipeline", "bench", "--live", *extra],
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            [sys.executable, "-m", "pipeline", "bench", "--live", *extra], capture_output=True, text=True
+        )
         assert done.returncode == 2 and message in done.stderr, done.stderr
 
 
@@ -153,14 +231,14 @@ def test_a_late_page_gets_no_text_twice_and_a_retried_attempt_starts_clean():
     feed.section_delta("s1", "abc")
     assert [c["append"] for c in feed._changes()] == ["abc"]
     feed.section_delta("s1", "de")
-    late, = feed._snapshot()["sections"]
+    (late,) = feed._snapshot()["sections"]
     assert late["append"] == "abc", "the rest comes with the next tick, to every page"
-    change, = feed._changes()
+    (change,) = feed._changes()
     assert change["append"] == "de" and not change["reset"]
     feed.section_restarted("s1")
     feed.section_delta("s1", "fresh")
-    change, = feed._changes()
+    (change,) = feed._changes()
     assert change["reset"] and change["append"] == "fresh"
     feed.section_delta("s1", "!")
-    change, = feed._changes()
+    (change,) = feed._changes()
     assert not change["reset"] and change["append"] == "!"

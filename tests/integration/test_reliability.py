@@ -46,9 +46,24 @@ def test_a_backend_killed_mid_write_loses_nothing_and_is_used_again_when_it_retu
     out = tmp_path / "run"
     backends = [arg for _, url in fakes for arg in ("--backend", f"{url},cap=3")]
     env = {k: v for k, v in os.environ.items() if not k.startswith("FANOUT_")}
-    writer = subprocess.Popen([*FANOUT, "book", "Surviving a dead backend", "--shape", "1x8x8", "--out", str(out),
-                               "--quiet", "--json", *backends], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, env=env)
+    writer = subprocess.Popen(
+        [
+            *FANOUT,
+            "book",
+            "Surviving a dead backend",
+            "--shape",
+            "1x8x8",
+            "--out",
+            str(out),
+            "--quiet",
+            "--json",
+            *backends,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     restarted = None
     try:
         journal = out / "sections.jsonl"
@@ -116,10 +131,15 @@ def refused(tmp_path_factory):
     for name, (args, _) in BAD_INPUT.items():
         out = root / re.sub(r"\W+", "-", name)
         argv = [a.format(config=root / "bad.toml", negative=root / "negative.toml") for a in args]
-        script = ("import json, sys; from pipeline.cli import main; "
-                  "sys.exit(main(json.load(sys.stdin)))")
-        process = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, text=True, env=env)
+        script = "import json, sys; from pipeline.cli import main; sys.exit(main(json.load(sys.stdin)))"
+        process = subprocess.Popen(
+            [sys.executable, "-c", script],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
         started[name] = (out, process, json.dumps([*argv, "--out", str(out)]))
     results = {}
     for name, (out, process, stdin) in started.items():
@@ -168,8 +188,7 @@ def test_one_giant_sse_line_fails_as_oversized_without_a_retry():
         engine = await FakeEngine(reply=lambda body: "x" * 2_000_000).start()
         policy = RetryPolicy(attempts=3, backoff_initial=0.01, backoff_max=0.02, read_timeout=5.0)
         try:
-            pool = BackendPool([Backend(name="a", base_url=engine.url, model="fake-model", cap=2)],
-                               policy)
+            pool = BackendPool([Backend(name="a", base_url=engine.url, model="fake-model", cap=2)], policy)
             with pytest.raises(RequestFailed) as failure:
                 await pool.complete(ChatRequest(messages=[{"role": "user", "content": "hi"}], max_tokens=8))
         finally:

@@ -30,9 +30,12 @@ def loads(tmp_path_factory):
     root = tmp_path_factory.mktemp("load")
     cases = {"raised": (SOFT, hard_now), "lowered": (HARD, HARD)}
     with ThreadPoolExecutor(len(cases)) as pool:
-        futures = {name: pool.submit(run_load, STREAMS, ENGINES, SHAPES[name][0], nofile, 0.01, root / name, 300,
-                                     SECTION_PAUSE)
-                   for name, nofile in cases.items()}
+        futures = {
+            name: pool.submit(
+                run_load, STREAMS, ENGINES, SHAPES[name][0], nofile, 0.01, root / name, 300, SECTION_PAUSE
+            )
+            for name, nofile in cases.items()
+        }
         return {name: future.result() for name, future in futures.items()}
 
 

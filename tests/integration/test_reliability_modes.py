@@ -66,20 +66,41 @@ def command(out: Path, *backends: str, verbose: bool = False) -> list[str]:
     flags = [arg for spec in backends for arg in ("--backend", spec)]
     # --barrier: all 12 sections are asked at once, so each cap-1 bad backend takes one (pipelined, they
     # start one title at a time and a backend that failed fast could take the next before the others had one)
-    return [*FANOUT, *(["-v"] if verbose else []), "book", "A handbook about faults", "--shape", SHAPE, "--out",
-            str(out), "--quiet", "--json", "--barrier", *flags]
+    return [
+        *FANOUT,
+        *(["-v"] if verbose else []),
+        "book",
+        "A handbook about faults",
+        "--shape",
+        SHAPE,
+        "--out",
+        str(out),
+        "--quiet",
+        "--json",
+        "--barrier",
+        *flags,
+    ]
 
 
 def with_bad_backends(out: Path, modes: list[str], replies: BookReplies) -> Run:
-    return Run(out, bads={mode: FakeEngine(reply=replies, section_modes=[mode],
-                                           retry_after=RETRY_AFTER if mode == "http_429" else 0.2) for mode in modes})
+    return Run(
+        out,
+        bads={
+            mode: FakeEngine(
+                reply=replies, section_modes=[mode], retry_after=RETRY_AFTER if mode == "http_429" else 0.2
+            )
+            for mode in modes
+        },
+    )
 
 
 def backend_specs(run: Run, good: FakeEngine) -> list[str]:
     """Each bad backend first (cap 1), then the good one; every one sends the key, which echo_auth repeats."""
     key = f",key_env={KEY_ENV}"
-    return [*(f"{bad.url},cap=1,name=bad-{mode}{key}" for mode, bad in run.bads.items()),
-            f"{good.url},cap=8,name=good{key}"]
+    return [
+        *(f"{bad.url},cap=1,name=bad-{mode}{key}" for mode, bad in run.bads.items()),
+        f"{good.url},cap=8,name=good{key}",
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -99,11 +120,15 @@ def runs(tmp_path_factory):
             "retried": (retried, command(retried.out, *backend_specs(retried, good), verbose=True)),
             "oversized": (oversized, command(oversized.out, *backend_specs(oversized, good))),
             "bad_json": (bad_json, command(bad_json.out, f"{planner.url},cap=4")),
-            "wrong_model": (Run(root / "wrong_model"),
-                            command(root / "wrong_model", f"{good.url},model=no-such-model")),
+            "wrong_model": (
+                Run(root / "wrong_model"),
+                command(root / "wrong_model", f"{good.url},model=no-such-model"),
+            ),
         }
-        started = {name: subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-                   for name, (_, argv) in jobs.items()}
+        started = {
+            name: subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+            for name, (_, argv) in jobs.items()
+        }
         for name, process in started.items():
             stdout, stderr = process.communicate(timeout=180)
             jobs[name][0].done = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
@@ -124,8 +149,9 @@ def test_a_retryable_fault_is_retried_and_counted(runs, mode):
     assert stats["failed_sections"] == 0 and stats["empty_sections"] == 0
     assert audit["counts"]["failed"] == 0 and audit["counts"]["empty"] == 0
     assert len(journal) == SECTIONS and all(r.ok for r in journal.values())
-    here = [(r, i) for r in journal.values() for i, a in enumerate(r.attempts)
-            if a.backend == name and a.outcome != "ok"]
+    here = [
+        (r, i) for r in journal.values() for i, a in enumerate(r.attempts) if a.backend == name and a.outcome != "ok"
+    ]
     assert len(here) == 1, [r.attempts for r in journal.values()]
     section, index = here[0]
     failed, retry = section.attempts[index], section.attempts[index + 1]
@@ -135,8 +161,9 @@ def test_a_retryable_fault_is_retried_and_counted(runs, mode):
     if mode == "http_429":
         assert retry.t_start - failed.t_end >= RETRY_AFTER - 0.05, "Retry-After was honoured"
     if mode == "stall":
-        assert failed.t_end - failed.t_start >= float(READ_TIMEOUT) - 0.1 and retry.backend != name, \
+        assert failed.t_end - failed.t_start >= float(READ_TIMEOUT) - 0.1 and retry.backend != name, (
             "a stalled attempt times out and goes elsewhere"
+        )
 
 
 @pytest.mark.parametrize("mode", OVERSIZED)
@@ -150,7 +177,7 @@ def test_a_10mb_answer_is_bounded_flagged_and_not_retried(runs, mode):
     assert not stats["complete"] and stats["failed_sections"] == 2 and stats["sections_ok"] == SECTIONS - 2
     assert stats["request_errors"] == 2
     flagged = {d["section_id"] for d in audit["defects"] if d["rule"] == "failed"}
-    section, = [r for r in journal.values() if r.error and r.attempts[0].backend == name]
+    (section,) = [r for r in journal.values() if r.error and r.attempts[0].backend == name]
     assert section.id in flagged, "the audit flags it"
     assert [a.outcome for a in section.attempts] == ["oversized"], "not retried: the next answer would be as long"
     assert (run.out / "book.md").stat().st_size < 1_000_000 and (run.out / "book.pdf").exists()
@@ -187,6 +214,10 @@ def test_an_api_key_from_the_environment_is_sent_but_never_written(runs, which):
         assert SECRET.encode() not in path.read_bytes(), f"the key leaked into {path.name}"
     assert SECRET not in run.done.stdout and SECRET not in run.done.stderr
     if which == "retried":
-        echoed = [a.detail for r in run.journal.values() for a in r.attempts if a.backend == "bad-echo_auth"
-                  and a.outcome == "http_500"]
+        echoed = [
+            a.detail
+            for r in run.journal.values()
+            for a in r.attempts
+            if a.backend == "bad-echo_auth" and a.outcome == "http_500"
+        ]
         assert echoed and "Authorization: Bearer <api key hidden>" in echoed[0], "echoed, and hidden"

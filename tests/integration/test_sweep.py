@@ -12,8 +12,9 @@ from tests.fakes.fake_engine import fake_process as fake_engine_process
 
 
 def sweep(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pipeline", "sweep", *args], capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline", "sweep", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 @pytest.fixture
@@ -24,8 +25,22 @@ def fake_url():
 
 
 def test_a_model_that_fails_the_gate_is_refused_unless_asked(fake_url, tmp_path):
-    common = ["--backend", f"{fake_url},cap=4", "--levels", "1,2", "--repetitions", "2", "--max-tokens", "16",
-              "--prompt-tokens", "32", "--engine-slots", "4", "--out", str(tmp_path)]
+    common = [
+        "--backend",
+        f"{fake_url},cap=4",
+        "--levels",
+        "1,2",
+        "--repetitions",
+        "2",
+        "--max-tokens",
+        "16",
+        "--prompt-tokens",
+        "32",
+        "--engine-slots",
+        "4",
+        "--out",
+        str(tmp_path),
+    ]
     refused = sweep(*common)
     assert refused.returncode == 2 and "coherence gate failed" in refused.stderr
     done = sweep(*common, "--skip-gate", "--json")
@@ -55,8 +70,24 @@ def test_levels_above_the_cap_are_refused(fake_url):
 def test_a_short_sweep_on_the_real_engine(tmp_path):
     from tests.conftest import ENGINE_THREADS
 
-    done = sweep("--levels", "1,2", "--repetitions", "2", "--max-tokens", "24", "--prompt-tokens", "48", "--slots",
-                 "2", "--threads", str(ENGINE_THREADS), "--out", str(tmp_path), "--json", timeout=300)
+    done = sweep(
+        "--levels",
+        "1,2",
+        "--repetitions",
+        "2",
+        "--max-tokens",
+        "24",
+        "--prompt-tokens",
+        "48",
+        "--slots",
+        "2",
+        "--threads",
+        str(ENGINE_THREADS),
+        "--out",
+        str(tmp_path),
+        "--json",
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     record = json.loads(done.stdout)
     assert record["gate"]["passed"] and record["slots"] == 2 and record["ignore_eos"]

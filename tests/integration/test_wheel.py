@@ -34,16 +34,28 @@ def clean_env() -> dict[str, str]:
 
 
 def run(*command: str | Path, cwd: Path, timeout: float = 180) -> subprocess.CompletedProcess:
-    done = subprocess.run([str(part) for part in command], check=False, cwd=cwd, env=clean_env(),
-                          capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run(
+        [str(part) for part in command],
+        check=False,
+        cwd=cwd,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     assert done.returncode == 0, f"{command} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
     return done
 
 
 def build_wheel(tmp: Path) -> Path:
     source = tmp / "src"
-    shutil.copytree(ROOT, source, ignore=lambda folder, names: [name for name in names if name == "__pycache__"
-                    or Path(folder) == ROOT and name not in SOURCES])
+    shutil.copytree(
+        ROOT,
+        source,
+        ignore=lambda folder, names: [
+            name for name in names if name == "__pycache__" or Path(folder) == ROOT and name not in SOURCES
+        ],
+    )
     run(sys.executable, "-m", "pip", "wheel", source, "--no-deps", "-w", tmp / "dist", cwd=tmp)
     (wheel,) = (tmp / "dist").glob("fanout-*.whl")
     return wheel
@@ -81,8 +93,10 @@ def test_the_wheel_ships_the_templates_and_every_module(installed):
 
 def test_the_installed_package_finds_its_own_templates(installed, tmp_path):
     _, venv = installed
-    probe = ("import json, pipeline; from pipeline.templating import templates_dir; "
-             "print(json.dumps([pipeline.__file__, str(templates_dir())]))")
+    probe = (
+        "import json, pipeline; from pipeline.templating import templates_dir; "
+        "print(json.dumps([pipeline.__file__, str(templates_dir())]))"
+    )
     module, templates = map(Path, json.loads(run(venv / "bin" / "python", "-c", probe, cwd=tmp_path).stdout))
     assert module.is_relative_to(venv) and templates == module.parent / "templates", (module, templates)
     assert {path.name for path in templates.iterdir()} == {path.name for path in (ROOT / "templates").iterdir()}
@@ -96,12 +110,25 @@ def test_the_installed_fanout_typesets_and_writes_a_book(installed, tmp_path):
     fanout = venv / "bin" / "fanout"
     run(fanout, "typeset", tmp_path / "book.md", "--out", tmp_path / "typeset", cwd=tmp_path)
     assert_editions(tmp_path / "typeset")
-    engine = subprocess.Popen([sys.executable, "-m", "tests.fakes.fake_engine", "0.002", "0"], cwd=ROOT,
-                              stdout=subprocess.PIPE, text=True)
+    engine = subprocess.Popen(
+        [sys.executable, "-m", "tests.fakes.fake_engine", "0.002", "0"], cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
     try:
         url = engine.stdout.readline().strip()
-        done = run(fanout, "book", "A wheel test", "--shape", "1x2x2", "--backend", f"{url},cap=4", "--out",
-                   tmp_path / "run", "--quiet", "--json", cwd=tmp_path)
+        done = run(
+            fanout,
+            "book",
+            "A wheel test",
+            "--shape",
+            "1x2x2",
+            "--backend",
+            f"{url},cap=4",
+            "--out",
+            tmp_path / "run",
+            "--quiet",
+            "--json",
+            cwd=tmp_path,
+        )
     finally:
         engine.kill()
         engine.wait()

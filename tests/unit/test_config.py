@@ -38,10 +38,13 @@ def test_a_typo_in_the_file_names_the_file_the_key_and_the_nearest_known_key(tmp
     assert "\n" not in message
 
 
-@pytest.mark.parametrize("text, tail", [
-    ("attemps = 9\n", ": unknown key 'attemps' (did you mean 'attempts'?)"),
-    (BACKEND + "capacity = 64\n", ": backends[0]: unknown key 'capacity' (did you mean 'cap'?)"),
-])
+@pytest.mark.parametrize(
+    "text, tail",
+    [
+        ("attemps = 9\n", ": unknown key 'attemps' (did you mean 'attempts'?)"),
+        (BACKEND + "capacity = 64\n", ": backends[0]: unknown key 'capacity' (did you mean 'cap'?)"),
+    ],
+)
 def test_the_cli_exits_2_with_one_line_on_a_config_typo(tmp_path: Path, capsys, text, tail):
     config = write(tmp_path, text)
     assert main(["probe", "--config", str(config)]) == 2
@@ -54,8 +57,11 @@ def test_a_key_with_nothing_near_lists_the_known_keys(tmp_path: Path):
 
 
 def test_an_unknown_backend_option_gets_the_nearest_known_one_and_the_cli_names_its_flag(capsys):
-    with pytest.raises(UsageError, match=r"^backends 'http://x,capacity=4': unknown option 'capacity' "
-                                         r"\(did you mean 'cap'\?\)$"):
+    with pytest.raises(
+        UsageError,
+        match=r"^backends 'http://x,capacity=4': unknown option 'capacity' "
+        r"\(did you mean 'cap'\?\)$",
+    ):
         parse_backend_spec("http://x,capacity=4", 0)
     assert main(["probe", "--backend", "http://x,kee_env=K"]) == 2
     err = capsys.readouterr().err.strip()
@@ -68,7 +74,7 @@ def test_an_unknown_backend_option_gets_the_nearest_known_one_and_the_cli_names_
 def test_the_file_and_a_backend_spec_take_the_same_option_names(tmp_path: Path, spelling):
     values = {"cap": "64", "model": "qwen", "name": "gpu1", spelling: "MYKEY"}
     assert set(values) <= set(BACKEND_OPTIONS)
-    table = "".join(f'{key} = {value if key == "cap" else repr(value)}\n' for key, value in values.items())
+    table = "".join(f"{key} = {value if key == 'cap' else repr(value)}\n" for key, value in values.items())
     from_file = load_settings({}, write(tmp_path, BACKEND + table), {}).backends
     from_spec = parse_backend_spec("http://gpu1:8000/v1," + ",".join(f"{k}={v}" for k, v in values.items()), 0)
     assert from_file == [from_spec]
@@ -79,14 +85,19 @@ def test_every_option_name_is_accepted_in_both_places(tmp_path: Path):
     for option in BACKEND_OPTIONS:
         value = "2" if option == "cap" else "v"
         parse_backend_spec(f"http://x,{option}={value}", 0)
-        load_settings({}, write(tmp_path, BACKEND + f'{option} = {value if option == "cap" else repr(value)}\n'), {})
+        load_settings({}, write(tmp_path, BACKEND + f"{option} = {value if option == 'cap' else repr(value)}\n"), {})
 
 
-@pytest.mark.parametrize("where, make", [
-    ("fleet.toml: backends[0]", lambda tmp: load_settings({}, write(tmp, BACKEND + 'key_env = "A"\n'
-                                                                      'api_key_env = "B"\n'), {})),
-    ("backends 'http://x,cap=1,cap=2'", lambda tmp: parse_backend_spec("http://x,cap=1,cap=2", 0)),
-])
+@pytest.mark.parametrize(
+    "where, make",
+    [
+        (
+            "fleet.toml: backends[0]",
+            lambda tmp: load_settings({}, write(tmp, BACKEND + 'key_env = "A"\napi_key_env = "B"\n'), {}),
+        ),
+        ("backends 'http://x,cap=1,cap=2'", lambda tmp: parse_backend_spec("http://x,cap=1,cap=2", 0)),
+    ],
+)
 def test_one_setting_given_twice_is_an_error(tmp_path: Path, where, make):
     with pytest.raises(UsageError, match="repeats a setting given earlier") as error:
         make(tmp_path)
@@ -99,13 +110,22 @@ def test_a_backend_table_without_its_url_says_so(tmp_path: Path):
 
 
 def test_a_correct_file_with_every_key_still_loads(tmp_path: Path):
-    config = write(tmp_path, 'slots = 4\nthreads = 2\nctx_per_slot = 1024\nattempts = 9\nread_timeout = 30\n'
-                             'profile = "small"\n' + BACKEND + 'cap = 64\nkey_env = "MYKEY"\n'
-                             '[[planner_backends]]\nurl = "http://p:1"\nmodel = "big"\napi_key_env = "PKEY"\n'
-                             '[sampling]\ntemperature = 0.3\nplan_temperature = 0.1\nstop = ["END"]\n')
+    config = write(
+        tmp_path,
+        "slots = 4\nthreads = 2\nctx_per_slot = 1024\nattempts = 9\nread_timeout = 30\n"
+        'profile = "small"\n' + BACKEND + 'cap = 64\nkey_env = "MYKEY"\n'
+        '[[planner_backends]]\nurl = "http://p:1"\nmodel = "big"\napi_key_env = "PKEY"\n'
+        '[sampling]\ntemperature = 0.3\nplan_temperature = 0.1\nstop = ["END"]\n',
+    )
     settings = load_settings({}, config, {})
-    assert (settings.slots, settings.threads, settings.ctx_per_slot, settings.attempts, settings.read_timeout,
-            settings.profile) == (4, 2, 1024, 9, 30.0, "small")
+    assert (
+        settings.slots,
+        settings.threads,
+        settings.ctx_per_slot,
+        settings.attempts,
+        settings.read_timeout,
+        settings.profile,
+    ) == (4, 2, 1024, 9, 30.0, "small")
     assert [(b.name, b.cap, b.api_key_env) for b in settings.backends] == [("b0", 64, "MYKEY")]
     assert [(b.name, b.model, b.api_key_env) for b in settings.planner_backends] == [("planner0", "big", "PKEY")]
     assert settings.sampling == {"temperature": 0.3, "plan_temperature": 0.1, "stop": ["END"]}

@@ -19,6 +19,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import BinaryIO
 
 from pipeline.backends.embedded.install import EngineAssets, installed_assets
 from pipeline.config import EngineSettings
@@ -33,7 +34,8 @@ STOP_GRACE_S = 5.0
 def free_port(host: str) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind((host, 0))
-        return probe.getsockname()[1]
+        port: int = probe.getsockname()[1]
+        return port
 
 
 def _die_with_parent() -> None:
@@ -43,12 +45,13 @@ def _die_with_parent() -> None:
 
 
 class EmbeddedEngine:
-    def __init__(self, settings: EngineSettings | None = None, assets: EngineAssets | None = None,
-                 log_path: Path | None = None):
+    def __init__(
+        self, settings: EngineSettings | None = None, assets: EngineAssets | None = None, log_path: Path | None = None
+    ):
         self.settings = settings or EngineSettings()
         self.assets = assets or installed_assets()
         self.log_path = log_path
-        self.process: subprocess.Popen | None = None
+        self.process: subprocess.Popen[bytes] | None = None
         self.port: int | None = None
 
     @property
@@ -57,23 +60,47 @@ class EmbeddedEngine:
 
     @property
     def backend(self) -> Backend:
-        return Backend(name="embedded", base_url=self.root_url + "/v1", model=self.assets.model_name,
-                       cap=self.settings.slots)
+        return Backend(
+            name="embedded", base_url=self.root_url + "/v1", model=self.assets.model_name, cap=self.settings.slots
+        )
 
     def command(self, port: int) -> list[str]:
         s = self.settings
-        return [str(self.assets.server), "-m", str(self.assets.model), "--alias", self.assets.model_name,
-                "-np", str(s.slots), "-c", str(s.slots * s.ctx_per_slot), "--host", s.host, "--port", str(port),
-                "-t", str(s.threads), "--metrics", "--no-webui", "--cache-ram", "0"]
+        return [
+            str(self.assets.server),
+            "-m",
+            str(self.assets.model),
+            "--alias",
+            self.assets.model_name,
+            "-np",
+            str(s.slots),
+            "-c",
+            str(s.slots * s.ctx_per_slot),
+            "--host",
+            s.host,
+            "--port",
+            str(port),
+            "-t",
+            str(s.threads),
+            "--metrics",
+            "--no-webui",
+            "--cache-ram",
+            "0",
+        ]
 
     def start(self) -> Backend:
         if self.process is not None:
             return self.backend
         self.port = self.settings.port or free_port(self.settings.host)
         log = self._open_log()
-        self.process = subprocess.Popen(self.command(self.port), stdin=subprocess.DEVNULL, stdout=log,
-                                        stderr=subprocess.STDOUT, start_new_session=True,
-                                        preexec_fn=_die_with_parent)
+        self.process = subprocess.Popen(
+            self.command(self.port),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
         log.close()
         atexit.register(self.stop)
         try:
@@ -83,7 +110,7 @@ class EmbeddedEngine:
             raise
         return self.backend
 
-    def _open_log(self):
+    def _open_log(self) -> BinaryIO:
         if self.log_path is None:
             handle, name = tempfile.mkstemp(prefix="llama-server-", suffix=".log")
             os.close(handle)
@@ -92,10 +119,12 @@ class EmbeddedEngine:
         return self.log_path.open("ab")
 
     def _wait_healthy(self) -> None:
+        process = self.process
+        assert process is not None, "_wait_healthy runs after start() launched the process"
         deadline = time.monotonic() + HEALTH_TIMEOUT_S
         while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise FanoutError(f"llama-server exited with {self.process.returncode}: {self._log_tail()}")
+            if process.poll() is not None:
+                raise FanoutError(f"llama-server exited with {process.returncode}: {self._log_tail()}")
             try:
                 with urllib.request.urlopen(self.root_url + "/health", timeout=2) as response:
                     if response.status == 200:
@@ -106,6 +135,8 @@ class EmbeddedEngine:
         raise FanoutError(f"llama-server did not become healthy within {HEALTH_TIMEOUT_S:.0f} s")
 
     def _log_tail(self) -> str:
+        if self.log_path is None:
+            return "(no log)"
         try:
             return " | ".join(self.log_path.read_text(errors="replace").strip().splitlines()[-3:])
         except OSError:
@@ -123,7 +154,7 @@ class EmbeddedEngine:
             process.wait()
 
     @staticmethod
-    def _signal_group(process: subprocess.Popen, sig: signal.Signals) -> None:
+    def _signal_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None:
         try:
             os.killpg(process.pid, sig)
         except ProcessLookupError:
@@ -133,5 +164,5 @@ class EmbeddedEngine:
         self.start()
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()

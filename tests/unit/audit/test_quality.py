@@ -70,22 +70,38 @@ def test_seq_rep_4_book_figures():
     assert quality.seq_rep_4_median == 0.0 and quality.sections_over_0_3 == 1
 
 
-def write_outline_run(folder: Path, outline: Outline, texts: dict[str, str], prompt: str = "p",
-                      words: int = 250) -> None:
+def write_outline_run(
+    folder: Path, outline: Outline, texts: dict[str, str], prompt: str = "p", words: int = 250
+) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "spec.json").write_text(BookSpec(prompt=prompt, parts=1, chapters=1, sections=1, words=words)
-                                      .model_dump_json())
+    (folder / "spec.json").write_text(
+        BookSpec(prompt=prompt, parts=1, chapters=1, sections=1, words=words).model_dump_json()
+    )
     (folder / "outline.json").write_text(outline.model_dump_json())
-    (folder / "sections.jsonl").write_text("".join(
-        SectionResult(id=i, title=i, text=t, finish_reason="stop").model_dump_json() + "\n" for i, t in texts.items()))
+    (folder / "sections.jsonl").write_text(
+        "".join(
+            SectionResult(id=i, title=i, text=t, finish_reason="stop").model_dump_json() + "\n"
+            for i, t in texts.items()
+        )
+    )
 
 
 def echo_outline() -> Outline:
-    sections = [Section(id="p01.c01.s01", title="Morning Feeding Routine"),
-                Section(id="p01.c01.s02", title="Feeding Schedules Basics"),
-                Section(id="p01.c01.s03", title="Flour Choices")]
-    return Outline(title="The Bread Book", parts=[Part(id="p01", title="Sourdough Starters", chapters=[
-        Chapter(id="p01.c01", title="Feeding Schedules", sections=sections)])])
+    sections = [
+        Section(id="p01.c01.s01", title="Morning Feeding Routine"),
+        Section(id="p01.c01.s02", title="Feeding Schedules Basics"),
+        Section(id="p01.c01.s03", title="Flour Choices"),
+    ]
+    return Outline(
+        title="The Bread Book",
+        parts=[
+            Part(
+                id="p01",
+                title="Sourdough Starters",
+                chapters=[Chapter(id="p01.c01", title="Feeding Schedules", sections=sections)],
+            )
+        ],
+    )
 
 
 def test_title_echo_rate_reads_the_prompt_and_the_ancestors_from_the_run_folder(tmp_path):
@@ -100,8 +116,19 @@ def test_title_echo_rate_reads_the_prompt_and_the_ancestors_from_the_run_folder(
 def test_a_part_echoing_the_prompt_counts_and_a_cousin_is_no_ancestor(tmp_path):
     outline = echo_outline()
     outline.parts[0].title = "Rye Flour"
-    outline.parts.append(Part(id="p02", title="Storing Loaves", chapters=[Chapter(
-        id="p02.c01", title="Freezing", sections=[Section(id="p02.c01.s01", title="Feeding Schedules Explained")])]))
+    outline.parts.append(
+        Part(
+            id="p02",
+            title="Storing Loaves",
+            chapters=[
+                Chapter(
+                    id="p02.c01",
+                    title="Freezing",
+                    sections=[Section(id="p02.c01.s01", title="Feeding Schedules Explained")],
+                )
+            ],
+        )
+    )
     write_outline_run(tmp_path, outline, {}, prompt="A short handbook about rye flour")
     echoing = audit(load_run(tmp_path)).quality.echoing_titles
     assert [line.split(":")[0] for line in echoing] == ["p01", "p01.c01.s02"]
@@ -109,12 +136,18 @@ def test_a_part_echoing_the_prompt_counts_and_a_cousin_is_no_ancestor(tmp_path):
 
 
 def test_placeholders_flagged_in_the_outline_and_named_the_old_way(tmp_path):
-    sections = [Section(id="p01.c01.s01", title="Keeping Warm", placeholder=True),
-                Section(id="p01.c01.s02", title="Feeding (section 2)"),
-                Section(id="p01.c01.s03", title="Python 3")]
-    outline = Outline(title="Book", parts=[
-        Part(id="p01", title="Starters", chapters=[Chapter(id="p01.c01", title="Feeding", sections=sections)]),
-        Part(id="p02", title="Part 2")])
+    sections = [
+        Section(id="p01.c01.s01", title="Keeping Warm", placeholder=True),
+        Section(id="p01.c01.s02", title="Feeding (section 2)"),
+        Section(id="p01.c01.s03", title="Python 3"),
+    ]
+    outline = Outline(
+        title="Book",
+        parts=[
+            Part(id="p01", title="Starters", chapters=[Chapter(id="p01.c01", title="Feeding", sections=sections)]),
+            Part(id="p02", title="Part 2"),
+        ],
+    )
     write_outline_run(tmp_path, outline, {})
     book = load_run(tmp_path)
     assert book.placeholders == {"p01.c01.s01"}
@@ -122,23 +155,32 @@ def test_placeholders_flagged_in_the_outline_and_named_the_old_way(tmp_path):
 
 
 def test_near_duplicate_titles_are_counted_only_among_siblings():
-    sections = {"p01.c01.s01": "Choosing Flour", "p01.c01.s02": "Choosing the Flour",
-                "p01.c02.s01": "Choosing Flour", "p01.c02.s02": "Storing Water"}
-    book = AuditBook("hand-built", [("p01", "Starters"), ("p02", "Loaves")],
-                     [("p01.c01", "Flour"), ("p01.c02", "Water")],
-                     [AuditSection(i, title, "") for i, title in sections.items()], True,
-                     parents={i: i.rsplit(".", 1)[0] for i in ["p01.c01", "p01.c02", *sections]})
+    sections = {
+        "p01.c01.s01": "Choosing Flour",
+        "p01.c01.s02": "Choosing the Flour",
+        "p01.c02.s01": "Choosing Flour",
+        "p01.c02.s02": "Storing Water",
+    }
+    book = AuditBook(
+        "hand-built",
+        [("p01", "Starters"), ("p02", "Loaves")],
+        [("p01.c01", "Flour"), ("p01.c02", "Water")],
+        [AuditSection(i, title, "") for i, title in sections.items()],
+        True,
+        parents={i: i.rsplit(".", 1)[0] for i in ["p01.c01", "p01.c02", *sections]},
+    )
     quality, _ = measure(book)
     assert quality.near_duplicate_titles == 1  # the two in p01.c01; p01.c02's "Choosing Flour" is a cousin
 
 
 def test_a_bare_markdown_book_nests_its_headings(tmp_path):
     path = tmp_path / "book.md"
-    path.write_text("# Bread\n\n## Part 1. Loaves\n\n### 1. Flour\n\n#### 1.1 Flour Basics\n\nText.\n\n"
-                    "#### 1.2 Water\n\nText.\n\n## Part 2. Part 2\n\n### 2. Salt\n\n#### 2.1 Salt\n\nText.\n")
+    path.write_text(
+        "# Bread\n\n## Part 1. Loaves\n\n### 1. Flour\n\n#### 1.1 Flour Basics\n\nText.\n\n"
+        "#### 1.2 Water\n\nText.\n\n## Part 2. Part 2\n\n### 2. Salt\n\n#### 2.1 Salt\n\nText.\n"
+    )
     report = audit(load_book(path))
-    assert report.quality.echoing_titles == ["s0001: Flour Basics ~ chapter 'Flour'",
-                                            "s0003: Salt ~ chapter 'Salt'"]
+    assert report.quality.echoing_titles == ["s0001: Flour Basics ~ chapter 'Flour'", "s0003: Salt ~ chapter 'Salt'"]
     assert report.quality.placeholder_titles == 1 and report.quality.length_ratio_median is None
 
 
@@ -164,13 +206,16 @@ def test_gate_on_thresholds_and_rules():
     assert gate(report, None) == []
 
 
-@pytest.mark.parametrize("text, words", [
-    ("distinct_2=0.5", "unknown rule"),
-    ("distinct_2<", "not NAME>VALUE"),
-    ("distinct_2<abc", "not a number"),
-    ("distinct_2<nan", "not a number"),
-    ("bogus>1", "unknown quality figure"),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("distinct_2=0.5", "unknown rule"),
+        ("distinct_2<", "not NAME>VALUE"),
+        ("distinct_2<abc", "not a number"),
+        ("distinct_2<nan", "not a number"),
+        ("bogus>1", "unknown quality figure"),
+    ],
+)
 def test_bad_gates_are_one_line_usage_errors_naming_the_figures(text, words):
     with pytest.raises(UsageError, match=words) as raised:
         parse_fail_on(text)
@@ -188,8 +233,13 @@ def test_a_gate_on_a_figure_the_book_lacks_is_a_usage_error():
 
 
 def test_audit_command_prints_the_figures_and_json_carries_them(tmp_path):
-    write_outline_run(tmp_path, echo_outline(), {f"p01.c01.s0{i}": "a b c d a b c d." for i in (1, 2, 3)},
-                      prompt="A short handbook about bread", words=4)
+    write_outline_run(
+        tmp_path,
+        echo_outline(),
+        {f"p01.c01.s0{i}": "a b c d a b c d." for i in (1, 2, 3)},
+        prompt="A short handbook about bread",
+        words=4,
+    )
     run = [sys.executable, "-m", "pipeline", "audit", str(tmp_path)]
     printed = subprocess.run(run, capture_output=True, text=True)
     assert printed.returncode == 0, printed.stderr

@@ -17,9 +17,11 @@ WARNINGS = 2000
 
 def noisy(exit_code: int) -> list[str]:
     """A stand-in compiler: WARNINGS warning lines on stderr, a line on stdout, then `exit_code`."""
-    script = (f"import sys\nfor i in range({WARNINGS}): print(f'warning: number {{i}}', file=sys.stderr)\n"
-              f"print('stdout line')\nif {exit_code}: print('error: it broke', file=sys.stderr)\n"
-              f"sys.exit({exit_code})")
+    script = (
+        f"import sys\nfor i in range({WARNINGS}): print(f'warning: number {{i}}', file=sys.stderr)\n"
+        f"print('stdout line')\nif {exit_code}: print('error: it broke', file=sys.stderr)\n"
+        f"sys.exit({exit_code})"
+    )
     return [sys.executable, "-c", script]
 
 

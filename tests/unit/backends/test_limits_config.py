@@ -57,13 +57,25 @@ def test_plan_raises_the_soft_limit_when_the_hard_limit_allows():
 def test_backend_spec_options():
     backend = parse_backend_spec("http://gpu1:8000,cap=256,model=qwen,key_env=GPU_KEY,name=gpu1", 0)
     assert (backend.base_url, backend.cap, backend.model, backend.api_key_env, backend.name) == (
-        "http://gpu1:8000/v1", 256, "qwen", "GPU_KEY", "gpu1")
+        "http://gpu1:8000/v1",
+        256,
+        "qwen",
+        "GPU_KEY",
+        "gpu1",
+    )
 
 
-@pytest.mark.parametrize("spec, words", [
-    ("gpu1:8000", "URL"), ("http://x,cap=0", "positive"), ("http://x,cap=-3", "positive"),
-    ("http://x,cap=many", "whole number"), ("http://x,colour=red", "unknown option"), ("http://x,cap", "bad option"),
-])
+@pytest.mark.parametrize(
+    "spec, words",
+    [
+        ("gpu1:8000", "URL"),
+        ("http://x,cap=0", "positive"),
+        ("http://x,cap=-3", "positive"),
+        ("http://x,cap=many", "whole number"),
+        ("http://x,colour=red", "unknown option"),
+        ("http://x,cap", "bad option"),
+    ],
+)
 def test_malformed_backend_specs_are_one_line_usage_errors(spec, words):
     with pytest.raises(UsageError) as error:
         parse_backend_spec(spec, 0)
@@ -73,22 +85,26 @@ def test_malformed_backend_specs_are_one_line_usage_errors(spec, words):
 def test_flags_beat_file_beat_env_beat_defaults(tmp_path: Path):
     config = tmp_path / "fleet.toml"
     config.write_text('threads = 3\nslots = 8\n[[backends]]\nurl = "http://file:8000/v1"\ncap = 64\n')
-    env = {"FANOUT_THREADS": "5", "FANOUT_SLOTS": "4", "FANOUT_ATTEMPTS": "7",
-           "FANOUT_BACKENDS": "http://env:1,cap=2"}
+    env = {"FANOUT_THREADS": "5", "FANOUT_SLOTS": "4", "FANOUT_ATTEMPTS": "7", "FANOUT_BACKENDS": "http://env:1,cap=2"}
     settings = load_settings({"threads": 1, "slots": None}, config, env)
-    assert settings.threads == 1            # flag
-    assert settings.slots == 8              # file over env
-    assert settings.attempts == 7           # env over default
-    assert settings.read_timeout == 120.0   # default
+    assert settings.threads == 1  # flag
+    assert settings.slots == 8  # file over env
+    assert settings.attempts == 7  # env over default
+    assert settings.read_timeout == 120.0  # default
     assert [(b.base_url, b.cap) for b in settings.backends] == [("http://file:8000/v1", 64)]
     assert [b.base_url for b in load_settings({}, None, env).backends] == ["http://env:1/v1"]
 
 
-@pytest.mark.parametrize("text, words", [
-    ("threads = ", "bad TOML"), ("[[backends]]\ncap = 4\n", "url"),
-    ('[[backends]]\nurl = "http://x"\ncap = 0\n', "cap"), ("slots = -1\n", "slots"),
-    ('[[backends]]\nurl = "http://x"\n[[backends]]\nurl = "http://y"\nname = "b0"\n', "unique"),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("threads = ", "bad TOML"),
+        ("[[backends]]\ncap = 4\n", "url"),
+        ('[[backends]]\nurl = "http://x"\ncap = 0\n', "cap"),
+        ("slots = -1\n", "slots"),
+        ('[[backends]]\nurl = "http://x"\n[[backends]]\nurl = "http://y"\nname = "b0"\n', "unique"),
+    ],
+)
 def test_bad_config_files_are_one_line_usage_errors(tmp_path: Path, text, words):
     config = tmp_path / "bad.toml"
     config.write_text(text)

@@ -147,7 +147,9 @@ LLAMACPP_ROUTES = {
     "/v1/models": as_json(
         {
             # an Ollama-style "models" list next to the OpenAI "data" one
-            "models": [{"name": LLAMACPP_MODEL, "model": LLAMACPP_MODEL, "type": "model", "capabilities": ["completion"]}],
+            "models": [
+                {"name": LLAMACPP_MODEL, "model": LLAMACPP_MODEL, "type": "model", "capabilities": ["completion"]}
+            ],
             "object": "list",
             "data": [
                 {
@@ -281,9 +283,7 @@ def test_read_tgi() -> None:
     assert samples["tgi_batch_inference_count"] == 4270.0
     assert "tgi_batch_inference_count_total" not in samples
     reading = read_engine(EngineKind.TGI, samples)
-    assert reading == EngineReading(
-        generated_tokens=14830.0, prompt_tokens=41200.0, running=16.0, waiting=6.0
-    )
+    assert reading == EngineReading(generated_tokens=14830.0, prompt_tokens=41200.0, running=16.0, waiting=6.0)
 
 
 def test_read_real_llamacpp() -> None:
@@ -339,7 +339,9 @@ def test_good_lines_survive_bad_ones() -> None:
         "llamacpp:requests_deferred NaN\n"
     )
     assert parse_metrics(text) == {"llamacpp:tokens_predicted_total": 10.0, "llamacpp:requests_processing": 3.0}
-    assert parse_metrics("# TYPE c counter\nc 1\nbad line {\n") == parse_metrics("# TYPE c counter\nc 1\n") == {"c": 1.0}
+    assert (
+        parse_metrics("# TYPE c counter\nc 1\nbad line {\n") == parse_metrics("# TYPE c counter\nc 1\n") == {"c": 1.0}
+    )
 
 
 # ---------------------------------------------------------------- HTTP
@@ -379,7 +381,9 @@ async def test_scrape_absent_is_none(status: int) -> None:
 async def test_scrape_oversized_body_is_none(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(metrics, "MAX_BODY_BYTES", 1000)
     big = "llamacpp:requests_processing 1\n" * 100
-    async with FakeProbeServer({"/metrics": (200, big, "text/plain"), "/small": (200, big[:500], "text/plain")}) as fake:
+    async with FakeProbeServer(
+        {"/metrics": (200, big, "text/plain"), "/small": (200, big[:500], "text/plain")}
+    ) as fake:
         backend = Backend(name="b", base_url=fake.root)
         async with aiohttp.ClientSession() as session:
             assert await scrape(session, backend) is None

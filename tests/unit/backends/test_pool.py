@@ -66,8 +66,9 @@ async def test_a_failed_attempt_is_retried_on_another_backend(mode):
     completion = await pool.complete(request(), streamed.append, on_retry=lambda: streamed.append(None))
     pool.states[1].in_flight = 0
     assert streamed.count(None) == len(completion.attempts) - 1, "on_retry before every attempt but the first"
-    assert "".join(streamed[len(streamed) - streamed[::-1].index(None):]) == completion.text, \
+    assert "".join(streamed[len(streamed) - streamed[::-1].index(None) :]) == completion.text, (
         "what streamed after the last retry is the answer"
+    )
     assert [a.outcome for a in completion.attempts][0] != "ok"
     assert [(a.backend, a.outcome) for a in completion.attempts][-1] == ("good", "ok")
     assert completion.backend == "good" and completion.text.startswith("w0")
@@ -76,7 +77,7 @@ async def test_a_failed_attempt_is_retried_on_another_backend(mode):
 
 
 async def test_cut_before_first_byte_is_reasked_at_once_and_counted_apart():
-    engine, = await started(FakeEngine(modes=["close_early", "close_early"]))
+    (engine,) = await started(FakeEngine(modes=["close_early", "close_early"]))
     pool = BackendPool([backend(engine, "a", 2)], FAST)
     completion = await pool.complete(request())
     assert completion.reissued == 2 and completion.failed_attempts == 0
@@ -85,7 +86,7 @@ async def test_cut_before_first_byte_is_reasked_at_once_and_counted_apart():
 
 
 async def test_retry_after_is_honoured():
-    engine, = await started(FakeEngine(modes=["http_429"], retry_after=0.4))
+    (engine,) = await started(FakeEngine(modes=["http_429"], retry_after=0.4))
     pool = BackendPool([backend(engine, "a", 2)], FAST)
     completion = await pool.complete(request())
     first, second = completion.attempts
@@ -105,7 +106,7 @@ async def test_a_stall_times_out_and_goes_elsewhere():
 
 
 async def test_every_attempt_failing_raises_with_the_attempts():
-    engine, = await started(FakeEngine(modes=["http_500"] * 10))
+    (engine,) = await started(FakeEngine(modes=["http_500"] * 10))
     pool = BackendPool([backend(engine, "a", 2)], FAST)
     with pytest.raises(RequestFailed) as failure:
         await pool.complete(request("sec-1"))

@@ -31,10 +31,13 @@ def chunked(data: bytes) -> bytes:
     return b"%x\r\n%s\r\n" % (len(data), data)
 
 
-ANSWER = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
-          + chunked(event("Hello") + event(", wor")) + chunked(event("ld") + b"data: {\"choices\":[],\"usage\":"
-                                                                 b"{\"prompt_tokens\":3,\"completion_tokens\":3}}\n\n")
-          + chunked(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+ANSWER = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+    + chunked(event("Hello") + event(", wor"))
+    + chunked(event("ld") + b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":3}}\n\n')
+    + chunked(b"data: [DONE]\n\n")
+    + b"0\r\n\r\n"
+)
 
 
 class FakeWireServer:
@@ -55,8 +58,9 @@ class FakeWireServer:
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         head = await reader.readuntil(b"\r\n\r\n")
-        length = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(
-            b"content-length")))
+        length = int(
+            next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
+        )
         self.requests.append(head + await reader.readexactly(length))
         try:
             await self.script(reader, writer)
@@ -76,7 +80,7 @@ def backend(url: str) -> Backend:
 async def test_an_answer_split_anywhere_reads_the_same(piece):
     async def script(reader, writer):
         for start in range(0, len(ANSWER), piece):
-            writer.write(ANSWER[start:start + piece])
+            writer.write(ANSWER[start : start + piece])
             await writer.drain()
 
     async with FakeWireServer(script) as server:
@@ -101,7 +105,7 @@ async def test_oversized_headers_fail_as_a_bad_response():
 
 async def test_a_stall_after_some_text_times_out_within_a_quarter_more():
     async def script(reader, writer):
-        writer.write(ANSWER[:ANSWER.index(b"data: [DONE]") - 5])
+        writer.write(ANSWER[: ANSWER.index(b"data: [DONE]") - 5])
         await writer.drain()  # then silence
 
     async with FakeWireServer(script) as server:

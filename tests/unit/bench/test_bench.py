@@ -9,8 +9,14 @@ import json
 import pytest
 
 from pipeline.backends.aiohttp_chat import new_session
-from pipeline.bench.figures import Grid, best_span, client_cumulative, common_grid, server_cumulative, \
-    weighted_token_times
+from pipeline.bench.figures import (
+    Grid,
+    best_span,
+    client_cumulative,
+    common_grid,
+    server_cumulative,
+    weighted_token_times,
+)
 from pipeline.bench.fit import least_squares
 from pipeline.bench.ladder import bench
 from pipeline.bench.prompts import TiktokenCounter, sized_prompts, token_counter
@@ -33,8 +39,9 @@ def anyio_backend():
 
 def fleet_of(*engines: StepLawEngine | str, cap: int = 64) -> Settings:
     urls = [e if isinstance(e, str) else e.url for e in engines]
-    return Settings(backends=[Backend(name=f"e{i}", base_url=url, cap=cap) for i, url in enumerate(urls)],
-                    read_timeout=10)
+    return Settings(
+        backends=[Backend(name=f"e{i}", base_url=url, cap=cap) for i, url in enumerate(urls)], read_timeout=10
+    )
 
 
 def law_rate(streams: int, a_ms: float = A_MS, b_ms: float = B_MS) -> float:
@@ -94,6 +101,7 @@ async def test_two_engines_are_summed_on_a_common_grid():
 
 def test_the_best_second_of_a_sum_is_a_simultaneous_peak():
     """A bursts in second 2-3, B in second 5-6: the sum's best second is one burst, not both."""
+
     def counter(burst_at: float) -> list[tuple[float, float]]:
         points, value = [], 0.0
         for k in range(21):  # samples every 0.5 s over 10 s: 100 tok/s, 300 during the burst second
@@ -112,9 +120,11 @@ def test_the_best_second_of_a_sum_is_a_simultaneous_peak():
 
 def test_client_timestamps_are_scaled_to_usage():
     """A request that stops on EOS streams one chunk fewer than its usage counts; weights make it up."""
-    requests = [RequestSample(backend="x", number=1, t_sent=0, completion_tokens=4, token_times=[1.0, 1.5, 2.0]),
-                RequestSample(backend="x", number=2, t_sent=0, completion_tokens=2, token_times=[1.2, 3.0]),
-                RequestSample(backend="x", number=3, t_sent=0, error="http_500", token_times=[1.1])]
+    requests = [
+        RequestSample(backend="x", number=1, t_sent=0, completion_tokens=4, token_times=[1.0, 1.5, 2.0]),
+        RequestSample(backend="x", number=2, t_sent=0, completion_tokens=2, token_times=[1.2, 3.0]),
+        RequestSample(backend="x", number=3, t_sent=0, error="http_500", token_times=[1.1]),
+    ]
     times, weights = weighted_token_times(requests)
     assert sum(weights) == pytest.approx(6)
     grid = Grid(start=0.0, step=0.5, count=9)
@@ -141,11 +151,14 @@ async def test_prompts_of_n_tokens_fall_back_to_offline_tiktoken():
     assert maker.prompt(1) != maker.prompt(2) and maker.prompt(7).startswith("Request 000007 [abc123]")
 
 
-@pytest.mark.parametrize("levels, cap, slots, message", [
-    ([1, 8], 4, {"*": 64}, "cap 4, so 8 streams would measure queueing, not batching"),
-    ([1, 8], 64, {"*": 4}, "runs at most 4 sequences at once"),
-    ([1], 64, {}, "setting 'engine_slots' e0=N"),
-])
+@pytest.mark.parametrize(
+    "levels, cap, slots, message",
+    [
+        ([1, 8], 4, {"*": 64}, "cap 4, so 8 streams would measure queueing, not batching"),
+        ([1, 8], 64, {"*": 4}, "runs at most 4 sequences at once"),
+        ([1], 64, {}, "setting 'engine_slots' e0=N"),
+    ],
+)
 async def test_levels_that_would_measure_queueing_are_refused(levels, cap, slots, message):
     engine = await StepLawEngine().start()
     try:
@@ -156,13 +169,16 @@ async def test_levels_that_would_measure_queueing_are_refused(levels, cap, slots
         await engine.stop()
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--window", "1"], "too short to hold full occupancy"),
-    (["--streams", "1,x"], "expected whole numbers"),
-    (["--streams", "0"], "positive"),
-    (["--engine-slots", "a=b"], "[NAME=]N"),
-    (["--streams", "1", "--window", "3", "--backend", "http://127.0.0.1:9/v1"], "no backend reachable"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--window", "1"], "too short to hold full occupancy"),
+        (["--streams", "1,x"], "expected whole numbers"),
+        (["--streams", "0"], "positive"),
+        (["--engine-slots", "a=b"], "[NAME=]N"),
+        (["--streams", "1", "--window", "3", "--backend", "http://127.0.0.1:9/v1"], "no backend reachable"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(args, message, capsys):
     assert main(["bench", *args]) == 2
     err = capsys.readouterr().err.strip()
@@ -171,14 +187,35 @@ def test_bad_input_is_one_line_and_exit_2(args, message, capsys):
 
 def test_the_cli_runs_backends_side_by_side_with_a_ratio_column(tmp_path, capsys):
     with steplaw_in_thread((A_MS, B_MS), (20.0, 0.5)) as (plain, drafting):
-        code = main(["bench", "--backend", f"{plain.url},cap=8,name=plain", "--backend",
-                     f"{drafting.url},cap=8,name=drafting", "--compare", "--streams", "2", "--window", "2",
-                     "--warmup", "0.2", "--max-tokens", "64", "--engine-slots", "64", "--out", str(tmp_path),
-                     "--json", "--label", "plain vs drafting"])
+        code = main(
+            [
+                "bench",
+                "--backend",
+                f"{plain.url},cap=8,name=plain",
+                "--backend",
+                f"{drafting.url},cap=8,name=drafting",
+                "--compare",
+                "--streams",
+                "2",
+                "--window",
+                "2",
+                "--warmup",
+                "0.2",
+                "--max-tokens",
+                "64",
+                "--engine-slots",
+                "64",
+                "--out",
+                str(tmp_path),
+                "--json",
+                "--label",
+                "plain vs drafting",
+            ]
+        )
     assert code == 0
     record = json.loads(capsys.readouterr().out)
     assert [s["label"] for s in record["series"]] == ["plain", "drafting"]
-    row, = record["comparison"]
+    (row,) = record["comparison"]
     assert row["label"] == "drafting" and row["streams"] == 2
     assert row["ratio"] == pytest.approx((2000 / (20.0 + 1.0)) / (2000 / (A_MS + 2 * B_MS)), rel=0.06)
     report = (tmp_path / "report.md").read_text()
@@ -191,8 +228,10 @@ def test_gpu_power_from_a_fake_nvidia_smi_and_null_without_one(tmp_path, monkeyp
     from pipeline.bench.sampler import nvidia_smi, read_power
 
     fake = tmp_path / "nvidia-smi"  # a FAKE nvidia-smi: two cards, one without a power reading
-    fake.write_text('#!/bin/sh\ncase "$1" in --query-gpu=power.draw) printf "412.5\\n[N/A]\\n";;\n'
-                    '*) printf "NVIDIA H200, 143771\\nNVIDIA H200, 143771\\n";; esac\n')
+    fake.write_text(
+        '#!/bin/sh\ncase "$1" in --query-gpu=power.draw) printf "412.5\\n[N/A]\\n";;\n'
+        '*) printf "NVIDIA H200, 143771\\nNVIDIA H200, 143771\\n";; esac\n'
+    )
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path))
     sample = read_power(nvidia_smi())

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from pipeline.backends.aiohttp_chat import read_events, new_session, stream_chat_aiohttp
+from pipeline.backends.aiohttp_chat import new_session, read_events, stream_chat_aiohttp
 from pipeline.backends.sdk import sdk_chat
 from pipeline.backends.sse import AttemptError, SseStream
 from pipeline.backends.wire import stream_chat
@@ -83,11 +83,14 @@ def test_fast_parser_equals_json_loads_on_tricky_payloads():
     assert stream._fixed  # the template was learnt: the fast path really ran
 
 
-@pytest.mark.parametrize("payload", [
-    plain(b"tab\there"),  # a raw control character: json.loads (strict) refuses it, so must we
-    plain(b"caf\xe9"),  # not UTF-8
-    plain(b'a"b'),  # a bare quote: not JSON
-])
+@pytest.mark.parametrize(
+    "payload",
+    [
+        plain(b"tab\there"),  # a raw control character: json.loads (strict) refuses it, so must we
+        plain(b"caf\xe9"),  # not UTF-8
+        plain(b'a"b'),  # a bare quote: not JSON
+    ],
+)
 def test_payloads_json_refuses_are_refused_on_the_fast_path_too(payload):
     stream, _ = fed([plain(b"template")])
     assert stream._fixed
@@ -122,9 +125,12 @@ class _Pieces:
 
 @pytest.mark.parametrize("size", [1, 7, 64, 10_000])
 def test_events_split_anywhere_across_reads(size):
-    body = (b": comment\r\n\r\nevent: x\n" + b"".join(b"data: " + p + b"\r\n\r\n" for p in TRICKY)
-            + b"data: [DONE]\n\ndata: ignored after done\n\n")
-    pieces = [body[i:i + size] for i in range(0, len(body), size)]
+    body = (
+        b": comment\r\n\r\nevent: x\n"
+        + b"".join(b"data: " + p + b"\r\n\r\n" for p in TRICKY)
+        + b"data: [DONE]\n\ndata: ignored after done\n\n"
+    )
+    pieces = [body[i : i + size] for i in range(0, len(body), size)]
     stream = SseStream(False)
     assert asyncio.run(read_events(_Pieces(pieces), stream)) is True
     assert stream.parts == reference(TRICKY)["parts"]
@@ -153,8 +159,11 @@ def test_our_path_aiohttp_and_the_sdk_get_the_same_answer(source):
         async with new_session(4) as session:
             return await stream_chat_aiohttp(session, backend, request, 10.0)
 
-    answers = [asyncio.run(stream_chat(backend, request, 10.0)), asyncio.run(over_aiohttp()),
-               asyncio.run(sdk_chat(backend, request))]
+    answers = [
+        asyncio.run(stream_chat(backend, request, 10.0)),
+        asyncio.run(over_aiohttp()),
+        asyncio.run(sdk_chat(backend, request)),
+    ]
     for answer in answers:
         assert answer.text == expected_text(200)
         assert answer.completion_tokens == answer.chunks == 200 and answer.finish_reason == "length"
@@ -162,15 +171,31 @@ def test_our_path_aiohttp_and_the_sdk_get_the_same_answer(source):
 
 def test_source_events_are_what_json_says():
     for index in range(200):
-        event = json.loads(content_event(index)[len(b"data: "):])
-        assert event["choices"][0]["delta"]["content"] == expected_text(index + 1)[len(expected_text(index)):]
+        event = json.loads(content_event(index)[len(b"data: ") :])
+        assert event["choices"][0]["delta"]["content"] == expected_text(index + 1)[len(expected_text(index)) :]
 
 
 def test_ceiling_harness_exact_counts_one_and_two_workers():
-    rows = ceiling.run_ceiling(["ours", "aiohttp", "sdk", "floor"], [5.0], [12], [1, 2], max_tokens=40,
-                               ramp_s=0.8, window_s=1.2, echo=lambda _line: None)
+    rows = ceiling.run_ceiling(
+        ["ours", "aiohttp", "sdk", "floor"],
+        [5.0],
+        [12],
+        [1, 2],
+        max_tokens=40,
+        ramp_s=0.8,
+        window_s=1.2,
+        echo=lambda _line: None,
+    )
     assert [(r.case.client, r.case.workers) for r in rows] == [
-        ("ours", 1), ("ours", 2), ("aiohttp", 1), ("aiohttp", 2), ("sdk", 1), ("sdk", 2), ("floor", 1), ("floor", 2)]
+        ("ours", 1),
+        ("ours", 2),
+        ("aiohttp", 1),
+        ("aiohttp", 2),
+        ("sdk", 1),
+        ("sdk", 2),
+        ("floor", 1),
+        ("floor", 2),
+    ]
     for row in rows:
         assert row.completed > 0 and row.exact == row.completed and not row.errors, ceiling.format_row(row)
         assert row.events > 0 and row.receiving == 12
@@ -179,10 +204,30 @@ def test_ceiling_harness_exact_counts_one_and_two_workers():
 
 def test_workers_merge_counts():
     case = ceiling.Case("ours", 10.0, 10, 2, 40, 1.0, 2.0)
-    parts = [{"events": 900, "cpu_s": 0.5, "sys_s": 0.1, "reads": 900, "receiving": 5, "completed": 20, "exact": 20, "errors": 0,
-              "mismatches": []},
-             {"events": 1100, "cpu_s": 0.7, "sys_s": 0.1, "reads": 550, "receiving": 5, "completed": 25, "exact": 24, "errors": 1,
-              "mismatches": ["asked 40: ..."]}]
+    parts = [
+        {
+            "events": 900,
+            "cpu_s": 0.5,
+            "sys_s": 0.1,
+            "reads": 900,
+            "receiving": 5,
+            "completed": 20,
+            "exact": 20,
+            "errors": 0,
+            "mismatches": [],
+        },
+        {
+            "events": 1100,
+            "cpu_s": 0.7,
+            "sys_s": 0.1,
+            "reads": 550,
+            "receiving": 5,
+            "completed": 25,
+            "exact": 24,
+            "errors": 1,
+            "mismatches": ["asked 40: ..."],
+        },
+    ]
     row = ceiling.merge(case, parts, server_cpu=0.4, server_events=2000)
     assert (row.events, row.completed, row.exact, row.errors, row.receiving) == (2000, 45, 44, 1, 10)
     assert row.tokens_per_s == 1000 and row.offered_tps == 1000

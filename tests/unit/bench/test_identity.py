@@ -6,8 +6,14 @@ import pytest
 
 from pipeline.backends.embedded.engine import EmbeddedEngine
 from pipeline.backends.pool import BackendPool
-from pipeline.bench.identity import (Answer, Candidate, concurrency_levels, first_divergence, oracle_answers,
-                                     same_question)
+from pipeline.bench.identity import (
+    Answer,
+    Candidate,
+    concurrency_levels,
+    first_divergence,
+    oracle_answers,
+    same_question,
+)
 from pipeline.config import EngineSettings
 from pipeline.records import Backend
 from tests.conftest import ENGINE_THREADS
@@ -40,7 +46,9 @@ async def test_identity_finds_exactly_the_planted_divergence_and_its_token_index
         for divergence in level.divergences:
             assert divergence.unit == "token" and divergence.index == TIE_INDEX
             assert (divergence.oracle.token, divergence.got.token) == ("alpha ", "beta ")
-            assert divergence.oracle.logprob == pytest.approx(-0.6931) and divergence.got.logprob == pytest.approx(-0.6932)
+            assert divergence.oracle.logprob == pytest.approx(-0.6931) and divergence.got.logprob == pytest.approx(
+                -0.6932
+            )
             assert [c.token for c in divergence.got_top] == ["beta ", "alpha "]
 
 
@@ -62,7 +70,10 @@ def test_byte_comparison_when_no_logprobs():
 
 def test_a_shorter_answer_diverges_at_its_end():
     tokens = [Candidate(token=t, id=i) for i, t in enumerate("abc")]
-    long, short = Answer(prompt_index=0, text="abc", tokens=tokens), Answer(prompt_index=0, text="ab", tokens=tokens[:2])
+    long, short = (
+        Answer(prompt_index=0, text="abc", tokens=tokens),
+        Answer(prompt_index=0, text="ab", tokens=tokens[:2]),
+    )
     divergence = first_divergence(long, short, request=0)
     assert divergence.index == 2 and divergence.got.token == "<end>"
 

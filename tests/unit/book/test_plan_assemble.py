@@ -11,8 +11,7 @@ from pipeline.backends.pool import BackendPool, RetryPolicy
 from pipeline.book.assemble import assemble, demote_headings
 from pipeline.book.plan import ItemStream, PlanItem, Planner, parse_items
 from pipeline.book.profiles import PROFILES, Sampler
-from pipeline.records import (Backend, BookSpec, Chapter, ChatRequest, EngineKind, Outline, Part, Section,
-                              SectionResult)
+from pipeline.records import Backend, BookSpec, Chapter, ChatRequest, EngineKind, Outline, Part, Section, SectionResult
 from pipeline.text import close_open_fence
 from pipeline.titles import title_key
 from tests.fakes.fake_engine import FakeEngine, prompt_of, requested_count
@@ -66,8 +65,11 @@ async def plan_with(replies, spec: BookSpec) -> tuple[Outline, Planner]:
 
 
 def shape_of(outline: Outline) -> tuple[int, set[int], set[int]]:
-    return (len(outline.parts), {len(p.chapters) for p in outline.parts},
-            {len(c.sections) for p in outline.parts for c in p.chapters})
+    return (
+        len(outline.parts),
+        {len(p.chapters) for p in outline.parts},
+        {len(c.sections) for p in outline.parts for c in p.chapters},
+    )
 
 
 async def test_shape_is_enforced_from_malformed_short_and_overlong_answers():
@@ -76,8 +78,7 @@ async def test_shape_is_enforced_from_malformed_short_and_overlong_answers():
         "part": ["1. Alpha: a\n2. Bravo: b\n3. Charlie: c\n4. Delta\n5. Echo\n6. Foxtrot", "no list at all"],
         "chapter": ['[{"title": "1. Numbered", "point": "Its point."}, {"title": "**Bold**"}]', "Sure!\n\n"],
     }
-    outline, planner = await plan_with(ScriptedPlanner(scripts), BookSpec(prompt="p", parts=3, chapters=2,
-                                                                         sections=3))
+    outline, planner = await plan_with(ScriptedPlanner(scripts), BookSpec(prompt="p", parts=3, chapters=2, sections=3))
     assert shape_of(outline) == (3, {2}, {3})
     sections = {s.title: s for _, _, s in outline.sections()}
     assert "Numbered" in sections and "Bold" in sections, "numbering and Markdown are cleaned off"
@@ -98,9 +99,15 @@ async def test_duplicate_titles_are_reasked_with_the_taken_titles_shown():
 
 
 async def test_a_title_nearly_repeating_one_elsewhere_in_the_book_is_reasked():
-    replies = ScriptedPlanner({"chapter": ["1. Making a Sourdough: a.\n2. Feeding Times: b.",
-                                           "1. How to Make Sourdough: a.\n2. Storing It Cold: b.",
-                                           "1. Baking Day: c."]})
+    replies = ScriptedPlanner(
+        {
+            "chapter": [
+                "1. Making a Sourdough: a.\n2. Feeding Times: b.",
+                "1. How to Make Sourdough: a.\n2. Storing It Cold: b.",
+                "1. Baking Day: c.",
+            ]
+        }
+    )
     outline, planner = await plan_with(replies, BookSpec(prompt="p", parts=1, chapters=2, sections=2))
     titles = [s.title for _, _, s in outline.sections()]
     assert ("How to Make Sourdough" in titles) != ("Making a Sourdough" in titles), "whichever came first stays"
@@ -110,8 +117,7 @@ async def test_a_title_nearly_repeating_one_elsewhere_in_the_book_is_reasked():
 
 async def test_a_near_repeat_elsewhere_is_kept_rather_than_a_placeholder():
     replies = ScriptedPlanner({"chapter": ["1. Making a Sourdough: a.", "1. How to Make Sourdough: b."]})
-    outline, planner = await plan_with(replies, BookSpec(prompt="p", parts=1, chapters=2, sections=1,
-                                                         plan_attempts=1))
+    outline, planner = await plan_with(replies, BookSpec(prompt="p", parts=1, chapters=2, sections=1, plan_attempts=1))
     assert sorted(s.title for _, _, s in outline.sections()) == ["How to Make Sourdough", "Making a Sourdough"]
     assert planner.stats.near_repeats_kept == 1 and planner.stats.placeholders == 0
 
@@ -131,10 +137,14 @@ REFUSED = {
 
 async def test_each_refusal_reason_is_given_to_the_re_ask():
     answer = "\n".join(f"{n}. {title}: covered here." for n, title in enumerate(REFUSED, 1))
-    replies = ScriptedPlanner({"book": ["Title: The Weather Book\n1. Reading the Sky: how."],
-                               "part": ["1. Reading the Weather: what clouds say."], "chapter": [answer]})
-    outline, planner = await plan_with(replies, BookSpec(prompt="Write about weather", parts=1, chapters=1,
-                                                         sections=4))
+    replies = ScriptedPlanner(
+        {
+            "book": ["Title: The Weather Book\n1. Reading the Sky: how."],
+            "part": ["1. Reading the Weather: what clouds say."],
+            "chapter": [answer],
+        }
+    )
+    outline, planner = await plan_with(replies, BookSpec(prompt="Write about weather", parts=1, chapters=1, sections=4))
     kept = [s.title for s in outline.parts[0].chapters[0].sections]
     assert kept[:2] == ["Staying Dry", "Fog at Dawn"]
     reask = next(p for p in replies.prompts[3:] if plan_level(p) == "chapter")
@@ -148,8 +158,7 @@ async def test_each_refusal_reason_is_given_to_the_re_ask():
 
 async def test_a_model_that_never_complies_gets_flagged_placeholders_not_a_crash():
     replies = ScriptedPlanner({"chapter": ["garbage"] * 100})
-    outline, planner = await plan_with(replies, BookSpec(prompt="p", parts=1, chapters=1, sections=2,
-                                                         plan_attempts=2))
+    outline, planner = await plan_with(replies, BookSpec(prompt="p", parts=1, chapters=1, sections=2, plan_attempts=2))
     assert shape_of(outline) == (1, {1}, {2})
     assert planner.stats.placeholders == 2
     assert all(s.placeholder for _, _, s in outline.sections())
@@ -158,10 +167,14 @@ async def test_a_model_that_never_complies_gets_flagged_placeholders_not_a_crash
 
 async def test_a_refused_title_gives_way_to_its_own_point_before_a_placeholder():
     echo = "1. Vaccination: how vaccines protect against infectious diseases.\n2. Vaccination: " + "long " * 12
-    replies = ScriptedPlanner({"book": ["Title: Shots\n1. Immunity: the body's defences."],
-                               "part": ["1. Vaccination: what a vaccine does."], "chapter": [echo] * 10})
-    outline, planner = await plan_with(replies, BookSpec(prompt="p", parts=1, chapters=1, sections=2,
-                                                         plan_attempts=2))
+    replies = ScriptedPlanner(
+        {
+            "book": ["Title: Shots\n1. Immunity: the body's defences."],
+            "part": ["1. Vaccination: what a vaccine does."],
+            "chapter": [echo] * 10,
+        }
+    )
+    outline, planner = await plan_with(replies, BookSpec(prompt="p", parts=1, chapters=1, sections=2, plan_attempts=2))
     sections = outline.parts[0].chapters[0].sections
     assert sections[0].title == "How Vaccines Protect Against Infectious Diseases" and not sections[0].placeholder
     assert sections[0].point == "how vaccines protect against infectious diseases."
@@ -185,15 +198,23 @@ async def test_planning_asks_after_a_worked_example_with_the_profile_sampling():
     assert len({b["seed"] for b in engine.bodies}) == 9, "every planning request has its own seed"
 
 
-@pytest.mark.parametrize("text, items", [
-    ("Title: Book\n1. First one: its point.\n2) **Second** - another point\nchatter",
-     [("First one", "its point."), ("Second", "another point")]),
-    ('- "Quoted" — a dash point\n* Bare bullet', [("Quoted", "a dash point"), ("Bare bullet", "")]),
-    ('Sure! {"items": ["x1: p", {"title": "y2", "point": "q"}]} hope it helps', [("x1", "p"), ("y2", "q")]),
-    ('{"titles": "not a list"}', []),
-    ("1. Typesetting; The Printing Press; how type is set", [("Typesetting", "The Printing Press; how type is set")]),
-    ("", []),
-])
+@pytest.mark.parametrize(
+    "text, items",
+    [
+        (
+            "Title: Book\n1. First one: its point.\n2) **Second** - another point\nchatter",
+            [("First one", "its point."), ("Second", "another point")],
+        ),
+        ('- "Quoted" — a dash point\n* Bare bullet', [("Quoted", "a dash point"), ("Bare bullet", "")]),
+        ('Sure! {"items": ["x1: p", {"title": "y2", "point": "q"}]} hope it helps', [("x1", "p"), ("y2", "q")]),
+        ('{"titles": "not a list"}', []),
+        (
+            "1. Typesetting; The Printing Press; how type is set",
+            [("Typesetting", "The Printing Press; how type is set")],
+        ),
+        ("", []),
+    ],
+)
 def test_parse_items_takes_what_it_can(text, items):
     assert [(item.title, item.point) for item in parse_items(text)] == items
 
@@ -204,7 +225,7 @@ def test_an_item_stream_hands_out_each_line_as_its_newline_arrives(piece):
     stream = ItemStream()
     items = []
     for start in range(0, len(answer), piece):
-        items += stream.feed(answer[start:start + piece])
+        items += stream.feed(answer[start : start + piece])
     assert [i.title for i in items] == ["First part"], "a one-letter title is dropped; the last line waits"
     assert stream.title == "A bold book"
     assert [i.title for i in stream.untaken(parse_items(answer))] == ["Café"], "the final parse adds the rest"
@@ -213,12 +234,24 @@ def test_an_item_stream_hands_out_each_line_as_its_newline_arrives(piece):
 
 
 def outline_of(parts: int, chapters: int, sections: int) -> Outline:
-    return Outline(title="T", parts=[
-        Part(id=f"p{p}", title=f"Part {p}", chapters=[
-            Chapter(id=f"p{p}.c{c}", title=f"Chapter {p}.{c}", sections=[
-                Section(id=f"p{p}.c{c}.s{s}", title=f"Section {p}.{c}.{s}") for s in range(sections)])
-            for c in range(chapters)])
-        for p in range(parts)])
+    return Outline(
+        title="T",
+        parts=[
+            Part(
+                id=f"p{p}",
+                title=f"Part {p}",
+                chapters=[
+                    Chapter(
+                        id=f"p{p}.c{c}",
+                        title=f"Chapter {p}.{c}",
+                        sections=[Section(id=f"p{p}.c{c}.s{s}", title=f"Section {p}.{c}.{s}") for s in range(sections)],
+                    )
+                    for c in range(chapters)
+                ],
+            )
+            for p in range(parts)
+        ],
+    )
 
 
 def test_assembly_follows_the_outline_whatever_the_completion_order():
@@ -257,8 +290,17 @@ def test_failed_and_missing_sections_show_as_such():
 
 
 async def test_a_partial_outline_is_completed_without_planning_again():
-    done = Part(id="p01", title="Kept part", chapters=[Chapter(id="p01.c01", title="Kept chapter", sections=[
-        Section(id="p01.c01.s01", title="Kept one"), Section(id="p01.c01.s02", title="Kept two")])])
+    done = Part(
+        id="p01",
+        title="Kept part",
+        chapters=[
+            Chapter(
+                id="p01.c01",
+                title="Kept chapter",
+                sections=[Section(id="p01.c01.s01", title="Kept one"), Section(id="p01.c01.s02", title="Kept two")],
+            )
+        ],
+    )
     partial = Outline(title="Book", parts=[done, Part(id="p02", title="Second part")], complete=False)
     replies = ScriptedPlanner({})
     engine = await FakeEngine(reply=replies).start()
@@ -270,7 +312,6 @@ async def test_a_partial_outline_is_completed_without_planning_again():
     assert outline.complete and outline.parts[0] == done and shape_of(outline) == (2, {1}, {2})
 
 
-
 @pytest.mark.parametrize("barrier", [False, True])
 async def test_a_chapters_sections_are_announced_the_moment_it_has_them_all(barrier):
     delay = 0.05  # the server sees a planner hang up at its next token: its clock lags the client's by one
@@ -278,8 +319,10 @@ async def test_a_chapters_sections_are_announced_the_moment_it_has_them_all(barr
     pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=16)])
     announced: dict[str, float] = {}
     planner = Planner(pool, BookSpec(prompt="p", parts=2, chapters=2, sections=4), GREEDY)
-    outline = await planner.plan(barrier=barrier, on_section=lambda book, part, chapter, section:
-                                 announced.setdefault(section.title, time.time()))
+    outline = await planner.plan(
+        barrier=barrier,
+        on_section=lambda book, part, chapter, section: announced.setdefault(section.title, time.time()),
+    )
     await engine.stop()
     assert list(announced) == [s.title for _, _, s in outline.sections()] if barrier else len(announced) == 16
     assert planner.stats.cut_short == planner.stats.requests == 7, "no answer was read past its last title"
@@ -310,10 +353,12 @@ async def test_a_planning_answer_cut_mid_stream_keeps_the_titles_it_gave_and_tak
     await engine.stop()
     titles = [p.title for p in outline.parts]
     kept = [t for t in titles if t.startswith(ScriptedPlanner.title(1, 0)[:-1])]
-    assert kept and kept == [ScriptedPlanner.title(1, i) for i in range(len(kept))] and len(kept) < 6, \
+    assert kept and kept == [ScriptedPlanner.title(1, i) for i in range(len(kept))] and len(kept) < 6, (
         "the cut answer's whole lines were kept (and their parts planned)"
-    assert titles[len(kept)] in {ScriptedPlanner.title(n, 0) for n in range(2, replies.counter + 1)}, \
+    )
+    assert titles[len(kept)] in {ScriptedPlanner.title(n, 0) for n in range(2, replies.counter + 1)}, (
         "the retry gave the rest"
+    )
     assert [p.id for p in outline.parts] == [f"p0{n}" for n in range(1, 7)] and shape_of(outline) == (6, {1}, {2})
     assert planner.stats.placeholders == 0
 
@@ -323,10 +368,14 @@ async def test_a_resumed_chapter_keeps_its_journaled_sections_and_plans_around_t
 
     chapter = Chapter(id="p01.c01", title="Kept chapter", sections=[Section(id="p01.c01.s01", title="Kept one")])
     partial = Outline(title="Book", parts=[Part(id="p01", title="Kept part", chapters=[chapter])], complete=False)
-    journal = {r.id: r for r in [
-        SectionResult(id="p01.c01.s03", title="Written third", text="Body."),
-        SectionResult(id="p01.c01.s02", title="Failed second", error="boom"),
-        SectionResult(id="p01.c02.s01", title="Of a chapter never saved", text="Body.")]}
+    journal = {
+        r.id: r
+        for r in [
+            SectionResult(id="p01.c01.s03", title="Written third", text="Body."),
+            SectionResult(id="p01.c01.s02", title="Failed second", error="boom"),
+            SectionResult(id="p01.c02.s01", title="Of a chapter never saved", text="Body."),
+        ]
+    }
     adopt_journaled_sections(partial, journal)
     assert [s.id for s in chapter.sections] == ["p01.c01.s01", "p01.c01.s03"]
     engine = await FakeEngine(reply=ScriptedPlanner({})).start()
@@ -339,17 +388,20 @@ async def test_a_resumed_chapter_keeps_its_journaled_sections_and_plans_around_t
     assert already_written(journal, first.sections[2])
     assert not already_written(journal, second.sections[0]), "same id, another title: written again"
 
+
 async def test_planning_requests_wait_ahead_of_writing_requests():
     engine = await FakeEngine(tokens=4, token_delay=0.05).start()
     order: list[str] = []
     pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=1)])
 
     async def send(tag: str, first: bool) -> None:
-        await pool.complete(ChatRequest(messages=[{"role": "user", "content": tag}], max_tokens=4, tag=tag),
-                            first=first)
+        await pool.complete(
+            ChatRequest(messages=[{"role": "user", "content": tag}], max_tokens=4, tag=tag), first=first
+        )
         order.append(tag)
 
     import anyio
+
     async with anyio.create_task_group() as group:
         group.start_soon(send, "busy", False)
         await anyio.sleep(0.02)
@@ -367,13 +419,33 @@ def test_a_part_source_pickles_and_assembles_its_part_of_the_book():
     from pipeline.book.assemble import PartSource
     from pipeline.records import Chapter, Outline, Part, Section, SectionResult
 
-    outline = Outline(title="T", parts=[Part(id=f"p{p:02d}", title=f"Part {p}", chapters=[
-        Chapter(id=f"p{p:02d}.c{c:02d}", title=f"Chapter {c}", sections=[
-            Section(id=f"p{p:02d}.c{c:02d}.s{s:02d}", title=f"Section {s}") for s in (1, 2)]) for c in (1, 2, 3)])
-        for p in (1, 2, 3)])
-    results = {s.id: SectionResult(id=s.id, title=s.title, text=f"# {s.title}\nBody\n## inner\n```\nopen",
-                                   finish_reason="length")
-               for p in outline.parts for c in p.chapters for s in c.sections if s.id != "p02.c01.s02"}
+    outline = Outline(
+        title="T",
+        parts=[
+            Part(
+                id=f"p{p:02d}",
+                title=f"Part {p}",
+                chapters=[
+                    Chapter(
+                        id=f"p{p:02d}.c{c:02d}",
+                        title=f"Chapter {c}",
+                        sections=[Section(id=f"p{p:02d}.c{c:02d}.s{s:02d}", title=f"Section {s}") for s in (1, 2)],
+                    )
+                    for c in (1, 2, 3)
+                ],
+            )
+            for p in (1, 2, 3)
+        ],
+    )
+    results = {
+        s.id: SectionResult(
+            id=s.id, title=s.title, text=f"# {s.title}\nBody\n## inner\n```\nopen", finish_reason="length"
+        )
+        for p in outline.parts
+        for c in p.chapters
+        for s in c.sections
+        if s.id != "p02.c01.s02"
+    }
     book = assemble(outline, results)
     for index in range(3):
         source = pickle.loads(pickle.dumps(PartSource(outline.parts[index], index + 1, results, index * 3)))

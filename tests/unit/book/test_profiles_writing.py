@@ -20,10 +20,18 @@ from pipeline.records import BookSpec, Chapter, Completion, EngineKind, Outline,
 from tests.fakes.fake_prompts import plan_level, section_title
 
 
-@pytest.mark.parametrize("models, profile", [
-    (["SmolLM2-135M-Instruct"], "small"), (["gemma-3-270m-it-Q4_K_M.gguf"], "small"),
-    (["Qwen/Qwen2.5-0.5B-Instruct"], "small"), (["Qwen/Qwen3-8B"], "default"), (["llama-3.1-70b"], "default"),
-    (["SmolLM2-135M", "Qwen/Qwen3-8B"], "default"), ([], "default")])
+@pytest.mark.parametrize(
+    "models, profile",
+    [
+        (["SmolLM2-135M-Instruct"], "small"),
+        (["gemma-3-270m-it-Q4_K_M.gguf"], "small"),
+        (["Qwen/Qwen2.5-0.5B-Instruct"], "small"),
+        (["Qwen/Qwen3-8B"], "default"),
+        (["llama-3.1-70b"], "default"),
+        (["SmolLM2-135M", "Qwen/Qwen3-8B"], "default"),
+        ([], "default"),
+    ],
+)
 def test_the_profile_is_chosen_from_the_models_the_engines_report(models, profile):
     assert choose_profile(None, {}, models).name == profile
 
@@ -57,16 +65,27 @@ def test_each_engine_gets_the_fields_it_honours_in_its_own_names():
 
 def test_seeds_are_fixed_per_section_so_a_rerun_asks_the_same_way():
     small = PROFILES["small"]
-    first, again, other = (sampling_body(small, {EngineKind.LLAMACPP}, tag)["seed"]
-                           for tag in ("p01.c01.s01", "p01.c01.s01", "p01.c01.s02"))
+    first, again, other = (
+        sampling_body(small, {EngineKind.LLAMACPP}, tag)["seed"]
+        for tag in ("p01.c01.s01", "p01.c01.s01", "p01.c01.s02")
+    )
     assert first == again != other
     assert is_small_model("SmolLM2-135M-Instruct.Q4_1.gguf") and not is_small_model("Mistral-7B-Instruct")
 
 
 def chapter_of_four() -> tuple[Outline, Part, Chapter]:
-    sections = [Section(id=f"p01.c01.s0{n}", title=title, point=point) for n, (title, point) in enumerate([
-        ("Choosing a Flour", "Why rye feeds a starter faster."), ("The Feeding Ratio", "How to weigh 1:1:1."),
-        ("Feeding Schedules", "How often to feed it."), ("Signs of Hunger", "")], 1)]
+    sections = [
+        Section(id=f"p01.c01.s0{n}", title=title, point=point)
+        for n, (title, point) in enumerate(
+            [
+                ("Choosing a Flour", "Why rye feeds a starter faster."),
+                ("The Feeding Ratio", "How to weigh 1:1:1."),
+                ("Feeding Schedules", "How often to feed it."),
+                ("Signs of Hunger", ""),
+            ],
+            1,
+        )
+    ]
     chapter = Chapter(id="p01.c01", title="Feeding Your Starter", point="What and when to feed.", sections=sections)
     part = Part(id="p01", title="Daily Care", chapters=[chapter])
     return Outline(title="Starter Care", parts=[part]), part, chapter
@@ -79,8 +98,11 @@ def test_a_section_request_carries_its_neighbourhood_and_its_own_point():
     assert spec.prompt in prompt and '"Starter Care"' in prompt and "Daily Care" in prompt
     assert "Feeding Your Starter (What and when to feed)" in prompt
     assert 'Write the section "The Feeding Ratio". It explains: How to weigh 1:1:1.' in prompt
-    for sibling in ('"Choosing a Flour" (Why rye feeds a starter faster)', '"Feeding Schedules" (How often to feed it)',
-                    '"Signs of Hunger"'):
+    for sibling in (
+        '"Choosing a Flour" (Why rye feeds a starter faster)',
+        '"Feeding Schedules" (How often to feed it)',
+        '"Signs of Hunger"',
+    ):
         assert sibling in prompt
     assert prompt.count("The Feeding Ratio") == 1, "its own title is not among the siblings"
     assert f"Write {paragraphs_for(180)} paragraphs, about 180 words" in prompt and "complete sentence" in prompt
@@ -100,22 +122,33 @@ def test_the_cap_follows_the_word_budget():
     assert token_cap(250) == 525 and token_cap(100) == 210 and paragraphs_for(250) == 3 and paragraphs_for(20) == 1
 
 
-@pytest.mark.parametrize("text, cut", [
-    ("Feed it daily. Use rye, e.g. dark rye. Then wait until it dou", "Feed it daily. Use rye, e.g. dark rye."),
-    ("Intro.\n\n```python\nprint(1)\n```\n\nMore text that is cut", "Intro.\n\n```python\nprint(1)\n```"),
-    ("Intro.\n\n```python\nprint(1)\nprint(", "Intro."),
-    ('He said "stop." Then the', 'He said "stop."'),
-    ("It works (mostly). And then", "It works (mostly)."),
-    ("no sentence end anywhere", None),
-    ("Already finished.", None),
-])
+@pytest.mark.parametrize(
+    "text, cut",
+    [
+        ("Feed it daily. Use rye, e.g. dark rye. Then wait until it dou", "Feed it daily. Use rye, e.g. dark rye."),
+        ("Intro.\n\n```python\nprint(1)\n```\n\nMore text that is cut", "Intro.\n\n```python\nprint(1)\n```"),
+        ("Intro.\n\n```python\nprint(1)\nprint(", "Intro."),
+        ('He said "stop." Then the', 'He said "stop."'),
+        ("It works (mostly). And then", "It works (mostly)."),
+        ("no sentence end anywhere", None),
+        ("Already finished.", None),
+    ],
+)
 def test_a_capped_answer_is_cut_back_to_its_last_full_sentence(text, cut):
     assert cut_to_sentence(text) == cut
 
 
 def completion(text: str, finish: str) -> Completion:
-    return Completion(backend="b0", text=text, finish_reason=finish, prompt_tokens=5, completion_tokens=9,
-                      t_sent=1.0, t_first_token=1.1, t_done=2.0)
+    return Completion(
+        backend="b0",
+        text=text,
+        finish_reason=finish,
+        prompt_tokens=5,
+        completion_tokens=9,
+        t_sent=1.0,
+        t_first_token=1.1,
+        t_done=2.0,
+    )
 
 
 def test_a_trimmed_section_keeps_both_texts_and_a_closed_or_listed_ending_is_left_alone():
@@ -133,8 +166,11 @@ def test_a_trimmed_section_keeps_both_texts_and_a_closed_or_listed_ending_is_lef
 
 
 def start_fake(prefix: str) -> tuple[subprocess.Popen, str]:
-    process = subprocess.Popen([sys.executable, "-m", "tests.fakes.fake_engine", "0.001", "0.01", "--title-prefix", prefix],
-                               stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.fakes.fake_engine", "0.001", "0.01", "--title-prefix", prefix],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     return process, process.stdout.readline().strip()
 
 
@@ -147,10 +183,28 @@ def test_the_planner_backend_gets_every_planning_request_and_no_section(tmp_path
     writer, writer_url = start_fake("Writer")
     planner, planner_url = start_fake("Planner")
     try:
-        done = subprocess.run([sys.executable, "-m", "pipeline", "book", "Two fleets", "--shape", "2x2x3",
-                               "--backend", f"{writer_url},cap=4", "--planner-backend", f"{planner_url},cap=2",
-                               "--out", str(tmp_path / "run"), "--quiet", "--json"],
-                              capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pipeline",
+                "book",
+                "Two fleets",
+                "--shape",
+                "2x2x3",
+                "--backend",
+                f"{writer_url},cap=4",
+                "--planner-backend",
+                f"{planner_url},cap=2",
+                "--out",
+                str(tmp_path / "run"),
+                "--quiet",
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode == 0, done.stderr
         planned, written = prompts_of(planner_url), prompts_of(writer_url)
     finally:
@@ -163,30 +217,39 @@ def test_the_planner_backend_gets_every_planning_request_and_no_section(tmp_path
     assert spec["profile"]["name"] == spec["planner_profile"]["name"] == "default", "both recorded"
 
 
-@pytest.mark.parametrize("text, tidied", [
-    ('"The Basics of Souring: What to Know First"\nSouring is a process.', "Souring is a process."),
-    ("What is your pleasure? I'm happy to help. Here's a sample chapter:\n\n\"Sourdough Making\"\n\nRye is a grain.",
-     "Rye is a grain."),
-    ("Section: Choosing A Flour\nA starter needs flour.", "A starter needs flour."),
-    ('"Quoted opening. Cut mid-way\n\nSecond.', "Quoted opening. Cut mid-way\n\nSecond."),
-    ("Feeding Schedules\n\nFeed it twice a day.", "Feed it twice a day."),
-    ("Rye flour feeds a starter faster.\nMore.", "Rye flour feeds a starter faster.\nMore."),
-    ("```python\nprint(1)\n```\nThat prints.", "```python\nprint(1)\n```\nThat prints."),
-    ("- a list item first\n- second", "- a list item first\n- second"),
-    ("Only a title-like line", "Only a title-like line"),
-])
+@pytest.mark.parametrize(
+    "text, tidied",
+    [
+        ('"The Basics of Souring: What to Know First"\nSouring is a process.', "Souring is a process."),
+        (
+            "What is your pleasure? I'm happy to help. Here's a sample chapter:\n\n"
+            '"Sourdough Making"\n\nRye is a grain.',
+            "Rye is a grain.",
+        ),
+        ("Section: Choosing A Flour\nA starter needs flour.", "A starter needs flour."),
+        ('"Quoted opening. Cut mid-way\n\nSecond.', "Quoted opening. Cut mid-way\n\nSecond."),
+        ("Feeding Schedules\n\nFeed it twice a day.", "Feed it twice a day."),
+        ("Rye flour feeds a starter faster.\nMore.", "Rye flour feeds a starter faster.\nMore."),
+        ("```python\nprint(1)\n```\nThat prints.", "```python\nprint(1)\n```\nThat prints."),
+        ("- a list item first\n- second", "- a list item first\n- second"),
+        ("Only a title-like line", "Only a title-like line"),
+    ],
+)
 def test_the_opening_loses_chatter_and_an_echoed_title_line_but_never_content(text, tidied):
     assert tidy_opening(text) == tidied
 
 
-@pytest.mark.parametrize("text, tidied", [
-    ("I sold my bread at market.\nEND OF THIS SECTION", "I sold my bread at market."),
-    ("Tell the truth.\nPart: What Makes It Sour\n**Next**", "Tell the truth."),
-    ("It ends mid-way\nEND", "It ends mid-way\nEND"),  # nothing closed before it: the audit must see it
-    ("Steps to follow.\n- mix the flour\n- wait", "Steps to follow.\n- mix the flour\n- wait"),
-    ("Run it:\n```\nls\n```", "Run it:\n```\nls\n```"),
-    ("One line only", "One line only"),
-])
+@pytest.mark.parametrize(
+    "text, tidied",
+    [
+        ("I sold my bread at market.\nEND OF THIS SECTION", "I sold my bread at market."),
+        ("Tell the truth.\nPart: What Makes It Sour\n**Next**", "Tell the truth."),
+        ("It ends mid-way\nEND", "It ends mid-way\nEND"),  # nothing closed before it: the audit must see it
+        ("Steps to follow.\n- mix the flour\n- wait", "Steps to follow.\n- mix the flour\n- wait"),
+        ("Run it:\n```\nls\n```", "Run it:\n```\nls\n```"),
+        ("One line only", "One line only"),
+    ],
+)
 def test_the_closing_loses_a_label_line_after_the_last_sentence_but_never_content(text, tidied):
     assert tidy_closing(text) == tidied
 
@@ -198,8 +261,9 @@ def test_a_tidied_answer_keeps_the_raw_one_beside_it():
 
 def test_a_looping_answer_is_cut_where_the_loop_starts_and_ends_on_a_sentence():
     loop = "Sifter in German has been around for thousands of years, they say. "
-    capped = finished(Section(id="s", title="T"), completion("It starts well. " + loop * 2 + "Sifter in Ger", "length"),
-                      WallClock())
+    capped = finished(
+        Section(id="s", title="T"), completion("It starts well. " + loop * 2 + "Sifter in Ger", "length"), WallClock()
+    )
     assert capped.text == "It starts well. " + loop.strip() and capped.trimmed
     stopped = finished(Section(id="s", title="T"), completion("Fine. " + loop * 2, "stop"), WallClock())
     assert stopped.text == "Fine. " + (loop * 2).strip() and not stopped.trimmed, "twice is not a loop when it stopped"

@@ -18,20 +18,26 @@ from tests.fakes.hostile import hostile_markdown
 
 PARTS, CHAPTERS, SECTIONS = 2, 2, 2  # per book, per part, per chapter
 PART_NAMES = ["Foundations", "Practice"]
-FILLER = ("Starter culture keeps best when it is fed on a steady schedule, kept warm but not hot, and "
-          "watched for the smell of acetone that signals hunger. ") * 9
+FILLER = (
+    "Starter culture keeps best when it is fed on a steady schedule, kept warm but not hot, and "
+    "watched for the smell of acetone that signals hunger. "
+) * 9
 
 
 def _section_body(p: int, c: int, s: int) -> str:
     body = f"{FILLER}\n\n"
     if s == 1:
-        body += ("```python\n"
-                 f"def feed_{p}{c}(grams: int) -> dict:\n"
-                 "    return {'flour': grams, 'water': grams, 'note': '" + "x" * 180 + "'}\n"
-                 "```\n\n")
+        body += (
+            "```python\n"
+            f"def feed_{p}{c}(grams: int) -> dict:\n"
+            "    return {'flour': grams, 'water': grams, 'note': '" + "x" * 180 + "'}\n"
+            "```\n\n"
+        )
     else:
-        body += ("| Day | Flour (g) | Water (g) |\n|---|---|---|\n| 1 | 50 | 50 |\n| 2 | 100 | 100 |\n\n"
-                 "- discard half\n- feed equal weights\n- wait for the rise\n\n")
+        body += (
+            "| Day | Flour (g) | Water (g) |\n|---|---|---|\n| 1 | 50 | 50 |\n| 2 | 100 | 100 |\n\n"
+            "- discard half\n- feed equal weights\n- wait for the rise\n\n"
+        )
     return body + f"{FILLER}\n"
 
 
@@ -82,9 +88,12 @@ def test_book_pdf_has_pages_bookmarks_and_fonts(rendered):
     assert _outline_count(reader.outline) == PARTS + PARTS * CHAPTERS + PARTS * CHAPTERS * SECTIONS
     top = [item["/Title"] for item in reader.outline if not isinstance(item, list)]
     assert top == [f"Part {p}: {PART_NAMES[p - 1]}" for p in range(1, PARTS + 1)]
-    fonts = {str(f["/BaseFont"]).replace("-", "") for page in reader.pages
-             for f in (page["/Resources"].get("/Font") or {}).values()
-             if "/BaseFont" in f.get_object()}
+    fonts = {
+        str(f["/BaseFont"]).replace("-", "")
+        for page in reader.pages
+        for f in (page["/Resources"].get("/Font") or {}).values()
+        if "/BaseFont" in f.get_object()
+    }
     assert any("DejaVuSerif" in f for f in fonts) and any("DejaVuSansMono" in f for f in fonts), fonts
 
 
@@ -118,7 +127,7 @@ def test_hostile_markdown_is_escaped_and_fetches_nothing(listener, tmp_path):
     page = markdown_to_html(markdown, "Hostile")
     single = typeset_html(markdown, "Hostile", tmp_path / "book.html").read_text()
     for document in (page, single):
-        for tag in ("<script", "<img", "<iframe", "<object", "<embed", f":{listener.port}/evil.css\""):
+        for tag in ("<script", "<img", "<iframe", "<object", "<embed", f':{listener.port}/evil.css"'):
             assert tag not in document.lower(), tag
         assert "&lt;script&gt;alert(1)&lt;/script&gt;" in document
     result = typeset_pdf(markdown, "Hostile", tmp_path / "book.pdf")
@@ -133,8 +142,12 @@ def test_url_fetcher_serves_only_templates(listener):
     response = fetcher(template_path("book.css").as_uri())
     assert b"@page" in response.read()
     response.close()
-    refused = ["file:///etc/passwd", f"http://127.0.0.1:{listener.port}/x.png",
-               (template_path("book.css").parent / ".." / "pyproject.toml").as_uri(), "data:text/css,body{}"]
+    refused = [
+        "file:///etc/passwd",
+        f"http://127.0.0.1:{listener.port}/x.png",
+        (template_path("book.css").parent / ".." / "pyproject.toml").as_uri(),
+        "data:text/css,body{}",
+    ]
     for url in refused:
         with pytest.raises(ValueError):
             fetcher(url)

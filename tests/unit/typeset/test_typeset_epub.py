@@ -17,13 +17,20 @@ XHTML = "{http://www.w3.org/1999/xhtml}"
 def _documents(path) -> dict[str, ElementTree.Element]:
     package = zipfile.ZipFile(path)
     assert package.namelist()[0] == "mimetype" and package.read("mimetype") == b"application/epub+zip"
-    return {name: ElementTree.fromstring(package.read(name)) for name in package.namelist()
-            if name.endswith((".xhtml", ".opf", ".ncx"))}
+    return {
+        name: ElementTree.fromstring(package.read(name))
+        for name in package.namelist()
+        if name.endswith((".xhtml", ".opf", ".ncx"))
+    }
 
 
 def test_nav_tree_is_the_outline_and_every_link_lands(tmp_path):
-    path = typeset_epub(synthetic_book(2, 3, 4), "Synthetic", tmp_path / "book.epub",
-                        "<section class='appendix'><h2>Appendix</h2><p>stats</p></section>")
+    path = typeset_epub(
+        synthetic_book(2, 3, 4),
+        "Synthetic",
+        tmp_path / "book.epub",
+        "<section class='appendix'><h2>Appendix</h2><p>stats</p></section>",
+    )
     documents = _documents(path)
     nav = documents["EPUB/nav.xhtml"]
     toc = next(n for n in nav.iter(f"{XHTML}nav"))
@@ -32,11 +39,14 @@ def test_nav_tree_is_the_outline_and_every_link_lands(tmp_path):
     assert [len(part.find(f"{XHTML}ol").findall(f"{XHTML}li")) for part in top[:2]] == [3, 3]
     links = [a.get("href") for a in toc.iter(f"{XHTML}a")]
     assert len(links) == 2 + 6 + 24 + 1
-    ids = {f"{name.removeprefix('EPUB/')}#{element.get('id')}" for name, doc in documents.items()
-           for element in doc.iter() if element.get("id")}
+    ids = {
+        f"{name.removeprefix('EPUB/')}#{element.get('id')}"
+        for name, doc in documents.items()
+        for element in doc.iter()
+        if element.get("id")
+    }
     assert all(href in ids for href in links if "#" in href), [h for h in links if "#" in h and h not in ids]
-    spine = [item.get("idref") for item in documents["EPUB/content.opf"].iter()
-             if item.tag.endswith("itemref")]
+    spine = [item.get("idref") for item in documents["EPUB/content.opf"].iter() if item.tag.endswith("itemref")]
     assert len(spine) == 1 + 1 + 2 + 1  # title page, contents, two parts, appendix
 
 

@@ -22,8 +22,10 @@ from pipeline.typeset.merge import roman
 from pipeline.typeset.parts import PartTypesetter, split_book
 
 PARTS, CHAPTERS, SECTIONS = 3, 2, 2
-TEXT = ("A starter kept on the counter wants feeding twice a day; in the fridge, once a week will do, and "
-        "the smell tells you which it needs. ") * 7
+TEXT = (
+    "A starter kept on the counter wants feeding twice a day; in the fridge, once a week will do, and "
+    "the smell tells you which it needs. "
+) * 7
 LONG_CODE_LINE = "    return {" + ", ".join(f"'key{i}': {i}" for i in range(40)) + "}"
 EVERY_ELEMENT = f"""{TEXT}
 
@@ -95,8 +97,9 @@ def _outline_items(outline) -> list:
 
 
 def _lines(reader: pypdf.PdfReader) -> list[list[str]]:
-    return [[line.strip() for line in (page.extract_text() or "").splitlines() if line.strip()]
-            for page in reader.pages]
+    return [
+        [line.strip() for line in (page.extract_text() or "").splitlines() if line.strip()] for page in reader.pages
+    ]
 
 
 def _toc(pages: list[list[str]]) -> tuple[dict[str, int], set[int]]:
@@ -137,8 +140,9 @@ def test_toc_numbers_match_heading_pages_across_parts(book):
     for title in heading_titles():
         found = [i for i, lines in enumerate(pages) if i not in toc_pages and title in lines]
         assert found, f"heading {title!r} not found in the body"
-        assert toc[title] == int(labels[found[0]]), f"contents say {title!r} is on {toc[title]}, it is on " \
-                                                    f"page {labels[found[0]]}"
+        assert toc[title] == int(labels[found[0]]), (
+            f"contents say {title!r} is on {toc[title]}, it is on page {labels[found[0]]}"
+        )
 
 
 def test_printed_page_numbers_are_continuous_and_parts_open_on_right(book):
@@ -174,9 +178,18 @@ def test_toc_entries_link_to_their_headings(book):
 def test_every_element_renders(book):
     _, _, pages = book
     text = "\n".join(line for lines in pages for line in lines)
-    for piece in ("Flour (g)", "doubled by evening", "third level item", "ordered inside",
-                  "A quoted remark about starters,", "inline_code()", "A fifth-level heading",
-                  "A sixth-level heading", "def feed(starter, grams=50):", "'key39': 39}"):
+    for piece in (
+        "Flour (g)",
+        "doubled by evening",
+        "third level item",
+        "ordered inside",
+        "A quoted remark about starters,",
+        "inline_code()",
+        "A fifth-level heading",
+        "A sixth-level heading",
+        "def feed(starter, grams=50):",
+        "'key39': 39}",
+    ):
         assert piece in text, piece
     page = markdown_to_html(book_markdown(), "Parallel Sourdough")
     assert "<table>" in page and "<blockquote>" in page and "<h5" in page and "<h6" in page
@@ -223,8 +236,11 @@ def test_run_folder_gets_an_appendix_and_survives_a_bad_audit(tmp_path):
     folder = tmp_path / "run"
     folder.mkdir()
     (folder / "book.md").write_text("# Tiny\n## Part 1. One\n### 1. Chapter\n#### 1.1 Section\nSome text.\n")
-    (folder / "stats.json").write_text(json.dumps({"sections": 1, "write_tok_s": 51.7, "complete": True,
-                                                   "backends": [{"name": "embedded", "cap": 16}]}))
+    (folder / "stats.json").write_text(
+        json.dumps(
+            {"sections": 1, "write_tok_s": 51.7, "complete": True, "backends": [{"name": "embedded", "cap": 16}]}
+        )
+    )
     (folder / "audit.json").write_text(json.dumps({"counts": {"truncated": 2}, "summary": ["two cut short"]}))
     result, html_path, epub_path = typeset_book(folder, workers=2)
     text = "\n".join(p.extract_text() or "" for p in pypdf.PdfReader(result.path).pages)

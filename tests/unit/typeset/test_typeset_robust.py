@@ -36,45 +36,105 @@ BOOKMARKED = {"h2": 0, "h3": 1, "h4": 2}  # book.css: parts, chapters, sections
 CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f]")  # XML 1.0 cannot hold them: the typesetter drops them
 ROBUST = {"deadline": None, "derandomize": True, "database": None, "suppress_health_check": [HealthCheck.too_slow]}
 
-WORDS = ["Sourdough", "starter", "Über", "naïve", "café", "中文", "日本語の本", "🙂🍞", "עברית", "مرحبا", "e\u0301",
-         "1.2", "Part", "a&b", "<b>bold</b>", "<script>alert(1)</script>", '"quoted"', "it's", "x" * 120,
-         "zero\u200bwidth", "tab\there", "bell\x07", "form\x0cfeed", "line\u2028sep", "nul\x00"]
-HOSTILE = ["<script>alert(1)</script>", '<img src="file:///etc/passwd">', "![x](file:///etc/passwd)",
-           '<iframe src="http://127.0.0.1:9/"></iframe>', "<div>\n<p>open", "</body></html>", "<!-- open comment",
-           '<link rel="stylesheet" href="http://127.0.0.1:9/evil.css">', "]]>", "&nbsp;&#0;&#x110000;"]
+WORDS = [
+    "Sourdough",
+    "starter",
+    "Über",
+    "naïve",
+    "café",
+    "中文",
+    "日本語の本",
+    "🙂🍞",
+    "עברית",
+    "مرحبا",
+    "e\u0301",
+    "1.2",
+    "Part",
+    "a&b",
+    "<b>bold</b>",
+    "<script>alert(1)</script>",
+    '"quoted"',
+    "it's",
+    "x" * 120,
+    "zero\u200bwidth",
+    "tab\there",
+    "bell\x07",
+    "form\x0cfeed",
+    "line\u2028sep",
+    "nul\x00",
+]
+HOSTILE = [
+    "<script>alert(1)</script>",
+    '<img src="file:///etc/passwd">',
+    "![x](file:///etc/passwd)",
+    '<iframe src="http://127.0.0.1:9/"></iframe>',
+    "<div>\n<p>open",
+    "</body></html>",
+    "<!-- open comment",
+    '<link rel="stylesheet" href="http://127.0.0.1:9/evil.css">',
+    "]]>",
+    "&nbsp;&#0;&#x110000;",
+]
 LONG_LINE = "    return {" + ", ".join(f"'key{i}': {i}" for i in range(300)) + "}"
 
 INLINE = ["*em*", "`code`", "![alt](file:///etc/passwd)", "[a link](http://127.0.0.1:9/)", "\\#", "<i>x</i>"]
 LEVELS = [2, 2, 2, 3, 3, 3, 4, 4, 4, 1, 5, 6]  # mostly parts, chapters and sections; skipped and stray levels
 
 words = st.lists(st.sampled_from(WORDS + INLINE), min_size=0, max_size=5).map(" ".join)
-heading = st.builds(lambda level, text, indent, close: f"{' ' * indent}{'#' * level} {text}{close}".rstrip(),
-                    st.sampled_from(LEVELS), words, st.integers(0, 3), st.sampled_from(["", " ##", " #######"]))
+heading = st.builds(
+    lambda level, text, indent, close: f"{' ' * indent}{'#' * level} {text}{close}".rstrip(),
+    st.sampled_from(LEVELS),
+    words,
+    st.integers(0, 3),
+    st.sampled_from(["", " ##", " #######"]),
+)
 setext = st.builds(lambda text, rule: f"{text or 'Setext'}\n{rule * 3}", words, st.sampled_from("=-"))
 paragraph = st.lists(st.sampled_from(WORDS + INLINE), min_size=1, max_size=12).map(" ".join)
-fence = st.builds(lambda lang, body, closed: f"```{lang}\n{body}\n" + ("```" if closed else ""),
-                  st.sampled_from(["", "python", "html", "no-such-language"]),
-                  st.sampled_from([LONG_LINE, "x" * 5000, "## not a heading", "<script>x</script>", ""]),
-                  st.booleans())
-nested = st.builds(lambda kind, depth, text: kind * depth + text, st.sampled_from(["- ", "> ", "1. ", "* > "]),
-                   st.integers(1, 40), heading | paragraph)
-block = st.one_of(paragraph, paragraph, setext, fence, nested, st.sampled_from(HOSTILE),
-                  st.just("| a | b |\n|---|---|\n| 1 | 2 |"), st.just("[ref]: http://127.0.0.1:9/ref.png"),
-                  st.just("    indented code ## x"), st.just(""), st.just("---"))
+fence = st.builds(
+    lambda lang, body, closed: f"```{lang}\n{body}\n" + ("```" if closed else ""),
+    st.sampled_from(["", "python", "html", "no-such-language"]),
+    st.sampled_from([LONG_LINE, "x" * 5000, "## not a heading", "<script>x</script>", ""]),
+    st.booleans(),
+)
+nested = st.builds(
+    lambda kind, depth, text: kind * depth + text,
+    st.sampled_from(["- ", "> ", "1. ", "* > "]),
+    st.integers(1, 40),
+    heading | paragraph,
+)
+block = st.one_of(
+    paragraph,
+    paragraph,
+    setext,
+    fence,
+    nested,
+    st.sampled_from(HOSTILE),
+    st.just("| a | b |\n|---|---|\n| 1 | 2 |"),
+    st.just("[ref]: http://127.0.0.1:9/ref.png"),
+    st.just("    indented code ## x"),
+    st.just(""),
+    st.just("---"),
+)
 section = st.builds(lambda head, body: [head, *body], heading, st.lists(block, max_size=3))
-books = st.builds(lambda title, preamble, sections, joint: title + joint + joint.join(
-                      [*preamble, *(b for blocks in sections for b in blocks)]),
-                  st.sampled_from(["# Title\n", "", "#\n", "Setext Title\n===\n", "intro before the title\n# T\n"]),
-                  st.lists(block, max_size=2), st.lists(section, max_size=8),
-                  st.sampled_from(["\n\n", "\n", "\r\n\r\n"]))
+books = st.builds(
+    lambda title, preamble, sections, joint: (
+        title + joint + joint.join([*preamble, *(b for blocks in sections for b in blocks)])
+    ),
+    st.sampled_from(["# Title\n", "", "#\n", "Setext Title\n===\n", "intro before the title\n# T\n"]),
+    st.lists(block, max_size=2),
+    st.lists(section, max_size=8),
+    st.sampled_from(["\n\n", "\n", "\r\n\r\n"]),
+)
 
 _commonmark = MarkdownIt("commonmark", {"html": False}).enable("table")  # raw HTML is text, as typeset shows it
 
 
 def _plain(children) -> str:
     """What a heading's inline tokens show as text (a line break shows as a space)."""
-    return "".join(" " if c.type in ("softbreak", "hardbreak") else _plain(c.children) if c.children
-                   else c.content for c in children or [])
+    return "".join(
+        " " if c.type in ("softbreak", "hardbreak") else _plain(c.children) if c.children else c.content
+        for c in children or []
+    )
 
 
 def expected_bookmarks(markdown: str) -> list[tuple[int, str]]:
@@ -179,8 +239,7 @@ def test_undecodable_bytes_are_replaced_or_refused_in_one_line(tmp_path):
     source.write_bytes(b"# T\n## Part \xff\xfe\n### Chapter\nText \xc3.\n")
     code, _, err = run_cli(["typeset", str(source), "--workers", "0"])
     assert code == 0, err
-    assert pdf_bookmarks(pypdf.PdfReader(tmp_path / "book.pdf").outline) == [(0, "Part \ufffd\ufffd"),
-                                                                             (1, "Chapter")]
+    assert pdf_bookmarks(pypdf.PdfReader(tmp_path / "book.pdf").outline) == [(0, "Part \ufffd\ufffd"), (1, "Chapter")]
     code, _, err = run_cli(["audit", str(source)])
     assert_one_error_line(code, err)
 

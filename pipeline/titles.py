@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from difflib import SequenceMatcher
 from functools import lru_cache
 from typing import Any
 
@@ -16,6 +17,11 @@ NUMBERING = re.compile(
 )  # 1. / 2) / IV:
 
 
+# A re-ask shows refused titles with their reasons in brackets; a small model copies a bracket back:
+# "The One You'll Never Know (repeats)".
+NOTE_ECHO = re.compile(r"\s*\([^()]*\b(?:repeats?|refused|already|chosen|elsewhere|title)\b[^()]*\)\s*$", re.I)
+
+
 def clean_title(raw: Any) -> str:
     """One title from whatever the model gave: no Markdown marks, numbering, quotes or line breaks."""
     if isinstance(raw, dict):
@@ -25,6 +31,7 @@ def clean_title(raw: Any) -> str:
     text = re.sub(r"[#*_`>\[\]{}]", "", raw)
     text = " ".join(text.split()).strip(" \"'“”‘’-–—:;,.")
     text = NUMBERING.sub("", text).strip(" \"'“”-–—:")
+    text = NOTE_ECHO.sub("", text)
     if len(text) > MAX_TITLE_CHARS:
         text = text[:MAX_TITLE_CHARS].rsplit(" ", 1)[0]
     return text
@@ -71,6 +78,7 @@ string array object null true false json key value items list
 """.split()
 )
 SIMILAR = 0.75  # Jaccard of content words at or above which two titles say the same thing
+MISSPELT_FROM, MISSPELT_RATIO = 6, 0.8  # 'baramet' ~ 'baromet' 0.86; 'could' ~ 'cloud' is too short to try
 MAX_HEADING_WORDS = 10  # past this a 'title' is a sentence (small models write their point into it)
 _stemmer = snowballstemmer.stemmer("english")
 CODE_MARKS = re.compile(r"[{}\[\]<>=|\\]|::|\(\)")
@@ -87,6 +95,20 @@ def content_words(title: str) -> frozenset[str]:
     generic book words, no numbers."""
     words = [w for w in title_words(title) if w not in STOPWORDS and w not in GENERIC_WORDS and not w.isdigit()]
     return frozenset(_stemmer.stemWords(words))
+
+
+def borrows_from(title: str, vocabulary: frozenset[str]) -> bool:
+    """The title uses a word of `vocabulary` (stems), or a misspelling of a long one ('Barameter')."""
+    words = content_words(title)
+    if words & vocabulary:
+        return True
+    long_words = [v for v in vocabulary if len(v) >= MISSPELT_FROM]
+    return any(
+        SequenceMatcher(None, word, known).ratio() >= MISSPELT_RATIO
+        for word in words
+        if len(word) >= MISSPELT_FROM
+        for known in long_words
+    )
 
 
 def similarity(a: str, b: str) -> float:

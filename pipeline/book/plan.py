@@ -39,7 +39,15 @@ from pipeline.book.profiles import Sampler
 from pipeline.errors import FanoutError
 from pipeline.records import BookSpec, Chapter, Node, Outline, Part, Section
 from pipeline.templating import example_answer, render_chat
-from pipeline.titles import MAX_HEADING_WORDS, clean_title, content_words, near_duplicates, refusal, title_key
+from pipeline.titles import (
+    MAX_HEADING_WORDS,
+    borrows_from,
+    clean_title,
+    content_words,
+    near_duplicates,
+    refusal,
+    title_key,
+)
 
 REASK_TEMPERATURES = (0.4, 0.7, 0.7)  # a re-ask at temperature 0 tends to repeat the refused answer
 TOKENS_PER_ITEM = 48  # a heading and its sentence
@@ -567,7 +575,7 @@ class Planner:
 
     def _refusal(self, title: str, ask: NodeAsk, chosen: list[str], copied: frozenset[str]) -> str | None:
         reason = refusal(title, ask.ancestors, chosen)
-        if reason is None and content_words(title) & copied:
+        if reason is None and borrows_from(title, copied):
             reason = "comes from the worked example, not from this book"
         return reason or self._claim(ask.level, title)
 

@@ -2,7 +2,15 @@
 
 import pytest
 
-from pipeline.titles import content_words, echoes, looks_like_identifier, near_duplicates, refusal
+from pipeline.titles import (
+    borrows_from,
+    clean_title,
+    content_words,
+    echoes,
+    looks_like_identifier,
+    near_duplicates,
+    refusal,
+)
 
 CHAPTER = {"the chapter title": "Sourdough Starter Sourcing"}
 
@@ -71,3 +79,22 @@ def test_echo_and_near_duplicate_are_symmetric_jaccard_on_content_words():
     assert echoes("Feeding a Starter", "Starter Feeding") and near_duplicates("Starter Feeding", "Feeding a Starter")
     assert not echoes("Feeding Schedule", "Starter Feeding")
     assert not looks_like_identifier("Hand Tools")
+
+
+@pytest.mark.parametrize(
+    "raw, title",
+    [
+        ("The One You'll Never Know (repeats)", "The One You'll Never Know"),
+        ('Feeding Times (nearly repeats "Feeding")', "Feeding Times"),
+        ("Python 3 (and 2)", "Python 3 (and 2)"),
+    ],
+)
+def test_a_bracket_copied_from_the_re_ask_note_is_cleaned_off(raw, title):
+    assert clean_title(raw) == title
+
+
+def test_a_title_borrowing_from_the_example_is_caught_even_misspelt():
+    example = content_words("The Barometer") | content_words("Clouds and Fronts")
+    assert borrows_from("The Barameter", example) and borrows_from("Reading Clouds", example)
+    assert not borrows_from("What Could Go Wrong", example), "short words are not matched loosely"
+    assert not borrows_from("Vaccine Safety", example)

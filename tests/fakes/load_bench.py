@@ -27,6 +27,7 @@ import urllib.request
 from pathlib import Path
 
 from tests.fakes.fake_engine import fake_process
+from tests.fakes.fake_prompts import letters
 
 SAMPLE_S = 0.1
 
@@ -100,7 +101,16 @@ def run_load(
     before its first byte, so sections started as their titles stream in are all open at one moment."""
     cap = streams // engines
     fakes = [
-        fake_process(token_delay, 0.0, "--title-prefix", f"Load {i} topic", "--section-pause", str(section_pause))
+        # prefixes differ by a word, not a number: numbers are not content words, so "Load 0 topic b" and
+        # "Load 1 topic b" would be near-duplicate titles, refused and re-asked
+        fake_process(
+            token_delay,
+            0.0,
+            "--title-prefix",
+            f"Load engine{letters(i + 1)} topic",
+            "--section-pause",
+            str(section_pause),
+        )
         for i in range(engines)
     ]
     urls = [url for _, url in fakes]

@@ -42,7 +42,7 @@ def test_a_backend_killed_mid_write_loses_nothing_and_is_used_again_when_it_retu
     """§1: three FAKE engines in their own processes; b1 is SIGKILLed while sections are being written and
     restarted on the same port. The job completes with every section, the cut and refused attempts are in
     stats.json and the journal, and once its rest is over (RetryPolicy.probe_after) b1 takes work again."""
-    fakes = [fake_process(0.02, 0.0, "--title-prefix", f"Fleet {name} topic") for name in ("a", "b", "c")]
+    fakes = [fake_process(0.02, 0.0, "--title-prefix", f"Fleet {name} topic") for name in ("alpha", "bravo", "charlie")]
     out = tmp_path / "run"
     backends = [arg for _, url in fakes for arg in ("--backend", f"{url},cap=3")]
     env = {k: v for k, v in os.environ.items() if not k.startswith("FANOUT_")}
@@ -74,7 +74,7 @@ def test_a_backend_killed_mid_write_loses_nothing_and_is_used_again_when_it_retu
         victim.wait()
         killed_at = time.time()
         port = victim_url.rsplit(":", 1)[1].split("/")[0]
-        restarted, restarted_url = fake_process(0.02, 0.0, "--port", port, "--title-prefix", "Fleet b2 topic")
+        restarted, restarted_url = fake_process(0.02, 0.0, "--port", port, "--title-prefix", "Fleet bravotwo topic")
         assert restarted_url == victim_url
         stdout, stderr = writer.communicate(timeout=120)
         assert writer.returncode == 0, stderr

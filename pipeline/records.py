@@ -134,7 +134,7 @@ class BookSpec(BaseModel):
     chapters: int = Field(default=12, gt=0)
     sections: int = Field(default=16, gt=0)
     words: int = Field(default=250, gt=0)
-    max_tokens: int = Field(default=525, gt=0)  # trim.token_cap(words) unless given
+    max_tokens: int = Field(default=455, gt=0)  # trim.token_cap(words) unless given
     plan_attempts: int = Field(default=6, gt=0)
     profile: SamplingProfile | None = None  # chosen once the engines are known; a resume keeps it
     planner_profile: SamplingProfile | None = None  # when planning has backends of its own

@@ -191,7 +191,7 @@ def add_book_command(commands: argparse._SubParsersAction) -> None:
         "--max-tokens",
         type=int,
         help="cap on each section's answer (default: the word budget "
-        "x 1.4 tokens a word x 1.5 headroom; 525 for 250 words)",
+        "x 1.4 tokens a word x 1.3 headroom; 455 for 250 words)",
     )
     book.add_argument("--out", type=Path, metavar="DIR", help="run folder (default outputs/<slug>-<time>)")
     book.add_argument("--resume", type=Path, metavar="DIR", help="finish an interrupted run; asks nothing again")

@@ -119,7 +119,7 @@ def test_a_long_request_is_shortened_in_every_section_prompt():
 
 
 def test_the_cap_follows_the_word_budget():
-    assert token_cap(250) == 525 and token_cap(100) == 210 and paragraphs_for(250) == 3 and paragraphs_for(20) == 1
+    assert token_cap(250) == 455 and token_cap(100) == 182 and paragraphs_for(250) == 3 and paragraphs_for(20) == 1
 
 
 @pytest.mark.parametrize(

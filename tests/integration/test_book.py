@@ -137,6 +137,8 @@ def test_a_stopped_run_resumes_without_asking_finished_sections_again(tmp_path, 
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            # a shell starts a background job with SIGINT ignored, and a child keeps that; a terminal does not
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         journal = out / "sections.jsonl"
         deadline = time.monotonic() + 60

@@ -114,7 +114,13 @@ def serve(*flags: str) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
+        preexec_fn=hear_ctrl_c,
     )
+
+
+def hear_ctrl_c() -> None:
+    """A shell starts a background job with SIGINT ignored, and a child keeps that; a user's terminal does not."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def server_pid_of(parent: int) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from difflib import SequenceMatcher
 from functools import lru_cache
@@ -126,6 +127,31 @@ def echoes(title: str, ancestor: str) -> bool:
 
 def near_duplicates(a: str, b: str) -> bool:
     return title_key(a) == title_key(b) or similarity(a, b) >= SIMILAR
+
+
+class TitleIndex:
+    """The titles of one level, indexed by content word, so that a near-duplicate is found without comparing
+    every pair (1,536 sections would be over a million comparisons on the event loop): a title whose words
+    overlap another's n words by SIMILAR must share one of any n - ceil(SIMILAR * n) + 1 of them, so only
+    the titles holding one of its rarest words are compared."""
+
+    def __init__(self) -> None:
+        self.titles: list[str] = []
+        self.postings: dict[str, list[int]] = {}
+
+    def add(self, title: str) -> None:
+        for word in content_words(title):
+            self.postings.setdefault(word, []).append(len(self.titles))
+        self.titles.append(title)
+
+    def near(self, title: str) -> str | None:
+        """The earliest title that nearly repeats `title`, or None."""
+        words = sorted(content_words(title), key=lambda word: (len(self.postings.get(word, ())), word))
+        prefix = words[: len(words) - math.ceil(SIMILAR * len(words)) + 1]
+        for index in sorted({i for word in prefix for i in self.postings.get(word, ())}):
+            if near_duplicates(title, self.titles[index]):
+                return self.titles[index]
+        return None
 
 
 def looks_like_identifier(title: str) -> bool:

@@ -41,10 +41,10 @@ from pipeline.records import BookSpec, Chapter, Node, Outline, Part, Section
 from pipeline.templating import example_answer, render_chat
 from pipeline.titles import (
     MAX_HEADING_WORDS,
+    TitleIndex,
     borrows_from,
     clean_title,
     content_words,
-    near_duplicates,
     refusal,
     title_key,
 )
@@ -273,7 +273,7 @@ class Planner:
         self.sampler = sampler
         self.stats = PlanStats()
         self.book_keys: dict[str, set[str]] = {"parts": set(), "chapters": set(), "sections": set()}
-        self.book_titles: dict[str, list[str]] = {"parts": [], "chapters": [], "sections": []}
+        self.book_titles: dict[str, TitleIndex] = {level: TitleIndex() for level in ("parts", "chapters", "sections")}
         self.book_title = ""
 
     async def plan(
@@ -587,11 +587,11 @@ class Planner:
         if any(key in keys for keys in self.book_keys.values()):  # a section named like a chapter reads as one
             return "is already a title elsewhere in the book"
         if near:
-            other = next((t for t in self.book_titles[level] if near_duplicates(title, t)), None)
+            other = self.book_titles[level].near(title)
             if other is not None:
                 return f'nearly repeats "{other}"{ELSEWHERE_NEAR}'
         self.book_keys[level].add(key)
-        self.book_titles[level].append(title)
+        self.book_titles[level].add(title)
         return None
 
     def _placeholders(self, level: str, prefix: str, count: int, have: int) -> list[str]:

@@ -3,6 +3,7 @@
 import pytest
 
 from pipeline.titles import (
+    TitleIndex,
     borrows_from,
     clean_title,
     content_words,
@@ -98,3 +99,13 @@ def test_a_title_borrowing_from_the_example_is_caught_even_misspelt():
     assert borrows_from("The Barameter", example) and borrows_from("Reading Clouds", example)
     assert not borrows_from("What Could Go Wrong", example), "short words are not matched loosely"
     assert not borrows_from("Vaccine Safety", example)
+
+
+def test_the_title_index_finds_what_comparing_every_pair_finds():
+    titles = ["Making a Sourdough", "Feeding Times", "Storing It Cold", "Baking Day", "Rye Flour Starters"]
+    index = TitleIndex()
+    for title in titles:
+        index.add(title)
+    for probe in ["How to Make Sourdough", "Feeding Time", "Cold Storage", "Starters of Rye Flour", "Oven Heat"]:
+        by_pairs = next((t for t in titles if near_duplicates(probe, t)), None)
+        assert index.near(probe) == by_pairs, probe

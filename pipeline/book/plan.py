@@ -65,11 +65,15 @@ class PlanStats:
     cut_short: int = 0  # answers cancelled once they had given every title needed
     seconds: float = 0.0
     levels: list[int] = field(default_factory=list)  # requests per level: 1 -> P -> P*C
-    refusals: Counter[str] = field(default_factory=Counter)  # reason -> titles refused for it
     missing_points: int = 0  # titles taken without a key point
     headings_from_points: int = 0  # refused titles replaced by their own key point
     near_repeats_kept: int = 0  # titles nearly repeating one elsewhere, kept rather than a placeholder
     refused: list[tuple[str, str, str]] = field(default_factory=list)  # (node id, title, reason), for run.log
+
+    @property
+    def refusals(self) -> Counter[str]:
+        """Reason (without the title it names) -> titles refused for it."""
+        return Counter(reason.split(' "')[0] for _, _, reason in self.refused)
 
 
 @dataclass(frozen=True)
@@ -518,7 +522,6 @@ class Planner:
             if reason is not None:
                 refused.append((item.title, reason))
                 spare.append((item, reason))
-                self.stats.refusals[reason.split(' "')[0]] += 1
                 self.stats.refused.append((ask.node_id, item.title, reason))
                 return
             chosen.append(item.title)

@@ -77,11 +77,16 @@ def cut_to_sentence(text: str) -> str | None:
     return cut if cut and cut != text.rstrip() else None
 
 
+def unmarked(line: str) -> str:
+    """A line without its surrounding Markdown marks and quotes."""
+    return line.strip().strip("#*_\"'“”").strip()
+
+
 def is_preamble(line: str, has_more: bool) -> bool:
     """A first line that is not the section: chatter, or a short title-like line with text after it."""
     if FENCE_LINE.match(line) or BLOCK_START.match(line):
         return False
-    bare = line.strip().strip("#*_\"'“”").strip()
+    bare = unmarked(line)
     if CHATTER.match(bare) and (bare.endswith((":", "!")) or len(bare.split()) <= 20):
         return True
     title_like = (
@@ -130,7 +135,7 @@ def is_trailer(line: str) -> bool:
     Comes Next') that a small model writes after it has finished."""
     if FENCE_LINE.match(line) or BLOCK_START.match(line):
         return False
-    bare = line.strip().strip("#*_\"'“”").strip()
+    bare = unmarked(line)
     return len(bare.split()) <= TITLE_LINE_WORDS and not SENTENCE_CLOSE.search(bare)
 
 

@@ -17,7 +17,7 @@ import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -67,6 +67,19 @@ class Settings(BaseModel):
     ctx_per_slot: int = Field(default=2048, gt=0)
     attempts: int = Field(default=4, gt=0)
     read_timeout: float = Field(default=120.0, gt=0)
+    client: Literal["fast", "sdk"] = "fast"  # sdk: the openai SDK (httpx: proxies, custom TLS), slower
+    headers: dict[str, str] = Field(default_factory=dict)  # sent to every backend
+    extra_body: dict[str, Any] = Field(default_factory=dict)  # merged into every request body
+
+    def request_options(self, backend: Backend) -> Backend:
+        """The backend with the run's client, headers and extra body fields (its own win on a clash)."""
+        return backend.model_copy(
+            update={
+                "client": self.client,
+                "headers": {**self.headers, **backend.headers},
+                "extra_body": {**self.extra_body, **backend.extra_body},
+            }
+        )
 
 
 ENV_FIELDS = {
@@ -76,9 +89,10 @@ ENV_FIELDS = {
     "attempts": "FANOUT_ATTEMPTS",
     "read_timeout": "FANOUT_READ_TIMEOUT",
     "profile": "FANOUT_PROFILE",
+    "client": "FANOUT_CLIENT",
 }
 BACKEND_LISTS = {"backends": "FANOUT_BACKENDS", "planner_backends": "FANOUT_PLANNER_BACKENDS"}
-FILE_KEYS = [*ENV_FIELDS, *BACKEND_LISTS, "sampling"]
+FILE_KEYS = [*ENV_FIELDS, *BACKEND_LISTS, "sampling", "headers", "extra_body"]
 SAMPLING_KEYS = [name for name in SamplingProfile.model_fields if name != "name"]
 
 
@@ -172,6 +186,11 @@ def file_layer(data: dict[str, Any], path: Path) -> dict[str, Any]:
         backends = file_backends(data.get(key, []), key, path)
         if backends:
             layer[key] = backends
+    for table in ("headers", "extra_body"):
+        if table in data:
+            if not isinstance(data[table], dict):
+                raise UsageError(f"{path}: `{table}` must be a table ([{table}])")
+            layer[table] = data[table]
     sampling = data.get("sampling", {})
     if not isinstance(sampling, dict):
         raise UsageError(f"{path}: `sampling` must be a table ([sampling])")
@@ -204,6 +223,8 @@ def env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
             layer[key] = [
                 parse_backend_spec(spec, i, planner=key != "backends", source=var) for i, spec in enumerate(specs)
             ]
+    if "backends" not in layer and environ.get("OPENAI_BASE_URL"):  # the openai SDK's own variable, last
+        layer["backends"] = [parse_backend_spec(environ["OPENAI_BASE_URL"], 0, source="OPENAI_BASE_URL")]
     return layer
 
 

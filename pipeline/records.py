@@ -27,7 +27,10 @@ class Backend(BaseModel):
     base_url: str
     model: str | None = None
     cap: int = Field(default=16, gt=0)
-    api_key_env: str | None = None
+    api_key_env: str | None = None  # none: OPENAI_API_KEY, where set
+    headers: dict[str, str] = Field(default_factory=dict)  # sent with every request
+    extra_body: dict[str, Any] = Field(default_factory=dict)  # merged into every request body, last
+    client: str = "fast"  # fast (httptools, no proxies) or sdk (the openai SDK over httpx)
 
     @field_validator("base_url")
     @classmethod

@@ -19,6 +19,7 @@ import aiohttp
 import anyio
 
 from pipeline.backends.aiohttp_chat import new_session
+from pipeline.backends.chat import check_proxies
 from pipeline.backends.embedded.engine import EmbeddedEngine
 from pipeline.backends.limits import plan_open_files
 from pipeline.backends.metrics import METRIC_NAMES, detect_engine, scrape
@@ -66,8 +67,10 @@ async def open_fleet(settings: Settings, engine_log: Path | None = None) -> Asyn
         )
         embedded = EmbeddedEngine(engine_settings, log_path=engine_log)
         backends = [await anyio.to_thread.run_sync(embedded.start)]
-    planners = settings.planner_backends
+    backends = [settings.request_options(b) for b in backends]
+    planners = [settings.request_options(b) for b in settings.planner_backends]
     try:
+        check_proxies([b for b in backends + planners if embedded is None or b.name != embedded.backend.name])
         fd_plan = plan_open_files([b.cap for b in backends + planners])
         if fd_plan.warning:
             log.warning(fd_plan.warning)

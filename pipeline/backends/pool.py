@@ -23,12 +23,13 @@ from typing import TypedDict
 import anyio
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
+from pipeline.backends.chat import chat
 from pipeline.backends.sse import AttemptError, OnDelta
-from pipeline.backends.wire import stream_chat
 from pipeline.errors import FanoutError
 from pipeline.records import Attempt, Backend, ChatRequest, Completion
 
 REASK_BEFORE_FIRST_BYTE = 5
+RequestWatcher = Callable[[ChatRequest, Completion | None, float, list[Attempt]], None]
 
 
 class BackendSnapshot(TypedDict):
@@ -101,6 +102,7 @@ class BackendPool:
         self.stats = PoolStats()
         self._waiters: deque[anyio.Event] = deque()
         self._urgent: deque[anyio.Event] = deque()
+        self.on_finished: RequestWatcher | None = None  # hears of every request, answered or failed
         self._reserved = 0  # slots of each backend (never its only one) that only `first` requests may take
         self._backoff = wait_exponential_jitter(
             multiplier=self.policy.backoff_initial, max=self.policy.backoff_max, jitter=self.policy.backoff_initial
@@ -118,12 +120,14 @@ class BackendPool:
         (text an earlier attempt streamed to `on_delta` is void)."""
         attempts: list[Attempt] = []
         avoid: set[str] = set()
+        t_asked = time.monotonic()
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self.policy.attempts),
             wait=self._wait,
             retry=retry_if_exception(lambda exc: isinstance(exc, AttemptError) and exc.retryable),
             reraise=True,
         )
+        completion: Completion | None = None
         try:
             async for attempt in retrying:
                 if on_retry is not None and attempt.retry_state.attempt_number > 1:
@@ -132,6 +136,10 @@ class BackendPool:
                     completion = await self._attempt(request, attempts, avoid, on_delta, first)
         except AttemptError:
             raise RequestFailed(request.tag, attempts) from None
+        finally:  # answered, failed, or cancelled by its caller (planning stops once it has enough)
+            if self.on_finished is not None:
+                self.on_finished(request, completion, t_asked, attempts)
+        assert completion is not None
         completion.attempts = attempts
         return completion
 
@@ -149,7 +157,7 @@ class BackendPool:
             for _ in range(REASK_BEFORE_FIRST_BYTE):
                 t_start = time.monotonic()
                 try:
-                    completion = await stream_chat(state.backend, request, self.policy.read_timeout, on_delta)
+                    completion = await chat(state.backend, request, self.policy.read_timeout, on_delta)
                 except AttemptError as error:
                     self._record(attempts, state, t_start, error.kind, error.detail)
                     if error.kind == "cut_before_first_byte":

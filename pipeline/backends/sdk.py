@@ -1,44 +1,87 @@
-"""The openai SDK path: the same request as wire.stream_chat, for calls where its types help and rate does not
-matter (planning, model checks). Takes a Backend and a ChatRequest; returns a Completion."""
+"""The openai SDK path (`client = "sdk"`): the same request as wire.stream_chat, through httpx, for networks
+that need what httpx does and the fast path does not (HTTP(S)_PROXY and NO_PROXY, custom TLS through
+SSL_CERT_FILE, HTTP/2 proxies). Slower per event (the ceiling bench measures by how much).
+
+Takes a Backend and a ChatRequest; returns a Completion or raises AttemptError with the same failure kinds
+as the fast path, so the pool retries it the same way. One SDK client per backend and event loop, its own
+retries off (the pool's retry policy is the only one).
+"""
 
 from __future__ import annotations
 
-import os
+import asyncio
 import time
 from typing import TYPE_CHECKING
 
-from pipeline.backends.sse import SseStream, completion_of, request_body
+from pipeline.backends.sse import AttemptError, OnDelta, SseStream, api_key, completion_of, request_body, status_error
 from pipeline.records import Backend, ChatRequest, Completion
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
+_CLIENTS: dict[tuple[int, str], AsyncOpenAI] = {}
 
-def sdk_client(backend: Backend) -> AsyncOpenAI:
-    """The openai SDK for calls where its types help and rate does not matter; its own retries are off
-    so they do not multiply with the pool's."""
+
+def sdk_client(backend: Backend, read_timeout: float = 120.0) -> AsyncOpenAI:
     from openai import AsyncOpenAI
 
-    key = os.environ.get(backend.api_key_env, "") if backend.api_key_env else ""
-    return AsyncOpenAI(base_url=backend.base_url, api_key=key or "unused", max_retries=0)
+    return AsyncOpenAI(
+        base_url=backend.base_url,
+        api_key=api_key(backend) or "unused",
+        max_retries=0,
+        timeout=read_timeout,
+        default_headers=backend.headers or None,
+    )
+
+
+def shared_client(backend: Backend, read_timeout: float) -> AsyncOpenAI:
+    key = (id(asyncio.get_running_loop()), backend.base_url)
+    client = _CLIENTS.get(key)
+    if client is None:
+        client = _CLIENTS[key] = sdk_client(backend, read_timeout)
+    return client
+
+
+async def _stream(client: AsyncOpenAI, backend: Backend, request: ChatRequest, stream: SseStream) -> None:
+    body = request_body(backend, request)
+    messages, model = body.pop("messages"), body.pop("model", backend.model or "default")
+    chunks = await client.chat.completions.create(
+        model=model,
+        messages=messages,
+        max_tokens=body.pop("max_tokens"),
+        temperature=body.pop("temperature"),
+        stream=True,
+        stream_options=body.pop("stream_options"),
+        extra_body={k: v for k, v in body.items() if k != "stream"},
+    )
+    async for chunk in chunks:
+        stream.feed(chunk.model_dump_json(exclude_none=True).encode())
+
+
+async def sdk_stream_chat(
+    backend: Backend, request: ChatRequest, read_timeout: float = 120.0, on_delta: OnDelta | None = None
+) -> Completion:
+    import openai
+
+    t_sent = time.monotonic()
+    stream = SseStream(request.keep_token_times, on_delta)
+    try:
+        await _stream(shared_client(backend, read_timeout), backend, request, stream)
+    except openai.APITimeoutError as exc:
+        raise AttemptError("timeout", str(exc)) from exc
+    except openai.APIConnectionError as exc:
+        kind = "connect" if stream.t_first is None else "stream_cut"
+        raise AttemptError(kind, str(exc)) from exc
+    except openai.APIStatusError as exc:
+        retry_after = exc.response.headers.get("retry-after") if exc.response is not None else None
+        raise status_error(exc.status_code, str(exc.message), retry_after) from exc
+    return completion_of(backend, request, stream, t_sent)
 
 
 async def sdk_chat(backend: Backend, request: ChatRequest) -> Completion:
-    """The same request as wire.stream_chat, through the openai SDK (slow path: planning, model checks)."""
+    """One request on a client of its own (model checks, tests)."""
     t_sent = time.monotonic()
     stream = SseStream(request.keep_token_times)
-    body = request_body(backend, request)
-    messages, model = body.pop("messages"), body.pop("model", backend.model or "default")
     async with sdk_client(backend) as client:
-        chunks = await client.chat.completions.create(
-            model=model,
-            messages=messages,
-            max_tokens=body.pop("max_tokens"),
-            temperature=body.pop("temperature"),
-            stream=True,
-            stream_options=body.pop("stream_options"),
-            extra_body={k: v for k, v in body.items() if k != "stream"},
-        )
-        async for chunk in chunks:
-            stream.feed(chunk.model_dump_json(exclude_none=True).encode())
+        await _stream(client, backend, request, stream)
     return completion_of(backend, request, stream, t_sent)

@@ -36,14 +36,21 @@ class AttemptError(Exception):
         self.retryable = retryable
 
 
+def api_key(backend: Backend) -> str:
+    """The key from the backend's own variable, else OPENAI_API_KEY (as the openai SDK reads it)."""
+    if backend.api_key_env:
+        return os.environ.get(backend.api_key_env, "")
+    return os.environ.get("OPENAI_API_KEY", "")
+
+
 def auth_headers(backend: Backend) -> dict[str, str]:
-    key = os.environ.get(backend.api_key_env, "") if backend.api_key_env else ""
-    return {"Authorization": f"Bearer {key}"} if key else {}
+    key = api_key(backend)
+    return {**backend.headers, **({"Authorization": f"Bearer {key}"} if key else {})}
 
 
 def hide_key(text: str, backend: Backend) -> str:
     """A server may echo the Authorization header back in its error text; the key never leaves as data."""
-    key = os.environ.get(backend.api_key_env, "") if backend.api_key_env else ""
+    key = api_key(backend)
     return text.replace(key, "<api key hidden>") if key else text
 
 
@@ -58,6 +65,7 @@ def request_body(backend: Backend, request: ChatRequest) -> dict[str, Any]:
     if backend.model:
         body["model"] = backend.model
     body.update(request.extra)
+    body.update(backend.extra_body)
     return body
 
 

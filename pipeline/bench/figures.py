@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 
 from pipeline.backends.metrics import METRIC_NAMES
+from pipeline.bench.latency import percentile, summarise
 from pipeline.bench.records import (
     BenchSpec,
     CounterSample,
@@ -100,17 +101,6 @@ def best_span(cumulative: list[float], grid: Grid, span: float = BEST_SPAN_S) ->
     return max(cumulative[i + steps] - cumulative[i] for i in range(len(cumulative) - steps)) / (steps * grid.step)
 
 
-def percentile(values: list[float], q: float) -> float | None:
-    """Linear-interpolation percentile (q in 0..100); None for no values."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * q / 100
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
-
-
 def mean_or_none(values: list[float]) -> float | None:
     return statistics.fmean(values) if values else None
 
@@ -136,19 +126,25 @@ def backend_tokens(raw: LevelRaw, name: str, info: EngineInfo, grid: Grid, reque
     )
 
 
-def ttft_figures(requests: list[RequestSample], raw: LevelRaw) -> dict:
-    inside = [r.ttft for r in requests if r.ttft is not None and raw.window_start <= r.t_sent <= raw.window_end]
+def ttft_figures(requests: list[RequestSample], raw: LevelRaw, spec: BenchSpec) -> dict:
+    """TTFT percentiles as before, and every latency figure (latency.py) over the same requests: those sent
+    inside the window, else (none was) every request of the level."""
+    chosen = [r for r in requests if raw.window_start <= r.t_sent <= raw.window_end and r.ttft is not None]
     scope = "client: requests sent inside the window"
-    if not inside:
-        inside = [r.ttft for r in requests if r.ttft is not None]
+    if not chosen:
+        chosen = [r for r in requests if r.ttft is not None]
         scope = "client: every request of the level (the opening burst included; none started inside the window)"
-    ms = [1000 * t for t in inside]
+    ms = [1000 * r.ttft for r in chosen if r.ttft is not None]
+    inside_window = [r for r in requests if raw.window_start <= r.t_sent <= raw.window_end] or requests
     return {
         "ttft_p50_ms": percentile(ms, 50),
         "ttft_p90_ms": percentile(ms, 90),
         "ttft_p99_ms": percentile(ms, 99),
         "ttft_scope": scope,
         "ttft_requests": len(ms),
+        "latency": summarise(
+            inside_window, scope, spec.percentiles, spec.goodput_slo_ms or None, raw.window_end - raw.window_start
+        ),
     }
 
 
@@ -242,7 +238,7 @@ def backend_point(
     samples = [s for s in raw.samples if s.backend == name]
     tokens = backend_tokens(raw, name, info, grid, requests)
     fields = rates(name, raw.streams, tokens, grid, grid.length)
-    fields |= ttft_figures(requests, raw) | gauge_figures(samples, raw, raw.streams)
+    fields |= ttft_figures(requests, raw, spec) | gauge_figures(samples, raw, raw.streams)
     fields |= step_figures(samples, info, raw) | level_counts(raw, name, requests, spec)
     fields |= window_extras(raw, name, requests, grid)
     return LadderPoint(**fields), tokens
@@ -267,7 +263,7 @@ def _sum_optional(values: list[float | None]) -> float | None:
 
 
 def total_point(
-    raw: LevelRaw, points: list[LadderPoint], series: list[Tokens], grid: Grid
+    raw: LevelRaw, points: list[LadderPoint], series: list[Tokens], grid: Grid, spec: BenchSpec
 ) -> tuple[LadderPoint, list[float]]:
     cumulative = [sum(values) for values in zip(*(t.cumulative for t in series))]
     sources = sorted({t.source for t in series})
@@ -278,7 +274,7 @@ def total_point(
     )
     streams = raw.streams * len(points)
     fields = rates("total", streams, Tokens(cumulative, source), grid, grid.length)
-    fields |= ttft_figures(raw.requests, raw)
+    fields |= ttft_figures(raw.requests, raw, spec)
     running = [p.running_mean for p in points]
     fields |= {
         "running_mean": _sum_optional(running),
@@ -326,7 +322,7 @@ def level_result(raw: LevelRaw, engines: dict[str, EngineInfo], spec: BenchSpec)
     grid = common_grid(raw.window_start, raw.window_end)
     made = [backend_point(raw, name, engines[name], grid, spec) for name in raw.backends]
     points = [point for point, _ in made]
-    total, cumulative = total_point(raw, points, [tokens for _, tokens in made], grid)
+    total, cumulative = total_point(raw, points, [tokens for _, tokens in made], grid, spec)
     if len(points) == 1:  # one backend: its own point carries the host's GPU power too
         points[0] = points[0].model_copy(
             update={k: getattr(total, k) for k in ("power_w", "tokens_per_joule", "power_source")}

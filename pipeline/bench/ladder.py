@@ -15,6 +15,7 @@ import itertools
 import logging
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
@@ -23,8 +24,10 @@ from pipeline.backends.fleet import Fleet, open_fleet
 from pipeline.bench.figures import level_result
 from pipeline.bench.fit import fit_levels
 from pipeline.bench.loadgen import LevelPlan, Target, run_level
+from pipeline.bench.openloop import RateRaw
 from pipeline.bench.prompts import PromptMaker, new_nonce, sized_prompts, token_counter
 from pipeline.bench.provenance import host_info, loadavg
+from pipeline.bench.rates import run_rate_sweep, run_replay, workload_of
 from pipeline.bench.records import (
     MIN_WINDOW_S,
     BackendInfo,
@@ -33,8 +36,13 @@ from pipeline.bench.records import (
     ComparisonRow,
     LevelResult,
     Provenance,
+    RateSweep,
+    ReplayCheck,
+    RequestSample,
     Series,
 )
+from pipeline.bench.requestrows import request_row
+from pipeline.bench.workload import load_replay
 from pipeline.config import Settings
 from pipeline.errors import UsageError
 from pipeline.progress import BenchListener
@@ -47,6 +55,10 @@ OnLevel = Callable[[str, LevelResult], None]
 
 def check_spec(spec: BenchSpec) -> None:
     """What can be refused before any backend is touched."""
+    if not spec.streams and not spec.rates and not spec.workload:
+        raise UsageError("bench: nothing to measure: give stream levels, request rates or a workload to replay")
+    if spec.dataset and spec.input_len:
+        raise UsageError("setting 'input_len': a dataset brings its own prompts")
     if spec.window_s < MIN_WINDOW_S:
         raise UsageError(
             f"setting 'window' {spec.window_s:g}: too short to hold full occupancy and a best second; "
@@ -67,6 +79,9 @@ def slots_for(name: str, info: EngineInfo, spec: BenchSpec) -> tuple[int, str]:
 
 
 def check_level_fits(name: str, cap: int, slots: int, slots_source: str, levels: list[int]) -> None:
+    """Closed-loop levels only: the open loop may go past the caps (its record labels that queueing)."""
+    if not levels:
+        return
     top = max(levels)
     if top > cap:
         raise UsageError(
@@ -148,6 +163,7 @@ async def run_series(
     numbers: Iterator[int],
     on_level: OnLevel | None,
     watcher: BenchListener | None = None,
+    rows: RowKeeper | None = None,
 ) -> Series:
     engines = {t.backend.name: t.info for t in targets}
     levels = []
@@ -156,12 +172,28 @@ async def run_series(
         if watcher is not None:
             watcher.level_started(label, streams, list(engines), len(spec.streams))
         raw = await run_level(fleet.session, targets, plan, prompts, numbers, watcher)
+        if rows is not None:
+            rows.keep(label, f"{streams} streams", raw.requests)
         levels.append(level_result(raw, engines, spec))
         if on_level is not None:
             on_level(label, levels[-1])
         if watcher is not None:
             watcher.level_done(label, levels[-1])
     return Series(label=label, backends=list(engines), levels=levels, fit=fit_levels(levels, len(targets)))
+
+
+@dataclass
+class RowKeeper:
+    """Per-request rows for --save-requests, timed from the bench's start."""
+
+    origin: float
+    rows: list[dict] = field(default_factory=list)
+
+    def keep(self, series: str, level: str, requests: list[RequestSample]) -> None:
+        self.rows.extend(request_row(r, series, level, self.origin) for r in requests)
+
+    def keep_raw(self, series: str, level: str, raw: RateRaw) -> None:
+        self.keep(series, level, raw.requests)
 
 
 def comparison(series: list[Series]) -> list[ComparisonRow]:
@@ -195,6 +227,29 @@ def groups(targets: list[Target], spec: BenchSpec) -> list[tuple[str, list[Targe
     return [(spec.label, targets)]
 
 
+async def open_loop(
+    fleet: Fleet,
+    targets: list[Target],
+    infos: list[BackendInfo],
+    spec: BenchSpec,
+    numbers: Iterator[int],
+    watcher: BenchListener | None,
+    rows: RowKeeper | None,
+) -> tuple[list[RateSweep], list[ReplayCheck]]:
+    slots = {info.name: info.slots for info in infos}
+    keep = rows.keep_raw if rows is not None else None
+    sweeps, replays = [], []
+    if spec.rates:
+        workload = await workload_of(fleet, targets, spec)
+        for label, group in groups(targets, spec):
+            chosen = {t.backend.name: slots[t.backend.name] for t in group}
+            sweeps.append(await run_rate_sweep(fleet, label, group, chosen, spec, workload, numbers, watcher, keep))
+    if spec.workload:
+        replay = load_replay(Path(spec.workload))
+        replays.append(await run_replay(fleet, targets, slots, spec, replay, numbers, watcher, keep))
+    return sweeps, replays
+
+
 async def bench(
     settings: Settings,
     spec: BenchSpec,
@@ -203,22 +258,26 @@ async def bench(
     on_level: OnLevel | None = None,
     watcher: BenchListener | None = None,
 ) -> BenchRecord:
-    """The ladder; `watcher` (the live page) hears of the fleet, every level and every request."""
+    """The ladder, then the open loop; `watcher` (the live page) hears of the fleet, every level and request."""
     check_spec(spec)
     if not settings.backends:  # the embedded engine: refuse before starting it
         check_level_fits("embedded", settings.slots, settings.slots, "--slots", spec.streams)
+    if spec.workload:
+        load_replay(Path(spec.workload))  # a bad run folder fails before any engine starts
     host = host_info()
     started, wall = time.monotonic(), dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    rows = RowKeeper(started) if spec.save_requests else None
     async with open_fleet(settings, engine_log) as fleet:
         targets, infos = targets_of(fleet, spec)
         if watcher is not None:
             watcher.fleet_opened(fleet)
-        prompts = await prompt_maker(fleet, targets, spec, infos)
         numbers = itertools.count(1)
-        series = [
-            await run_series(fleet, label, group, spec, prompts, numbers, on_level, watcher)
-            for label, group in groups(targets, spec)
-        ]
+        series = []
+        if spec.streams:
+            prompts = await prompt_maker(fleet, targets, spec, infos)
+            for label, group in groups(targets, spec):
+                series.append(await run_series(fleet, label, group, spec, prompts, numbers, on_level, watcher, rows))
+        sweeps, replays = await open_loop(fleet, targets, infos, spec, numbers, watcher, rows)
     host.loadavg_end = loadavg()
     provenance = Provenance(
         host=host,
@@ -227,7 +286,16 @@ async def bench(
         duration_s=round(time.monotonic() - started, 2),
         command=command or [],
     )
-    record = BenchRecord(spec=spec, provenance=provenance, series=series, comparison=comparison(series))
+    record = BenchRecord(
+        spec=spec,
+        provenance=provenance,
+        series=series,
+        comparison=comparison(series),
+        sweeps=sweeps,
+        replays=replays,
+        client=settings.client,
+        request_rows=rows.rows if rows is not None else [],
+    )
     if watcher is not None:
         watcher.bench_finished(record)
     return record

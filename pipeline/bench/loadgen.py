@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 import aiohttp
 import anyio
 
+from pipeline.backends.chat import chat
 from pipeline.backends.sse import AttemptError
-from pipeline.backends.wire import stream_chat
 from pipeline.bench.prompts import PromptMaker
 from pipeline.bench.records import CounterSample, LevelRaw, PowerSample, RequestSample
 from pipeline.bench.sampler import counter_loop, power_loop, sample_all, sleep_until
@@ -101,13 +101,18 @@ def _sample(target: Target, number: int, t_sent: float, completion: Completion, 
 async def one_request(
     session: aiohttp.ClientSession, target: Target, plan: LevelPlan, prompts: PromptMaker, number: int, on_delta
 ) -> RequestSample:
+    return await send_request(target, chat_request(plan, prompts, target, number), number, plan.read_timeout, on_delta)
+
+
+async def send_request(
+    target: Target, request: ChatRequest, number: int, read_timeout: float, on_delta=None
+) -> RequestSample:
     """One request, asked again at once when the server closed the connection before the first byte."""
-    request = chat_request(plan, prompts, target, number)
     t_sent = time.monotonic()
     error = "cut_before_first_byte"
     for reissued in range(REASK_BEFORE_FIRST_BYTE):
         try:
-            completion = await stream_chat(target.backend, request, plan.read_timeout, on_delta)
+            completion = await chat(target.backend, request, read_timeout, on_delta)
         except AttemptError as failure:
             error = f"{failure.kind}: {failure.detail}"[:300]
             if failure.kind == "cut_before_first_byte":

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field, field_validator
 
+from pipeline.bench.latency import LatencySummary
+
 MIN_WINDOW_S = 2.0  # a best second needs a 1-second span inside the window, with samples every 0.5 s
 
 
@@ -24,13 +26,43 @@ class BenchSpec(BaseModel):
     ignore_eos: bool = True
     sample_interval_s: float = Field(default=0.5, gt=0)
     ramp_limit_s: float = Field(default=120.0, gt=0)  # longest wait for full occupancy before a window
+    percentiles: list[float] = Field(default_factory=lambda: [50.0, 90.0, 99.0])
+    goodput_slo_ms: dict[str, float] = Field(default_factory=dict)  # "ttft", "tpot", "e2el" -> ms
+    save_requests: bool = False
+    # the open loop (empty `rates`: none)
+    rates: list[float] = Field(default_factory=list)
+    burstiness: float = Field(default=1.0, gt=0)
+    duration_s: float = Field(default=30.0, gt=0)
+    num_requests: int | None = Field(default=None, gt=0)
+    max_concurrency: int | None = Field(default=None, gt=0)
+    seed: int = 0
+    # what the open loop sends: synthetic lengths, a dataset, or a book run replayed
+    input_len: str | None = None  # N or LO-HI tokens
+    output_len: str | None = None
+    dataset: str | None = None
+    workload: str | None = None  # a book run folder
+    replay_speed: float = Field(default=1.0, ge=0)  # 0: as fast as the caps allow
 
     @field_validator("streams")
     @classmethod
     def _levels(cls, levels: list[int]) -> list[int]:
-        if not levels or any(n <= 0 for n in levels):
+        if any(n <= 0 for n in levels):
             raise ValueError("stream levels must be positive whole numbers")
         return sorted(set(levels))
+
+    @field_validator("rates")
+    @classmethod
+    def _rates(cls, rates: list[float]) -> list[float]:
+        if any(not 0 < r < float("inf") for r in rates):
+            raise ValueError("request rates must be positive numbers of requests per second")
+        return sorted(set(rates))
+
+    @field_validator("percentiles")
+    @classmethod
+    def _percentiles(cls, qs: list[float]) -> list[float]:
+        if not qs or any(not 0 <= q <= 100 for q in qs):
+            raise ValueError("percentiles must lie between 0 and 100")
+        return sorted(set(qs))
 
 
 class CounterSample(BaseModel):
@@ -56,12 +88,14 @@ class PowerSample(BaseModel):
 
 
 class RequestSample(BaseModel):
-    """One closed-loop request. `token_times` (client receive time of each content chunk) stay in memory
-    for the per-second figures and are not written to the record."""
+    """One bench request. `token_times` (client receive time of each content chunk) stay in memory for the
+    per-second and inter-token figures and are not written to the record; `t_scheduled` is its arrival
+    time in the open loop (it is sent then, or later when --max-concurrency holds it back)."""
 
     backend: str
     number: int
     t_sent: float
+    t_scheduled: float | None = None
     t_first: float | None = None
     t_done: float | None = None
     prompt_tokens: int | None = None
@@ -75,6 +109,14 @@ class RequestSample(BaseModel):
     @property
     def ttft(self) -> float | None:
         return None if self.t_first is None else self.t_first - self.t_sent
+
+    @property
+    def t_last(self) -> float | None:
+        return self.token_times[-1] if self.token_times else self.t_first
+
+    @property
+    def error_kind(self) -> str | None:
+        return None if self.error is None else self.error.partition(":")[0]
 
 
 class LevelRaw(BaseModel):
@@ -113,6 +155,7 @@ class LadderPoint(BaseModel):
     ttft_p99_ms: float | None = None
     ttft_scope: str = ""
     ttft_requests: int = 0
+    latency: LatencySummary | None = None  # TTFT, TPOT, ITL, E2EL and goodput over the same requests
     running_mean: float | None = None
     waiting_mean: float | None = None
     waiting_max: float | None = None
@@ -222,8 +265,83 @@ class ComparisonRow(BaseModel):
     other_waiting: float | None
 
 
+class RatePoint(BaseModel):
+    """One open-loop level. Rates are requests per second; `*_source` names where a figure came from."""
+
+    rate: float | None  # offered (None: a replay at the original times)
+    burstiness: float
+    duration_s: float | None
+    max_concurrency: int | None
+    scheduled: int  # arrivals the seeded schedule made
+    completed: int
+    failed: int
+    arrival_rate: float | None  # (arrivals - 1) / (last arrival - first arrival): what the schedule offered
+    completion_rate: float | None  # (completed - 1) / (last completion - first completion): what was served
+    request_throughput: float | None  # completed / (first send .. last answer): vLLM's request throughput
+    output_throughput: float | None  # usage completion tokens / the same duration (vLLM's)
+    total_token_throughput: float | None  # prompt + completion tokens / the same duration
+    duration_s_measured: float | None  # first send .. last answer
+    served_ratio: float | None  # completion_rate / arrival_rate
+    keeps_up: bool
+    knee: bool = False  # the first level that did not keep up
+    send_delay_mean_ms: float | None = None  # arrival -> send: client-side queueing (--max-concurrency)
+    send_delay_max_ms: float | None = None
+    delayed_requests: int = 0  # sent more than 1 ms after their arrival
+    concurrency_mean: float | None = None  # requests in flight, time-averaged (client)
+    peak_in_flight: int = 0
+    slots: int = 0  # summed over backends
+    queueing: bool = False  # more in flight than the engines run at once: the engines queued
+    running_mean: float | None = None
+    waiting_mean: float | None = None
+    waiting_max: float | None = None
+    gauge_source: str | None = None
+    prompt_tokens: int = 0  # usage, summed
+    completion_tokens: int = 0
+    level_server_tokens: float | None = None
+    tokens_match: bool | None = None
+    latency: LatencySummary
+
+
+class RateSweep(BaseModel):
+    label: str
+    backends: list[str]
+    workload: str
+    points: list[RatePoint]
+    knee_rate: float | None = None
+    knee_rule: str = ""
+
+
+class ReplayCheck(BaseModel):
+    """A replayed book run against its own request log."""
+
+    source: str
+    requests_logged: int
+    requests_replayed: int  # answered in the replay
+    compared: int  # requests answered in both runs (the original's cancelled planning answers have no count)
+    prompt_tokens_logged: int  # engine-counted in the original run, over the compared requests
+    prompt_tokens_replayed: int  # engine-counted in the replay, over the same requests
+    output_tokens_replayed: int
+    over_cap: int  # replayed answers longer than their cap (should be none)
+    by_kind: dict[str, int]
+    speed: float
+    point: RatePoint
+
+
+class MergedRun(BaseModel):
+    """One saved run a merged report was made from."""
+
+    folder: str
+    label: str
+    provenance: Provenance
+
+
 class BenchRecord(BaseModel):
     spec: BenchSpec
     provenance: Provenance
     series: list[Series]
     comparison: list[ComparisonRow] = Field(default_factory=list)  # every later series against the first
+    sweeps: list[RateSweep] = Field(default_factory=list)  # open-loop rate sweeps
+    replays: list[ReplayCheck] = Field(default_factory=list)
+    client: str = "fast"  # the HTTP client that sent the requests: fast (httptools) or sdk (openai)
+    merged_from: list[MergedRun] = Field(default_factory=list)  # set by `fanout report DIR...`
+    request_rows: list[dict] = Field(default_factory=list, exclude=True)  # --save-requests, written apart

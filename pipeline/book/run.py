@@ -1,7 +1,8 @@
 """The book orchestrator: the one place that wires plan, write, assemble, stats and typeset together.
 
 Takes Settings, a BookSpec and a run folder (new, or one to resume); leaves in the folder spec.json,
-outline.json, sections.jsonl (the journal), book.md, book.pdf, run.log and, last of all, stats.json.
+outline.json, sections.jsonl (the journal), requests.jsonl (every request as sent, what a bench replay
+reads), book.md, book.pdf, run.log and, last of all, stats.json.
 A resume plans nothing again and asks no finished section again. Interrupted, it leaves the journal
 consistent and writes no stats.json, so the folder never looks like a finished run.
 """
@@ -27,6 +28,7 @@ from pipeline.book.incremental import IncrementalTypesetter
 from pipeline.book.plan import OnSection, Planner, PlanStats, id_number
 from pipeline.book.profiles import Sampler, choose_profile
 from pipeline.book.repair import Repairer
+from pipeline.book.requestlog import RequestLog
 from pipeline.book.stats import BackendLine, BookStats, backend_lines, book_stats
 from pipeline.book.write import SectionWriter
 from pipeline.config import Settings
@@ -185,11 +187,14 @@ class BookRun:
         summary = None
         # Parts are typeset while the book is written, unless a repair will change them afterwards.
         typesetter = IncrementalTypesetter(self.spec, self.folder.pdf) if self.incremental and not repair else None
+        request_log = RequestLog(self.folder.path)
         try:
             if typesetter is not None:
                 typesetter.start()
             async with open_fleet(self.settings, engine_log=self.folder.engine_log) as fleet:
                 self.progress.fleet_opened(fleet)
+                for pool in {id(fleet.pool): fleet.pool, id(fleet.planners): fleet.planners}.values():
+                    pool.on_finished = request_log.record
                 writing, planning = self._samplers(fleet)
                 journal = read_journal(self.folder.journal)
                 outline, writer = await self._plan_and_write(fleet, journal, writing, planning, typesetter)
@@ -221,6 +226,7 @@ class BookRun:
                 keep_stats,
             )
         finally:
+            request_log.close()
             if typesetter is not None:
                 typesetter.close()
 

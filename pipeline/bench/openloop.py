@@ -1,0 +1,228 @@
+"""The open loop: requests arrive on a seeded schedule, independent of completions, as `vllm bench serve` sends them.
+
+Takes the open session, the targets, a RatePlan and a Workload; returns a RateRaw (every request, the engines'
+gauges sampled beside them). Arrivals: inter-arrival gaps drawn from a gamma distribution of shape
+`burstiness` and mean 1 / rate (burstiness 1: a Poisson process; below 1 burstier, above 1 more regular),
+vLLM's definition, seeded, over `duration_s` (or until `requests` have arrived). A replay keeps its own
+arrival times (scaled by `speed`), or with speed 0 sends everything at once and lets the caps pace it.
+
+Each arrival goes to the backend with the fewest requests in flight per slot. Nothing waits for a free
+slot unless `max_concurrency` is set (then arrivals queue in the client, first come first served, and the
+wait is recorded as each request's send delay) or `respect_caps` (a replay "as fast as the caps allow"):
+past the engines' slots the engines queue, which the record labels as queueing.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import aiohttp
+import anyio
+
+from pipeline.bench.loadgen import START_DELAY_S, Target, send_request, settled_end
+from pipeline.bench.records import CounterSample, RequestSample
+from pipeline.bench.sampler import counter_loop, sample_all, sleep_until
+from pipeline.bench.workload import Work, Workload
+from pipeline.progress import BenchListener, request_id
+from pipeline.records import ChatRequest
+
+
+@dataclass(frozen=True)
+class RatePlan:
+    rate: float | None  # requests per second offered; None: the workload's own times (a replay)
+    burstiness: float
+    duration_s: float | None
+    requests: int | None  # stop after this many arrivals (a replay: its request count)
+    max_concurrency: int | None
+    seed: int
+    interval_s: float
+    read_timeout: float
+    speed: float = 1.0  # a replay's time scale: 2 runs it twice as fast; 0 sends all at once
+    respect_caps: bool = False
+
+
+@dataclass
+class RateRaw:
+    plan: RatePlan
+    backends: list[str]
+    t0: float
+    t_last_arrival: float
+    t_end: float
+    requests: list[RequestSample]
+    samples: list[CounterSample]
+    start: list[CounterSample]
+    end: list[CounterSample]
+    peak_in_flight: dict[str, int]
+
+
+def arrival_offsets(
+    rate: float, burstiness: float, duration_s: float | None, count: int | None, seed: int
+) -> list[float]:
+    """Seconds after the level starts: gaps ~ Gamma(shape=burstiness, scale=1 / (rate * burstiness))."""
+    if rate <= 0 or burstiness <= 0:
+        raise ValueError("rate and burstiness must be positive")
+    if duration_s is None and count is None:
+        raise ValueError("an open-loop level needs a duration or a request count")
+    rng = random.Random(seed)
+    scale = 1.0 / (rate * burstiness)
+    offsets: list[float] = []
+    t = 0.0
+    while count is None or len(offsets) < count:
+        if duration_s is not None and t >= duration_s:
+            break
+        offsets.append(t)
+        t += rng.gammavariate(burstiness, scale)
+    return offsets
+
+
+def replay_offsets(work: list[Work], speed: float) -> list[float]:
+    first = min((w.offset_s or 0.0) for w in work) if work else 0.0
+    if speed == 0:
+        return [0.0] * len(work)
+    return [((w.offset_s or 0.0) - first) / speed for w in work]
+
+
+@dataclass
+class Dispatcher:
+    """Picks the backend with the fewest in flight per slot; with caps, waits until one has a free slot."""
+
+    targets: list[Target]
+    slots: dict[str, int]
+    caps: dict[str, int] | None
+    in_flight: dict[str, int] = field(default_factory=dict)
+    peak: dict[str, int] = field(default_factory=dict)
+    freed: anyio.Condition = field(default_factory=anyio.Condition)
+
+    def __post_init__(self) -> None:
+        for target in self.targets:
+            self.in_flight[target.backend.name] = self.peak[target.backend.name] = 0
+
+    def _open(self) -> list[Target]:
+        if self.caps is None:
+            return self.targets
+        return [t for t in self.targets if self.in_flight[t.backend.name] < self.caps[t.backend.name]]
+
+    async def acquire(self) -> Target:
+        async with self.freed:
+            while not self._open():
+                await self.freed.wait()
+            target = min(self._open(), key=lambda t: self.in_flight[t.backend.name] / self.slots[t.backend.name])
+            name = target.backend.name
+            self.in_flight[name] += 1
+            self.peak[name] = max(self.peak[name], self.in_flight[name])
+            return target
+
+    async def release(self, target: Target) -> None:
+        async with self.freed:
+            self.in_flight[target.backend.name] -= 1
+            self.freed.notify()
+
+
+def request_of(work: Work, target: Target, number: int, greedy: bool) -> ChatRequest:
+    extra = {**target.extra, **work.extra} if greedy else {**work.extra}
+    temperature = float(extra.pop("temperature", 0.0))
+    return ChatRequest(
+        messages=work.messages,
+        max_tokens=work.max_tokens,
+        temperature=temperature,
+        extra=extra,
+        keep_token_times=True,
+        tag=f"bench-{number}",
+    )
+
+
+@dataclass
+class _Sender:
+    dispatcher: Dispatcher
+    workload: Workload
+    plan: RatePlan
+    limiter: anyio.CapacityLimiter | None
+    watcher: BenchListener | None
+    requests: list[RequestSample] = field(default_factory=list)
+
+    async def send(self, work: Work, number: int, t_scheduled: float) -> None:
+        if self.limiter is None:
+            await self._send(work, number, t_scheduled)
+            return
+        async with self.limiter:
+            await self._send(work, number, t_scheduled)
+
+    async def _send(self, work: Work, number: int, t_scheduled: float) -> None:
+        target = await self.dispatcher.acquire()
+        try:
+            if self.watcher is not None:
+                self.watcher.request_started(target.backend.name, number)
+            on_delta = self._deltas(number)
+            request = request_of(work, target, number, self.workload.greedy)
+            sample = await send_request(target, request, number, self.plan.read_timeout, on_delta)
+        finally:
+            await self.dispatcher.release(target)
+        sample.t_scheduled = t_scheduled
+        self.requests.append(sample)
+        if self.watcher is not None:
+            self.watcher.request_done(sample)
+
+    def _deltas(self, number: int):
+        watcher = self.watcher
+        if watcher is None or not watcher.wants_deltas:
+            return None
+        current = request_id(number)
+        return lambda text: watcher.section_delta(current, text)
+
+
+def schedule(plan: RatePlan, workload: Workload, numbers: Iterator[int]) -> list[tuple[float, int, Work]]:
+    """(offset, request number, work) for every arrival of the level, in time order."""
+    if plan.rate is None:
+        work = [workload.item(n) for n in range(1, (plan.requests or 0) + 1)]
+        return [(offset, next(numbers), w) for offset, w in zip(replay_offsets(work, plan.speed), work)]
+    offsets = arrival_offsets(plan.rate, plan.burstiness, plan.duration_s, plan.requests, plan.seed)
+    arrivals = []
+    for offset in offsets:
+        number = next(numbers)
+        arrivals.append((offset, number, workload.item(number)))
+    return arrivals
+
+
+async def run_rate(
+    session: aiohttp.ClientSession,
+    targets: list[Target],
+    slots: dict[str, int],
+    plan: RatePlan,
+    workload: Workload,
+    numbers: Iterator[int],
+    watcher: BenchListener | None = None,
+) -> RateRaw:
+    """One open-loop level: every arrival sent at its time, then every answer awaited (the drain)."""
+    pairs = [(t.backend, t.info) for t in targets]
+    caps = {t.backend.name: t.backend.cap for t in targets} if plan.respect_caps else None
+    dispatcher = Dispatcher(targets, slots, caps)
+    limiter = anyio.CapacityLimiter(plan.max_concurrency) if plan.max_concurrency else None
+    sender = _Sender(dispatcher, workload, plan, limiter, watcher)
+    start = await sample_all(session, pairs)
+    arrivals = schedule(plan, workload, numbers)
+    samples: list[CounterSample] = []
+    stop = anyio.Event()
+    t0 = time.monotonic() + START_DELAY_S
+    async with anyio.create_task_group() as samplers:
+        samplers.start_soon(counter_loop, session, pairs, t0, plan.interval_s, stop, samples)
+        async with anyio.create_task_group() as senders:
+            for offset, number, work in arrivals:
+                await sleep_until(t0 + offset)
+                senders.start_soon(sender.send, work, number, t0 + offset)
+        end = await settled_end(session, targets, start, sender.requests)
+        stop.set()
+    return RateRaw(
+        plan=plan,
+        backends=[t.backend.name for t in targets],
+        t0=t0,
+        t_last_arrival=t0 + (arrivals[-1][0] if arrivals else 0.0),
+        t_end=time.monotonic(),
+        requests=sorted(sender.requests, key=lambda r: r.number),
+        samples=sorted(samples, key=lambda s: s.t),
+        start=start,
+        end=end,
+        peak_in_flight=dispatcher.peak,
+    )

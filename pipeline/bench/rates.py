@@ -1,0 +1,134 @@
+"""The open-loop runs of `fanout bench`: a rate sweep, and a book run replayed.
+
+Takes the open fleet, its targets and slot counts, the spec and a workload; returns a RateSweep (one
+RatePoint a rate, the knee marked) or a ReplayCheck (the replay's RatePoint and its counts against the
+original run's request log). The load generator is openloop.py, the figures ratefigures.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+
+from pipeline.backends.fleet import Fleet
+from pipeline.bench.loadgen import Target
+from pipeline.bench.openloop import RatePlan, RateRaw, run_rate
+from pipeline.bench.prompts import new_nonce, token_counter
+from pipeline.bench.ratefigures import KNEE_RULE, mark_knee, rate_point
+from pipeline.bench.records import BenchSpec, RatePoint, RateSweep, ReplayCheck
+from pipeline.bench.workload import (
+    Lengths,
+    ReplayWorkload,
+    Workload,
+    load_dataset,
+    parse_lengths,
+    synthetic_workload,
+)
+from pipeline.progress import BenchListener
+
+OnRaw = Callable[[str, str, RateRaw], None]  # (series label, level name, raw) -> e.g. keep request rows
+
+
+async def workload_of(fleet: Fleet, targets: list[Target], spec: BenchSpec) -> Workload:
+    """The dataset, or synthetic prompts of the asked lengths (the engine's tokenizer sizes them)."""
+    output = parse_lengths(spec.output_len, "output_len") if spec.output_len else None
+    if spec.dataset:
+        return load_dataset(Path(spec.dataset), spec.max_tokens, output, spec.seed)
+    input_len = parse_lengths(spec.input_len, "input_len") if spec.input_len else None
+    counter = await token_counter(fleet.session, targets[0].backend) if input_len else None
+    return await synthetic_workload(
+        counter, new_nonce(), input_len, output or Lengths(spec.max_tokens, spec.max_tokens), spec.seed
+    )
+
+
+def rate_plan(spec: BenchSpec, rate: float | None, read_timeout: float, index: int) -> RatePlan:
+    return RatePlan(
+        rate=rate,
+        burstiness=spec.burstiness,
+        duration_s=spec.duration_s,
+        requests=spec.num_requests,
+        max_concurrency=spec.max_concurrency,
+        seed=spec.seed * 1000 + index,
+        interval_s=spec.sample_interval_s,
+        read_timeout=read_timeout,
+    )
+
+
+async def run_rate_sweep(
+    fleet: Fleet,
+    label: str,
+    targets: list[Target],
+    slots: dict[str, int],
+    spec: BenchSpec,
+    workload: Workload,
+    numbers: Iterator[int],
+    watcher: BenchListener | None = None,
+    on_raw: OnRaw | None = None,
+) -> RateSweep:
+    points: list[RatePoint] = []
+    for index, rate in enumerate(spec.rates):
+        plan = rate_plan(spec, rate, fleet.pool.policy.read_timeout, index)
+        if watcher is not None:
+            watcher.level_started(label, 0, [t.backend.name for t in targets], len(spec.rates))
+        raw = await run_rate(fleet.session, targets, slots, plan, workload, numbers, watcher)
+        if on_raw is not None:
+            on_raw(label, f"rate {rate:g}/s", raw)
+        scope = f"client: every request of the {rate:g} req/s level, drain included"
+        points.append(rate_point(raw, sum(slots.values()), spec.percentiles, spec.goodput_slo_ms, scope))
+    knee = mark_knee(points)
+    return RateSweep(
+        label=label,
+        backends=[t.backend.name for t in targets],
+        workload=workload.name,
+        points=points,
+        knee_rate=knee,
+        knee_rule=KNEE_RULE,
+    )
+
+
+async def run_replay(
+    fleet: Fleet,
+    targets: list[Target],
+    slots: dict[str, int],
+    spec: BenchSpec,
+    workload: ReplayWorkload,
+    numbers: Iterator[int],
+    watcher: BenchListener | None = None,
+    on_raw: OnRaw | None = None,
+) -> ReplayCheck:
+    """Every logged request once, at its original time / speed (speed 0: at once, paced by the caps)."""
+    plan = replace(
+        rate_plan(spec, None, fleet.pool.policy.read_timeout, 0),
+        requests=len(workload.rows),
+        duration_s=None,
+        speed=spec.replay_speed,
+        respect_caps=spec.replay_speed == 0,
+    )
+    raw = await run_rate(fleet.session, targets, slots, plan, workload, numbers, watcher)
+    if on_raw is not None:
+        on_raw("replay", workload.name, raw)
+    point = rate_point(raw, sum(slots.values()), spec.percentiles, spec.goodput_slo_ms, f"client: {workload.name}")
+    first = min((r.number for r in raw.requests), default=0)
+    pairs = [(workload.rows[r.number - first], r) for r in raw.requests]
+    counted = [(row, r) for row, r in pairs if row.prompt_tokens is not None and not r.error]
+    return ReplayCheck(
+        source=str(workload.source),
+        requests_logged=len(workload.rows),
+        requests_replayed=point.completed,
+        compared=len(counted),
+        prompt_tokens_logged=sum(row.prompt_tokens or 0 for row, _ in counted),
+        prompt_tokens_replayed=sum(r.prompt_tokens or 0 for _, r in counted),
+        output_tokens_replayed=point.completion_tokens,
+        over_cap=sum((r.completion_tokens or 0) > row.max_tokens for row, r in pairs),
+        by_kind=count_kinds(workload),
+        speed=spec.replay_speed,
+        point=point,
+    )
+
+
+def count_kinds(workload: ReplayWorkload) -> dict[str, int]:
+    kinds: dict[str, int] = {}
+    for row in workload.rows:
+        kinds[row.kind] = kinds.get(row.kind, 0) + 1
+    return kinds

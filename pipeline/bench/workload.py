@@ -1,0 +1,229 @@
+"""What the open loop sends: synthetic prompts of given token lengths, a dataset, or a book run's own requests.
+
+Takes a spec's workload settings; returns a Workload, which gives request number n its messages, answer cap
+and (for a replay) the moment the original run asked it.
+
+- Synthetic: numbered, nonce'd prompts (no two share a prefix), of a token length drawn per request from
+  `input_len` (N, or LO-HI uniform, seeded) as the engine counts it, with caps from `output_len`; the
+  length is reached by a word count calibrated once against the engine's tokenizer, so each request lands
+  within a few tokens of its draw and the record keeps the engine's own count (usage.prompt_tokens).
+- Dataset: JSONL, one `{"prompt": str, "max_tokens": int}` a line (max_tokens optional), or ShareGPT-style
+  JSON (a list of `{"conversations": [{"from": "human", "value": ...}, {"from": "gpt", ...}]}`; the first
+  human turn is the prompt and the first reply's length in tiktoken cl100k tokens its cap, as vLLM's
+  sharegpt dataset does with the model's tokenizer). Prompts go as written, in a seeded shuffle, cycled
+  when the run asks for more than the file holds.
+- Replay: a book run's requests.jsonl (every planning and section request, as sent: messages, cap,
+  sampling fields, and when it was asked after the job began).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from pipeline.bench.prompts import FILLER, TokenCounter, numbered, short_prompt
+from pipeline.book.requestlog import REQUEST_LOG
+from pipeline.errors import UsageError
+
+
+@dataclass(frozen=True)
+class Work:
+    messages: list[dict[str, str]]
+    max_tokens: int
+    extra: dict[str, Any] = field(default_factory=dict)  # sampling fields a replayed request carried
+    offset_s: float | None = None  # replay: seconds after the original job began
+    kind: str = "synthetic"  # synthetic, dataset, plan, section, repair
+    prompt_tokens: int | None = None  # replay: the engine's count in the original run
+
+
+class Workload(Protocol):
+    name: str
+    greedy: bool  # temperature 0 and ignore_eos where the engine has it (synthetic and dataset)
+
+    def item(self, number: int) -> Work: ...
+
+
+@dataclass(frozen=True)
+class Lengths:
+    """A token count per request: fixed (low == high) or uniform in [low, high], drawn from a seeded stream."""
+
+    low: int
+    high: int
+
+    def draw(self, rng: random.Random) -> int:
+        return self.low if self.low == self.high else rng.randint(self.low, self.high)
+
+    def __str__(self) -> str:
+        return str(self.low) if self.low == self.high else f"{self.low}-{self.high}"
+
+
+def parse_lengths(text: str, setting: str) -> Lengths:
+    match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", text)
+    if not match:
+        raise UsageError(f"setting '{setting}' {text!r}: expected N or LO-HI (whole numbers of tokens)")
+    low = int(match[1])
+    high = int(match[2]) if match[2] else low
+    if low <= 0 or high < low:
+        raise UsageError(f"setting '{setting}' {text!r}: lengths must be positive, LO no more than HI")
+    return Lengths(low, high)
+
+
+def user(prompt: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": prompt}]
+
+
+@dataclass
+class SyntheticWorkload:
+    nonce: str
+    output: Lengths
+    seed: int
+    words_per_token: float | None = None  # calibrated against the engine; None: the short numbered prompts
+    head_tokens: int = 0
+    input: Lengths | None = None
+    name: str = "synthetic"
+    greedy: bool = True
+
+    def item(self, number: int) -> Work:
+        rng = random.Random(f"{self.seed}:{number}")
+        cap = self.output.draw(rng)
+        if self.input is None or self.words_per_token is None:
+            return Work(user(short_prompt(number, self.nonce)), cap)
+        words = max(0, round((self.input.draw(rng) - self.head_tokens) * self.words_per_token))
+        filler = (FILLER * (words // 40 + 2)).split()[:words]
+        return Work(user(numbered(number, self.nonce) + " ".join(filler)), cap)
+
+
+async def synthetic_workload(
+    counter: TokenCounter | None, nonce: str, input_len: Lengths | None, output_len: Lengths, seed: int
+) -> SyntheticWorkload:
+    """Calibrate words per token once, on a prompt as long as the longest draw."""
+    workload = SyntheticWorkload(nonce, output_len, seed, input=input_len)
+    if input_len is None or counter is None:
+        return workload
+    head = numbered(1, nonce)
+    workload.head_tokens = await counter.count(head)
+    if workload.head_tokens >= input_len.low:
+        raise UsageError(f"setting 'input_len' {input_len}: the numbered head and the chat template alone take that")
+    probe_words = max(16, input_len.high)
+    filler = " ".join((FILLER * (probe_words // 40 + 2)).split()[:probe_words])
+    tokens = await counter.count(head + filler) - workload.head_tokens
+    workload.words_per_token = probe_words / max(tokens, 1)
+    return workload
+
+
+@dataclass
+class DatasetWorkload:
+    rows: list[Work]
+    seed: int
+    name: str = "dataset"
+    greedy: bool = True
+    order: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.order = list(range(len(self.rows)))
+        random.Random(self.seed).shuffle(self.order)
+
+    def item(self, number: int) -> Work:
+        return self.rows[self.order[(number - 1) % len(self.rows)]]
+
+
+def load_dataset(path: Path, default_cap: int, output_len: Lengths | None, seed: int) -> DatasetWorkload:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"setting 'dataset' {path}: cannot read it ({exc})") from None
+    stripped = text.lstrip()
+    rows = sharegpt_rows(path, text) if stripped.startswith("[") else jsonl_rows(path, text, default_cap)
+    if output_len is not None:
+        rng = random.Random(seed)
+        rows = [Work(row.messages, output_len.draw(rng), kind="dataset") for row in rows]
+    if not rows:
+        raise UsageError(f"setting 'dataset' {path}: no usable prompts in it")
+    return DatasetWorkload(rows, seed, name=f"dataset {path.name}")
+
+
+def jsonl_rows(path: Path, text: str, default_cap: int) -> list[Work]:
+    rows = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"setting 'dataset' {path} line {number}"
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{where}: not JSON ({exc.msg})") from None
+        if not isinstance(row, dict) or not isinstance(row.get("prompt"), str) or not row["prompt"].strip():
+            raise UsageError(f'{where}: expected {{"prompt": "text", "max_tokens": N}}')
+        cap = row.get("max_tokens", default_cap)
+        if not isinstance(cap, int) or isinstance(cap, bool) or cap <= 0:
+            raise UsageError(f"{where}: max_tokens must be a positive whole number, not {cap!r}")
+        rows.append(Work(user(row["prompt"]), cap, kind="dataset"))
+    return rows
+
+
+def sharegpt_rows(path: Path, text: str) -> list[Work]:
+    from pipeline.bench.prompts import TiktokenCounter
+
+    try:
+        entries = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"setting 'dataset' {path} line {exc.lineno}: not JSON ({exc.msg})") from None
+    encoding = TiktokenCounter().encoding
+    rows = []
+    for index, entry in enumerate(entries):
+        turns = entry.get("conversations") if isinstance(entry, dict) else None
+        if not isinstance(turns, list) or not all(isinstance(t, dict) for t in turns):
+            raise UsageError(f"setting 'dataset' {path} entry {index}: expected a 'conversations' list of turns")
+        human = next((t.get("value") for t in turns if t.get("from") in ("human", "user")), None)
+        reply = next((t.get("value") for t in turns if t.get("from") in ("gpt", "assistant")), None)
+        if not isinstance(human, str) or not isinstance(reply, str) or not human.strip():
+            continue  # vLLM's sharegpt loader also skips conversations without a prompt and a reply
+        cap = len(encoding.encode(reply))
+        if cap >= 4:  # vLLM drops replies shorter than 4 tokens
+            rows.append(Work(user(human), cap, kind="dataset"))
+    return rows
+
+
+@dataclass
+class ReplayWorkload:
+    """A book run's requests in the order they were asked, with their original times."""
+
+    rows: list[Work]
+    source: Path
+    name: str = "replay"
+    greedy: bool = False
+
+    def item(self, number: int) -> Work:
+        return self.rows[number - 1]
+
+
+def load_replay(run_dir: Path) -> ReplayWorkload:
+    path = run_dir / REQUEST_LOG
+    if not path.is_file():
+        raise UsageError(
+            f"setting 'workload' {run_dir}: no {REQUEST_LOG} in it (book runs record their requests there)"
+        )
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        try:
+            row = json.loads(line)
+            rows.append(
+                Work(
+                    row["messages"],
+                    int(row["max_tokens"]),
+                    row.get("extra", {}),
+                    float(row["t_asked"]),
+                    row["kind"],
+                    row.get("prompt_tokens"),
+                )
+            )
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+            raise UsageError(f"setting 'workload' {path} line {number}: not a request record") from None
+    if not rows:
+        raise UsageError(f"setting 'workload' {path}: no requests in it")
+    rows.sort(key=lambda w: w.offset_s or 0.0)
+    return ReplayWorkload(rows, path, name=f"replay of {run_dir.name}")

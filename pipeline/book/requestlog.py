@@ -1,0 +1,63 @@
+"""A book run's request log: every planning, section and repair request as it was sent, one JSON line each.
+
+Takes what the pool reports of each finished request (the request, its completion or None, when it was
+asked, its attempts); appends to requests.jsonl in the run folder. It is what `fanout bench --workload
+RUN_DIR` replays: the messages, the cap, the sampling fields, and when the request was asked (seconds after
+this job opened the log; a resumed run appends its own requests, timed from its own start). The engine's
+token counts and the outcome are kept beside them so a replay can be checked against the original.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from pipeline.records import Attempt, ChatRequest, Completion
+
+REQUEST_LOG = "requests.jsonl"
+
+
+def request_kind(tag: str) -> str:
+    """Planning tags start with 'plan:', a repair's new title with 'retitle'; sections are their ids."""
+    if tag.startswith("plan"):
+        return "plan"
+    return "repair" if tag.startswith("retitle") else "section"
+
+
+def outcome(completion: Completion | None, attempts: list[Attempt]) -> str:
+    if completion is not None:
+        return "ok"
+    if attempts and attempts[-1].outcome != "ok":
+        return attempts[-1].outcome
+    return "cancelled"  # its caller stopped it (planning cancels an answer once it has enough titles)
+
+
+class RequestLog:
+    def __init__(self, folder: Path):
+        self.path = folder / REQUEST_LOG
+        self.started = time.monotonic()
+        self.handle = self.path.open("a", encoding="utf-8")
+
+    def record(
+        self, request: ChatRequest, completion: Completion | None, t_asked: float, attempts: list[Attempt]
+    ) -> None:
+        row = {
+            "tag": request.tag,
+            "kind": request_kind(request.tag),
+            "t_asked": round(t_asked - self.started, 4),
+            "messages": request.messages,
+            "max_tokens": request.max_tokens,
+            "extra": {"temperature": request.temperature, **request.extra},
+            "backend": completion.backend if completion else (attempts[-1].backend if attempts else None),
+            "prompt_tokens": completion.prompt_tokens if completion else None,
+            "completion_tokens": completion.completion_tokens if completion else None,
+            "finish_reason": completion.finish_reason if completion else None,
+            "attempts": len(attempts),
+            "outcome": outcome(completion, attempts),
+        }
+        self.handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+        self.handle.flush()
+
+    def close(self) -> None:
+        self.handle.close()

@@ -32,7 +32,8 @@ def proxy_for(url: str, proxies: dict[str, str] | None = None) -> str | None:
     proxies = urllib.request.getproxies() if proxies is None else proxies
     parts = urlsplit(url)
     proxy = proxies.get(parts.scheme) or proxies.get("all")
-    if not proxy or urllib.request.proxy_bypass_environment(parts.netloc, proxies):
+    bypass = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]  # public, not in typeshed
+    if not proxy or bypass(parts.netloc, proxies):
         return None
     return proxy
 

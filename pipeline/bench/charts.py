@@ -12,6 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
+from pipeline.bench.latencycharts import draw_latency_charts  # noqa: E402
 from pipeline.bench.records import BenchRecord, Series  # noqa: E402
 
 DPI = 110
@@ -133,9 +134,12 @@ def ttft_chart(record: BenchRecord, path: Path) -> Path:
 
 def draw_charts(record: BenchRecord, folder: Path) -> dict[str, Path]:
     folder.mkdir(parents=True, exist_ok=True)
-    return {
-        "throughput": throughput_chart(record, folder / "throughput.png"),
-        "per_stream": per_stream_chart(record, folder / "per_stream.png"),
-        "step_time": step_chart(record, folder / "step_time.png"),
-        "ttft": ttft_chart(record, folder / "ttft.png"),
-    }
+    charts: dict[str, Path] = {}
+    if record.series:
+        charts = {
+            "throughput": throughput_chart(record, folder / "throughput.png"),
+            "per_stream": per_stream_chart(record, folder / "per_stream.png"),
+            "step_time": step_chart(record, folder / "step_time.png"),
+            "ttft": ttft_chart(record, folder / "ttft.png"),
+        }
+    return charts | draw_latency_charts(record, folder)

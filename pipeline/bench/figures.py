@@ -19,12 +19,14 @@ from pipeline.backends.metrics import METRIC_NAMES
 from pipeline.bench.latency import percentile, summarise
 from pipeline.bench.records import (
     BenchSpec,
+    ComparisonRow,
     CounterSample,
     LadderPoint,
     LevelRaw,
     LevelResult,
     PowerSample,
     RequestSample,
+    Series,
 )
 from pipeline.records import EngineInfo
 
@@ -336,3 +338,28 @@ def level_result(raw: LevelRaw, engines: dict[str, EngineInfo], spec: BenchSpec)
         samples=raw.samples,
         power=raw.power,
     )
+
+
+def comparison_rows(series: list[Series]) -> list[ComparisonRow]:
+    """Seed 003 Table 2: each later series against the first, level by level."""
+    rows = []
+    base = {level.streams: level.total for level in series[0].levels} if series else {}
+    for other in series[1:]:
+        for level in other.levels:
+            first = base.get(level.streams)
+            if first is None:
+                continue
+            point = level.total
+            rows.append(
+                ComparisonRow(
+                    label=other.label,
+                    streams=level.streams,
+                    base=first.sustained,
+                    other=point.sustained,
+                    ratio=point.sustained / first.sustained if first.sustained > 0 else None,
+                    other_ttft_p50_ms=point.ttft_p50_ms,
+                    other_running=point.running_mean,
+                    other_waiting=point.waiting_mean,
+                )
+            )
+    return rows

@@ -17,11 +17,12 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import anyio
 
 from pipeline.backends.fleet import Fleet, open_fleet
-from pipeline.bench.figures import level_result
+from pipeline.bench.figures import comparison_rows, level_result
 from pipeline.bench.fit import fit_levels
 from pipeline.bench.loadgen import LevelPlan, Target, run_level
 from pipeline.bench.openloop import RateRaw
@@ -33,8 +34,6 @@ from pipeline.bench.records import (
     BackendInfo,
     BenchRecord,
     BenchSpec,
-    ComparisonRow,
-    LevelResult,
     Provenance,
     RateSweep,
     ReplayCheck,
@@ -50,7 +49,7 @@ from pipeline.records import EngineInfo, EngineKind
 
 log = logging.getLogger("fanout")
 IGNORE_EOS_ENGINES = {EngineKind.VLLM, EngineKind.SGLANG, EngineKind.LLAMACPP}
-OnLevel = Callable[[str, LevelResult], None]
+OnLevel = Callable[[str, Any], None]  # (series label, a LevelResult or an open-loop RatePoint)
 
 
 def check_spec(spec: BenchSpec) -> None:
@@ -196,31 +195,6 @@ class RowKeeper:
         self.keep(series, level, raw.requests)
 
 
-def comparison(series: list[Series]) -> list[ComparisonRow]:
-    """Seed 003 Table 2: each later series against the first, level by level."""
-    rows = []
-    base = {level.streams: level.total for level in series[0].levels} if series else {}
-    for other in series[1:]:
-        for level in other.levels:
-            first = base.get(level.streams)
-            if first is None:
-                continue
-            point = level.total
-            rows.append(
-                ComparisonRow(
-                    label=other.label,
-                    streams=level.streams,
-                    base=first.sustained,
-                    other=point.sustained,
-                    ratio=point.sustained / first.sustained if first.sustained > 0 else None,
-                    other_ttft_p50_ms=point.ttft_p50_ms,
-                    other_running=point.running_mean,
-                    other_waiting=point.waiting_mean,
-                )
-            )
-    return rows
-
-
 def groups(targets: list[Target], spec: BenchSpec) -> list[tuple[str, list[Target]]]:
     if spec.compare:
         return [(t.backend.name, [t]) for t in targets]
@@ -235,6 +209,7 @@ async def open_loop(
     numbers: Iterator[int],
     watcher: BenchListener | None,
     rows: RowKeeper | None,
+    on_level: OnLevel | None,
 ) -> tuple[list[RateSweep], list[ReplayCheck]]:
     slots = {info.name: info.slots for info in infos}
     keep = rows.keep_raw if rows is not None else None
@@ -243,7 +218,9 @@ async def open_loop(
         workload = await workload_of(fleet, targets, spec)
         for label, group in groups(targets, spec):
             chosen = {t.backend.name: slots[t.backend.name] for t in group}
-            sweeps.append(await run_rate_sweep(fleet, label, group, chosen, spec, workload, numbers, watcher, keep))
+            sweeps.append(
+                await run_rate_sweep(fleet, label, group, chosen, spec, workload, numbers, watcher, keep, on_level)
+            )
     if spec.workload:
         replay = load_replay(Path(spec.workload))
         replays.append(await run_replay(fleet, targets, slots, spec, replay, numbers, watcher, keep))
@@ -277,7 +254,7 @@ async def bench(
             prompts = await prompt_maker(fleet, targets, spec, infos)
             for label, group in groups(targets, spec):
                 series.append(await run_series(fleet, label, group, spec, prompts, numbers, on_level, watcher, rows))
-        sweeps, replays = await open_loop(fleet, targets, infos, spec, numbers, watcher, rows)
+        sweeps, replays = await open_loop(fleet, targets, infos, spec, numbers, watcher, rows, on_level)
     host.loadavg_end = loadavg()
     provenance = Provenance(
         host=host,
@@ -290,7 +267,7 @@ async def bench(
         spec=spec,
         provenance=provenance,
         series=series,
-        comparison=comparison(series),
+        comparison=comparison_rows(series),
         sweeps=sweeps,
         replays=replays,
         client=settings.client,

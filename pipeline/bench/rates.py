@@ -65,6 +65,7 @@ async def run_rate_sweep(
     numbers: Iterator[int],
     watcher: BenchListener | None = None,
     on_raw: OnRaw | None = None,
+    on_point: Callable[[str, RatePoint], None] | None = None,
 ) -> RateSweep:
     points: list[RatePoint] = []
     for index, rate in enumerate(spec.rates):
@@ -76,6 +77,8 @@ async def run_rate_sweep(
             on_raw(label, f"rate {rate:g}/s", raw)
         scope = f"client: every request of the {rate:g} req/s level, drain included"
         points.append(rate_point(raw, sum(slots.values()), spec.percentiles, spec.goodput_slo_ms, scope))
+        if on_point is not None:
+            on_point(label, points[-1])
     knee = mark_knee(points)
     return RateSweep(
         label=label,

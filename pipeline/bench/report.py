@@ -9,27 +9,17 @@ Table 2 with its ratio column. Under each table, every figure's source is named.
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from pipeline.bench.charts import draw_charts
-from pipeline.bench.records import BenchRecord, Fit, LadderPoint, Series
-
-
-@dataclass
-class Table:
-    title: str
-    header: list[str]
-    rows: list[list[str]]
-    notes: list[str]
-
-
-def num(value: float | None, digits: int = 1) -> str:
-    return "n/a" if value is None else f"{value:,.{digits}f}"
-
-
-def pair(a: float | None, b: float | None) -> str:
-    return "n/a" if a is None and b is None else f"{num(a)} / {num(b)}"
+from pipeline.bench.figures import comparison_rows
+from pipeline.bench.loadreport import load_tables, open_loop_lines
+from pipeline.bench.records import BenchRecord, Fit, LadderPoint, MergedRun, Series
+from pipeline.bench.requestrows import write_rows
+from pipeline.bench.table import Table, markdown_table, num, pair
+from pipeline.errors import UsageError
 
 
 def match(point: LadderPoint) -> str:
@@ -255,10 +245,14 @@ def provenance_lines(record: BenchRecord) -> list[str]:
     p, spec = record.provenance, record.spec
     host = p.host
     gpus = ", ".join(f"{g.name} ({num(g.memory_mib, 0)} MiB)" for g in host.gpus) or "none"
+    ladder = (
+        f"window {spec.window_s:g} s after a warm-up of at least {spec.warmup_s:g} s and full occupancy; "
+        if record.series
+        else ""
+    )
     lines = [
-        f"Started {p.started_at}, {p.duration_s:,.0f} s in all; window {spec.window_s:g} s after a warm-up of at "
-        f"least {spec.warmup_s:g} s and full occupancy; max tokens {spec.max_tokens}; temperature 0; "
-        f"counters sampled every {spec.sample_interval_s:g} s.",
+        f"Started {p.started_at}, {p.duration_s:,.0f} s in all; {ladder}max tokens {spec.max_tokens}; "
+        f"temperature 0 (a replay: the run's own sampling); counters sampled every {spec.sample_interval_s:g} s.",
         f"Host: {host.cpu_model}, {host.cores} cores, {host.ram_gib:g} GiB RAM; GPUs: {gpus}; load average "
         f"{host.loadavg_start} at start, {host.loadavg_end} at end; {host.platform}; fanout {host.fanout_version}.",
     ]
@@ -271,7 +265,7 @@ def provenance_lines(record: BenchRecord) -> list[str]:
             f"{'per step' if b.counts_per_step else 'at request end'}"
             f"{', prompts counted by ' + b.tokenizer if b.tokenizer else ''}{embedded}."
         )
-    return lines
+    return lines + open_loop_lines(record)
 
 
 def tables(record: BenchRecord) -> list[Table]:
@@ -279,13 +273,7 @@ def tables(record: BenchRecord) -> list[Table]:
     for series in record.series:
         found += [ladder_table(series), fit_table(series), backends_table(series)]
     found.append(comparison_table(record))
-    return [table for table in found if table is not None]
-
-
-def markdown_table(table: Table) -> str:
-    lines = ["| " + " | ".join(table.header) + " |", "|" + "---|" * len(table.header)]
-    lines += ["| " + " | ".join(row) + " |" for row in table.rows]
-    return "\n".join(lines)
+    return [table for table in found if table is not None] + load_tables(record)
 
 
 def text_report(record: BenchRecord) -> str:
@@ -301,6 +289,9 @@ CHART_TITLES = {
     "per_stream": "Per-stream tok/s against streams",
     "step_time": "Step time with its fit",
     "ttft": "Time to first token",
+    "latency_streams": "Latency against streams",
+    "latency_rate": "Latency against offered rate",
+    "served_rate": "Served against offered rate",
 }
 
 
@@ -348,4 +339,43 @@ def write_report(record: BenchRecord, folder: Path) -> dict[str, Path]:
     charts = {name: f"charts/{path.name}" for name, path in draw_charts(record, folder / "charts").items()}
     paths["markdown"].write_text(markdown_report(record, charts))
     paths["html"].write_text(html_report(record, charts))
+    if record.request_rows:
+        paths |= write_rows(record.request_rows, folder)
     return paths
+
+
+def merge_runs(folders: list[Path]) -> BenchRecord:
+    """One record from several saved runs: every series, sweep and replay, labelled by its run where two
+    runs share a label; the first run's spec and provenance head it, every run's provenance is listed."""
+    records = [load_run(folder) for folder in folders]
+    merged = records[0].model_copy(deep=True)
+    merged.series, merged.sweeps, merged.replays, merged.merged_from = [], [], [], []
+    taken: set[str] = set()
+    for folder, record in zip(folders, records):
+        for series in record.series:
+            series.label = unique_label(series.label, folder, taken)
+            merged.series.append(series)
+        for sweep in record.sweeps:
+            sweep.label = unique_label(sweep.label, folder, taken)
+            merged.sweeps.append(sweep)
+        merged.replays += record.replays
+        merged.merged_from.append(MergedRun(folder=str(folder), label=record.spec.label, provenance=record.provenance))
+    merged.spec.percentiles = sorted(set.intersection(*(set(r.spec.percentiles) for r in records)))
+    merged.comparison = comparison_rows(merged.series)
+    return merged
+
+
+def unique_label(label: str, folder: Path, taken: set[str]) -> str:
+    chosen = label if label not in taken else f"{label} ({folder.name})"
+    taken.add(chosen)
+    return chosen
+
+
+def load_run(folder: Path) -> BenchRecord:
+    path = folder / "bench.json"
+    try:
+        return BenchRecord.model_validate_json(path.read_text())
+    except FileNotFoundError:
+        raise UsageError(f"{folder}: no bench.json in it (not a fanout bench run folder)") from None
+    except ValidationError as exc:
+        raise UsageError(f"{path}: not a bench record this fanout can read ({exc.error_count()} errors)") from None

@@ -32,9 +32,9 @@ from pipeline.files import output_path
 def add_bench_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--streams",
-        default="1,4,8,16,32",
         metavar="N,N,...",
-        help="stream levels per backend (default 1,4,8,16,32); each must fit the backend's cap and its engine's slots",
+        help="closed-loop stream levels per backend (default 1,4,8,16,32, none when --rate or --workload is "
+        "given alone); each must fit the backend's cap and its engine's slots",
     )
     parser.add_argument("--window", type=float, default=40.0, metavar="S", help="measured seconds per level (40)")
     parser.add_argument(
@@ -66,6 +66,8 @@ def add_bench_flags(parser: argparse.ArgumentParser) -> None:
         "TGI); NAME is a backend name, none means every backend",
     )
     parser.add_argument("--no-ignore-eos", action="store_true", help="let answers stop at end of sequence")
+    add_latency_flags(parser)
+    add_open_loop_flags(parser)
     parser.add_argument("--out", type=Path, metavar="DIR", help="run folder (default outputs/bench-<label>-<time>)")
     parser.add_argument("--json", action="store_true", help="print bench.json to stdout instead of the tables")
     ceiling = parser.add_argument_group("client ceiling (--ceiling: no engine; python -m pipeline.bench.ceiling -h)")
@@ -89,6 +91,70 @@ def add_bench_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_latency_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("latency, goodput and per-request records (closed and open loop)")
+    group.add_argument(
+        "--percentiles", default="50,90,99", metavar="Q,Q,...", help="latency percentiles reported (50,90,99)"
+    )
+    group.add_argument(
+        "--goodput",
+        metavar="ttft:MS,tpot:MS,e2e:MS",
+        help="SLOs in milliseconds (any of them): the share and rate of requests meeting every one",
+    )
+    group.add_argument(
+        "--save-requests", action="store_true", help="write requests.jsonl and requests.csv: one row a request"
+    )
+
+
+def add_open_loop_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("open loop (arrivals independent of completions, as vllm bench serve)")
+    group.add_argument("--rate", metavar="R,R,...", help="request rates to sweep, requests per second")
+    group.add_argument(
+        "--burstiness", type=float, default=1.0, help="gamma shape of the arrivals: 1 Poisson, <1 burstier (1)"
+    )
+    group.add_argument("--duration", type=float, default=30.0, metavar="S", help="seconds of arrivals per rate (30)")
+    group.add_argument("--num-requests", type=int, metavar="N", help="stop each rate after N arrivals")
+    group.add_argument(
+        "--max-concurrency", type=int, metavar="N", help="at most N requests in flight; later arrivals queue here"
+    )
+    group.add_argument("--seed", type=int, default=0, help="seed of the arrivals and length draws (0)")
+    group.add_argument(
+        "--input-len", metavar="N|LO-HI", help="synthetic prompts of N tokens (or uniform in LO-HI), engine-counted"
+    )
+    group.add_argument(
+        "--output-len", metavar="N|LO-HI", help="answer caps (ignore_eos), N or uniform in LO-HI (--max-tokens)"
+    )
+    group.add_argument(
+        "--dataset", type=Path, metavar="FILE", help='JSONL of {"prompt", "max_tokens"} or ShareGPT-style JSON'
+    )
+    group.add_argument(
+        "--workload", type=Path, metavar="RUN_DIR", help="replay a fanout book run's requests (its requests.jsonl)"
+    )
+    group.add_argument(
+        "--replay-speed",
+        type=float,
+        default=1.0,
+        metavar="F",
+        help="replay at the original times divided by F (1); 0: all at once, as fast as the caps allow",
+    )
+
+
+def parse_rates(text: str | None) -> list[float]:
+    if not text:
+        return []
+    try:
+        return [float(item) for item in text.split(",") if item.strip()]
+    except ValueError:
+        raise UsageError(f"--rate {text!r}: expected request rates like 1,2,4") from None
+
+
+def parse_percentiles(text: str) -> list[float]:
+    try:
+        return [float(item) for item in text.split(",") if item.strip()]
+    except ValueError:
+        raise UsageError(f"--percentiles {text!r}: expected numbers like 50,90,99") from None
+
+
 def parse_engine_slots(specs: list[str] | None) -> dict[str, int]:
     slots: dict[str, int] = {}
     for spec in specs or []:
@@ -99,11 +165,18 @@ def parse_engine_slots(specs: list[str] | None) -> dict[str, int]:
     return slots
 
 
+def stream_levels(args: argparse.Namespace) -> list[int]:
+    if args.streams is not None:
+        return parse_levels(args.streams, "streams")
+    return [] if args.rate or args.workload else [1, 4, 8, 16, 32]
+
+
 def spec_from_args(args: argparse.Namespace):
     from pipeline.bench.ladder import check_spec
+    from pipeline.bench.latency import parse_goodput
     from pipeline.bench.records import BenchSpec
 
-    for name in ("max_tokens", "prompt_tokens"):
+    for name in ("max_tokens", "prompt_tokens", "num_requests", "max_concurrency"):
         value = getattr(args, name)
         if value is not None and value <= 0:
             raise UsageError(f"--{name.replace('_', '-')} must be positive")
@@ -111,7 +184,7 @@ def spec_from_args(args: argparse.Namespace):
         raise UsageError("--warmup must not be negative")
     try:
         spec = BenchSpec(
-            streams=parse_levels(args.streams, "streams"),
+            streams=stream_levels(args),
             window_s=args.window,
             warmup_s=args.warmup,
             max_tokens=args.max_tokens,
@@ -120,6 +193,20 @@ def spec_from_args(args: argparse.Namespace):
             compare=args.compare,
             engine_slots=parse_engine_slots(args.engine_slots),
             ignore_eos=not args.no_ignore_eos,
+            percentiles=parse_percentiles(args.percentiles),
+            goodput_slo_ms=parse_goodput(args.goodput) if args.goodput else {},
+            save_requests=args.save_requests,
+            rates=parse_rates(args.rate),
+            burstiness=args.burstiness,
+            duration_s=args.duration,
+            num_requests=args.num_requests,
+            max_concurrency=args.max_concurrency,
+            seed=args.seed,
+            input_len=args.input_len,
+            output_len=args.output_len,
+            dataset=str(args.dataset) if args.dataset else None,
+            workload=str(args.workload) if args.workload else None,
+            replay_speed=args.replay_speed,
         )
     except ValidationError as exc:
         first = exc.errors()[0]
@@ -133,10 +220,26 @@ def default_folder(label: str) -> Path:
 
 
 def progress_line(label: str, level) -> None:
+    if hasattr(level, "rate"):  # an open-loop RatePoint
+        rate_line(label, level)
+        return
     point = level.total
     print(
         f"fanout: bench {label}: {point.streams} streams: {point.sustained:,.1f} tok/s sustained, best second "
         f"{point.best_second:,.1f}, step {point.step_ms or 0:.2f} ms, TTFT p50 {point.ttft_p50_ms or 0:,.0f} ms",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def rate_line(label: str, point) -> None:
+    latency = point.latency
+    print(
+        f"fanout: bench {label}: {point.rate:g} req/s offered: served {point.completion_rate or 0:,.2f} req/s, "
+        f"{point.output_throughput or 0:,.1f} tok/s, TTFT p50 {latency.ttft.median_ms or 0:,.0f} ms, "
+        f"TPOT p50 {latency.tpot.median_ms or 0:,.1f} ms, {point.completed} done, {point.failed} failed"
+        + (", KNEE" if point.knee else "")
+        + (", queueing" if point.queueing else ""),
         file=sys.stderr,
         flush=True,
     )
@@ -187,8 +290,10 @@ def run_command(args: argparse.Namespace, settings, argv: list[str]) -> int:
     else:
         record = run_bench(settings, spec, folder / "llama-server.log", argv, progress_line)
     if not label_given and not spec.compare:
-        engines = sorted({b.engine for b in record.provenance.backends})
-        record.spec.label = record.series[0].label = "+".join(engines)
+        engines = "+".join(sorted({b.engine for b in record.provenance.backends}))
+        record.spec.label = engines
+        for named in [*record.series, *record.sweeps]:
+            named.label = engines
     paths = write_report(record, folder)
     print(record.model_dump_json(indent=1) if args.json else text_report(record))
     print(
@@ -203,6 +308,24 @@ def add_bench_command(commands: argparse._SubParsersAction) -> None:
     add_bench_flags(bench)
     add_live_flags(bench)
     add_fleet_flags(bench)
+
+
+def add_report_command(commands: argparse._SubParsersAction) -> None:
+    report = commands.add_parser("report", help="one bench report from one or several saved bench runs")
+    report.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR", help="bench run folders (bench.json)")
+    report.add_argument("--out", type=Path, metavar="DIR", help="where the report goes (default outputs/report-<time>)")
+    report.add_argument("--json", action="store_true", help="print the merged record to stdout instead of the tables")
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from pipeline.bench.report import merge_runs, text_report, write_report
+
+    record = merge_runs(args.runs)
+    folder = args.out or output_path("report")
+    paths = write_report(record, folder)
+    print(record.model_dump_json(indent=1) if args.json else text_report(record))
+    print(f"fanout: report: {paths['html']} and {paths['markdown']}", file=sys.stderr)
+    return 0
 
 
 def add_sweep_command(commands: argparse._SubParsersAction) -> None:

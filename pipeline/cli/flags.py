@@ -8,6 +8,7 @@ that set them (`--engine-slots`) before the CLI prints the error.
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 from pathlib import Path
@@ -16,7 +17,13 @@ from typing import Any, NoReturn
 from pipeline.errors import UsageError
 
 SETTING = re.compile(r"setting '([a-z_]+)'")
-FLAG_OF = {"backends": "--backend", "planner_backends": "--planner-backend"}  # where a flag is not --NAME
+FLAG_OF = {  # where a flag is not --NAME
+    "backends": "--backend",
+    "planner_backends": "--planner-backend",
+    "rates": "--rate",
+    "headers": "--header",
+    "goodput_slo_ms": "--goodput",
+}
 
 
 def flag_words(message: str) -> str:
@@ -62,6 +69,46 @@ def add_fleet_flags(parser: argparse.ArgumentParser, planning: bool = False) -> 
         )
     group.add_argument("--config", type=Path, metavar="FILE.toml", help="backends and settings from a TOML file")
     add_engine_flags(group)
+    add_request_flags(group)
+
+
+def add_request_flags(group: argparse._ActionsContainer) -> None:
+    group.add_argument(
+        "--client",
+        choices=["fast", "sdk"],
+        help="HTTP client: fast (default; no proxies) or sdk (the openai SDK over httpx: HTTPS_PROXY, "
+        "NO_PROXY, SSL_CERT_FILE; slower)",
+    )
+    group.add_argument(
+        "--header", action="append", metavar="NAME:VALUE", help="an HTTP header for every request (repeat)"
+    )
+    group.add_argument(
+        "--extra-body", metavar="JSON", help="fields merged into every request body, e.g. '{\"top_k\": 20}'"
+    )
+
+
+def parse_headers(items: list[str] | None) -> dict[str, str] | None:
+    if not items:
+        return None
+    headers = {}
+    for item in items:
+        name, sep, value = item.partition(":")
+        if not sep or not name.strip() or not re.fullmatch(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+", name.strip()):
+            raise UsageError(f"--header {item!r}: expected NAME:VALUE")
+        headers[name.strip()] = value.strip()
+    return headers
+
+
+def parse_extra_body(text: str | None) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    try:
+        body = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--extra-body: not JSON ({exc.msg})") from None
+    if not isinstance(body, dict):
+        raise UsageError("--extra-body: expected a JSON object")
+    return body
 
 
 def add_engine_flags(group: argparse._ActionsContainer) -> None:
@@ -96,6 +143,9 @@ def settings_from(args: argparse.Namespace):
         "threads": args.threads,
         "ctx_per_slot": args.ctx_per_slot,
         "profile": getattr(args, "profile", None),
+        "client": getattr(args, "client", None),
+        "headers": parse_headers(getattr(args, "header", None)),
+        "extra_body": parse_extra_body(getattr(args, "extra_body", None)),
     }
     return load_settings(flags, args.config)
 

@@ -19,11 +19,13 @@ from pipeline.cli.bench import (
     add_efficiency_command,
     add_identity_command,
     add_quality_command,
+    add_report_command,
     add_sweep_command,
     cmd_bench,
     cmd_efficiency,
     cmd_identity,
     cmd_quality,
+    cmd_report,
     cmd_sweep,
 )
 from pipeline.cli.book import (
@@ -44,6 +46,15 @@ log = logging.getLogger("fanout")
 EXIT_CODES = "exit codes: 0 ok, 1 run failed, 2 usage/config error, 3 audit gate, 130 interrupted"
 
 
+def installed_version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("fanout")
+    except metadata.PackageNotFoundError:
+        return "(not installed: running from a source tree)"
+
+
 def build_parser() -> Parser:
     parser = Parser(
         prog="fanout",
@@ -52,6 +63,7 @@ def build_parser() -> Parser:
         epilog=EXIT_CODES,
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
+    parser.add_argument("--version", action="version", version=f"fanout {installed_version()}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     for add in (
         add_serve_command,
@@ -62,6 +74,7 @@ def build_parser() -> Parser:
         add_probe_command,
         add_typeset_command,
         add_bench_command,
+        add_report_command,
         add_sweep_command,
         add_efficiency_command,
         add_quality_command,
@@ -79,6 +92,7 @@ COMMANDS = {
     "repair": cmd_repair,
     "probe": cmd_probe,
     "bench": cmd_bench,
+    "report": cmd_report,
     "typeset": cmd_typeset,
     "sweep": cmd_sweep,
     "identity": cmd_identity,

@@ -41,7 +41,7 @@ from pipeline.bench.records import (
     Series,
 )
 from pipeline.bench.requestrows import request_row
-from pipeline.bench.workload import load_replay
+from pipeline.bench.workload import load_dataset, load_replay, parse_lengths
 from pipeline.config import Settings
 from pipeline.errors import UsageError
 from pipeline.progress import BenchListener
@@ -58,6 +58,13 @@ def check_spec(spec: BenchSpec) -> None:
         raise UsageError("bench: nothing to measure: give stream levels, request rates or a workload to replay")
     if spec.dataset and spec.input_len:
         raise UsageError("setting 'input_len': a dataset brings its own prompts")
+    for name in ("input_len", "output_len"):
+        if getattr(spec, name):
+            parse_lengths(getattr(spec, name), name)
+    if spec.dataset:
+        load_dataset(Path(spec.dataset), spec.max_tokens, None, spec.seed)
+    if spec.workload:
+        load_replay(Path(spec.workload))
     if spec.window_s < MIN_WINDOW_S:
         raise UsageError(
             f"setting 'window' {spec.window_s:g}: too short to hold full occupancy and a best second; "
@@ -239,8 +246,6 @@ async def bench(
     check_spec(spec)
     if not settings.backends:  # the embedded engine: refuse before starting it
         check_level_fits("embedded", settings.slots, settings.slots, "--slots", spec.streams)
-    if spec.workload:
-        load_replay(Path(spec.workload))  # a bad run folder fails before any engine starts
     host = host_info()
     started, wall = time.monotonic(), dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     rows = RowKeeper(started) if spec.save_requests else None

@@ -40,6 +40,7 @@ class _Running:
     max_tokens: int
     prompt_tokens: int
     sent: int = 0
+    log: dict | None = None  # this request's entry in the engine's own per-request log
 
 
 class StepLawEngine:
@@ -56,6 +57,7 @@ class StepLawEngine:
         self.steps = 0
         self.requests = 0
         self.prompts: list[str] = []
+        self.log: list[dict] = []  # per request: prompt head, arrival, every event's send time, end (monotonic)
         self.wake = asyncio.Event()
         self.server: asyncio.AbstractServer | None = None
         self.stepper: asyncio.Task | None = None
@@ -110,6 +112,8 @@ class StepLawEngine:
                 self.running.remove(request)
                 continue
             request.connection.send(self._event(request.pieces[request.sent]))
+            if request.log is not None:
+                request.log["events"].append(time.monotonic())
             request.sent += 1
             if request.sent == len(request.pieces):
                 self.running.remove(request)
@@ -137,6 +141,8 @@ class StepLawEngine:
             + b"data: [DONE]\n\n"
         )
         request.connection.send(_chunk(tail) + b"0\r\n\r\n")
+        if request.log is not None:
+            request.log["done"] = time.monotonic()
         request.connection.done()
 
     # ------------------------------------------------------------ requests
@@ -153,6 +159,8 @@ class StepLawEngine:
             connection.reply(self.metrics(), "text/plain")
         elif path == "/fake/prompts":
             connection.reply(json.dumps(self.prompts), "application/json")
+        elif path == "/fake/log":
+            connection.reply(json.dumps(self.log), "application/json")
         else:
             connection.reply('{"error": "not found"}', "application/json", status=b"404 Not Found")
 
@@ -174,7 +182,11 @@ class StepLawEngine:
         prompt = len(content.split())
         self.prompt_tokens += prompt
         connection.send(STREAM_HEAD + b"\r\n")
-        self.waiting.append(_Running(connection, answer_pieces(body), int(body.get("max_tokens", 16)), prompt))
+        entry = {"prompt": content[:24], "arrived": time.monotonic(), "events": [], "done": None}
+        self.log.append(entry)
+        self.waiting.append(
+            _Running(connection, answer_pieces(body), int(body.get("max_tokens", 16)), prompt, log=entry)
+        )
         self.wake.set()
 
 
@@ -302,6 +314,13 @@ def steplaw_process(
     finally:
         process.kill()
         process.wait()
+
+
+def log_of(url: str) -> list[dict]:
+    """The per-request log of an engine started by `steplaw_process`: arrival, event and end times
+    (time.monotonic, the same clock as the client's on this machine)."""
+    with urllib.request.urlopen(url.removesuffix("/v1") + "/fake/log") as response:
+        return json.load(response)
 
 
 def prompts_of(url: str) -> list[str]:

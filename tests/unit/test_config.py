@@ -52,7 +52,9 @@ def test_the_cli_exits_2_with_one_line_on_a_config_typo(tmp_path: Path, capsys, 
 
 
 def test_a_key_with_nothing_near_lists_the_known_keys(tmp_path: Path):
-    with pytest.raises(UsageError, match=r"unknown key 'colour' \(known: slots, threads, .*sampling, headers, extra_body\)"):
+    with pytest.raises(
+        UsageError, match=r"unknown key 'colour' \(known: slots, threads, .*sampling, headers, extra_body\)"
+    ):
         load_settings({}, write(tmp_path, 'colour = "red"\n'), {})
 
 

@@ -1,0 +1,162 @@
+"""The open loop, replay and request rows against FAKE step-law engines (tests/fakes/fake_steplaw.py), whose
+own per-request log is the reference for the latency figures."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+from pipeline.bench.latency import percentile
+from pipeline.bench.ladder import bench
+from pipeline.bench.records import BenchSpec
+from pipeline.bench.report import merge_runs, write_report
+from pipeline.cli import main
+from pipeline.config import Settings
+from pipeline.records import Backend
+from tests.fakes.fake_steplaw import log_of, steplaw_in_thread, steplaw_process
+
+pytestmark = pytest.mark.anyio
+A_MS, B_MS, SEQS, TOKENS = 12.94, 0.2451, 8, 32
+CAPACITY = SEQS * 1000 / (TOKENS * (A_MS + B_MS * SEQS))  # requests per second the law serves at most: 16.8
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+def fleet(url: str, cap: int = 64) -> Settings:
+    return Settings(backends=[Backend(name="e0", base_url=url, cap=cap)], read_timeout=10)
+
+
+def open_spec(rates: list[float], **fields) -> BenchSpec:
+    base = {"streams": [], "max_tokens": TOKENS, "engine_slots": {"*": SEQS}, "duration_s": 4.0, "seed": 1}
+    return BenchSpec(rates=rates, **(base | fields))
+
+
+def from_log(log: list[dict]) -> dict[str, list[float]]:
+    """TTFT, TPOT, ITL and E2EL computed straight from the fake engine's own timestamps (ms)."""
+    figures: dict[str, list[float]] = {"ttft": [], "tpot": [], "itl": [], "e2el": []}
+    for entry in log:
+        events, arrived, done = entry["events"], entry["arrived"], entry["done"]
+        figures["ttft"].append(1000 * (events[0] - arrived))
+        figures["e2el"].append(1000 * (done - arrived))
+        figures["tpot"].append(1000 * (done - events[0]) / (len(events) - 1))
+        figures["itl"] += [1000 * (b - a) for a, b in zip(events, events[1:])]
+    return figures
+
+
+async def test_below_the_knee_what_arrives_is_served_and_the_knee_is_where_the_law_puts_it():
+    rates = [0.3 * CAPACITY, 0.6 * CAPACITY, 1.5 * CAPACITY]
+    with steplaw_process(1, A_MS, B_MS, SEQS) as (url,):  # its own process: the suite cannot stall its clock
+        record = await bench(fleet(url), open_spec(rates[:1], goodput_slo_ms={"ttft": 60.0}))
+        low_log = log_of(url)
+        more = await bench(fleet(url), open_spec(rates[1:]))
+    (sweep,) = record.sweeps
+    (low,) = sweep.points
+    points = [low, *more.sweeps[0].points]
+    for point in points[:2]:
+        assert point.keeps_up and 0.97 <= point.served_ratio <= 1.03, point
+        assert point.failed == 0 and point.tokens_match
+    assert not points[2].keeps_up and more.sweeps[0].knee_rate == pytest.approx(rates[2])
+    assert points[2].waiting_max and points[2].waiting_max > 0 and points[2].queueing
+    assert sweep.knee_rate is None
+    # latency: the client's percentiles against the same figures from the engine's own log
+    reference = from_log(low_log)
+    for name in ("ttft", "tpot", "itl", "e2el"):
+        dist = getattr(low.latency, name)
+        for q in (50, 90):
+            ours, theirs = dist.percentiles_ms[f"p{q}"], percentile(reference[name], q)
+            # the client's clock also sees the connect and the request on the wire: a few ms on a busy host
+            assert ours == pytest.approx(theirs, rel=0.05, abs=3.0), f"{name} p{q}"
+    goodput = low.latency.goodput  # below the knee every first token comes within a few steps: all good
+    assert goodput is not None and goodput.good == goodput.requests == low.scheduled
+    assert goodput.rate == pytest.approx(low.request_throughput)
+
+
+async def test_a_client_cap_queues_arrivals_in_the_client_and_says_so():
+    with steplaw_in_thread((A_MS, B_MS)) as (engine,):
+        record = await bench(fleet(engine.url), open_spec([40.0], duration_s=1.5, max_concurrency=2))
+    (point,) = record.sweeps[0].points
+    assert point.peak_in_flight <= 2 and point.delayed_requests > 0 and point.send_delay_max_ms > 10
+    assert point.completed == point.scheduled and not point.keeps_up  # 40/s cannot pass 2 at a time
+
+
+def test_request_rows_a_merged_report_and_the_cli_flags(tmp_path, capsys):
+    with steplaw_in_thread((A_MS, B_MS)) as (engine,):
+        base = ["bench", "--backend", f"{engine.url},cap=16", "--engine-slots", "16", "--max-tokens", "16"]
+        closed = [*base, "--streams", "2", "--window", "2", "--warmup", "0.2", "--out", str(tmp_path / "c")]
+        opened = [*base, "--rate", "5,10", "--duration", "1.5", "--goodput", "ttft:500,e2e:2000"]
+        assert main([*closed, "--save-requests"]) == 0
+        capsys.readouterr()
+        assert main([*opened, "--save-requests", "--out", str(tmp_path / "o"), "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert [p["rate"] for p in record["sweeps"][0]["points"]] == [5.0, 10.0] and not record["series"]
+    rows = [json.loads(line) for line in (tmp_path / "o" / "requests.jsonl").read_text().splitlines()]
+    assert len(rows) == sum(p["scheduled"] for p in record["sweeps"][0]["points"])
+    assert {r["level"] for r in rows} == {"rate 5/s", "rate 10/s"}
+    assert all(r["completion_tokens"] == 16 and r["error_kind"] is None and r["t_scheduled"] is not None for r in rows)
+    with (tmp_path / "o" / "requests.csv").open() as handle:
+        table = list(csv.DictReader(handle))
+    assert len(table) == len(rows) and float(table[0]["ttft_ms"]) > 0
+    merged = merge_runs([tmp_path / "c", tmp_path / "o"])
+    assert len(merged.series) == 1 and len(merged.sweeps) == 1 and len(merged.merged_from) == 2
+    paths = write_report(merged, tmp_path / "merged")
+    markdown = paths["markdown"].read_text()
+    assert "Latency: vllm (closed loop)" in markdown and "Open loop: vllm" in markdown and "Merged from" in markdown
+    for chart in ("throughput", "latency_streams", "latency_rate", "served_rate"):
+        assert (tmp_path / "merged" / "charts" / f"{chart}.png").stat().st_size > 5000
+    assert main(["report", str(tmp_path / "c"), str(tmp_path / "o"), "--out", str(tmp_path / "r")]) == 0
+    assert main(["report", str(tmp_path / "nothing")]) == 2
+    assert "no bench.json" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--rate", "x"], "--rate 'x': expected request rates"),
+        (["--rate", "0"], "request rates must be positive"),
+        (["--rate", "2", "--goodput", "ttft"], "--goodput 'ttft': expected NAME:MS"),
+        (["--rate", "2", "--input-len", "9-3"], "--input-len '9-3'"),
+        (["--workload", "/nonexistent"], "no requests.jsonl"),
+        (["--rate", "2", "--dataset", "/nonexistent.jsonl"], "--dataset /nonexistent.jsonl: cannot read"),
+        (["--percentiles", "50,101"], "percentiles must lie between 0 and 100"),
+    ],
+)
+def test_bad_open_loop_input_is_one_line_and_exit_2(args, message, capsys):
+    assert main(["bench", "--backend", "http://127.0.0.1:9/v1", *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("fanout: error:") and message in err and "\n" not in err
+
+
+def test_a_book_run_replayed_sends_the_same_requests(tmp_path, capsys):
+    with steplaw_in_thread((1.0, 0.01)) as (engine,):
+        run = tmp_path / "book"
+        assert (
+            main(
+                [
+                    "book",
+                    "A handbook on bees",
+                    "--shape",
+                    "1x2x2",
+                    "--backend",
+                    engine.url,
+                    "--out",
+                    str(run),
+                    "--quiet",
+                ]
+            )
+            == 0
+        )
+        logged = [json.loads(line) for line in (run / "requests.jsonl").read_text().splitlines()]
+        capsys.readouterr()
+        args = ["bench", "--backend", f"{engine.url},cap=4", "--engine-slots", "64", "--workload", str(run)]
+        assert main([*args, "--replay-speed", "0", "--out", str(tmp_path / "replay"), "--json"]) == 0
+    (replay,) = json.loads(capsys.readouterr().out)["replays"]
+    assert {row["kind"] for row in logged} >= {"plan", "section"}
+    assert replay["requests_logged"] == len(logged) == replay["requests_replayed"]
+    assert replay["compared"] == sum(row["prompt_tokens"] is not None for row in logged) > 0
+    assert replay["prompt_tokens_replayed"] == replay["prompt_tokens_logged"] > 0
+    assert replay["over_cap"] == 0 and replay["point"]["peak_in_flight"] <= 4  # paced by the cap

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from pipeline.bench.latency import percentile
 from pipeline.bench.ladder import bench
+from pipeline.bench.latency import percentile
 from pipeline.bench.records import BenchSpec
 from pipeline.bench.report import merge_runs, write_report
 from pipeline.cli import main

@@ -19,7 +19,7 @@ from pipeline.records import Backend, ChatRequest, Completion
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
-_CLIENTS: dict[tuple[int, str], AsyncOpenAI] = {}
+_CLIENTS: dict[tuple[int, str, str, str], AsyncOpenAI] = {}
 
 
 def sdk_client(backend: Backend, read_timeout: float = 120.0) -> AsyncOpenAI:
@@ -35,9 +35,11 @@ def sdk_client(backend: Backend, read_timeout: float = 120.0) -> AsyncOpenAI:
 
 
 def shared_client(backend: Backend, read_timeout: float) -> AsyncOpenAI:
-    key = (id(asyncio.get_running_loop()), backend.base_url)
+    key = (id(asyncio.get_running_loop()), backend.base_url, repr(sorted(backend.headers.items())), api_key(backend))
     client = _CLIENTS.get(key)
     if client is None:
+        for stale in [k for k in _CLIENTS if k[0] != key[0]]:  # clients of an event loop that has ended
+            del _CLIENTS[stale]
         client = _CLIENTS[key] = sdk_client(backend, read_timeout)
     return client
 

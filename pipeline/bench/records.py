@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field, field_validator
 
-from pipeline.bench.latency import LatencySummary
+from pipeline.bench.latency import SLO_METRICS, LatencySummary
 
 MIN_WINDOW_S = 2.0  # a best second needs a 1-second span inside the window, with samples every 0.5 s
 
@@ -56,6 +56,13 @@ class BenchSpec(BaseModel):
         if any(not 0 < r < float("inf") for r in rates):
             raise ValueError("request rates must be positive numbers of requests per second")
         return sorted(set(rates))
+
+    @field_validator("goodput_slo_ms")
+    @classmethod
+    def _slo(cls, slo: dict[str, float]) -> dict[str, float]:
+        if any(name not in SLO_METRICS or limit <= 0 for name, limit in slo.items()):
+            raise ValueError(f"goodput SLOs are {', '.join(SLO_METRICS)} with a positive number of ms")
+        return {SLO_METRICS[name]: limit for name, limit in slo.items()}
 
     @field_validator("percentiles")
     @classmethod

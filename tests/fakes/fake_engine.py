@@ -66,6 +66,7 @@ class FakeEngine:
         self.plan_modes: deque[str] = deque(plan_modes or [])
         self.modes_used: list[str] = []  # the mode each request got, in arrival order
         self.authorizations: list[str] = []  # the Authorization header of each request ("" when none)
+        self.headers: list[dict[str, str]] = []  # every header of each request, names in lower case
         self.retry_after = retry_after
         self.in_flight = 0
         self.peak_in_flight = 0
@@ -147,6 +148,7 @@ class FakeEngine:
         self.bodies.append(body)
         self.requests += 1
         self.authorizations.append(request.headers.get("Authorization", ""))
+        self.headers.append({name.lower(): value for name, value in request.headers.items()})
         mode = self._next_mode(body)
         self.modes_used.append(mode)
         self.in_flight += 1

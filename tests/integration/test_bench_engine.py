@@ -44,3 +44,34 @@ async def test_a_ladder_on_the_embedded_engine_counts_the_same_on_both_sides(eng
         assert point.cached_prompt_tokens is not None  # the engine's cached-prompt counter is reported
         assert point.ttft_p50_ms is not None and point.ttft_p50_ms <= point.ttft_p99_ms
     assert record.series[0].fit is not None
+
+
+async def test_an_open_loop_on_the_embedded_engine_at_two_rates(engine_assets, tmp_path):
+    """Two request rates, Poisson arrivals, synthetic prompts of 64-96 tokens sized by the engine's tokenizer:
+    every request answered, the engine's counter equals usage, every latency figure present, one row a
+    request. Structure only: what the rates achieve on this host is a benchmark, not a test."""
+    settings = EngineSettings(slots=4, threads=ENGINE_THREADS, ctx_per_slot=512)
+    with EmbeddedEngine(settings, engine_assets, tmp_path / "llama-server.log") as engine:
+        spec = BenchSpec(
+            streams=[],
+            rates=[0.5, 2.0],
+            duration_s=4.0,
+            max_tokens=MAX_TOKENS,
+            input_len="64-96",
+            goodput_slo_ms={"e2e": 60_000},
+            save_requests=True,
+        )
+        record = await bench(Settings(backends=[engine.backend], read_timeout=60), spec)
+    (sweep,) = record.sweeps
+    assert [p.rate for p in sweep.points] == [0.5, 2.0] and sweep.workload == "synthetic"
+    for point in sweep.points:
+        assert point.failed == 0 and point.completed == point.scheduled > 0
+        assert point.tokens_match and point.completion_tokens == point.completed * MAX_TOKENS
+        assert point.slots == 4 and point.running_mean is not None  # llama.cpp's gauges, read from /metrics
+        latency = point.latency
+        for figure in (latency.ttft, latency.tpot, latency.itl, latency.e2el):
+            assert figure.count > 0 and 0 < figure.median_ms <= figure.percentiles_ms["p99"]
+        assert latency.goodput is not None and latency.goodput.good == point.completed
+    prompts = [row["prompt_tokens"] for row in record.request_rows]
+    assert len(record.request_rows) == sum(p.scheduled for p in sweep.points)
+    assert min(prompts) >= 58 and max(prompts) <= 102  # drawn in 64-96, as the engine counts them

@@ -15,6 +15,7 @@ import itertools
 import logging
 import time
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ from pipeline.bench.records import (
     Series,
 )
 from pipeline.bench.requestrows import request_row
+from pipeline.bench.workers import WorkerPool
 from pipeline.bench.workload import load_dataset, load_replay, parse_lengths
 from pipeline.config import Settings
 from pipeline.errors import UsageError
@@ -170,6 +172,7 @@ async def run_series(
     on_level: OnLevel | None,
     watcher: BenchListener | None = None,
     rows: RowKeeper | None = None,
+    workers: WorkerPool | None = None,
 ) -> Series:
     engines = {t.backend.name: t.info for t in targets}
     levels = []
@@ -177,7 +180,7 @@ async def run_series(
         plan = level_plan(spec, streams, fleet.pool.policy.read_timeout)
         if watcher is not None:
             watcher.level_started(label, streams, list(engines), len(spec.streams))
-        raw = await run_level(fleet.session, targets, plan, prompts, numbers, watcher)
+        raw = await run_level(fleet.session, targets, plan, prompts, numbers, watcher, workers)
         if rows is not None:
             rows.keep(label, f"{streams} streams", raw.requests)
         levels.append(level_result(raw, engines, spec))
@@ -217,6 +220,7 @@ async def open_loop(
     watcher: BenchListener | None,
     rows: RowKeeper | None,
     on_level: OnLevel | None,
+    workers: WorkerPool | None,
 ) -> tuple[list[RateSweep], list[ReplayCheck]]:
     slots = {info.name: info.slots for info in infos}
     keep = rows.keep_raw if rows is not None else None
@@ -226,11 +230,13 @@ async def open_loop(
         for label, group in groups(targets, spec):
             chosen = {t.backend.name: slots[t.backend.name] for t in group}
             sweeps.append(
-                await run_rate_sweep(fleet, label, group, chosen, spec, workload, numbers, watcher, keep, on_level)
+                await run_rate_sweep(
+                    fleet, label, group, chosen, spec, workload, numbers, watcher, keep, on_level, workers
+                )
             )
     if spec.workload:
         replay = load_replay(Path(spec.workload))
-        replays.append(await run_replay(fleet, targets, slots, spec, replay, numbers, watcher, keep))
+        replays.append(await run_replay(fleet, targets, slots, spec, replay, numbers, watcher, keep, workers))
     return sweeps, replays
 
 
@@ -255,11 +261,15 @@ async def bench(
             watcher.fleet_opened(fleet)
         numbers = itertools.count(1)
         series = []
-        if spec.streams:
-            prompts = await prompt_maker(fleet, targets, spec, infos)
-            for label, group in groups(targets, spec):
-                series.append(await run_series(fleet, label, group, spec, prompts, numbers, on_level, watcher, rows))
-        sweeps, replays = await open_loop(fleet, targets, infos, spec, numbers, watcher, rows, on_level)
+        with ExitStack() as stack:
+            workers = stack.enter_context(WorkerPool(spec.workers)) if spec.workers > 1 else None
+            if spec.streams:
+                prompts = await prompt_maker(fleet, targets, spec, infos)
+                for label, group in groups(targets, spec):
+                    series.append(
+                        await run_series(fleet, label, group, spec, prompts, numbers, on_level, watcher, rows, workers)
+                    )
+            sweeps, replays = await open_loop(fleet, targets, infos, spec, numbers, watcher, rows, on_level, workers)
     host.loadavg_end = loadavg()
     provenance = Provenance(
         host=host,

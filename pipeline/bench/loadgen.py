@@ -15,6 +15,7 @@ import math
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import aiohttp
 import anyio
@@ -27,6 +28,9 @@ from pipeline.bench.sampler import counter_loop, power_loop, sample_all, sleep_u
 from pipeline.errors import BackendError
 from pipeline.progress import BenchListener, request_id
 from pipeline.records import Backend, ChatRequest, Completion, EngineInfo
+
+if TYPE_CHECKING:
+    from pipeline.bench.workers import WorkerPool
 
 REASK_BEFORE_FIRST_BYTE = 5  # llama-server drops idle keep-alives: ask again at once, counted apart
 FAILURES_IN_A_ROW = 5
@@ -53,7 +57,7 @@ class LevelPlan:
 
 
 @dataclass
-class _Loop:
+class StreamLoop:
     """State shared by the streams of one level."""
 
     total_streams: int
@@ -99,7 +103,7 @@ def _sample(target: Target, number: int, t_sent: float, completion: Completion, 
 
 
 async def one_request(
-    session: aiohttp.ClientSession, target: Target, plan: LevelPlan, prompts: PromptMaker, number: int, on_delta
+    session: aiohttp.ClientSession | None, target: Target, plan: LevelPlan, prompts: PromptMaker, number: int, on_delta
 ) -> RequestSample:
     return await send_request(target, chat_request(plan, prompts, target, number), number, plan.read_timeout, on_delta)
 
@@ -137,8 +141,8 @@ async def send_request(
 
 
 async def stream_worker(
-    loop: _Loop,
-    session: aiohttp.ClientSession,
+    loop: StreamLoop,
+    session: aiohttp.ClientSession | None,
     target: Target,
     plan: LevelPlan,
     prompts: PromptMaker,
@@ -179,7 +183,7 @@ async def stream_worker(
             await anyio.sleep(0.2)
 
 
-async def open_window(loop: _Loop, plan: LevelPlan, t0: float, names: list[str]) -> tuple[float, float]:
+async def open_window(loop: StreamLoop, plan: LevelPlan, t0: float, names: list[str]) -> tuple[float, float]:
     """Wait for full occupancy (every stream has a first token) and the warm-up; set and return the window."""
     with anyio.move_on_after(max(t0 - time.monotonic(), 0) + plan.ramp_limit_s):
         await loop.full.wait()
@@ -216,6 +220,25 @@ async def settled_end(
         await anyio.sleep(0.05)
 
 
+async def local_streams(
+    session: aiohttp.ClientSession,
+    targets: list[Target],
+    plan: LevelPlan,
+    prompts: PromptMaker,
+    numbers: Iterator[int],
+    t0: float,
+    watcher: BenchListener | None,
+) -> tuple[list[RequestSample], float, float]:
+    """Every stream of the level in this process; returns its requests and the window."""
+    loop = StreamLoop(total_streams=plan.streams * len(targets), numbers=numbers)
+    async with anyio.create_task_group() as streams:
+        for target in targets:
+            for _ in range(plan.streams):
+                streams.start_soon(stream_worker, loop, session, target, plan, prompts, t0, watcher)
+        window_start, window_end = await open_window(loop, plan, t0, [t.backend.name for t in targets])
+    return loop.requests, window_start, window_end
+
+
 async def run_level(
     session: aiohttp.ClientSession,
     targets: list[Target],
@@ -223,11 +246,12 @@ async def run_level(
     prompts: PromptMaker,
     numbers: Iterator[int],
     watcher: BenchListener | None = None,
+    workers: WorkerPool | None = None,
 ) -> LevelRaw:
+    """One level; with worker processes, their streams share one window (workers.py)."""
     pairs = [(t.backend, t.info) for t in targets]
     names = [t.backend.name for t in targets]
     start = await sample_all(session, pairs)
-    loop = _Loop(total_streams=plan.streams * len(targets), numbers=numbers)
     samples: list[CounterSample] = []
     power: list[PowerSample] = []
     stop = anyio.Event()
@@ -235,12 +259,13 @@ async def run_level(
     async with anyio.create_task_group() as samplers:
         samplers.start_soon(counter_loop, session, pairs, t0, plan.interval_s, stop, samples)
         samplers.start_soon(power_loop, t0, plan.interval_s, stop, power)
-        async with anyio.create_task_group() as streams:
-            for target in targets:
-                for _ in range(plan.streams):
-                    streams.start_soon(stream_worker, loop, session, target, plan, prompts, t0, watcher)
-            window_start, window_end = await open_window(loop, plan, t0, names)
-        end = await settled_end(session, targets, start, loop.requests)
+        if workers is None:
+            requests, window_start, window_end = await local_streams(
+                session, targets, plan, prompts, numbers, t0, watcher
+            )
+        else:
+            requests, window_start, window_end = await workers.run_ladder(targets, plan, prompts, numbers, t0, watcher)
+        end = await settled_end(session, targets, start, requests)
         stop.set()
     return LevelRaw(
         streams=plan.streams,
@@ -249,7 +274,7 @@ async def run_level(
         window_start=window_start,
         window_end=window_end,
         t_end=time.monotonic(),
-        requests=loop.requests,
+        requests=requests,
         samples=sorted(samples, key=lambda s: s.t),
         power=power,
         start=start,

@@ -192,7 +192,8 @@ def open_loop_lines(record: BenchRecord) -> list[str]:
         "fast": "the fast client (httptools over plain sockets)",
         "sdk": "the openai SDK (httpx)",
     }.get(record.client, record.client)
-    lines = [f"Requests sent by {client}."]
+    processes = "one client process" if record.spec.workers == 1 else f"{record.spec.workers} client processes"
+    lines = [f"Requests sent by {client}, from {processes}."]
     for run in record.merged_from:
         p = run.provenance
         lines.append(

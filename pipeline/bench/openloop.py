@@ -18,6 +18,7 @@ import random
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import aiohttp
 import anyio
@@ -26,6 +27,9 @@ from pipeline.bench.loadgen import START_DELAY_S, Target, send_request, settled_
 from pipeline.bench.records import CounterSample, RequestSample
 from pipeline.bench.sampler import counter_loop, sample_all, sleep_until
 from pipeline.bench.workload import Work, Workload
+
+if TYPE_CHECKING:
+    from pipeline.bench.workers import WorkerPool
 from pipeline.progress import BenchListener, request_id
 from pipeline.records import ChatRequest
 
@@ -56,6 +60,7 @@ class RateRaw:
     start: list[CounterSample]
     end: list[CounterSample]
     peak_in_flight: dict[str, int]
+    workers: int = 1
 
 
 def arrival_offsets(
@@ -134,11 +139,32 @@ def request_of(work: Work, target: Target, number: int, greedy: bool) -> ChatReq
     )
 
 
+Arrival = tuple[float, int, Work]  # (seconds after t0, request number, what to send)
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One process's part of an open-loop level: its arrivals, and its share of the caps and the client limit."""
+
+    targets: list[Target]
+    slots: dict[str, int]
+    caps: dict[str, int] | None
+    max_concurrency: int | None
+    greedy: bool
+    read_timeout: float
+    arrivals: list[Arrival]
+
+
+@dataclass
+class ShardResult:
+    requests: list[RequestSample]
+    peak_in_flight: dict[str, int]
+
+
 @dataclass
 class _Sender:
+    shard: Shard
     dispatcher: Dispatcher
-    workload: Workload
-    plan: RatePlan
     limiter: anyio.CapacityLimiter | None
     watcher: BenchListener | None
     requests: list[RequestSample] = field(default_factory=list)
@@ -155,9 +181,8 @@ class _Sender:
         try:
             if self.watcher is not None:
                 self.watcher.request_started(target.backend.name, number)
-            on_delta = self._deltas(number)
-            request = request_of(work, target, number, self.workload.greedy)
-            sample = await send_request(target, request, number, self.plan.read_timeout, on_delta)
+            request = request_of(work, target, number, self.shard.greedy)
+            sample = await send_request(target, request, number, self.shard.read_timeout, self._deltas(number))
         finally:
             await self.dispatcher.release(target)
         sample.t_scheduled = t_scheduled
@@ -171,6 +196,44 @@ class _Sender:
             return None
         current = request_id(number)
         return lambda text: watcher.section_delta(current, text)
+
+
+async def send_arrivals(shard: Shard, t0: float, watcher: BenchListener | None = None) -> ShardResult:
+    """Every arrival of the shard sent at t0 + its offset (or later, held by a cap); every answer awaited."""
+    dispatcher = Dispatcher(shard.targets, shard.slots, shard.caps)
+    limiter = anyio.CapacityLimiter(shard.max_concurrency) if shard.max_concurrency else None
+    sender = _Sender(shard, dispatcher, limiter, watcher)
+    async with anyio.create_task_group() as senders:
+        for offset, number, work in shard.arrivals:
+            await sleep_until(t0 + offset)
+            senders.start_soon(sender.send, work, number, t0 + offset)
+    return ShardResult(sender.requests, dispatcher.peak)
+
+
+def split(total: int | None, parts: int, index: int) -> int | None:
+    """Part `index` of `total` shared as evenly as whole numbers allow (at least 1); None stays None."""
+    if total is None:
+        return None
+    base, extra = divmod(total, parts)
+    return max(1, base + (index < extra))
+
+
+def shards(targets: list[Target], slots: dict[str, int], plan: RatePlan, greedy: bool, arrivals: list[Arrival],
+           parts: int) -> list[Shard]:  # fmt: skip
+    """Arrivals dealt round-robin; each part holds its share of every cap and of the client limit."""
+    caps = {t.backend.name: t.backend.cap for t in targets} if plan.respect_caps else None
+    return [
+        Shard(
+            targets=targets,
+            slots=slots,
+            caps=None if caps is None else {name: split(cap, parts, i) or 1 for name, cap in caps.items()},
+            max_concurrency=split(plan.max_concurrency, parts, i),
+            greedy=greedy,
+            read_timeout=plan.read_timeout,
+            arrivals=arrivals[i::parts],
+        )
+        for i in range(parts)
+    ]
 
 
 def schedule(plan: RatePlan, workload: Workload, numbers: Iterator[int]) -> list[tuple[float, int, Work]]:
@@ -194,25 +257,25 @@ async def run_rate(
     workload: Workload,
     numbers: Iterator[int],
     watcher: BenchListener | None = None,
+    workers: WorkerPool | None = None,
 ) -> RateRaw:
-    """One open-loop level: every arrival sent at its time, then every answer awaited (the drain)."""
+    """One open-loop level: every arrival sent at its time, then every answer awaited (the drain). With
+    worker processes, the arrivals are dealt among them; this process samples the counters."""
     pairs = [(t.backend, t.info) for t in targets]
-    caps = {t.backend.name: t.backend.cap for t in targets} if plan.respect_caps else None
-    dispatcher = Dispatcher(targets, slots, caps)
-    limiter = anyio.CapacityLimiter(plan.max_concurrency) if plan.max_concurrency else None
-    sender = _Sender(dispatcher, workload, plan, limiter, watcher)
     start = await sample_all(session, pairs)
     arrivals = schedule(plan, workload, numbers)
+    parts = shards(targets, slots, plan, workload.greedy, arrivals, workers.count if workers else 1)
     samples: list[CounterSample] = []
     stop = anyio.Event()
     t0 = time.monotonic() + START_DELAY_S
     async with anyio.create_task_group() as samplers:
         samplers.start_soon(counter_loop, session, pairs, t0, plan.interval_s, stop, samples)
-        async with anyio.create_task_group() as senders:
-            for offset, number, work in arrivals:
-                await sleep_until(t0 + offset)
-                senders.start_soon(sender.send, work, number, t0 + offset)
-        end = await settled_end(session, targets, start, sender.requests)
+        if workers is None:
+            results = [await send_arrivals(parts[0], t0, watcher)]
+        else:
+            results = await workers.run_open_loop(parts, t0, watcher)
+        requests = [r for result in results for r in result.requests]
+        end = await settled_end(session, targets, start, requests)
         stop.set()
     return RateRaw(
         plan=plan,
@@ -220,9 +283,12 @@ async def run_rate(
         t0=t0,
         t_last_arrival=t0 + (arrivals[-1][0] if arrivals else 0.0),
         t_end=time.monotonic(),
-        requests=sorted(sender.requests, key=lambda r: r.number),
+        requests=sorted(requests, key=lambda r: r.number),
         samples=sorted(samples, key=lambda s: s.t),
         start=start,
         end=end,
-        peak_in_flight=dispatcher.peak,
+        peak_in_flight={
+            t.backend.name: sum(r.peak_in_flight[t.backend.name] for r in results) for t in targets
+        },  # one process: the peak; several: the sum of their peaks (an upper bound)
+        workers=len(results),
     )

@@ -17,6 +17,7 @@ from pipeline.bench.openloop import RatePlan, RateRaw, run_rate
 from pipeline.bench.prompts import new_nonce, token_counter
 from pipeline.bench.ratefigures import KNEE_RULE, mark_knee, rate_point
 from pipeline.bench.records import BenchSpec, RatePoint, RateSweep, ReplayCheck
+from pipeline.bench.workers import WorkerPool
 from pipeline.bench.workload import (
     Lengths,
     ReplayWorkload,
@@ -66,13 +67,14 @@ async def run_rate_sweep(
     watcher: BenchListener | None = None,
     on_raw: OnRaw | None = None,
     on_point: Callable[[str, RatePoint], None] | None = None,
+    workers: WorkerPool | None = None,
 ) -> RateSweep:
     points: list[RatePoint] = []
     for index, rate in enumerate(spec.rates):
         plan = rate_plan(spec, rate, fleet.pool.policy.read_timeout, index)
         if watcher is not None:
             watcher.level_started(label, 0, [t.backend.name for t in targets], len(spec.rates))
-        raw = await run_rate(fleet.session, targets, slots, plan, workload, numbers, watcher)
+        raw = await run_rate(fleet.session, targets, slots, plan, workload, numbers, watcher, workers)
         if on_raw is not None:
             on_raw(label, f"rate {rate:g}/s", raw)
         scope = f"client: every request of the {rate:g} req/s level, drain included"
@@ -99,6 +101,7 @@ async def run_replay(
     numbers: Iterator[int],
     watcher: BenchListener | None = None,
     on_raw: OnRaw | None = None,
+    workers: WorkerPool | None = None,
 ) -> ReplayCheck:
     """Every logged request once, at its original time / speed (speed 0: at once, paced by the caps)."""
     plan = replace(
@@ -108,7 +111,7 @@ async def run_replay(
         speed=spec.replay_speed,
         respect_caps=spec.replay_speed == 0,
     )
-    raw = await run_rate(fleet.session, targets, slots, plan, workload, numbers, watcher)
+    raw = await run_rate(fleet.session, targets, slots, plan, workload, numbers, watcher, workers)
     if on_raw is not None:
         on_raw("replay", workload.name, raw)
     point = rate_point(raw, sum(slots.values()), spec.percentiles, spec.goodput_slo_ms, f"client: {workload.name}")

@@ -29,6 +29,7 @@ class BenchSpec(BaseModel):
     percentiles: list[float] = Field(default_factory=lambda: [50.0, 90.0, 99.0])
     goodput_slo_ms: dict[str, float] = Field(default_factory=dict)  # "ttft", "tpot", "e2el" -> ms
     save_requests: bool = False
+    workers: int = Field(default=1, gt=0)  # client processes the load is sharded over
     # the open loop (empty `rates`: none)
     rates: list[float] = Field(default_factory=list)
     burstiness: float = Field(default=1.0, gt=0)

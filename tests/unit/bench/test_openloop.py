@@ -15,7 +15,7 @@ from pipeline.bench.report import merge_runs, write_report
 from pipeline.cli import main
 from pipeline.config import Settings
 from pipeline.records import Backend
-from tests.fakes.fake_steplaw import log_of, steplaw_in_thread, steplaw_process
+from tests.fakes.fake_steplaw import log_of, prompts_of, steplaw_in_thread, steplaw_process
 
 pytestmark = pytest.mark.anyio
 A_MS, B_MS, SEQS, TOKENS = 12.94, 0.2451, 8, 32
@@ -160,3 +160,24 @@ def test_a_book_run_replayed_sends_the_same_requests(tmp_path, capsys):
     assert replay["compared"] == sum(row["prompt_tokens"] is not None for row in logged) > 0
     assert replay["prompt_tokens_replayed"] == replay["prompt_tokens_logged"] > 0
     assert replay["over_cap"] == 0 and replay["point"]["peak_in_flight"] <= 4  # paced by the cap
+
+
+async def test_worker_processes_send_exactly_what_one_process_sends():
+    """The same seeded open loop from one process and from two; a ladder level from two processes."""
+    with steplaw_process(1, A_MS, B_MS, 64) as (url,):
+        one = await bench(fleet(url), open_spec([20.0], duration_s=2.0, seed=5))
+        two = await bench(fleet(url), open_spec([20.0], duration_s=2.0, seed=5, workers=2))
+        ladder = await bench(
+            fleet(url),
+            BenchSpec(streams=[5], window_s=2.0, warmup_s=0.3, max_tokens=TOKENS, engine_slots={"*": 64}, workers=2),
+        )
+        prompts = prompts_of(url)
+    assert len(set(prompts)) == len(prompts)  # the workers number their requests apart
+    (a,), (b,) = one.sweeps[0].points, two.sweeps[0].points
+    assert a.scheduled == b.scheduled and a.arrival_rate == pytest.approx(b.arrival_rate)
+    assert (a.completed, a.failed, a.completion_tokens) == (b.completed, b.failed, b.completion_tokens)
+    assert a.prompt_tokens == b.prompt_tokens and b.tokens_match
+    point = ladder.series[0].levels[0].total
+    assert point.tokens_match and point.requests_failed == 0
+    assert point.running_mean == pytest.approx(5, abs=0.3)  # five streams in all, split 3 + 2, one window
+    assert point.level_client_tokens == point.requests_done * TOKENS

@@ -1,0 +1,214 @@
+"""Bench load from more than one process (`--workers N`): one client process holds about 76k tok/s of
+engine-like pacing (the ceiling bench), so a bigger fleet needs its streams sharded.
+
+Takes the worker count; gives a pool of N spawned processes (each its own event loop, uvloop where
+installed) kept for the whole bench. For an open-loop level each worker gets a Shard (its arrivals dealt
+round-robin, its share of every cap and of the client limit) and returns its requests. For a ladder level
+each worker runs its share of every backend's streams, numbered apart (worker i of N: base + i, base + i +
+N, ...); it says when all of its streams have a first token, the parent opens one window for all of them
+on the shared monotonic clock (CLOCK_MONOTONIC is system-wide on Linux) and sends its end; the workers
+drain and return their requests. The parent samples the engines' counters and computes every figure from
+the merged requests, so the counts are exactly those one process would report. What a watcher (the live
+page) hears of the requests arrives when a worker's level ends, not as they stream.
+"""
+
+from __future__ import annotations
+
+import itertools
+import multiprocessing
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from multiprocessing.connection import Connection
+from typing import Any
+
+import anyio
+
+from pipeline.bench.loadgen import LevelPlan, StreamLoop, Target, stream_worker
+from pipeline.bench.openloop import Shard, ShardResult, send_arrivals
+from pipeline.bench.prompts import PromptMaker
+from pipeline.bench.records import RequestSample
+from pipeline.errors import BackendError, FanoutError
+from pipeline.progress import BenchListener
+
+START_TIMEOUT_S = 60.0
+
+
+class WorkerPool:
+    def __init__(self, count: int):
+        self.count = count
+        self.connections: list[Connection] = []
+        self.processes: list[Any] = []
+
+    def __enter__(self) -> WorkerPool:
+        context = multiprocessing.get_context("spawn")  # no copy of this process's loop, sockets or threads
+        for _ in range(self.count):
+            parent, child = context.Pipe()
+            process = context.Process(target=worker_main, args=(child,), daemon=True)
+            process.start()
+            self.connections.append(parent)
+            self.processes.append(process)
+        for connection in self.connections:
+            if not connection.poll(START_TIMEOUT_S) or connection.recv() != "ready":
+                raise FanoutError("a bench worker process did not start")
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for connection in self.connections:
+            try:
+                connection.send(None)
+            except OSError:
+                pass
+        for process in self.processes:
+            process.join(5)
+            if process.is_alive():
+                process.kill()
+
+    async def receive(self, connection: Connection) -> Any:
+        message = await anyio.to_thread.run_sync(connection.recv)
+        if isinstance(message, tuple) and message and message[0] == "error":
+            raise FanoutError(f"bench worker: {message[1]}")
+        return message
+
+    async def gather(self) -> list[Any]:
+        """Every worker's ("done", result), passing over a late ("full", t) of a ladder that gave up waiting."""
+        results: list[Any] = [None] * self.count
+
+        async def one(index: int) -> None:
+            message = await self.receive(self.connections[index])
+            while message[0] != "done":
+                message = await self.receive(self.connections[index])
+            results[index] = message
+
+        async with anyio.create_task_group() as group:
+            for index in range(self.count):
+                group.start_soon(one, index)
+        return results
+
+    async def run_open_loop(self, parts: list[Shard], t0: float, watcher: BenchListener | None) -> list[ShardResult]:
+        for connection, part in zip(self.connections, parts):
+            connection.send(("open", part, t0))
+        results: list[ShardResult] = [message[1] for message in await self.gather()]
+        tell(watcher, [r for result in results for r in result.requests])
+        return results
+
+    async def run_ladder(
+        self,
+        targets: list[Target],
+        plan: LevelPlan,
+        prompts: PromptMaker,
+        numbers: Iterator[int],
+        t0: float,
+        watcher: BenchListener | None,
+    ) -> tuple[list[RequestSample], float, float]:
+        """Every worker's streams on one window; returns the merged requests and the window."""
+        base = next(numbers)
+        for index, connection in enumerate(self.connections):
+            share = [(t, split_streams(plan.streams, self.count, index)) for t in targets]
+            connection.send(("ladder", share, plan, prompts, base + index, self.count, t0))
+        fulls = await self.first_tokens(t0 + plan.ramp_limit_s)
+        now = time.monotonic()
+        full = None if None in fulls else max(f for f in fulls if f is not None)
+        start = now if full is None else max(t0 + plan.warmup_s, full)
+        end = now if full is None else start + plan.window_s
+        for connection in self.connections:
+            connection.send(end)
+        requests = [r for message in await self.gather() for r in message[1]]
+        advance(numbers, max((r.number for r in requests), default=base))
+        tell(watcher, requests)
+        if full is None:
+            raise BackendError(
+                f"{plan.streams} streams on {', '.join(t.backend.name for t in targets)}: not every stream got "
+                f"a first token within {plan.ramp_limit_s:.0f} s, so the engine is not running them at once"
+            )
+        return requests, start, end
+
+    async def first_tokens(self, deadline: float) -> list[float | None]:
+        """Each worker's moment of full occupancy, None for one that did not get there by the deadline."""
+        fulls: list[float | None] = [None] * self.count
+
+        async def one(index: int) -> None:
+            with anyio.move_on_after(max(0.0, deadline - time.monotonic())):
+                while not await anyio.to_thread.run_sync(self.connections[index].poll, 0.2):
+                    pass
+                message = await self.receive(self.connections[index])
+                fulls[index] = message[1]
+
+        async with anyio.create_task_group() as group:
+            for index in range(self.count):
+                group.start_soon(one, index)
+        return fulls
+
+
+def split_streams(streams: int, parts: int, index: int) -> int:
+    base, extra = divmod(streams, parts)
+    return base + (index < extra)
+
+
+def advance(numbers: Iterator[int], past: int) -> None:
+    """Move the run's request numbering beyond every number a worker used."""
+    for number in numbers:
+        if number >= past:
+            return
+
+
+def tell(watcher: BenchListener | None, requests: list[RequestSample]) -> None:
+    if watcher is None:
+        return
+    for request in sorted(requests, key=lambda r: r.t_sent):
+        watcher.request_done(request)
+
+
+# ---------------------------------------------------------------- in the worker process
+
+
+def worker_main(connection: Connection) -> None:
+    from pipeline.backends.loop import fast_loop
+
+    connection.send("ready")
+    with fast_loop():
+        while True:
+            task = connection.recv()
+            if task is None:
+                return
+            try:
+                result = anyio.run(HANDLERS[task[0]], connection, *task[1:])
+            except Exception as exc:  # told to the parent, which raises it there
+                connection.send(("error", f"{type(exc).__name__}: {exc}"))
+                continue
+            connection.send(("done", result))
+
+
+async def open_loop_task(connection: Connection, shard: Shard, t0: float) -> ShardResult:
+    return await send_arrivals(shard, t0)
+
+
+async def ladder_task(
+    connection: Connection,
+    share: list[tuple[Target, int]],
+    plan: LevelPlan,
+    prompts: PromptMaker,
+    first_number: int,
+    step: int,
+    t0: float,
+) -> list[RequestSample]:
+    loop = StreamLoop(total_streams=sum(n for _, n in share), numbers=itertools.count(first_number, step))
+
+    async def report_full() -> None:
+        await loop.full.wait()
+        await anyio.to_thread.run_sync(connection.send, ("full", loop.t_full))
+
+    async with anyio.create_task_group() as streams:
+        streams.start_soon(report_full)
+        for target, count in share:
+            for _ in range(count):
+                streams.start_soon(stream_worker, loop, None, target, plan, prompts, t0)
+        if loop.total_streams == 0:
+            loop.t_full = t0
+            loop.full.set()
+        loop.stop_at = await anyio.to_thread.run_sync(connection.recv)
+        if not loop.full.is_set():
+            streams.cancel_scope.cancel()
+    return loop.requests
+
+
+HANDLERS: dict[str, Callable[..., Awaitable[Any]]] = {"open": open_loop_task, "ladder": ladder_task}

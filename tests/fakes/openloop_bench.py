@@ -21,8 +21,8 @@ from pathlib import Path
 
 import anyio
 
-from pipeline.bench.latency import percentile
 from pipeline.bench.ladder import bench
+from pipeline.bench.latency import percentile
 from pipeline.bench.records import BenchSpec
 from pipeline.config import Settings
 from pipeline.records import Backend

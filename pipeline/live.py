@@ -162,6 +162,19 @@ class LiveFeed(BookListener, BenchListener):
         self.in_flight = {name: {"name": name, "cap": streams, "in_flight": 0} for name in backends}
         self.state["backends"] = list(self.in_flight.values())
 
+    def rate_started(self, label: str, rate: float, slots: dict[str, int], levels: int) -> None:
+        self.state["title"] = f"fanout bench: open loop, {rate:g} requests a second" + (
+            f" ({label})" if label != "bench" else ""
+        )
+        self.state["unit"] = "requests"
+        done, _ = self.state["levels"].get(f"open loop {label}", [0, levels])
+        self.state["levels"][f"open loop {label}"] = [done, levels]
+        self.in_flight = {name: {"name": name, "cap": count, "in_flight": 0} for name, count in slots.items()}
+        self.state["backends"] = list(self.in_flight.values())
+
+    def rate_done(self, label: str, point) -> None:
+        self.state["levels"][f"open loop {label}"][0] += 1
+
     def request_started(self, backend: str, number: int) -> None:
         self.state["total"] += 1
         self.in_flight[backend]["in_flight"] += 1

@@ -19,7 +19,7 @@ from pipeline.records import BookSpec, Outline, SectionResult
 
 if TYPE_CHECKING:
     from pipeline.backends.fleet import Fleet
-    from pipeline.bench.records import BenchRecord, LevelResult, RequestSample
+    from pipeline.bench.records import BenchRecord, LevelResult, RatePoint, RequestSample
     from pipeline.book.run import BookOutcome
 
 
@@ -52,6 +52,8 @@ class BenchListener:
 
     def fleet_opened(self, fleet: Fleet) -> None: ...
     def level_started(self, label: str, streams: int, backends: list[str], levels: int) -> None: ...
+    def rate_started(self, label: str, rate: float, slots: dict[str, int], levels: int) -> None: ...
+    def rate_done(self, label: str, point: RatePoint) -> None: ...  # a bench.records.RatePoint
     def request_started(self, backend: str, number: int) -> None: ...
     def section_delta(self, section_id: str, text: str) -> None: ...  # section_id: request_id(number)
     def request_done(self, sample: RequestSample) -> None: ...  # a bench.records.RequestSample

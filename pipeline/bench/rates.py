@@ -73,7 +73,7 @@ async def run_rate_sweep(
     for index, rate in enumerate(spec.rates):
         plan = rate_plan(spec, rate, fleet.pool.policy.read_timeout, index)
         if watcher is not None:
-            watcher.level_started(label, 0, [t.backend.name for t in targets], len(spec.rates))
+            watcher.rate_started(label, rate, slots, len(spec.rates))
         raw = await run_rate(fleet.session, targets, slots, plan, workload, numbers, watcher, workers)
         if on_raw is not None:
             on_raw(label, f"rate {rate:g}/s", raw)
@@ -81,6 +81,8 @@ async def run_rate_sweep(
         points.append(rate_point(raw, sum(slots.values()), spec.percentiles, spec.goodput_slo_ms, scope))
         if on_point is not None:
             on_point(label, points[-1])
+        if watcher is not None:
+            watcher.rate_done(label, points[-1])
     knee = mark_knee(points)
     return RateSweep(
         label=label,

@@ -155,6 +155,7 @@ def tell(watcher: BenchListener | None, requests: list[RequestSample]) -> None:
     if watcher is None:
         return
     for request in sorted(requests, key=lambda r: r.t_sent):
+        watcher.request_started(request.backend, request.number)
         watcher.request_done(request)
 
 

@@ -67,6 +67,7 @@ class Settings(BaseModel):
     ctx_per_slot: int = Field(default=2048, gt=0)
     attempts: int = Field(default=4, gt=0)
     read_timeout: float = Field(default=120.0, gt=0)
+    workers: int = Field(default=1, gt=0)  # client processes that read the streams (book)
     client: Literal["fast", "sdk"] = "fast"  # sdk: the openai SDK (httpx: proxies, custom TLS), slower
     headers: dict[str, str] = Field(default_factory=dict)  # sent to every backend
     extra_body: dict[str, Any] = Field(default_factory=dict)  # merged into every request body
@@ -90,6 +91,7 @@ ENV_FIELDS = {
     "read_timeout": "FANOUT_READ_TIMEOUT",
     "profile": "FANOUT_PROFILE",
     "client": "FANOUT_CLIENT",
+    "workers": "FANOUT_WORKERS",
 }
 BACKEND_LISTS = {"backends": "FANOUT_BACKENDS", "planner_backends": "FANOUT_PLANNER_BACKENDS"}
 FILE_KEYS = [*ENV_FIELDS, *BACKEND_LISTS, "sampling", "headers", "extra_body"]

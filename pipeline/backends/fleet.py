@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import ExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +20,7 @@ import anyio
 
 from pipeline.backends.aiohttp_chat import new_session
 from pipeline.backends.chat import check_proxies
+from pipeline.backends.chatworkers import ChatWorkers
 from pipeline.backends.embedded.engine import EmbeddedEngine
 from pipeline.backends.limits import plan_open_files
 from pipeline.backends.metrics import METRIC_NAMES, detect_engine, scrape
@@ -84,7 +85,15 @@ async def open_fleet(settings: Settings, engine_log: Path | None = None) -> Asyn
                 engines.update(planner_engines)
                 planner_pool = BackendPool(planners, retry_policy(settings), caps=fd_plan.caps[len(backends) :])
                 planner_pool.rest(planners_down)
-            yield Fleet(pool, engines, session, embedded, planner_pool)
+            with ExitStack() as stack:
+                if settings.workers > 1:
+                    workers = ChatWorkers(settings.workers)
+                    stack.callback(workers.__exit__)
+                    await anyio.to_thread.run_sync(workers.__enter__)
+                    for each in (pool, planner_pool):
+                        if each is not None:
+                            each.transport = workers.chat
+                yield Fleet(pool, engines, session, embedded, planner_pool)
     finally:
         if embedded is not None:
             await anyio.to_thread.run_sync(embedded.stop)

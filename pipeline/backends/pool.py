@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TypedDict
@@ -30,6 +30,7 @@ from pipeline.records import Attempt, Backend, ChatRequest, Completion
 
 REASK_BEFORE_FIRST_BYTE = 5
 RequestWatcher = Callable[[ChatRequest, Completion | None, float, list[Attempt]], None]
+Transport = Callable[[Backend, ChatRequest, float, OnDelta | None], Awaitable[Completion]]
 
 
 class BackendSnapshot(TypedDict):
@@ -103,6 +104,7 @@ class BackendPool:
         self._waiters: deque[anyio.Event] = deque()
         self._urgent: deque[anyio.Event] = deque()
         self.on_finished: RequestWatcher | None = None  # hears of every request, answered or failed
+        self.transport: Transport = chat  # or ChatWorkers.chat: the streams read in worker processes
         self._reserved = 0  # slots of each backend (never its only one) that only `first` requests may take
         self._backoff = wait_exponential_jitter(
             multiplier=self.policy.backoff_initial, max=self.policy.backoff_max, jitter=self.policy.backoff_initial
@@ -157,7 +159,7 @@ class BackendPool:
             for _ in range(REASK_BEFORE_FIRST_BYTE):
                 t_start = time.monotonic()
                 try:
-                    completion = await chat(state.backend, request, self.policy.read_timeout, on_delta)
+                    completion = await self.transport(state.backend, request, self.policy.read_timeout, on_delta)
                 except AttemptError as error:
                     self._record(attempts, state, t_start, error.kind, error.detail)
                     if error.kind == "cut_before_first_byte":

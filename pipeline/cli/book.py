@@ -199,6 +199,13 @@ def add_book_command(commands: argparse._SubParsersAction) -> None:
     book.add_argument("--json", action="store_true", help="print stats.json to stdout")
     book.add_argument("--repair", action="store_true", help="after writing, repair what the audit finds")
     book.add_argument(
+        "--workers",
+        dest="book_workers",
+        type=int,
+        metavar="N",
+        help="client processes that read the answers' streams, each with its share of every cap (1)",
+    )
+    book.add_argument(
         "--barrier",
         action="store_true",
         help="plan level by level before writing anything (seed 003's schedule; default: pipelined)",

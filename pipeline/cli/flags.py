@@ -144,6 +144,7 @@ def settings_from(args: argparse.Namespace):
         "ctx_per_slot": args.ctx_per_slot,
         "profile": getattr(args, "profile", None),
         "client": getattr(args, "client", None),
+        "workers": getattr(args, "book_workers", None),
         "headers": parse_headers(getattr(args, "header", None)),
         "extra_body": parse_extra_body(getattr(args, "extra_body", None)),
     }

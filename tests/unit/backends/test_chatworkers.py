@@ -1,0 +1,80 @@
+"""Chat requests read in worker processes (backends/chatworkers.py) against FAKE engines: the same answers as
+this process reads, pieces in order, failures with the pool's kinds, a cancel that reaches the worker, and a
+book written with --workers 2 that sends the same requests as one written in one process."""
+
+from __future__ import annotations
+
+import json
+
+import anyio
+import pytest
+
+from pipeline.backends.chat import chat
+from pipeline.backends.chatworkers import ChatWorkers
+from pipeline.backends.sse import AttemptError
+from pipeline.cli import main
+from pipeline.records import Backend, ChatRequest
+from tests.fakes.fake_engine import FakeEngine
+from tests.fakes.fake_steplaw import steplaw_in_thread
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def workers():
+    with ChatWorkers(2) as pool:
+        yield pool
+
+
+def request(tokens: int = 8) -> ChatRequest:
+    return ChatRequest(messages=[{"role": "user", "content": "hi"}], max_tokens=tokens, tag="t")
+
+
+async def test_a_worker_reads_the_same_answer_with_its_pieces_in_order(workers):
+    engine = await FakeEngine(tokens=40).start()
+    try:
+        backend = Backend(name="b0", base_url=engine.url)
+        here = await chat(backend, request(), 5)
+        pieces: list[str] = []
+        there = await workers.chat(backend, request(), 5, pieces.append)
+        assert there.text == here.text and "".join(pieces) == there.text
+        assert (there.completion_tokens, there.finish_reason, there.backend) == (8, "length", "b0")
+        engine.modes.extend(["http_500"])
+        with pytest.raises(AttemptError) as failed:
+            await workers.chat(backend, request(), 5)
+        assert failed.value.kind == "http_500" and failed.value.retryable
+    finally:
+        await engine.stop()
+
+
+async def test_a_cancelled_request_is_cancelled_in_the_worker(workers):
+    engine = await FakeEngine(tokens=400, token_delay=0.01).start()
+    try:
+        backend = Backend(name="b0", base_url=engine.url)
+        with anyio.move_on_after(0.5):
+            await workers.chat(backend, request(400), 10, lambda _: None)
+        await anyio.sleep(0.5)
+        assert engine.in_flight == 0 and engine.generated == 0  # hung up, never finished
+    finally:
+        await engine.stop()
+
+
+def test_a_book_from_two_worker_processes_sends_what_one_process_sends(tmp_path):
+    runs = {}
+    with steplaw_in_thread((1.0, 0.01)) as (engine,):
+        for workers in (1, 2):
+            folder = tmp_path / f"w{workers}"
+            args = ["book", "A handbook on bees", "--shape", "2x2x3", "--backend", f"{engine.url},cap=8"]
+            assert main([*args, "--out", str(folder), "--quiet", "--workers", str(workers)]) == 0
+            stats = json.loads((folder / "stats.json").read_text())
+            logged = [json.loads(line) for line in (folder / "requests.jsonl").read_text().splitlines()]
+            runs[workers] = (stats, sorted(row["kind"] for row in logged if row["outcome"] == "ok"))
+    (one, kinds_one), (two, kinds_two) = runs[1], runs[2]
+    assert two["complete"] and two["sections"] == one["sections"] == 12
+    assert kinds_two.count("section") == kinds_one.count("section") == 12
+    assert two["tokens_written"] == one["tokens_written"] and two["requests_writing"] == one["requests_writing"]

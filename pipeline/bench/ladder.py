@@ -27,7 +27,7 @@ from pipeline.bench.figures import comparison_rows, level_result
 from pipeline.bench.fit import fit_levels
 from pipeline.bench.loadgen import LevelPlan, Target, run_level
 from pipeline.bench.openloop import RateRaw
-from pipeline.bench.prompts import PromptMaker, new_nonce, sized_prompts, token_counter
+from pipeline.bench.prompts import PromptMaker, Prompts, new_nonce, sized_prompts, token_counter
 from pipeline.bench.provenance import host_info, loadavg
 from pipeline.bench.rates import run_rate_sweep, run_replay, workload_of
 from pipeline.bench.records import (
@@ -43,7 +43,7 @@ from pipeline.bench.records import (
 )
 from pipeline.bench.requestrows import request_row
 from pipeline.bench.workers import WorkerPool
-from pipeline.bench.workload import load_dataset, load_replay, parse_lengths
+from pipeline.bench.workload import WorkloadPrompts, load_dataset, load_replay, parse_lengths
 from pipeline.config import Settings
 from pipeline.errors import UsageError
 from pipeline.progress import BenchListener
@@ -60,6 +60,8 @@ def check_spec(spec: BenchSpec) -> None:
         raise UsageError("bench: nothing to measure: give stream levels, request rates or a workload to replay")
     if spec.dataset and spec.input_len:
         raise UsageError("setting 'input_len': a dataset brings its own prompts")
+    if spec.prompt_tokens and (spec.input_len or spec.dataset):
+        raise UsageError("setting 'prompt_tokens': give it, or input_len, or a dataset, not two of them")
     for name in ("input_len", "output_len"):
         if getattr(spec, name):
             parse_lengths(getattr(spec, name), name)
@@ -140,7 +142,9 @@ def embedded_settings(fleet: Fleet, name: str) -> dict[str, int] | None:
     return {"slots": s.slots, "threads": s.threads, "ctx_per_slot": s.ctx_per_slot}
 
 
-async def prompt_maker(fleet: Fleet, targets: list[Target], spec: BenchSpec, infos: list[BackendInfo]) -> PromptMaker:
+async def prompt_maker(fleet: Fleet, targets: list[Target], spec: BenchSpec, infos: list[BackendInfo]) -> Prompts:
+    if spec.input_len or spec.dataset:
+        return WorkloadPrompts(await workload_of(fleet, targets, spec))
     nonce = new_nonce()
     if spec.prompt_tokens is None:
         return PromptMaker(nonce)
@@ -167,7 +171,7 @@ async def run_series(
     label: str,
     targets: list[Target],
     spec: BenchSpec,
-    prompts: PromptMaker,
+    prompts: Prompts,
     numbers: Iterator[int],
     on_level: OnLevel | None,
     watcher: BenchListener | None = None,

@@ -1,6 +1,6 @@
 """The closed loop for one level: N streams per backend, every backend on one absolute schedule.
 
-Takes the open session, the targets (backend, engine, extra body fields), a LevelPlan, a PromptMaker and
+Takes the open session, the targets (backend, engine, extra body fields), a LevelPlan, the Prompts and
 the run's request numbering; returns a LevelRaw. Every stream starts at t0; the window opens once every
 stream has its first token and the warm-up has passed, and closes `window_s` later. Until then, the moment
 a request finishes the stream starts a new, distinct one. Requests still running at the close finish (the
@@ -22,7 +22,7 @@ import anyio
 
 from pipeline.backends.chat import chat
 from pipeline.backends.sse import AttemptError
-from pipeline.bench.prompts import PromptMaker
+from pipeline.bench.prompts import Prompts
 from pipeline.bench.records import CounterSample, LevelRaw, PowerSample, RequestSample
 from pipeline.bench.sampler import counter_loop, power_loop, sample_all, sleep_until
 from pipeline.errors import BackendError
@@ -75,7 +75,7 @@ class StreamLoop:
             self.full.set()
 
 
-def chat_request(plan: LevelPlan, prompts: PromptMaker, target: Target, number: int) -> ChatRequest:
+def chat_request(plan: LevelPlan, prompts: Prompts, target: Target, number: int) -> ChatRequest:
     return ChatRequest(
         messages=[{"role": "user", "content": prompts.prompt(number)}],
         max_tokens=plan.max_tokens,
@@ -103,7 +103,7 @@ def _sample(target: Target, number: int, t_sent: float, completion: Completion, 
 
 
 async def one_request(
-    session: aiohttp.ClientSession | None, target: Target, plan: LevelPlan, prompts: PromptMaker, number: int, on_delta
+    session: aiohttp.ClientSession | None, target: Target, plan: LevelPlan, prompts: Prompts, number: int, on_delta
 ) -> RequestSample:
     return await send_request(target, chat_request(plan, prompts, target, number), number, plan.read_timeout, on_delta)
 
@@ -145,7 +145,7 @@ async def stream_worker(
     session: aiohttp.ClientSession | None,
     target: Target,
     plan: LevelPlan,
-    prompts: PromptMaker,
+    prompts: Prompts,
     t0: float,
     watcher: BenchListener | None = None,
 ) -> None:
@@ -224,7 +224,7 @@ async def local_streams(
     session: aiohttp.ClientSession,
     targets: list[Target],
     plan: LevelPlan,
-    prompts: PromptMaker,
+    prompts: Prompts,
     numbers: Iterator[int],
     t0: float,
     watcher: BenchListener | None,
@@ -243,7 +243,7 @@ async def run_level(
     session: aiohttp.ClientSession,
     targets: list[Target],
     plan: LevelPlan,
-    prompts: PromptMaker,
+    prompts: Prompts,
     numbers: Iterator[int],
     watcher: BenchListener | None = None,
     workers: WorkerPool | None = None,

@@ -53,6 +53,12 @@ def short_prompt(number: int, nonce: str) -> str:
     return numbered(number, nonce) + TASKS[number % len(TASKS)] + "."
 
 
+class Prompts(Protocol):
+    """Request number -> the prompt the closed loop sends (PromptMaker, or a workload's prompts)."""
+
+    def prompt(self, number: int) -> str: ...
+
+
 class TokenCounter(Protocol):
     name: str
 

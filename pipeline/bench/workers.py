@@ -25,7 +25,7 @@ import anyio
 
 from pipeline.bench.loadgen import LevelPlan, StreamLoop, Target, stream_worker
 from pipeline.bench.openloop import Shard, ShardResult, send_arrivals
-from pipeline.bench.prompts import PromptMaker
+from pipeline.bench.prompts import Prompts
 from pipeline.bench.records import RequestSample
 from pipeline.errors import BackendError, FanoutError
 from pipeline.progress import BenchListener
@@ -95,7 +95,7 @@ class WorkerPool:
         self,
         targets: list[Target],
         plan: LevelPlan,
-        prompts: PromptMaker,
+        prompts: Prompts,
         numbers: Iterator[int],
         t0: float,
         watcher: BenchListener | None,
@@ -187,7 +187,7 @@ async def ladder_task(
     connection: Connection,
     share: list[tuple[Target, int]],
     plan: LevelPlan,
-    prompts: PromptMaker,
+    prompts: Prompts,
     first_number: int,
     step: int,
     t0: float,

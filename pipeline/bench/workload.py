@@ -227,3 +227,13 @@ def load_replay(run_dir: Path) -> ReplayWorkload:
         raise UsageError(f"setting 'workload' {path}: no requests in it")
     rows.sort(key=lambda w: w.offset_s or 0.0)
     return ReplayWorkload(rows, path, name=f"replay of {run_dir.name}")
+
+
+@dataclass
+class WorkloadPrompts:
+    """A synthetic or dataset workload as the closed loop's prompts (the ladder keeps its own cap)."""
+
+    workload: Workload
+
+    def prompt(self, number: int) -> str:
+        return self.workload.item(number).messages[-1]["content"]

@@ -15,19 +15,17 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import itertools
-import multiprocessing
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
+from pipeline.backends.processes import Processes
 from pipeline.backends.sse import AttemptError, OnDelta
-from pipeline.errors import FanoutError
 from pipeline.records import Backend, ChatRequest, Completion
 
 DELTA_BATCH_S = 0.05
-START_TIMEOUT_S = 60.0
 
 
 @dataclass
@@ -40,40 +38,19 @@ class Pending:
 class ChatWorkers:
     def __init__(self, count: int):
         self.count = count
+        self.processes = Processes(count, worker_main, "client worker")
         self.connections: list[Connection] = []
-        self.processes: list[Any] = []
         self.in_flight: list[int] = [0] * count
         self.pending: dict[int, Pending] = {}
         self.ids = itertools.count(1)
         self.loop: asyncio.AbstractEventLoop | None = None
 
     def __enter__(self) -> ChatWorkers:
-        context = multiprocessing.get_context("spawn")  # no copy of this process's loop, sockets or threads
-        for _ in range(self.count):
-            parent, child = context.Pipe()
-            process = context.Process(target=worker_main, args=(child,), daemon=True)
-            process.start()
-            self.connections.append(parent)
-            self.processes.append(process)
-        for connection in self.connections:
-            try:
-                started = connection.poll(START_TIMEOUT_S) and connection.recv() == "ready"
-            except (EOFError, OSError):
-                started = False
-            if not started:
-                raise FanoutError("a client worker process did not start (see the error above)")
+        self.connections = self.processes.start()
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        for connection in self.connections:
-            try:
-                connection.send(None)
-            except OSError:
-                pass
-        for process in self.processes:
-            process.join(5)
-            if process.is_alive():
-                process.kill()
+        self.processes.stop()
 
     def _listen(self) -> None:
         """Once, from the event loop: a reader thread per worker hands its messages to the loop."""

@@ -15,7 +15,6 @@ page) hears of the requests arrives when a worker's level ends, not as they stre
 from __future__ import annotations
 
 import itertools
-import multiprocessing
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from multiprocessing.connection import Connection
@@ -23,6 +22,7 @@ from typing import Any
 
 import anyio
 
+from pipeline.backends.processes import Processes
 from pipeline.bench.loadgen import LevelPlan, StreamLoop, Target, stream_worker
 from pipeline.bench.openloop import Shard, ShardResult, send_arrivals
 from pipeline.bench.prompts import Prompts
@@ -30,38 +30,19 @@ from pipeline.bench.records import RequestSample
 from pipeline.errors import BackendError, FanoutError
 from pipeline.progress import BenchListener
 
-START_TIMEOUT_S = 60.0
-
 
 class WorkerPool:
     def __init__(self, count: int):
         self.count = count
+        self.processes = Processes(count, worker_main, "bench worker")
         self.connections: list[Connection] = []
-        self.processes: list[Any] = []
 
     def __enter__(self) -> WorkerPool:
-        context = multiprocessing.get_context("spawn")  # no copy of this process's loop, sockets or threads
-        for _ in range(self.count):
-            parent, child = context.Pipe()
-            process = context.Process(target=worker_main, args=(child,), daemon=True)
-            process.start()
-            self.connections.append(parent)
-            self.processes.append(process)
-        for connection in self.connections:
-            if not connection.poll(START_TIMEOUT_S) or connection.recv() != "ready":
-                raise FanoutError("a bench worker process did not start")
+        self.connections = self.processes.start()
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        for connection in self.connections:
-            try:
-                connection.send(None)
-            except OSError:
-                pass
-        for process in self.processes:
-            process.join(5)
-            if process.is_alive():
-                process.kill()
+        self.processes.stop()
 
     async def receive(self, connection: Connection) -> Any:
         message = await anyio.to_thread.run_sync(connection.recv)

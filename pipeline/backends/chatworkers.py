@@ -22,6 +22,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from pipeline.backends.processes import Processes
+from pipeline.backends.sdk import close_sdk_clients
 from pipeline.backends.sse import AttemptError, OnDelta
 from pipeline.records import Backend, ChatRequest, Completion
 
@@ -144,6 +145,8 @@ async def serve(connection: Connection) -> None:
     flusher.cancel()
     for task in list(tasks.values()):
         task.cancel()
+    await asyncio.gather(*tasks.values(), return_exceptions=True)
+    await close_sdk_clients()
 
 
 def forget(tasks: dict[int, asyncio.Task[None]], request_id: int) -> Callable[[asyncio.Task[None]], None]:

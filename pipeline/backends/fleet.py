@@ -25,6 +25,7 @@ from pipeline.backends.embedded.engine import EmbeddedEngine
 from pipeline.backends.limits import plan_open_files
 from pipeline.backends.metrics import METRIC_NAMES, detect_engine, scrape
 from pipeline.backends.pool import BackendPool, RetryPolicy
+from pipeline.backends.sdk import close_sdk_clients
 from pipeline.config import EngineSettings, Settings
 from pipeline.errors import UsageError
 from pipeline.records import Backend, EngineInfo
@@ -93,7 +94,10 @@ async def open_fleet(settings: Settings, engine_log: Path | None = None) -> Asyn
                     for each in (pool, planner_pool):
                         if each is not None:
                             each.transport = workers.chat
-                yield Fleet(pool, engines, session, embedded, planner_pool)
+                try:
+                    yield Fleet(pool, engines, session, embedded, planner_pool)
+                finally:
+                    await close_sdk_clients()
     finally:
         if embedded is not None:
             await anyio.to_thread.run_sync(embedded.stop)

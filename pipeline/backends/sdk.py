@@ -4,7 +4,7 @@ SSL_CERT_FILE, HTTP/2 proxies). Slower per event (the ceiling bench measures by 
 
 Takes a Backend and a ChatRequest; returns a Completion or raises AttemptError with the same failure kinds
 as the fast path, so the pool retries it the same way. One SDK client per backend and event loop, its own
-retries off (the pool's retry policy is the only one).
+retries off (the pool's retry policy is the only one), closed with the fleet.
 """
 
 from __future__ import annotations
@@ -38,10 +38,16 @@ def shared_client(backend: Backend, read_timeout: float) -> AsyncOpenAI:
     key = (id(asyncio.get_running_loop()), backend.base_url, repr(sorted(backend.headers.items())), api_key(backend))
     client = _CLIENTS.get(key)
     if client is None:
-        for stale in [k for k in _CLIENTS if k[0] != key[0]]:  # clients of an event loop that has ended
-            del _CLIENTS[stale]
         client = _CLIENTS[key] = sdk_client(backend, read_timeout)
     return client
+
+
+async def close_sdk_clients() -> None:
+    """Close this event loop's shared clients (the fleet does, as it closes): an httpx client left to the
+    garbage collector after its loop has ended fails there instead."""
+    loop = id(asyncio.get_running_loop())
+    for key in [k for k in _CLIENTS if k[0] == loop]:
+        await _CLIENTS.pop(key).close()
 
 
 async def _stream(client: AsyncOpenAI, backend: Backend, request: ChatRequest, stream: SseStream) -> None:

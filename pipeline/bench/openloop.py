@@ -27,11 +27,11 @@ from pipeline.bench.loadgen import START_DELAY_S, Target, send_request, settled_
 from pipeline.bench.records import CounterSample, RequestSample
 from pipeline.bench.sampler import counter_loop, sample_all, sleep_until
 from pipeline.bench.workload import Work, Workload
+from pipeline.progress import BenchListener, request_id
+from pipeline.records import ChatRequest
 
 if TYPE_CHECKING:
     from pipeline.bench.workers import WorkerPool
-from pipeline.progress import BenchListener, request_id
-from pipeline.records import ChatRequest
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,6 @@ class RateRaw:
     start: list[CounterSample]
     end: list[CounterSample]
     peak_in_flight: dict[str, int]
-    workers: int = 1
 
 
 def arrival_offsets(
@@ -290,5 +289,4 @@ async def run_rate(
         peak_in_flight={
             t.backend.name: sum(r.peak_in_flight[t.backend.name] for r in results) for t in targets
         },  # one process: the peak; several: the sum of their peaks (an upper bound)
-        workers=len(results),
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.backends.chat import chat, check_proxies, proxy_for
+from pipeline.backends.sdk import close_sdk_clients
 from pipeline.backends.sse import AttemptError
 from pipeline.cli import main
 from pipeline.config import Settings, load_settings
@@ -27,6 +28,7 @@ def anyio_backend():
 async def engine():
     fake = await FakeEngine(tokens=6).start()
     yield fake
+    await close_sdk_clients()  # as the fleet does when it closes
     await fake.stop()
 
 

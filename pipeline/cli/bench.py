@@ -302,6 +302,8 @@ def run_command(args: argparse.Namespace, settings, argv: list[str]) -> int:
         record.spec.label = engines
         for named in [*record.series, *record.sweeps]:
             named.label = engines
+        for row in record.request_rows:
+            row["series"] = engines if row["series"] == "bench" else row["series"]
     paths = write_report(record, folder)
     print(record.model_dump_json(indent=1) if args.json else text_report(record))
     print(

@@ -314,7 +314,9 @@ def run_command(args: argparse.Namespace, settings, argv: list[str]) -> int:
 
 
 def add_bench_command(commands: argparse._SubParsersAction) -> None:
-    bench = commands.add_parser("bench", help="throughput ladder: N closed-loop streams per backend (seed 003)")
+    bench = commands.add_parser(
+        "bench", help="throughput ladder (seed 003), open-loop rate sweep, book replay; latency and goodput"
+    )
     add_bench_flags(bench)
     add_live_flags(bench)
     add_fleet_flags(bench)

@@ -7,7 +7,8 @@ holds an even share of every backend's cap; the pool still enforces the caps, so
 worker streams the answer with the same client (fast path or SDK) and sends back the finished Completion;
 text pieces travel back only for a caller that listens to them (the live page, the planner reading titles
 line by line), batched every DELTA_BATCH_S per worker so this process pays one message per batch, not one
-per token. A caller that cancels (the planner once it has its titles) cancels the worker's request too.
+per token. A caller that cancels (the planner once it has its titles) cancels the worker's request too. A worker
+whose process ends fails its requests with `client_worker_lost` (the pool asks them again) and gets no more.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 from pipeline.backends.processes import Processes
 from pipeline.backends.sdk import close_sdk_clients
 from pipeline.backends.sse import AttemptError, OnDelta
+from pipeline.errors import FanoutError
 from pipeline.records import Backend, ChatRequest, Completion
 
 DELTA_BATCH_S = 0.05
@@ -34,6 +36,7 @@ class Pending:
     future: asyncio.Future[Completion]
     on_delta: OnDelta | None
     context: contextvars.Context  # the caller's: its pieces are handed over as if read in its own task
+    worker: int
 
 
 class ChatWorkers:
@@ -45,6 +48,7 @@ class ChatWorkers:
         self.pending: dict[int, Pending] = {}
         self.ids = itertools.count(1)
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.lost: set[int] = set()  # workers whose process has gone
 
     def __enter__(self) -> ChatWorkers:
         self.connections = self.processes.start()
@@ -58,23 +62,35 @@ class ChatWorkers:
         if self.loop is not None:
             return
         self.loop = asyncio.get_running_loop()
-        for connection in self.connections:
-            threading.Thread(target=self._read, args=(connection,), daemon=True).start()
+        for index, connection in enumerate(self.connections):
+            threading.Thread(target=self._read, args=(index, connection), daemon=True).start()
 
-    def _read(self, connection: Connection) -> None:
+    def _read(self, index: int, connection: Connection) -> None:
         assert self.loop is not None
         while True:
             try:
                 message = connection.recv()
             except (EOFError, OSError):
-                return
+                message = ("lost", index)
             try:
                 self.loop.call_soon_threadsafe(self._dispatch, message)
             except RuntimeError:  # the loop has closed
                 return
+            if message[0] == "lost":
+                return
+
+    def _lose(self, index: int) -> None:
+        """A worker's process has gone: its requests fail (the pool asks them again elsewhere), it gets no more."""
+        self.lost.add(index)
+        for entry in self.pending.values():
+            if entry.worker == index and not entry.future.done():
+                entry.future.set_exception(AttemptError("client_worker_lost", f"worker process {index} ended"))
 
     def _dispatch(self, message: tuple[Any, ...]) -> None:
         kind = message[0]
+        if kind == "lost":
+            self._lose(message[1])
+            return
         if kind == "deltas":
             for request_id, text in message[1]:
                 entry = self.pending.get(request_id)
@@ -97,17 +113,24 @@ class ChatWorkers:
         self, backend: Backend, request: ChatRequest, read_timeout: float, on_delta: OnDelta | None = None
     ) -> Completion:
         self._listen()
-        worker = min(range(self.count), key=self.in_flight.__getitem__)
+        alive = [index for index in range(self.count) if index not in self.lost]
+        if not alive:
+            raise FanoutError("every client worker process has ended")
+        worker = min(alive, key=self.in_flight.__getitem__)
         request_id = next(self.ids)
         future: asyncio.Future[Completion] = asyncio.get_running_loop().create_future()
-        self.pending[request_id] = Pending(future, on_delta, contextvars.copy_context())
+        self.pending[request_id] = Pending(future, on_delta, contextvars.copy_context(), worker)
         self.in_flight[worker] += 1
         connection = self.connections[worker]
         try:
-            connection.send(("chat", request_id, backend, request, read_timeout, on_delta is not None))
+            try:
+                connection.send(("chat", request_id, backend, request, read_timeout, on_delta is not None))
+            except OSError as exc:  # the process ended before its reader thread could tell
+                raise AttemptError("client_worker_lost", f"worker process {worker}: {exc}") from exc
             return await future
         except asyncio.CancelledError:
-            connection.send(("cancel", request_id))
+            if worker not in self.lost:
+                connection.send(("cancel", request_id))
             raise
         finally:
             self.in_flight[worker] -= 1

@@ -7,8 +7,9 @@ and while `reserve_for_first` is on, one slot of each backend is kept for such r
 runs beside writing never waits for a whole section to end.
 A failed attempt is retried with backoff (tenacity), preferring another backend; a backend that fails
 `down_after` times in a row is rested and later probed by a single request.
-A connection the server closed before the first byte (llama-server drops idle keep-alives) is re-asked at
-once on the same slot and counted apart from failures. Every attempt is recorded.
+A connection the server closed before the first byte (llama-server drops idle keep-alives), or a request
+whose client worker process ended (`--workers`), is re-asked at once on the same slot and counted apart
+from failures. Every attempt is recorded.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from pipeline.errors import FanoutError
 from pipeline.records import Attempt, Backend, ChatRequest, Completion
 
 REASK_BEFORE_FIRST_BYTE = 5
+# Failures that say nothing of the backend: asked again at once on the same slot, not counted against it.
+ASK_AGAIN_AT_ONCE = ("cut_before_first_byte", "client_worker_lost")
 RequestWatcher = Callable[[ChatRequest, Completion | None, float, list[Attempt]], None]
 Transport = Callable[[Backend, ChatRequest, float, OnDelta | None], Awaitable[Completion]]
 
@@ -162,7 +165,7 @@ class BackendPool:
                     completion = await self.transport(state.backend, request, self.policy.read_timeout, on_delta)
                 except AttemptError as error:
                     self._record(attempts, state, t_start, error.kind, error.detail)
-                    if error.kind == "cut_before_first_byte":
+                    if error.kind in ASK_AGAIN_AT_ONCE:
                         state.reissued += 1
                         continue
                     self._note_failure(state)

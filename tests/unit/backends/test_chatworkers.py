@@ -78,3 +78,28 @@ def test_a_book_from_two_worker_processes_sends_what_one_process_sends(tmp_path)
     assert two["complete"] and two["sections"] == one["sections"] == 12
     assert kinds_two.count("section") == kinds_one.count("section") == 12
     assert two["tokens_written"] == one["tokens_written"] and two["requests_writing"] == one["requests_writing"]
+
+
+async def test_a_lost_worker_fails_its_requests_and_the_pool_asks_them_again():
+    from pipeline.backends.pool import BackendPool, RetryPolicy
+
+    engine = await FakeEngine(tokens=30, token_delay=0.02).start()
+    try:
+        with ChatWorkers(2) as pool_workers:
+            pool = BackendPool([Backend(name="b0", base_url=engine.url, cap=8)], RetryPolicy(backoff_initial=0.05))
+            pool.transport = pool_workers.chat
+            results: list = []
+
+            async def ask() -> None:
+                results.append(await pool.complete(request(30)))
+
+            async with anyio.create_task_group() as group:
+                for _ in range(6):
+                    group.start_soon(ask)
+                await anyio.sleep(0.2)  # every request in flight, three a worker
+                pool_workers.processes.processes[0].kill()
+            assert len(results) == 6 and all(r.completion_tokens == 30 for r in results)
+            lost = [a for r in results for a in r.attempts if a.outcome == "client_worker_lost"]
+            assert len(lost) == 3 and pool_workers.lost == {0}
+    finally:
+        await engine.stop()

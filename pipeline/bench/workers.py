@@ -45,7 +45,10 @@ class WorkerPool:
         self.processes.stop()
 
     async def receive(self, connection: Connection) -> Any:
-        message = await anyio.to_thread.run_sync(connection.recv)
+        try:
+            message = await anyio.to_thread.run_sync(connection.recv)
+        except (EOFError, OSError):
+            raise FanoutError("a bench worker process ended before its level did") from None
         if isinstance(message, tuple) and message and message[0] == "error":
             raise FanoutError(f"bench worker: {message[1]}")
         return message

@@ -43,7 +43,7 @@ from pipeline.bench.records import (
 )
 from pipeline.bench.requestrows import request_row
 from pipeline.bench.workers import WorkerPool
-from pipeline.bench.workload import WorkloadPrompts, load_dataset, load_replay, parse_lengths
+from pipeline.bench.workload import Workload, WorkloadPrompts, load_dataset, load_replay, parse_lengths
 from pipeline.config import Settings
 from pipeline.errors import UsageError
 from pipeline.progress import BenchListener
@@ -142,9 +142,11 @@ def embedded_settings(fleet: Fleet, name: str) -> dict[str, int] | None:
     return {"slots": s.slots, "threads": s.threads, "ctx_per_slot": s.ctx_per_slot}
 
 
-async def prompt_maker(fleet: Fleet, targets: list[Target], spec: BenchSpec, infos: list[BackendInfo]) -> Prompts:
-    if spec.input_len or spec.dataset:
-        return WorkloadPrompts(await workload_of(fleet, targets, spec))
+async def prompt_maker(
+    fleet: Fleet, targets: list[Target], spec: BenchSpec, infos: list[BackendInfo], workload: Workload | None
+) -> Prompts:
+    if workload is not None:  # --input-len or --dataset: the ladder sends the open loop's prompts
+        return WorkloadPrompts(workload)
     nonce = new_nonce()
     if spec.prompt_tokens is None:
         return PromptMaker(nonce)
@@ -225,12 +227,13 @@ async def open_loop(
     rows: RowKeeper | None,
     on_level: OnLevel | None,
     workers: WorkerPool | None,
+    shared: Workload | None,
 ) -> tuple[list[RateSweep], list[ReplayCheck]]:
     slots = {info.name: info.slots for info in infos}
     keep = rows.keep_raw if rows is not None else None
     sweeps, replays = [], []
     if spec.rates:
-        workload = await workload_of(fleet, targets, spec)
+        workload = shared if shared is not None else await workload_of(fleet, targets, spec)
         for label, group in groups(targets, spec):
             chosen = {t.backend.name: slots[t.backend.name] for t in group}
             sweeps.append(
@@ -267,13 +270,16 @@ async def bench(
         series = []
         with ExitStack() as stack:
             workers = stack.enter_context(WorkerPool(spec.workers)) if spec.workers > 1 else None
+            shared = await workload_of(fleet, targets, spec) if spec.input_len or spec.dataset else None
             if spec.streams:
-                prompts = await prompt_maker(fleet, targets, spec, infos)
+                prompts = await prompt_maker(fleet, targets, spec, infos, shared)
                 for label, group in groups(targets, spec):
                     series.append(
                         await run_series(fleet, label, group, spec, prompts, numbers, on_level, watcher, rows, workers)
                     )
-            sweeps, replays = await open_loop(fleet, targets, infos, spec, numbers, watcher, rows, on_level, workers)
+            sweeps, replays = await open_loop(
+                fleet, targets, infos, spec, numbers, watcher, rows, on_level, workers, shared
+            )
     host.loadavg_end = loadavg()
     provenance = Provenance(
         host=host,

@@ -209,12 +209,15 @@ async def send_arrivals(shard: Shard, t0: float, watcher: BenchListener | None =
     return ShardResult(sender.requests, dispatcher.peak)
 
 
-def split(total: int | None, parts: int, index: int) -> int | None:
-    """Part `index` of `total` shared as evenly as whole numbers allow (at least 1); None stays None."""
-    if total is None:
-        return None
+def share(total: int, parts: int, index: int) -> int:
+    """Part `index` of `total` shared as evenly as whole numbers allow (the first ones take the remainder)."""
     base, extra = divmod(total, parts)
-    return max(1, base + (index < extra))
+    return base + (index < extra)
+
+
+def split(total: int | None, parts: int, index: int) -> int | None:
+    """A limit's share: at least 1, so no part is shut; None (no limit) stays None."""
+    return None if total is None else max(1, share(total, parts, index))
 
 
 def shards(targets: list[Target], slots: dict[str, int], plan: RatePlan, greedy: bool, arrivals: list[Arrival],

@@ -39,14 +39,15 @@ def send_delays_ms(requests: list[RequestSample]) -> list[float]:
     return [1000 * (r.t_sent - r.t_scheduled) for r in requests if r.t_scheduled is not None]
 
 
-def gauges(samples: list[CounterSample], backends: list[str], start: float, end: float) -> dict:
-    """The engines' running and waiting gauges, summed over backends at each scrape, over the arrivals."""
-    by_time: dict[float, list[CounterSample]] = {}
+def gauges(samples: list[CounterSample], backends: list[str], start: float, end: float, interval: float) -> dict:
+    """The engines' running and waiting gauges, summed over backends at each scrape, over the arrivals.
+    Every backend is scraped on the same tick (start + k * interval), each stamped a little after it."""
+    by_tick: dict[int, list[CounterSample]] = {}
     for sample in samples:
         if start <= sample.t <= end:
-            by_time.setdefault(round(sample.t, 1), []).append(sample)
+            by_tick.setdefault(int((sample.t - start) / interval), []).append(sample)
     running, waiting = [], []
-    for group in by_time.values():
+    for group in by_tick.values():
         if len(group) == len(backends) and all(s.running is not None for s in group):
             running.append(sum(s.running or 0 for s in group))
         if len(group) == len(backends) and all(s.waiting is not None for s in group):
@@ -115,7 +116,7 @@ def rate_point(raw: RateRaw, slots: int, percentiles: list[float], slo_ms: dict[
         level_server_tokens=server,
         tokens_match=None if server is None else abs(server - completion) < 0.5,
         latency=summarise(requests, scope, percentiles, slo_ms or None, duration),
-        **gauges(raw.samples, raw.backends, raw.t0, raw.t_last_arrival),
+        **gauges(raw.samples, raw.backends, raw.t0, raw.t_last_arrival, plan.interval_s),
     )
 
 

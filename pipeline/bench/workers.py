@@ -24,7 +24,7 @@ import anyio
 
 from pipeline.backends.processes import Processes
 from pipeline.bench.loadgen import LevelPlan, StreamLoop, Target, stream_worker
-from pipeline.bench.openloop import Shard, ShardResult, send_arrivals
+from pipeline.bench.openloop import Shard, ShardResult, send_arrivals, share
 from pipeline.bench.prompts import Prompts
 from pipeline.bench.records import RequestSample
 from pipeline.errors import BackendError, FanoutError
@@ -87,8 +87,8 @@ class WorkerPool:
         """Every worker's streams on one window; returns the merged requests and the window."""
         base = next(numbers)
         for index, connection in enumerate(self.connections):
-            share = [(t, split_streams(plan.streams, self.count, index)) for t in targets]
-            connection.send(("ladder", share, plan, prompts, base + index, self.count, t0))
+            streams = [(t, share(plan.streams, self.count, index)) for t in targets]
+            connection.send(("ladder", streams, plan, prompts, base + index, self.count, t0))
         fulls = await self.first_tokens(t0 + plan.ramp_limit_s)
         now = time.monotonic()
         full = None if None in fulls else max(f for f in fulls if f is not None)
@@ -121,11 +121,6 @@ class WorkerPool:
             for index in range(self.count):
                 group.start_soon(one, index)
         return fulls
-
-
-def split_streams(streams: int, parts: int, index: int) -> int:
-    base, extra = divmod(streams, parts)
-    return base + (index < extra)
 
 
 def advance(numbers: Iterator[int], past: int) -> None:
@@ -169,14 +164,14 @@ async def open_loop_task(connection: Connection, shard: Shard, t0: float) -> Sha
 
 async def ladder_task(
     connection: Connection,
-    share: list[tuple[Target, int]],
+    counts: list[tuple[Target, int]],  # streams of each backend this worker runs
     plan: LevelPlan,
     prompts: Prompts,
     first_number: int,
     step: int,
     t0: float,
 ) -> list[RequestSample]:
-    loop = StreamLoop(total_streams=sum(n for _, n in share), numbers=itertools.count(first_number, step))
+    loop = StreamLoop(total_streams=sum(n for _, n in counts), numbers=itertools.count(first_number, step))
 
     async def report_full() -> None:
         await loop.full.wait()
@@ -184,7 +179,7 @@ async def ladder_task(
 
     async with anyio.create_task_group() as streams:
         streams.start_soon(report_full)
-        for target, count in share:
+        for target, count in counts:
             for _ in range(count):
                 streams.start_soon(stream_worker, loop, None, target, plan, prompts, t0)
         if loop.total_streams == 0:

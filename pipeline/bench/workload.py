@@ -72,6 +72,11 @@ def parse_lengths(text: str, setting: str) -> Lengths:
     return Lengths(low, high)
 
 
+def filler_words(count: int) -> str:
+    """The first `count` words of the filler, repeated as often as needed."""
+    return " ".join((FILLER * (count // 40 + 2)).split()[:count])
+
+
 def user(prompt: str) -> list[dict[str, str]]:
     return [{"role": "user", "content": prompt}]
 
@@ -93,8 +98,7 @@ class SyntheticWorkload:
         if self.input is None or self.words_per_token is None:
             return Work(user(short_prompt(number, self.nonce)), cap)
         words = max(0, round((self.input.draw(rng) - self.head_tokens) * self.words_per_token))
-        filler = (FILLER * (words // 40 + 2)).split()[:words]
-        return Work(user(numbered(number, self.nonce) + " ".join(filler)), cap)
+        return Work(user(numbered(number, self.nonce) + filler_words(words)), cap)
 
 
 async def synthetic_workload(
@@ -109,8 +113,7 @@ async def synthetic_workload(
     if workload.head_tokens >= input_len.low:
         raise UsageError(f"setting 'input_len' {input_len}: the numbered head and the chat template alone take that")
     probe_words = max(16, input_len.high)
-    filler = " ".join((FILLER * (probe_words // 40 + 2)).split()[:probe_words])
-    tokens = await counter.count(head + filler) - workload.head_tokens
+    tokens = await counter.count(head + filler_words(probe_words)) - workload.head_tokens
     workload.words_per_token = probe_words / max(tokens, 1)
     return workload
 

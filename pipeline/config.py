@@ -71,6 +71,9 @@ class Settings(BaseModel):
     client: Literal["fast", "sdk"] = "fast"  # sdk: the openai SDK (httpx: proxies, custom TLS), slower
     headers: dict[str, str] = Field(default_factory=dict)  # sent to every backend
     extra_body: dict[str, Any] = Field(default_factory=dict)  # merged into every request body
+    embeddings: str | None = None  # the meaning model: None or 'wordllama' (built in), or URL[,model=NAME]
+    best_of: int | None = Field(default=None, gt=0)  # section candidates; None: from the fleet's spare slots
+    off_point_retries: int = Field(default=1, ge=0)  # more candidates for a section nearer a sibling's point
 
     def request_options(self, backend: Backend) -> Backend:
         """The backend with the run's client, headers and extra body fields (its own win on a clash)."""
@@ -92,6 +95,9 @@ ENV_FIELDS = {
     "profile": "FANOUT_PROFILE",
     "client": "FANOUT_CLIENT",
     "workers": "FANOUT_WORKERS",
+    "embeddings": "FANOUT_EMBEDDINGS",
+    "best_of": "FANOUT_BEST_OF",
+    "off_point_retries": "FANOUT_OFF_POINT_RETRIES",
 }
 BACKEND_LISTS = {"backends": "FANOUT_BACKENDS", "planner_backends": "FANOUT_PLANNER_BACKENDS"}
 FILE_KEYS = [*ENV_FIELDS, *BACKEND_LISTS, "sampling", "headers", "extra_body"]

@@ -201,6 +201,10 @@ class SectionResult(BaseModel):
     repair: str | None = None  # how this version was made: rewritten, continued, retitled
     trimmed: bool = False  # cut back to its last full sentence (it ran to the cap, or looped)
     raw_text: str | None = None  # the answer as the model sent it, when the text differs (trimmed, tidied)
+    headings_removed: int = 0  # headings inside the answer, taken out (they would read as sections)
+    margin: float | None = None  # on-point margin: cosine to its own title and point minus the nearest sibling's
+    candidates: int = 1  # answers written for it (best of k), the kept one chosen by margin
+    discarded_tokens: int = 0  # tokens of the candidates not kept
 
     @property
     def ok(self) -> bool:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
+from pipeline.audit.meaning import BookMeaning
 from pipeline.audit.source import AuditBook, AuditSection
 from pipeline.errors import UsageError
 from pipeline.text import ends_closed, shingles, words_of
@@ -49,7 +50,35 @@ FIGURES: dict[str, str] = {
     "near_duplicate_titles": "pairs of sibling titles (same parent) that say the same thing",
     "repeated_passages": "sections sharing a 12-word passage with an earlier section",
     "sections": "sections measured: every section but those whose every attempt failed",
+    "on_point": "share of sections (in chapters of two or more) whose text is nearer their own title and key point "
+    "than any sibling's, by meaning (chance: 1 ÷ siblings)",
+    "on_point_margin": "median over those sections of: cosine to their own title and point minus the nearest sibling's",
+    "on_point_unrestated": "on_point with every sentence that repeats the point's content words removed",
+    "restating_openings": "share of sections whose first sentence restates their key point",
+    "similar_titles": "pairs of titles of one level, anywhere in the book, that say the same thing (by meaning or "
+    "by ≥ 75% shared content words)",
+    "off_book": "sections whose text is far from both the book's request and their chapter, by meaning",
+    "vague_points": "key points that say nothing of their own: near a stock phrase ('what you need to know') or "
+    "only restating their title",
+    "repeated_content": "sections with a paragraph that says what a paragraph of an earlier section says, by meaning",
+    "stray_headings": "headings inside a section's text (run folders only): in the book they read as sections",
+    "coverage": "share of what the request names (its subject, list items, span ends) that some title and "
+    "point carries (run folders only)",
+    "overlap": "pairs of chapters (or parts) whose sections' titles and points, pooled, cover the same ground",
 }
+MEANING_FIGURES = {
+    "on_point": "on_point",
+    "on_point_margin": "on_point_margin_median",
+    "on_point_unrestated": "on_point_unrestated",
+    "restating_openings": "restating_openings",
+    "similar_titles": "similar_titles",
+    "off_book": "off_book",
+    "vague_points": "vague_points",
+    "repeated_content": "repeated_content",
+    "stray_headings": "stray_headings",
+    "coverage": "coverage",
+    "overlap": "overlap",
+}  # figure -> its BookMeaning field
 
 
 class SectionQuality(BaseModel):
@@ -75,6 +104,18 @@ class BookQuality(BaseModel):
     repeated_passages: int
     sections: int
     echoing_titles: list[str] = Field(default_factory=list)  # "id: title ~ what it echoes"
+    # by meaning (pipeline/audit/meaning.py); None: not measured (a record from before, or not measurable here)
+    on_point: float | None = None
+    on_point_margin: float | None = None
+    on_point_unrestated: float | None = None
+    restating_openings: float | None = None
+    similar_titles: int | None = None
+    off_book: int | None = None
+    vague_points: int | None = None
+    repeated_content: int | None = None
+    stray_headings: int | None = None
+    coverage: float | None = None
+    overlap: int | None = None
 
 
 # ---------------------------------------------------------------- prose
@@ -166,10 +207,15 @@ def near_duplicate_pairs(book: AuditBook) -> int:
 
 
 def measure(
-    book: AuditBook, title: str = "", prompt: str | None = None, target: int | None = None, repeated_passages: int = 0
+    book: AuditBook,
+    title: str = "",
+    prompt: str | None = None,
+    target: int | None = None,
+    repeated_passages: int = 0,
+    meaning: BookMeaning | None = None,
 ) -> tuple[BookQuality, list[SectionQuality]]:
     """The book's figures and each written section's (a failed one has no text to measure; the failed
-    rule counts it). `repeated_passages` is the audit rule's count."""
+    rule counts it). `repeated_passages` is the audit rule's count; `meaning` gives the figures by meaning."""
     written = [section for section in book.sections if section.error is None]
     words = [words_of(section.text) for section in written]
     sections = [section_quality(s, w, target) for s, w in zip(written, words)]
@@ -190,6 +236,7 @@ def measure(
         repeated_passages=repeated_passages,
         sections=len(sections),
         echoing_titles=echoing,
+        **({name: getattr(meaning, field) for name, field in MEANING_FIGURES.items()} if meaning else {}),
     )
     return quality, sections
 

@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
+from pipeline.audit.embed import Embedder, open_embedder
+from pipeline.audit.meaning import BookMeaning, analyse
 from pipeline.audit.quality import FIGURES, BookQuality, SectionQuality, Threshold, measure, parse_threshold
-from pipeline.audit.rules import RULE_NAMES, Defect, choose_rules, rule_repeated_passages
+from pipeline.audit.rules import RULE_NAMES, Defect, choose_rules, find_defects, rule_repeated_passages
 from pipeline.audit.source import AuditBook, code_block_count
 from pipeline.errors import UsageError
 from pipeline.text import ends_closed
@@ -39,21 +41,24 @@ class AuditReport(BaseModel):
     summary: list[str] = Field(default_factory=list)
     quality: BookQuality
     section_quality: list[SectionQuality] = Field(default_factory=list)
+    meaning: BookMeaning | None = None  # the figures by meaning, with their evidence and each section's
 
     def ids(self, rule: str) -> list[str]:
         return [d.section_id for d in self.defects if d.rule == rule]
 
 
-# ---------------------------------------------------------------- helpers
-
-
 # ---------------------------------------------------------------- report
 
 
-def audit(book: AuditBook, only: list[str] | None = None, skip: list[str] | None = None) -> AuditReport:
+def audit(
+    book: AuditBook, only: list[str] | None = None, skip: list[str] | None = None, embedder: Embedder | None = None
+) -> AuditReport:
+    """Every chosen rule's defects and the book's figures, by words and by meaning (`embedder`: the static
+    model unless another is given)."""
     rules = choose_rules(only, skip)
-    defects = [d for _, rule in rules for d in rule(book)]
-    counts = {name: sum(d.rule == name for d in defects) for name, _ in rules}
+    meaning = analyse(book, embedder or open_embedder())
+    defects = find_defects(book, meaning, rules)
+    counts = {name: sum(d.rule == name for d in defects) for name in rules}
     unpunctuated = sum(not ends_closed(block) for block in book.blocks)
     repeated = counts.get("repeated_passages")
     quality, per_section = measure(
@@ -62,6 +67,7 @@ def audit(book: AuditBook, only: list[str] | None = None, skip: list[str] | None
         book.prompt,
         book.target_words,
         len(rule_repeated_passages(book)) if repeated is None else repeated,
+        meaning,
     )
     report = AuditReport(
         source=book.source,
@@ -69,11 +75,12 @@ def audit(book: AuditBook, only: list[str] | None = None, skip: list[str] | None
         blocks=len(book.blocks),
         blocks_unpunctuated=unpunctuated,
         code_blocks=code_block_count(book),
-        rules=[n for n, _ in rules],
+        rules=rules,
         counts=counts,
         defects=defects,
         quality=quality,
         section_quality=per_section,
+        meaning=meaning,
     )
     report.summary = summary_lines(report, book)
     return report

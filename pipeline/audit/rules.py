@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from pydantic import BaseModel
 
+from pipeline.audit.meaning import BookMeaning
 from pipeline.audit.source import AuditBook, AuditSection, headings_of
 from pipeline.errors import UsageError
 from pipeline.text import LOOP_REPEATS, LOOP_WORDS, close_open_fence, ends_closed, shingles, words_of
@@ -185,7 +186,54 @@ def rule_word_count_outliers(book: AuditBook) -> list[Defect]:
     ]
 
 
+def by_id(book: AuditBook) -> dict[str, AuditSection]:
+    return {section.id: section for section in book.sections}
+
+
+def rule_off_point(book: AuditBook, meaning: BookMeaning) -> list[Defect]:
+    """Sections whose text is nearer a sibling's title and point than their own (pipeline/audit/meaning.py)."""
+    sections = by_id(book)
+    return [
+        defect(
+            "off_point", sections[m.id], f"nearer {m.nearest} {sections[m.nearest].title!r} by {-(m.margin or 0):.2f}"
+        )
+        for m in meaning.sections
+        if m.on_point is False and m.nearest in sections
+    ]
+
+
+def rule_off_book(book: AuditBook, meaning: BookMeaning) -> list[Defect]:
+    sections = by_id(book)
+    return [
+        defect("off_book", sections[m.id], f"{m.to_book:.2f} to the request, {m.to_chapter:.2f} to its chapter")
+        for m in meaning.sections
+        if m.off_book
+    ]
+
+
+def rule_repeated_content(book: AuditBook, meaning: BookMeaning) -> list[Defect]:
+    sections = by_id(book)
+    return [
+        defect("repeated_content", sections[m.id], f"a paragraph says what one of {m.repeats} says")
+        for m in meaning.sections
+        if m.repeats is not None
+    ]
+
+
+def rule_stray_headings(book: AuditBook, meaning: BookMeaning) -> list[Defect]:
+    """Headings inside a written section's body (a run folder's journal): in the book they read as sections."""
+    if not book.from_journal:
+        return []
+    sections = by_id(book)
+    return [
+        defect("stray_headings", sections[m.id], f"{m.stray_headings} heading(s) inside the body")
+        for m in meaning.sections
+        if m.stray_headings
+    ]
+
+
 Rule = Callable[[AuditBook], list[Defect]]
+MeaningRule = Callable[[AuditBook, BookMeaning], list[Defect]]
 RULES: list[tuple[str, Rule]] = [
     ("duplicate", rule_duplicate_titles),
     ("near_duplicate", rule_near_duplicate_titles),
@@ -198,13 +246,30 @@ RULES: list[tuple[str, Rule]] = [
     ("heading_outranks", rule_heading_outranks),
     ("word_count_outliers", rule_word_count_outliers),
 ]
+MEANING_RULES: list[tuple[str, MeaningRule]] = [
+    ("off_point", rule_off_point),
+    ("off_book", rule_off_book),
+    ("repeated_content", rule_repeated_content),
+    ("stray_headings", rule_stray_headings),
+]
 
 
-RULE_NAMES = [name for name, _ in RULES]
+RULE_NAMES = [name for name, _ in RULES] + [name for name, _ in MEANING_RULES]
 
 
-def choose_rules(only: list[str] | None, skip: list[str] | None) -> list[tuple[str, Rule]]:
+def choose_rules(only: list[str] | None, skip: list[str] | None) -> list[str]:
+    """The names of the rules to run, in order (the `rule` / `skip_rule` settings)."""
     for name in (only or []) + (skip or []):
         if name not in RULE_NAMES:
             raise UsageError(f"unknown audit rule {name!r} (rules: {', '.join(RULE_NAMES)})")
-    return [(n, r) for n, r in RULES if (not only or n in only) and n not in (skip or [])]
+    return [n for n in RULE_NAMES if (not only or n in only) and n not in (skip or [])]
+
+
+def find_defects(book: AuditBook, meaning: BookMeaning, names: list[str]) -> list[Defect]:
+    """Every defect the named rules find, rule by rule in their order."""
+    word_rules = dict(RULES)
+    meaning_rules = dict(MEANING_RULES)
+    found: list[Defect] = []
+    for name in names:
+        found += word_rules[name](book) if name in word_rules else meaning_rules[name](book, meaning)
+    return found

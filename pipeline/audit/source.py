@@ -47,6 +47,7 @@ class AuditBook:
     target_words: int | None = None  # words asked for per section: run folders only
     parents: dict[str, str] = field(default_factory=dict)  # a chapter's or section's id -> its parent's id
     placeholders: set[str] = field(default_factory=set)  # ids outline.json flags as numbered stand-ins
+    points: dict[str, str] = field(default_factory=dict)  # a node's id -> its key point (run folders only)
 
 
 def load_run(folder: Path) -> AuditBook:
@@ -73,6 +74,7 @@ def load_run(folder: Path) -> AuditBook:
         target_words=spec.words if spec else None,
         parents=parents,
         placeholders={node.id for node in outline_nodes(outline) if node.placeholder},
+        points={node.id: node.point for node in outline_nodes(outline) if node.point},
     )
 
 

@@ -23,6 +23,7 @@ nothing in an answer raises.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
 from collections import Counter
@@ -32,8 +33,12 @@ from functools import partial
 from typing import Any, TypeVar
 
 import anyio
+import numpy as np
 from anyio.abc import TaskGroup
 
+from pipeline.audit.asks import request_asks
+from pipeline.audit.embed import Embedder, open_embedder
+from pipeline.audit.meaning import SIMILAR_TITLE, carries, nearest_example, point_vagueness, title_near, unit
 from pipeline.backends.pool import BackendPool, RequestFailed
 from pipeline.book.profiles import Sampler
 from pipeline.errors import FanoutError
@@ -49,6 +54,7 @@ from pipeline.titles import (
     title_key,
 )
 
+log = logging.getLogger("fanout")
 REASK_TEMPERATURES = (0.4, 0.7, 0.7)  # a re-ask at temperature 0 tends to repeat the refused answer
 TOKENS_PER_ITEM = 48  # a heading and its sentence
 MAX_POINT_CHARS = 240
@@ -68,6 +74,7 @@ class PlanStats:
     missing_points: int = 0  # titles taken without a key point
     headings_from_points: int = 0  # refused titles replaced by their own key point
     near_repeats_kept: int = 0  # titles nearly repeating one elsewhere, kept rather than a placeholder
+    asks_dropped: int = 0  # asks of the request no section carries after every ask
     refused: list[tuple[str, str, str]] = field(default_factory=list)  # (node id, title, reason), for run.log
 
     @property
@@ -226,10 +233,52 @@ def avoid_note(chosen: list[str], refused: list[tuple[str, str]]) -> str:
     return ("\n" + "\n".join(lines)) if lines else ""
 
 
+PLAN_TEMPLATES = ("plan_book.md", "plan_part.md", "plan_chapter.md")
+
+
 def example_words(template: str) -> frozenset[str]:
     """The content words of a worked example's headings: a heading built from them was copied."""
     items = parse_items(example_answer(template))
     return frozenset(word for item in items for word in content_words(item.title))
+
+
+def example_units() -> list[str]:
+    """Every worked example's items as `title: point`: a planned item near one of them was copied."""
+    return [unit(item.title, item.point) for name in PLAN_TEMPLATES for item in parse_items(example_answer(name))]
+
+
+def must_note(musts: list[str], noun: str) -> str:
+    """What the request asks of this node's children, for its planning prompt."""
+    if not musts:
+        return ""
+    return f"\nThe request asks for these, so include a {noun} on each: " + "; ".join(musts) + "."
+
+
+class MeaningIndex:
+    """The titles of one level across the book, and what each unit promises (title and point), embedded
+    once: a new title that says what one of them says, or a chapter that covers another's ground, is
+    refused (pipeline/audit/meaning.py's thresholds, the audit's own)."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder = embedder
+        self.titles: list[str] = []
+        self.units: list[str] = []
+
+    def add(self, title: str, point: str) -> None:
+        self.titles.append(title)
+        self.units.append(unit(title, point))
+
+    def near(self, title: str, point: str, units: bool) -> str | None:
+        """The first title of the book at this level that says what `title` says (or, with `units`, whose
+        title and point say what this title and point say), or None."""
+        if not self.titles:
+            return None
+        mine = self.embedder.embed([title, unit(title, point)])
+        scores = self.embedder.embed(self.titles) @ mine[0]
+        if units:
+            scores = np.maximum(scores, self.embedder.embed(self.units) @ mine[1])
+        best = int(np.argmax(scores))
+        return self.titles[best] if scores[best] >= SIMILAR_TITLE else None
 
 
 OnSection = Callable[[Outline, Part, Chapter, Section], None]
@@ -250,6 +299,39 @@ def id_number(node_id: str) -> int:
     return int(re.sub(r"\D", "", node_id.rsplit(".", 1)[-1]))
 
 
+class Coverage:
+    """The asks of the request that one node's children must carry. Above the sections, nothing is refused
+    for them: each child takes along, for its own children, as many of the open asks (the nearest it) as
+    the slots left after it could no longer hold. Among sections, the last slots are kept for them: once
+    as few slots are left as asks are open, an item that carries none is refused."""
+
+    def __init__(self, embedder: Embedder, musts: list[str], leaf: bool) -> None:
+        self.embedder = embedder
+        self.open = musts
+        self.leaf = leaf
+
+    def carried(self, item: PlanItem) -> list[str]:
+        text = unit(item.title, item.point)
+        return [ask for ask in self.open if carries(self.embedder, ask, [text])]
+
+    def refusal(self, item: PlanItem, slots_left: int) -> str | None:
+        if not self.leaf or not self.open or slots_left > len(self.open) or self.carried(item):
+            return None
+        return "leaves out what the request asks for: " + "; ".join(self.open)
+
+    def take(self, item: PlanItem, slots_after: int) -> list[str]:
+        """Mark what the taken item carries; return the asks it takes along for its children."""
+        for ask in self.carried(item):
+            self.open.remove(ask)
+        surplus = len(self.open) - slots_after
+        if self.leaf or surplus <= 0:
+            return []
+        text = self.embedder.embed([unit(item.title, item.point)])[0]
+        nearest = sorted(self.open, key=lambda ask: -float(self.embedder.embed([ask])[0] @ text))[:surplus]
+        self.open = [ask for ask in self.open if ask not in nearest]
+        return nearest
+
+
 @dataclass
 class NodeAsk:
     """One node's planning question: its template and values, what its titles must not echo, and where
@@ -261,24 +343,35 @@ class NodeAsk:
     count: int
     have: list[str]  # titles the node already has (a resumed run)
     ancestors: dict[str, str]  # 'the chapter title' -> its text
-    on_item: Callable[[PlanItem, bool], None]  # (item, placeholder)
+    on_item: Callable[[PlanItem, bool, list[str]], None]  # (item, placeholder, the asks its children must carry)
     node_id: str
     fallback_prefix: str = ""
     with_title: bool = False
+    musts: list[str] = field(default_factory=list)  # asks of the request this node's children must carry
 
 
 class Planner:
     def __init__(
-        self, pool: BackendPool, spec: BookSpec, sampler: Sampler, on_node: Callable[[str], None] | None = None
+        self,
+        pool: BackendPool,
+        spec: BookSpec,
+        sampler: Sampler,
+        on_node: Callable[[str], None] | None = None,
+        embedder: Embedder | None = None,
     ):
         self.pool = pool
         self.on_node = on_node or (lambda level: None)
         self.spec = spec
         self.sampler = sampler
+        self.embedder = embedder or open_embedder()
         self.stats = PlanStats()
         self.book_keys: dict[str, set[str]] = {"parts": set(), "chapters": set(), "sections": set()}
         self.book_titles: dict[str, TitleIndex] = {level: TitleIndex() for level in ("parts", "chapters", "sections")}
+        self.meanings: dict[str, MeaningIndex] = {level: MeaningIndex(self.embedder) for level in self.book_keys}
         self.book_title = ""
+        self.examples = example_units()
+        self.asks = request_asks(spec.prompt)
+        self.musts: dict[str, list[str]] = {"book": self.asks[1:]}  # node id -> asks its children must carry
 
     async def plan(
         self,
@@ -364,11 +457,11 @@ class Planner:
     def _claim_existing(self, outline: Outline) -> None:
         """Titles an interrupted run already planned stay taken."""
         for pt in outline.parts:
-            self._claim("parts", pt.title, near=False)
+            self._claim("parts", PlanItem(pt.title, pt.point), near=False)
             for ch in pt.chapters:
-                self._claim("chapters", ch.title, near=False)
+                self._claim("chapters", PlanItem(ch.title, ch.point), near=False)
                 for section in ch.sections:
-                    self._claim("sections", section.title, near=False)
+                    self._claim("sections", PlanItem(section.title, section.point), near=False)
 
     @staticmethod
     async def _each(items: list[_T], plan_one: Callable[[_T], Coroutine[Any, Any, None]]) -> None:
@@ -381,7 +474,7 @@ class Planner:
     ) -> Outline:
         """The book title and the parts still missing. Parts are added (and `on_part` told) as they stream
         in, once the book title, which their own prompts need, is known."""
-        waiting: list[tuple[PlanItem, bool]] = []
+        waiting: list[tuple[PlanItem, bool, list[str]]] = []
 
         def add_waiting(final: bool = False) -> None:
             nonlocal outline
@@ -391,23 +484,24 @@ class Planner:
                 outline = Outline(
                     title=self.book_title or fallback_book_title(self.spec.prompt), parts=[], complete=False
                 )
-            for item, placeholder in waiting:
+            for item, placeholder, musts in waiting:
                 part = Part(
                     id=next_id("", "p", outline.parts), title=item.title, point=item.point, placeholder=placeholder
                 )
+                self.musts[part.id] = musts
                 outline.parts.append(part)
                 if on_part is not None:
                     on_part(outline, part)
             waiting.clear()
 
-        def add(item: PlanItem, placeholder: bool) -> None:
-            waiting.append((item, placeholder))
+        def add(item: PlanItem, placeholder: bool, musts: list[str]) -> None:
+            waiting.append((item, placeholder, musts))
             add_waiting()
 
         await self._titles(
             NodeAsk(
                 "plan_book.md",
-                {"prompt": self.spec.prompt},
+                {"prompt": self.spec.prompt, "must": must_note(self.musts["book"], "part")},
                 "parts",
                 self.spec.parts,
                 have=[part.title for part in outline.parts] if outline else [],
@@ -415,6 +509,7 @@ class Planner:
                 on_item=add,
                 node_id="book",
                 with_title=True,
+                musts=self.musts["book"],
             )
         )
         add_waiting(final=True)
@@ -429,18 +524,25 @@ class Planner:
         on_chapter: Callable[[Chapter], None] | None = None,
         changed: OnChange | None = None,
     ) -> None:
-        def add(item: PlanItem, placeholder: bool) -> None:
+        def add(item: PlanItem, placeholder: bool, musts: list[str]) -> None:
             chapter = Chapter(
                 id=next_id(part.id + ".", "c", part.chapters),
                 title=item.title,
                 point=item.point,
                 placeholder=placeholder,
             )
+            self.musts[chapter.id] = musts
             part.chapters.append(chapter)
             if on_chapter is not None:
                 on_chapter(chapter)
 
-        values = {"book_title": outline.title, "part_title": part.title, "part_about": about("part", part.point)}
+        musts = self.musts.get(part.id, [])
+        values = {
+            "book_title": outline.title,
+            "part_title": part.title,
+            "part_about": about("part", part.point),
+            "must": must_note(musts, "chapter"),
+        }
         ancestors = {"the part title": part.title, "the book title": outline.title, "the request": self.spec.prompt}
         await self._titles(
             NodeAsk(
@@ -453,6 +555,7 @@ class Planner:
                 add,
                 part.id,
                 fallback_prefix=part.title,
+                musts=musts,
             )
         )
         self.on_node("chapters")
@@ -467,7 +570,7 @@ class Planner:
         on_complete: Callable[[], None] | None = None,
         changed: OnChange | None = None,
     ) -> None:
-        def add(item: PlanItem, placeholder: bool) -> None:
+        def add(item: PlanItem, placeholder: bool, musts: list[str]) -> None:
             section = Section(
                 id=next_id(chapter.id + ".", "s", chapter.sections),
                 title=item.title,
@@ -479,10 +582,12 @@ class Planner:
             if on_complete is not None and len(chapter.sections) == self.spec.sections:
                 on_complete()
 
+        musts = self.musts.get(chapter.id, [])
         values = {
             "book_title": outline.title,
             "chapter_title": chapter.title,
             "chapter_about": about("chapter", chapter.point),
+            "must": must_note(musts, "section"),
         }
         ancestors = {
             "the chapter title": chapter.title,
@@ -501,6 +606,7 @@ class Planner:
                 add,
                 chapter.id,
                 fallback_prefix=chapter.title,
+                musts=musts,
             )
         )
         self.on_node("sections")
@@ -514,23 +620,27 @@ class Planner:
         refused: list[tuple[str, str]] = []
         spare: list[tuple[PlanItem, str]] = []  # refused items and why: the last resorts before placeholders
         copied = example_words(ask.template) - content_words(self.spec.prompt)
+        coverage = Coverage(self.embedder, list(ask.musts), leaf=ask.level == "sections")
+
+        def take(item: PlanItem, placeholder: bool = False) -> None:
+            chosen.append(item.title)
+            ask.on_item(item, placeholder, coverage.take(item, ask.count - len(chosen)))
 
         def consider(item: PlanItem) -> None:
             if len(chosen) == ask.count or any(title_key(item.title) == title_key(t) for t in chosen):
                 return  # a retried attempt repeating its streamed part
-            reason = self._refusal(item.title, ask, chosen, copied)
+            reason = self._refusal(item, ask, chosen, copied, coverage)
             if reason is not None:
                 refused.append((item.title, reason))
                 spare.append((item, reason))
                 self.stats.refused.append((ask.node_id, item.title, reason))
                 return
-            chosen.append(item.title)
             self.stats.missing_points += not item.point
-            ask.on_item(item, False)
+            take(item)
 
         for attempt in range(self.spec.plan_attempts):
             if len(chosen) == ask.count:
-                return
+                break
             need = ask.count - len(chosen)
             messages = render_chat(
                 ask.template,
@@ -549,52 +659,81 @@ class Planner:
             )
             if len(chosen) < ask.count:
                 self.stats.reasked += 1
-        self._last_resorts(ask, chosen, spare, copied)
+        self._last_resorts(ask, chosen, spare, copied, take)
+        if coverage.open:
+            self.stats.asks_dropped += len(coverage.open)
+            log.info("under %s no %s carries %s", ask.node_id, ask.level[:-1], "; ".join(coverage.open))
 
     def _last_resorts(
-        self, ask: NodeAsk, chosen: list[str], spare: list[tuple[PlanItem, str]], copied: frozenset[str]
+        self,
+        ask: NodeAsk,
+        chosen: list[str],
+        spare: list[tuple[PlanItem, str]],
+        copied: frozenset[str],
+        take: Callable[[PlanItem, bool], None],
     ) -> None:
         """Fill what the asks left: a refused item's point as its heading; then a title refused only for
         nearly repeating one elsewhere in the book (a lesser fault than a placeholder); then placeholders."""
         for item, _ in spare:
-            heading = heading_from_point(item.point)
-            if len(chosen) < ask.count and heading and self._refusal(heading, ask, chosen, copied) is None:
-                chosen.append(heading)
+            heading = PlanItem(heading_from_point(item.point), item.point)
+            if len(chosen) < ask.count and heading.title and self._refusal(heading, ask, chosen, copied) is None:
                 self.stats.headings_from_points += 1
-                ask.on_item(PlanItem(heading, item.point), False)
+                take(heading, False)
         for item, reason in spare:
             if (
                 len(chosen) < ask.count
                 and reason.endswith(ELSEWHERE_NEAR)
                 and refusal(item.title, ask.ancestors, chosen) is None
-                and self._claim(ask.level, item.title, near=False) is None
+                and self._claim(ask.level, item, near=False) is None
             ):
-                chosen.append(item.title)
                 self.stats.near_repeats_kept += 1
-                ask.on_item(item, False)
+                take(item, False)
         for title in self._placeholders(ask.level, ask.fallback_prefix, ask.count, len(chosen)):
-            chosen.append(title)
-            ask.on_item(PlanItem(title), True)
+            take(PlanItem(title), True)
 
-    def _refusal(self, title: str, ask: NodeAsk, chosen: list[str], copied: frozenset[str]) -> str | None:
+    def _refusal(
+        self,
+        item: PlanItem,
+        ask: NodeAsk,
+        chosen: list[str],
+        copied: frozenset[str],
+        coverage: Coverage | None = None,
+    ) -> str | None:
+        """Why this item cannot be taken, or None (then its title is claimed for the book): the title checks
+        of pipeline/titles.py, then by meaning: it says what a sibling says, it was copied from a worked
+        example, its point is vague, or it leaves out what the request asks for while slots run out."""
+        title, embedder = item.title, self.embedder
         reason = refusal(title, ask.ancestors, chosen)
         if reason is None and borrows_from(title, copied):
             reason = "comes from the worked example, not from this book"
-        return reason or self._claim(ask.level, title)
+        if reason is None and (other := title_near(embedder, title, chosen)) is not None:
+            reason = f'says the same as "{other}"'
+        if reason is None and nearest_example(embedder, unit(title, item.point), self.examples) is not None:
+            reason = "comes from the worked example, not from this book"
+        made_from_point = title_key(title) == title_key(heading_from_point(item.point))
+        if reason is None and not made_from_point and (why := point_vagueness(embedder, title, item.point)):
+            reason = f"has a key point that {why}"
+        if reason is None and coverage is not None:
+            reason = coverage.refusal(item, ask.count - len(chosen))
+        return reason or self._claim(ask.level, item)
 
-    def _claim(self, level: str, title: str, near: bool = True) -> str | None:
+    def _claim(self, level: str, item: PlanItem, near: bool = True) -> str | None:
         """Take a title for the book, or say why not: another node at any level has it, or (with `near`) one
-        at this level nearly has it, as the audit's near-duplicate rule would find. The event loop makes
-        this atomic."""
+        at this level nearly has it, by words or by meaning (a chapter: by its title and point too), as the
+        audit's rules would find. The event loop makes this atomic."""
+        title = item.title
         key = title_key(title)
         if any(key in keys for keys in self.book_keys.values()):  # a section named like a chapter reads as one
             return "is already a title elsewhere in the book"
         if near:
-            other = self.book_titles[level].near(title)
+            other = self.book_titles[level].near(title) or self.meanings[level].near(
+                title, item.point, units=level == "chapters"
+            )
             if other is not None:
                 return f'nearly repeats "{other}"{ELSEWHERE_NEAR}'
         self.book_keys[level].add(key)
         self.book_titles[level].add(title)
+        self.meanings[level].add(title, item.point)
         return None
 
     def _placeholders(self, level: str, prefix: str, count: int, have: int) -> list[str]:
@@ -602,7 +741,7 @@ class Planner:
         titles = []
         for number in range(have + 1, count + 1):
             title = f"{prefix} ({noun.lower()} {number})" if prefix else f"{noun} {number}"
-            while self._claim(level, title, near=False) is not None:
+            while self._claim(level, PlanItem(title), near=False) is not None:
                 title += "'"
             titles.append(title)
         self.stats.placeholders += len(titles)

@@ -7,7 +7,11 @@ with the repaired SectionResults and the action taken for each. Per section, one
 - truncated or looping: the text is cut where it starts repeating itself, then the model is asked to
   continue from where the text stopped (the text so far sent back as its own answer), sampling with
   penalties so that it does not loop again; the continuation is appended. If the cut leaves a near-empty
-  section, it is asked again from the start with the same sampling.
+  section, it is asked again from the start with the same sampling;
+- off its point (nearer a sibling's title and point than its own) or off the book: REFOCUS_CANDIDATES new
+  candidates with seeds of their own, and the one nearest its point is kept, the old text included (a
+  repair never leaves a section further from its point);
+- headings inside its body: taken out, with no request.
 A repaired section is appended to the journal as version + 1; the old line stays.
 """
 
@@ -17,13 +21,14 @@ from dataclasses import dataclass, field
 
 import anyio
 
+from pipeline.audit.embed import Embedder
 from pipeline.audit.report import AuditReport
 from pipeline.audit.rules import WORD_FLOOR
 from pipeline.backends.pool import BackendPool, RequestFailed
 from pipeline.book.plan import parse_book_title
 from pipeline.book.profiles import Sampler
-from pipeline.book.trim import cut_repeats
-from pipeline.book.write import WallClock, failed, finished, section_request
+from pipeline.book.trim import cut_repeats, without_headings
+from pipeline.book.write import WallClock, best_candidate, failed, finished, section_request, with_margin
 from pipeline.journal import Journal
 from pipeline.records import BookSpec, Chapter, ChatRequest, Completion, Outline, Part, Section, SectionResult
 from pipeline.templating import render
@@ -42,8 +47,13 @@ ACTIONS = {
     "truncated": "continue",
     "repetition_loop": "continue",
     "unclosed_fence": "continue",
+    "off_point": "refocus",
+    "off_book": "refocus",
+    "stray_headings": "tidy",
 }
-PRIORITY = ["rewrite", "retitle", "continue"]
+PRIORITY = ["rewrite", "retitle", "continue", "refocus", "tidy"]
+REFOCUS_CANDIDATES = 2
+REFOCUS_FIRST = 100  # candidate numbers of a refocus start here, so their seeds differ from the writer's
 
 
 @dataclass
@@ -68,8 +78,15 @@ def plan_actions(report: AuditReport, section_ids: set[str]) -> dict[str, str]:
 
 class Repairer:
     def __init__(
-        self, pool: BackendPool, spec: BookSpec, outline: Outline, journal: dict[str, SectionResult], sampler: Sampler
+        self,
+        pool: BackendPool,
+        spec: BookSpec,
+        outline: Outline,
+        journal: dict[str, SectionResult],
+        sampler: Sampler,
+        embedder: Embedder,
     ):
+        self.embedder = embedder
         self.pool = pool
         self.spec = spec
         self.outline = outline
@@ -106,6 +123,11 @@ class Repairer:
                 outcome.retitled[section.id] = (old, section.title)
             return await self._rewrite(part, chapter, section)
         previous = self.journal.get(section.id)
+        if action == "tidy" and previous is not None and previous.ok:
+            text, removed = without_headings(previous.text)
+            return previous.model_copy(update={"text": text, "headings_removed": previous.headings_removed + removed})
+        if action == "refocus" and previous is not None and previous.ok:
+            return await self._refocus(part, chapter, section, previous)
         if action == "continue" and previous is not None and previous.ok:
             so_far = cut_repeats(previous.text)
             if len(so_far.split()) >= WORD_FLOOR:
@@ -126,6 +148,24 @@ class Repairer:
         request = self._section_request(part, chapter, section, escape_loops)
         answer = await self._send(request)
         return failed(section, answer) if isinstance(answer, RequestFailed) else finished(section, answer, self.wall)
+
+    async def _refocus(self, part: Part, chapter: Chapter, section: Section, previous: SectionResult) -> SectionResult:
+        """New candidates with seeds of their own; the one nearest its point, the old text included, stays."""
+        numbers = range(REFOCUS_FIRST + previous.version, REFOCUS_FIRST + previous.version + REFOCUS_CANDIDATES)
+        requests = [section_request(self.spec, self.outline, part, chapter, section, self.sampler, n) for n in numbers]
+        answers: list[SectionResult] = []
+
+        async def one(request: ChatRequest) -> None:
+            answer = await self._send(request)
+            answers.append(
+                failed(section, answer) if isinstance(answer, RequestFailed) else finished(section, answer, self.wall)
+            )
+
+        async with anyio.create_task_group() as group:
+            for request in requests:
+                group.start_soon(one, request)
+        scored = await anyio.to_thread.run_sync(with_margin, self.embedder, chapter, section, [previous, *answers])
+        return best_candidate(scored)
 
     async def _continue(self, part: Part, chapter: Chapter, section: Section, so_far: str) -> SectionResult:
         request = self._section_request(part, chapter, section, escape_loops=True)

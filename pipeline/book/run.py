@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 from pydantic import BaseModel, ValidationError
 
+from pipeline.audit.embed import open_embedder
 from pipeline.audit.report import AuditReport, audit
 from pipeline.audit.source import load_run
 from pipeline.backends.fleet import Fleet, open_fleet
@@ -54,6 +55,15 @@ from pipeline.typeset.epub import typeset_epub
 
 log = logging.getLogger("fanout")
 THINKING_SWITCH_ENGINES = {EngineKind.VLLM, EngineKind.SGLANG, EngineKind.LLAMACPP}
+MAX_BEST_OF = 4  # candidates a section at most when the fleet has slots to spare
+
+
+def spare_best_of(pool: BackendPool, sections: int) -> int:
+    """Candidates a section from the fleet's spare capacity: as many as its slots hold for every section of
+    the book at once (at most MAX_BEST_OF); 1 where the slots cannot even hold each section once (the
+    embedded engine's 16 slots and a 24-section book)."""
+    slots = sum(state.cap for state in pool.states)
+    return max(1, min(MAX_BEST_OF, slots // max(1, sections)))
 
 
 class RunFolder:
@@ -179,6 +189,7 @@ class BookRun:
         self.incremental = incremental  # typeset parts while writing (off: all at the end)
         self.plan_stats = PlanStats()
         self.requests_started: float | None = None
+        self.embedder = open_embedder(settings.embeddings)
 
     async def run(self, repair: bool = False, keep_stats: bool = False) -> BookOutcome:
         """Plan (unless outline.json exists), write what the journal lacks, optionally repair, then
@@ -294,7 +305,7 @@ class BookRun:
 
     def _assemble_and_audit(self, outline: Outline, journal: dict[str, SectionResult]) -> AuditReport:
         write_atomic(self.folder.book, assemble(outline, journal))
-        report = audit(load_run(self.folder.path))
+        report = audit(load_run(self.folder.path), embedder=self.embedder)
         write_atomic(self.folder.audit, report.model_dump_json(indent=2))
         return report
 
@@ -303,7 +314,7 @@ class BookRun:
     ) -> RepairSummary:
         started = time.monotonic()
         before = self._assemble_and_audit(outline, journal)
-        repairer = Repairer(fleet.pool, self.spec, outline, journal, sampler)
+        repairer = Repairer(fleet.pool, self.spec, outline, journal, sampler, self.embedder)
         writer = Journal(self.folder.journal)
         try:
             outcome = await repairer.repair(before, writer)
@@ -333,7 +344,18 @@ class BookRun:
         finished outline.json); sections the journal already has are not asked again."""
         outline = load_outline(self.folder)
         done = sum(1 for r in journal.values() if r.ok)
-        writer = SectionWriter(fleet.pool, self.spec, Journal(self.folder.journal), writing, self.progress)
+        best_of = self.settings.best_of or spare_best_of(fleet.pool, self.spec.section_count)
+        log.info("best of %d a section (%d more while off point)", best_of, self.settings.off_point_retries)
+        writer = SectionWriter(
+            fleet.pool,
+            self.spec,
+            Journal(self.folder.journal),
+            writing,
+            self.progress,
+            self.embedder,
+            best_of,
+            self.settings.off_point_retries,
+        )
         self.progress.writing(self.spec.section_count, done, fleet.pool)
         self.requests_started = time.monotonic()
         results = ChainMap(writer.results, journal)
@@ -365,7 +387,7 @@ class BookRun:
         return outline, writer
 
     async def _plan(self, fleet: Fleet, sampler: Sampler, partial: Outline | None, on_section: OnSection) -> Outline:
-        planner = Planner(fleet.planners, self.spec, sampler, on_node=self.progress.planned)
+        planner = Planner(fleet.planners, self.spec, sampler, on_node=self.progress.planned, embedder=self.embedder)
         self.progress.planning(self.spec)
 
         def save(outline: Outline) -> None:

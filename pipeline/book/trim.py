@@ -15,8 +15,11 @@ import math
 import re
 from collections import Counter
 
+from markdown_it import MarkdownIt
+
 from pipeline.text import LOOP_REPEATS, LOOP_WORDS, ends_closed, shingles, words_of
 
+_markdown = MarkdownIt("commonmark")
 TOKENS_PER_WORD = 1.4  # English prose with Markdown marks, SmolLM2's and Llama's tokenizers alike
 HEADROOM = 1.3  # a model asked for N words often writes more; past 1.3x the budget a section is cut back
 WORDS_PER_PARAGRAPH = 90
@@ -175,6 +178,22 @@ def end_well(text: str, capped: bool) -> str:
     if capped or kept != text or ends_in_open_prose(kept):
         kept = cut_to_sentence(kept) or kept
     return kept
+
+
+def without_headings(text: str) -> tuple[str, int]:
+    """The body without the headings a small model puts inside a section ('## How to Buy (What's the most
+    important thing...)'): set in the book they would read as sections of their own. An ATX heading line
+    goes; a setext one keeps its text as a paragraph (a sentence over a '---' meant as a rule is one). Code
+    blocks are left alone. Returns the text and how many headings it lost."""
+    lines = text.splitlines()
+    headings = [t for t in _markdown.parse(text) if t.type == "heading_open" and t.map is not None]
+    for token in headings:
+        start, end = token.map or (0, 0)
+        kept = [] if token.markup.startswith("#") else lines[start : end - 1]
+        lines[start:end] = kept + [""] * (end - start - len(kept))
+    if not headings:
+        return text, 0
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip(), len(headings)
 
 
 def ends_in_open_prose(text: str) -> bool:

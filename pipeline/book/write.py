@@ -1,52 +1,57 @@
 """The writer: every section in its own request, through the pool, journaled as it lands.
 
 A SectionWriter is handed sections (as soon as their chapter is planned) and keeps a SectionResult per
-section. Each request carries its neighbourhood from the plan (templates/section.md): the user's request,
-the book, part and chapter titles, the chapter's and its own key point, and its siblings' titles and key
-points as covered elsewhere; it asks for a number of paragraphs that fits the word budget and for a last
-full sentence. Requests stay independent, so every section of a book can be in flight at once. An answer
-loses the chatter or echoed title before its first paragraph; a loop is cut where it starts, and an answer
-that stops at the token cap is cut back to its last full sentence and marked `trimmed` (the raw answer is
-journaled beside it). A section whose every attempt failed comes back with `error` set, never as a
-finished section; it is journaled too, so a resume asks it again.
+section. Each request (templates/section.md) names the book and the chapter, the request's audience and
+what it asks every part to have ('with code examples'), and the section's own title and key point; it asks
+for a number of paragraphs that fits the word budget and for a last full sentence. That form was chosen by
+measurement (examples/section_prompts.py, SmolLM2-135M): the siblings' titles and points as "covered
+elsewhere, so not here" led the model to write its siblings' sections (on point 11 of 36), leaving them
+out gave 19 of 36, leaving out the whole request and the chapter's point as well 65 of 96 over three runs.
+Requests stay independent, so every section of a book can be in flight at once.
+
+Each candidate is scored by meaning (pipeline/audit/meaning.py): its margin is how much nearer it is to its
+own title and point than to the nearest sibling's. `best_of` candidates are asked at once (best of three:
+11 of 12 on point in the same measurement), and while every candidate is off its point up to
+`off_point_retries` more, one at a time; the widest margin is kept.
+
+An answer loses the chatter or echoed title before its first paragraph and any heading inside it (they
+would read as sections of their own); a loop is cut where it starts, and an answer that stops at the token
+cap is cut back to its last full sentence and marked `trimmed` (the raw answer is journaled beside it). A
+section whose every attempt failed comes back with `error` set, never as a finished section; it is
+journaled too, so a resume asks it again.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 
+import anyio
+
+from pipeline.audit.asks import request_style
+from pipeline.audit.embed import Embedder, open_embedder
+from pipeline.audit.meaning import point_margin, unit
 from pipeline.backends.pool import BackendPool, RequestFailed
 from pipeline.book.profiles import Sampler
-from pipeline.book.trim import end_well, paragraphs_for, tidy_closing, tidy_opening
+from pipeline.book.trim import end_well, paragraphs_for, tidy_closing, tidy_opening, without_headings
 from pipeline.journal import Journal
 from pipeline.progress import BookListener
 from pipeline.records import BookSpec, Chapter, ChatRequest, Completion, Outline, Part, Section, SectionResult
 from pipeline.templating import render
 
-MAX_REQUEST_CHARS = 400  # of the user's request, in each section prompt: 1,536 prefills of a long one add up
 
-
-def shortened(text: str, limit: int = MAX_REQUEST_CHARS) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " …"
-
-
-def neighbours(chapter: Chapter, section: Section) -> str:
-    others = [s for s in chapter.sections if s.id != section.id]
-    if not others:
-        return "nothing (this is the chapter's only section)."
-    return "; ".join(f'"{s.title}"' + (f" ({s.point.rstrip('.')})" if s.point else "") for s in others) + "."
+def style_note(request: str) -> str:
+    """The request's audience and what it asks every part to have, as one sentence for the section prompt."""
+    style = request_style(request)
+    return f"\nThe book is written {', '.join(style)}." if style else ""
 
 
 def section_prompt(spec: BookSpec, outline: Outline, part: Part, chapter: Chapter, section: Section) -> str:
     return render(
         "section.md",
-        request=shortened(spec.prompt),
         book_title=outline.title,
-        part_title=part.title,
         chapter_title=chapter.title,
-        chapter_about=f" ({chapter.point.rstrip('.')})" if chapter.point else "",
-        siblings=neighbours(chapter, section),
+        style=style_note(spec.prompt),
         section_title=section.title,
         section_point=section.point or section.title,
         paragraphs=paragraphs_for(spec.words),
@@ -55,10 +60,18 @@ def section_prompt(spec: BookSpec, outline: Outline, part: Part, chapter: Chapte
 
 
 def section_request(
-    spec: BookSpec, outline: Outline, part: Part, chapter: Chapter, section: Section, sampler: Sampler
+    spec: BookSpec,
+    outline: Outline,
+    part: Part,
+    chapter: Chapter,
+    section: Section,
+    sampler: Sampler,
+    candidate: int = 0,
 ) -> ChatRequest:
+    """The section's request; candidate n > 0 (best of k) is sampled with its own seed."""
     prompt = section_prompt(spec, outline, part, chapter, section)
-    return sampler.request([{"role": "user", "content": prompt}], spec.max_tokens, section.id)
+    tag = section.id if candidate == 0 else f"{section.id}#{candidate}"
+    return sampler.request([{"role": "user", "content": prompt}], spec.max_tokens, tag)
 
 
 class WallClock:
@@ -72,9 +85,9 @@ class WallClock:
 
 
 def finished(section: Section, completion: Completion, wall: WallClock) -> SectionResult:
-    """The journaled result: the opening tidied, and an answer cut at the cap ending on its last full
-    sentence; when that changed the text, the raw answer is kept beside it."""
-    opened = tidy_opening(completion.text)
+    """The journaled result: the opening tidied, headings inside the body taken out, and an answer cut at
+    the cap ending on its last full sentence; when that changed the text, the raw answer is kept beside it."""
+    opened, headings = without_headings(tidy_opening(completion.text))
     text = tidy_closing(end_well(opened, capped=completion.finish_reason == "length"))
     raw = completion.text if text != completion.text else None
     return SectionResult(
@@ -83,6 +96,7 @@ def finished(section: Section, completion: Completion, wall: WallClock) -> Secti
         text=text,
         trimmed=text != opened,
         raw_text=raw,
+        headings_removed=headings,
         finish_reason=completion.finish_reason,
         prompt_tokens=completion.prompt_tokens,
         completion_tokens=completion.completion_tokens,
@@ -98,15 +112,63 @@ def failed(section: Section, failure: RequestFailed) -> SectionResult:
     return SectionResult(id=section.id, title=section.title, error=str(failure), attempts=failure.attempts)
 
 
-class SectionWriter:
-    """Writes sections one request each, as they are handed to it, and journals each as it lands."""
+def chapter_units(chapter: Chapter) -> list[str]:
+    return [unit(s.title, s.point) for s in chapter.sections]
 
-    def __init__(self, pool: BackendPool, spec: BookSpec, journal: Journal, sampler: Sampler, listener: BookListener):
+
+def with_margin(
+    embedder: Embedder, chapter: Chapter, section: Section, results: list[SectionResult]
+) -> list[SectionResult]:
+    """Each written result with its on-point margin (pipeline/audit/meaning.py) against the chapter's units."""
+    units = chapter_units(chapter)
+    own = next(i for i, s in enumerate(chapter.sections) if s.id == section.id)
+    return [
+        r.model_copy(update={"margin": round(point_margin(embedder, r.text, units, own), 4)}) if r.ok else r
+        for r in results
+    ]
+
+
+def best_candidate(results: list[SectionResult]) -> SectionResult:
+    """The written candidate with the widest on-point margin (the first on a tie); its record counts how many
+    were written and the tokens of the others. A section whose every candidate failed is the first failure."""
+    written = [r for r in results if r.ok]
+    if not written:
+        return results[0]
+    best = max(written, key=lambda r: r.margin if r.margin is not None else -1.0)
+    others = sum(r.completion_tokens or 0 for r in written if r is not best)
+    return best.model_copy(update={"candidates": len(results), "discarded_tokens": others})
+
+
+def off_point(results: list[SectionResult]) -> bool:
+    """No written candidate is nearer its own point than a sibling's (with siblings to compare)."""
+    margins = [r.margin for r in results if r.ok and r.margin is not None]
+    return bool(margins) and max(margins) <= 0
+
+
+class SectionWriter:
+    """Writes sections as they are handed to it and journals each as it lands: `best_of` candidates a
+    section at once, then, while every candidate is nearer a sibling's point than its own, up to
+    `off_point_retries` more, one at a time; the candidate with the widest on-point margin is kept."""
+
+    def __init__(
+        self,
+        pool: BackendPool,
+        spec: BookSpec,
+        journal: Journal,
+        sampler: Sampler,
+        listener: BookListener,
+        embedder: Embedder | None = None,
+        best_of: int = 1,
+        off_point_retries: int = 0,
+    ):
         self.pool = pool
         self.spec = spec
         self.journal = journal
         self.sampler = sampler
         self.listener = listener
+        self.embedder = embedder or open_embedder()
+        self.best_of = best_of
+        self.off_point_retries = off_point_retries
         self.wall = WallClock()
         self.results: dict[str, SectionResult] = {}
         self.first_sent: float | None = None
@@ -117,19 +179,48 @@ class SectionWriter:
         return 0.0 if self.first_sent is None else (self.last_done or self.first_sent) - self.first_sent
 
     async def write(self, outline: Outline, part: Part, chapter: Chapter, section: Section) -> None:
-        listener = self.listener
-        request = section_request(self.spec, outline, part, chapter, section, self.sampler)
-        on_delta = on_retry = None
-        if listener.wants_deltas:
-            on_delta = lambda text: listener.section_delta(section.id, text)  # noqa: E731
-            on_retry = lambda: listener.section_restarted(section.id)  # noqa: E731
         self.first_sent = self.first_sent or time.monotonic()
-        listener.section_started(section.id, section.title)
-        try:
-            result = finished(section, await self.pool.complete(request, on_delta, on_retry=on_retry), self.wall)
-        except RequestFailed as failure:
-            result = failed(section, failure)
+        self.listener.section_started(section.id, section.title)
+        where = (outline, part, chapter, section)
+        results = await self._candidates(where, range(self.best_of))
+        for extra in range(self.best_of, self.best_of + self.off_point_retries):
+            if not off_point(results):
+                break
+            results += await self._candidates(where, [extra])
+        result = best_candidate(results)
+        if result is not results[0] and result.text and self.listener.wants_deltas:
+            self.listener.section_restarted(section.id)
+            self.listener.section_delta(section.id, result.text)
         self.last_done = time.monotonic()
         self.journal.append(result)
         self.results[section.id] = result
-        listener.written(result)
+        self.listener.written(result)
+
+    async def _candidates(
+        self, where: tuple[Outline, Part, Chapter, Section], numbers: Iterable[int]
+    ) -> list[SectionResult]:
+        """These candidates of one section, asked at once, each finished and scored by its on-point margin."""
+        outline, part, chapter, section = where
+        requests = {n: section_request(self.spec, outline, part, chapter, section, self.sampler, n) for n in numbers}
+        answers: dict[int, SectionResult] = {}
+
+        async def one(number: int) -> None:
+            answers[number] = await self._candidate(section, requests[number], streamed=number == 0)
+
+        async with anyio.create_task_group() as group:
+            for number in requests:
+                group.start_soon(one, number)
+        ordered = [answers[number] for number in requests]
+        return await anyio.to_thread.run_sync(with_margin, self.embedder, chapter, section, ordered)
+
+    async def _candidate(self, section: Section, request: ChatRequest, streamed: bool) -> SectionResult:
+        """One answer, finished; only the first candidate's text streams to a listener that wants it."""
+        listener = self.listener
+        on_delta = on_retry = None
+        if streamed and listener.wants_deltas:
+            on_delta = lambda text: listener.section_delta(section.id, text)  # noqa: E731
+            on_retry = lambda: listener.section_restarted(section.id)  # noqa: E731
+        try:
+            return finished(section, await self.pool.complete(request, on_delta, on_retry=on_retry), self.wall)
+        except RequestFailed as failure:
+            return failed(section, failure)

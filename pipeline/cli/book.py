@@ -9,7 +9,7 @@ from pathlib import Path
 
 import anyio
 
-from pipeline.cli.flags import add_fleet_flags, add_live_flags, require_positive, settings_from
+from pipeline.cli.flags import add_embeddings_flag, add_fleet_flags, add_live_flags, require_positive, settings_from
 from pipeline.config import parse_shape
 from pipeline.errors import UsageError
 
@@ -126,13 +126,16 @@ def parse_rule_list(text: str | None) -> list[str] | None:
 def cmd_audit(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from pipeline.audit.embed import open_embedder
     from pipeline.audit.quality import quality_table
     from pipeline.audit.report import audit, audit_path, audit_table, parse_fail_on
     from pipeline.audit.source import load_book
+    from pipeline.config import load_settings
     from pipeline.files import write_atomic
 
     parse_fail_on(args.fail_on)
-    report = audit(load_book(args.source), parse_rule_list(args.rule), parse_rule_list(args.skip_rule))
+    embedder = open_embedder(load_settings({"embeddings": args.embeddings}).embeddings)
+    report = audit(load_book(args.source), parse_rule_list(args.rule), parse_rule_list(args.skip_rule), embedder)
     write_atomic(audit_path(args.source), report.model_dump_json(indent=2))
     if args.json:
         print(report.model_dump_json(indent=2))
@@ -234,6 +237,7 @@ def add_audit_command(commands: argparse._SubParsersAction) -> None:
         "figure crosses its threshold (comma list: RULE, "
         "NAME>VALUE, NAME<VALUE)",
     )
+    add_embeddings_flag(audit)
 
 
 def add_repair_command(commands: argparse._SubParsersAction) -> None:

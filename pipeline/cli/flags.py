@@ -67,9 +67,36 @@ def add_fleet_flags(parser: argparse.ArgumentParser, planning: bool = False) -> 
             "--profile",
             help="sampling profile: greedy, small, default (default: chosen from the model the engines report)",
         )
+        add_writing_flags(group)
     group.add_argument("--config", type=Path, metavar="FILE.toml", help="backends and settings from a TOML file")
     add_engine_flags(group)
     add_request_flags(group)
+
+
+def add_writing_flags(group: argparse._ActionsContainer) -> None:
+    group.add_argument(
+        "--best-of",
+        type=int,
+        metavar="K",
+        help="write K candidates a section and keep the one nearest its own point (default: as many as the "
+        "fleet's slots hold for every section at once, at most 4; 1 on the embedded engine)",
+    )
+    group.add_argument(
+        "--off-point-retries",
+        type=int,
+        metavar="N",
+        help="ask a section up to N more times while it is nearer a sibling's point than its own (default 1)",
+    )
+    add_embeddings_flag(group)
+
+
+def add_embeddings_flag(group: argparse._ActionsContainer) -> None:
+    group.add_argument(
+        "--embeddings",
+        metavar="URL[,model=NAME]",
+        help="the meaning model: an OpenAI-compatible /v1/embeddings server (default: the built-in static model, "
+        "wordllama)",
+    )
 
 
 def add_request_flags(group: argparse._ActionsContainer) -> None:
@@ -147,6 +174,9 @@ def settings_from(args: argparse.Namespace):
         "workers": getattr(args, "book_workers", None),
         "headers": parse_headers(getattr(args, "header", None)),
         "extra_body": parse_extra_body(getattr(args, "extra_body", None)),
+        "embeddings": getattr(args, "embeddings", None),
+        "best_of": getattr(args, "best_of", None),
+        "off_point_retries": getattr(args, "off_point_retries", None),
     }
     return load_settings(flags, args.config)
 

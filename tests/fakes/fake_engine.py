@@ -30,7 +30,7 @@ from collections.abc import Callable
 from aiohttp import web
 
 from tests.fakes import fake_prompts
-from tests.fakes.fake_prompts import letters, plan_answer, plan_level, section_title
+from tests.fakes.fake_prompts import fake_title, letters, plan_answer, plan_level, section_title
 
 MODEL = "fake-model"
 HUGE_BYTES = 10 * 1024 * 1024
@@ -271,7 +271,7 @@ class BookReplies:
 
     def __init__(self, words: int = 40, section_text: str | None = None, title_prefix: str = "Topic number"):
         self.words = words
-        self.title_prefix = title_prefix  # FAKE engines planning one book need different prefixes
+        self.title_prefix = title_prefix  # FAKE engines planning one book take titles from stretches of their own
         self.section_text = section_text  # a fixed answer for every section (hostile text, say)
         self.counter = 0
         self.sections_asked: list[str] = []
@@ -299,7 +299,7 @@ class BookReplies:
 
     def _title(self) -> str:
         self.counter += 1
-        return f"{self.title_prefix} {letters(self.counter)}"
+        return fake_title(self.counter, self.title_prefix)
 
 
 async def serve_forever(
@@ -346,7 +346,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--section-text", help="a fixed answer for every section")
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
     parser.add_argument("--retry-after", type=float, default=0.2, help="the Retry-After of http_429")
-    parser.add_argument("--title-prefix", default="Topic number", help="planned titles are PREFIX N")
+    parser.add_argument(
+        "--title-prefix", default="Topic number", help="names the stretch of words planned titles come from"
+    )
     parser.add_argument(
         "--section-pause", type=float, default=0.0, help="seconds each section request waits before its first byte"
     )

@@ -3,7 +3,10 @@ many items), which is a section (and its title), and the answers a well-behaved 
 
 from __future__ import annotations
 
+import json
 import re
+import zlib
+from functools import cache
 
 COUNT = re.compile(r"\blist (\d+) (?:part|chapter|section)s?\b", re.I)
 SECTION = re.compile(r'^Write the section "(.+)"\. It explains', re.M)
@@ -29,10 +32,59 @@ def section_title(prompt: str) -> str | None:
     return match.group(1) if match else None
 
 
+def fake_point(title: str) -> str:
+    """A key point for a FAKE title: two more distinct words, so that no point restates its title or
+    another's (the planner refuses both, by meaning)."""
+    seed = zlib.crc32(title.encode())
+    return f"How it meets {fake_word(seed % 997)} and {fake_word(seed // 997 % 997)}."
+
+
 def plan_answer(level: str, titles: list[str], book_title: str = "The Fake Handbook") -> str:
     """A numbered list of `Heading: point` lines, after a title line for the book."""
-    lines = [f"{number}. {title}: What {title.lower()} covers." for number, title in enumerate(titles, 1)]
+    lines = [f"{number}. {title}: {fake_point(title)}" for number, title in enumerate(titles, 1)]
     return "\n".join(([f"Title: {book_title}"] if level == "book" else []) + lines)
+
+
+FAKE_WORD_LIMIT = 0.45  # no two FAKE words nearer than this, so no two FAKE titles say the same thing
+
+
+@cache
+def fake_words() -> list[str]:
+    """Real English words (whole-word tokens of the meaning model's own vocabulary, six letters or more, no
+    stopwords, book words or JSON words), each far in meaning from every one before it: FAKE titles made
+    of them are distinct to the planner's and the audit's meaning checks, as real titles should be."""
+    from pipeline.audit.embed import TOKENIZER_FILE, open_embedder, wordllama_folder
+    from pipeline.titles import GENERIC_WORDS, JSON_WORDS, STOPWORDS
+
+    vocabulary = json.loads((wordllama_folder() / TOKENIZER_FILE).read_text())["model"]["vocab"]
+    skip = STOPWORDS | GENERIC_WORDS | JSON_WORDS
+    candidates = sorted(
+        {t[1:] for t in vocabulary if t.startswith("▁") and t[1:].isalpha() and t[1:].islower() and len(t) > 6} - skip
+    )
+    vectors = open_embedder().embed(candidates)
+    near = (vectors @ vectors.T) >= FAKE_WORD_LIMIT
+    taken = near[0] & False
+    picked = []
+    for index in range(len(candidates)):
+        if not taken[index]:
+            picked.append(candidates[index])
+            taken |= near[index]
+    return picked
+
+
+def fake_title(number: int, stretch: str = "") -> str:
+    """The number-th FAKE title: one distinct word, capitalised. Engines planning one book take their words
+    from stretches of their own (named by any string), so their titles never meet."""
+    return fake_word(number + zlib.crc32(stretch.encode()) % FAKE_STRETCHES * FAKE_STRETCH).capitalize()
+
+
+FAKE_STRETCHES, FAKE_STRETCH = 12, 200
+
+
+def fake_word(number: int) -> str:
+    """The number-th FAKE word (wrapping round past the last)."""
+    words = fake_words()
+    return words[number % len(words)]
 
 
 def letters(number: int) -> str:

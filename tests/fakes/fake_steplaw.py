@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import httptools
 
-from tests.fakes.fake_prompts import letters, plan_answer, plan_level, requested_count
+from tests.fakes.fake_prompts import fake_title, plan_answer, plan_level, requested_count
 
 MODEL = "fake-steplaw"
 MAX_BACKLOG_S = 0.5  # after a stall longer than this the clock restarts instead of catching up
@@ -269,7 +269,7 @@ def answer_pieces(body: dict) -> list[str]:
     titles = []
     for _ in range(requested_count(prompt)):
         _TITLES += 1
-        titles.append(f"Topic {letters(_TITLES)}")
+        titles.append(fake_title(_TITLES))
     text = plan_answer(level, titles, "Step law book")
     return [word + " " for word in text.split(" ")][:limit]
 

@@ -1,0 +1,386 @@
+"""The book's figures by meaning: is each section about its own point, do two titles or two chapters say the
+same thing, is a point vague, does a section stray off the book, does the plan carry what the request asks.
+
+Takes an AuditBook (with the outline's key points and the request where the book has them) and an Embedder
+(pipeline/audit/embed.py); returns a BookMeaning: the figures, one line of evidence for each finding, and a
+SectionMeaning per section (what the rules and the repair act on). Each judgement is a cosine against a
+threshold; every threshold is calibrated on the labelled set in tests/fixtures/meaning/
+(`python -m pipeline.bench.calibrate` prints each one's precision and recall there). The planner asks the
+same questions of a title or a point before it takes one (`title_near`, `point_vagueness`, `carries`).
+
+Static embeddings reward repeated words: a section that restates its point scores near it whatever else it
+says. So `on_point` is also measured with every sentence that repeats the point's content words removed
+(`on_point_unrestated`), and the share of sections that open by restating it is a figure of its own.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from pipeline.audit.asks import request_asks
+from pipeline.audit.embed import Embedder, Vectors, unit_rows
+from pipeline.audit.source import AuditBook, AuditSection, headings_of
+from pipeline.titles import content_words, near_duplicates
+
+# Calibrated thresholds (tests/fixtures/meaning/; python -m pipeline.bench.calibrate)
+SIMILAR_TITLE = 0.63  # two titles of one level at or above this say the same thing
+OFF_BOOK = 0.25  # a section below this to both the request and its chapter is off the book
+VAGUE_STOCK = 0.50  # a point this near a stock phrase says nothing of its own
+VAGUE_RESTATES = 0.75  # ... nor does one this near its own title
+REPEATED_PARAGRAPH = 0.80  # two paragraphs of different sections at or above this say the same thing
+CARRIED = 0.60  # an ask is carried by a title or point this near it
+FROM_EXAMPLE = 0.60  # a planned title and point this near a worked example's was copied from it
+OVERLAPPING_UNITS = 0.60  # two chapters (or parts) whose sections, pooled, are this near cover the same ground
+RESTATES = 0.5  # a sentence holding this share of the point's content words (two at least) restates it
+MIN_PARAGRAPH_WORDS = 25
+DIGITS = 4
+STOCK_POINTS = (
+    "what you need to know",
+    "everything you need to know about it",
+    "a simple guide for beginners",
+    "how it works and how you can use it",
+    "an overview of the topic",
+    "the basics explained",
+    "tips and tricks",
+    "why it matters",
+    "the most important things to know",
+    "getting started",
+    "an introduction to the subject",
+    "all about this topic",
+    "learn more about it",
+)
+SENTENCE = re.compile(r"(?<=[.!?])\s+")
+
+
+def unit(title: str, point: str = "") -> str:
+    """What a part, chapter or section promises: its title and key point."""
+    return f"{title}: {point}" if point else title
+
+
+class SectionMeaning(BaseModel):
+    id: str
+    on_point: bool | None = None  # None: no sibling to be nearer to
+    margin: float | None = None  # cosine to its own unit minus the nearest sibling's
+    nearest: str | None = None  # the sibling it is nearer to, when off point
+    margin_unrestated: float | None = None  # the same with sentences restating the point removed
+    opens_restating: bool = False
+    to_book: float = 0.0  # cosine of the text with the request (or the book title)
+    to_chapter: float = 0.0
+    off_book: bool = False
+    stray_headings: int = 0
+    repeats: str | None = None  # 'p01.c02.s03' whose paragraph this section's nearly repeats
+
+
+class BookMeaning(BaseModel):
+    model: str
+    on_point: float | None = None
+    on_point_margin_median: float | None = None
+    on_point_unrestated: float | None = None
+    restating_openings: float | None = None
+    similar_titles: int = 0
+    off_book: int = 0
+    vague_points: int = 0
+    repeated_content: int = 0
+    stray_headings: int | None = None
+    coverage: float | None = None
+    overlap: int = 0
+    asks: list[str] = Field(default_factory=list)
+    missing_asks: list[str] = Field(default_factory=list)
+    evidence: dict[str, list[str]] = Field(default_factory=dict)  # figure -> one line a finding
+    sections: list[SectionMeaning] = Field(default_factory=list)
+
+
+# ---------------------------------------------------------------- judgements the planner shares
+
+
+def title_near(embedder: Embedder, title: str, others: Sequence[str]) -> str | None:
+    """The first of `others` that says what `title` says (same words, or a cosine of SIMILAR_TITLE), or None."""
+    if not others:
+        return None
+    scores = embedder.embed([title]) @ embedder.embed(list(others)).T
+    for other, score in zip(others, scores[0]):
+        if score >= SIMILAR_TITLE or near_duplicates(title, other):
+            return other
+    return None
+
+
+def point_vagueness(embedder: Embedder, title: str, point: str) -> str | None:
+    """Why a key point says nothing of its own, or None: it is near a stock phrase ("what you need to know"),
+    or it only restates its own title ("Buying Sourdough: the importance of buying sourdough")."""
+    if not point:
+        return None
+    vectors = embedder.embed([point, title, *STOCK_POINTS])
+    to_stock = vectors[2:] @ vectors[0]
+    if float(to_stock.max()) >= VAGUE_STOCK:
+        return f'says nothing of its own (like "{STOCK_POINTS[int(to_stock.argmax())]}")'
+    if float(vectors[0] @ vectors[1]) >= VAGUE_RESTATES:
+        return "only restates its title"
+    return None
+
+
+def nearest_example(embedder: Embedder, text: str, examples: Sequence[str]) -> str | None:
+    """The worked example's item that `text` (a title and point) was copied from, or None."""
+    if not examples:
+        return None
+    scores = embedder.embed(list(examples)) @ embedder.embed([text])[0]
+    best = int(np.argmax(scores))
+    return examples[best] if scores[best] >= FROM_EXAMPLE else None
+
+
+def carries(embedder: Embedder, ask: str, units: Sequence[str]) -> bool:
+    """Some unit (title and point) carries the ask: holds more than half of its content words (stems: 'joints'
+    in 'the strongest joint'), or is CARRIED near it by meaning."""
+    words = content_words(ask)
+    if words and any(2 * len(words & content_words(text)) > len(words) for text in units):
+        return True
+    if not units:
+        return False
+    return bool((embedder.embed(list(units)) @ embedder.embed([ask])[0]).max() >= CARRIED)
+
+
+def point_margin(embedder: Embedder, text: str, units: Sequence[str], own: int) -> float:
+    """How much nearer the text is to its own unit (`units[own]`) than to the nearest sibling's; with no
+    sibling, its cosine to its own unit."""
+    scores = embedder.embed(list(units)) @ embedder.embed([body_text(text)])[0]
+    others = np.delete(scores, own)
+    return float(scores[own] - (others.max() if len(others) else 0.0))
+
+
+# ---------------------------------------------------------------- per section
+
+
+def restating(sentence: str, point_words: frozenset[str]) -> bool:
+    shared = content_words(sentence) & point_words
+    return len(shared) >= 2 and len(shared) >= RESTATES * len(point_words)
+
+
+def unrestated(text: str, point: str) -> str:
+    """The text without the sentences that repeat the point's content words."""
+    words = content_words(point)
+    return " ".join(s for s in SENTENCE.split(text) if not restating(s, words))
+
+
+def body_text(text: str) -> str:
+    """A section's prose for embedding: code blocks count as their words, headings are left out."""
+    return " ".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+
+
+@dataclass
+class Family:
+    """A chapter's sections, with what each promises, for the on-point test."""
+
+    chapter_id: str
+    chapter_unit: str
+    sections: list[AuditSection] = field(default_factory=list)
+    units: list[str] = field(default_factory=list)
+    points: list[str] = field(default_factory=list)
+
+
+def families(book: AuditBook) -> list[Family]:
+    chapters = {
+        chapter_id: Family(chapter_id, unit(title, book.points.get(chapter_id, "")))
+        for chapter_id, title in book.chapters
+    }
+    loose = Family("", book.title)
+    for section in book.sections:
+        family = chapters.get(book.parents.get(section.id, ""), loose)
+        point = book.points.get(section.id, "")
+        family.sections.append(section)
+        family.units.append(unit(section.title, point))
+        family.points.append(point or section.title)
+    return [f for f in [*chapters.values(), loose] if f.sections]
+
+
+def margins(texts: Vectors, units: Vectors) -> tuple[list[float], list[int]]:
+    """Each text's cosine to its own unit minus its best sibling's, and that sibling's index (a text with no
+    sibling: its cosine to its own unit, and its own index)."""
+    scores = texts @ units.T
+    if len(units) < 2:
+        return [float(row[i]) for i, row in enumerate(scores)], list(range(len(scores)))
+    out, nearest = [], []
+    for index, row in enumerate(scores):
+        others = np.delete(row, index)
+        best = int(np.argmax(others))
+        out.append(float(row[index] - others[best]))
+        nearest.append(best + (best >= index))
+    return out, nearest
+
+
+def section_meanings(book: AuditBook, embedder: Embedder) -> list[SectionMeaning]:
+    request = book.prompt or book.title
+    anchor = embedder.embed([request])[0]
+    found: list[SectionMeaning] = []
+    for family in families(book):
+        written = [s.error is None and bool(s.text.strip()) for s in family.sections]
+        bodies = [body_text(s.text) for s in family.sections]
+        texts = embedder.embed(bodies)
+        chapter = embedder.embed([family.chapter_unit])[0]
+        units = embedder.embed(family.units)
+        plain = embedder.embed([unrestated(b, p) for b, p in zip(bodies, family.points)])
+        kept, kept_plain = margins(texts, units), margins(plain, units)
+        for index, section in enumerate(family.sections):
+            meaning = SectionMeaning(id=section.id, stray_headings=len(headings_of(section.text)))
+            if written[index]:
+                meaning.to_book = round(float(texts[index] @ anchor), DIGITS)
+                meaning.to_chapter = round(float(texts[index] @ chapter), DIGITS)
+                meaning.off_book = max(meaning.to_book, meaning.to_chapter) < OFF_BOOK
+                first = SENTENCE.split(bodies[index].strip(), maxsplit=1)[0]
+                meaning.opens_restating = restating(first, content_words(family.points[index]))
+                if len(family.sections) > 1:
+                    margin, nearest = kept[0][index], kept[1][index]
+                    meaning.margin = round(margin, DIGITS)
+                    meaning.on_point = margin > 0
+                    meaning.nearest = None if margin > 0 else family.sections[nearest].id
+                    meaning.margin_unrestated = round(kept_plain[0][index], DIGITS)
+            found.append(meaning)
+    return found
+
+
+# ---------------------------------------------------------------- across the book
+
+
+def paragraphs(text: str) -> list[str]:
+    blocks = [" ".join(b.split()) for b in re.split(r"\n\s*\n", text)]
+    return [b for b in blocks if len(b.split()) >= MIN_PARAGRAPH_WORDS and not b.startswith(("```", "~~~"))]
+
+
+def repeated_paragraphs(book: AuditBook, embedder: Embedder, block: int = 2048) -> dict[str, tuple[str, float]]:
+    """Section id -> (the earlier section, cosine) whose paragraph one of its paragraphs nearly repeats."""
+    owners, texts = [], []
+    for section in book.sections:
+        for paragraph in paragraphs(section.text) if section.error is None else []:
+            owners.append(section.id)
+            texts.append(paragraph)
+    if len(texts) < 2:
+        return {}
+    vectors, owner = embedder.embed(texts), np.asarray(owners)
+    found: dict[str, tuple[str, float]] = {}
+    for start in range(0, len(texts), block):
+        scores = vectors[start : start + block] @ vectors.T
+        for row, later in enumerate(range(start, min(start + block, len(texts)))):
+            earlier = np.flatnonzero((scores[row, :later] >= REPEATED_PARAGRAPH) & (owner[:later] != owner[later]))
+            if len(earlier) and owners[later] not in found:
+                found[owners[later]] = (owners[earlier[0]], float(scores[row, earlier[0]]))
+    return found
+
+
+def level_titles(book: AuditBook) -> list[tuple[str, list[tuple[str, str]]]]:
+    return [
+        ("part", book.parts),
+        ("chapter", book.chapters),
+        ("section", [(s.id, s.title) for s in book.sections]),
+    ]
+
+
+def similar_title_pairs(book: AuditBook, embedder: Embedder) -> list[str]:
+    """'id ~ id: title / title (cosine)' for every pair of titles of one level that say the same thing."""
+    found = []
+    for level, items in level_titles(book):
+        if len(items) < 2:
+            continue
+        vectors = embedder.embed([title for _, title in items])
+        scores = vectors @ vectors.T
+        for i, j in zip(*np.triu_indices(len(items), k=1)):
+            (a_id, a), (b_id, b) = items[i], items[j]
+            if scores[i, j] >= SIMILAR_TITLE or near_duplicates(a, b):
+                found.append(f"{level} {a_id} ~ {b_id}: {a!r} / {b!r} ({scores[i, j]:.2f})")
+    return found
+
+
+def vague_point_list(book: AuditBook, embedder: Embedder) -> list[str]:
+    found = []
+    for _, items in level_titles(book):
+        for node_id, title in items:
+            why = point_vagueness(embedder, title, book.points.get(node_id, ""))
+            if why is not None:
+                found.append(f"{node_id} {title!r}: {book.points[node_id]!r} {why}")
+    return found
+
+
+def overlapping(book: AuditBook, embedder: Embedder) -> list[str]:
+    """Chapters (and parts) whose sections' titles and points, pooled, cover the same ground as another's."""
+    by_chapter: dict[str, list[str]] = {}
+    for section in book.sections:
+        by_chapter.setdefault(book.parents.get(section.id, ""), []).append(
+            unit(section.title, book.points.get(section.id, ""))
+        )
+    by_part: dict[str, list[str]] = {}
+    for chapter_id, units in by_chapter.items():
+        by_part.setdefault(book.parents.get(chapter_id, ""), []).extend(units)
+    found = []
+    for level, items, pools in (("chapter", book.chapters, by_chapter), ("part", book.parts, by_part)):
+        groups = [(node_id, title, pools[node_id]) for node_id, title in items if pools.get(node_id)]
+        if len(groups) < 2:
+            continue
+        means = unit_rows(np.stack([embedder.embed(texts).mean(axis=0) for _, _, texts in groups]))
+        scores = means @ means.T
+        for i, j in zip(*np.triu_indices(len(groups), k=1)):
+            if scores[i, j] >= OVERLAPPING_UNITS:
+                (a_id, a, _), (b_id, b, _) = groups[i], groups[j]
+                found.append(f"{level} {a_id} {a!r} ~ {b_id} {b!r} ({scores[i, j]:.2f})")
+    return found
+
+
+def plan_units(book: AuditBook) -> list[str]:
+    nodes = [*book.parts, *book.chapters, *((s.id, s.title) for s in book.sections)]
+    return [unit(title, book.points.get(node_id, "")) for node_id, title in nodes]
+
+
+def coverage(book: AuditBook, embedder: Embedder) -> tuple[list[str], list[str]]:
+    """The request's asks, and those no part, chapter or section title and point carries."""
+    asks = request_asks(book.prompt or "")
+    units = plan_units(book)
+    return asks, [ask for ask in asks if not carries(embedder, ask, units)]
+
+
+# ---------------------------------------------------------------- the figures
+
+
+def share(flags: list[bool]) -> float | None:
+    return round(sum(flags) / len(flags), DIGITS) if flags else None
+
+
+def analyse(book: AuditBook, embedder: Embedder) -> BookMeaning:
+    sections = section_meanings(book, embedder)
+    judged = [s for s in sections if s.on_point is not None]
+    written = {s.id for s in book.sections if s.error is None and s.text.strip()}
+    repeats = repeated_paragraphs(book, embedder)
+    for meaning in sections:
+        if meaning.id in repeats:
+            meaning.repeats = repeats[meaning.id][0]
+    asks, missing = coverage(book, embedder) if book.prompt else ([], [])
+    evidence = {
+        "similar_titles": similar_title_pairs(book, embedder),
+        "vague_points": vague_point_list(book, embedder),
+        "overlap": overlapping(book, embedder),
+        "off_book": [
+            f"{s.id}: {s.to_book:.2f} to the request, {s.to_chapter:.2f} to its chapter" for s in sections if s.off_book
+        ],
+        "repeated_content": [f"{k}: a paragraph like one of {v[0]} ({v[1]:.2f})" for k, v in repeats.items()],
+        "off_point": [f"{s.id}: nearer {s.nearest} by {-(s.margin or 0):.2f}" for s in judged if not s.on_point],
+        "missing_asks": missing,
+    }
+    return BookMeaning(
+        model=embedder.name,
+        on_point=share([bool(s.on_point) for s in judged]),
+        on_point_margin_median=round(statistics.median(s.margin or 0.0 for s in judged), DIGITS) if judged else None,
+        on_point_unrestated=share([(s.margin_unrestated or 0) > 0 for s in judged]),
+        restating_openings=share([s.opens_restating for s in sections if s.id in written]),
+        similar_titles=len(evidence["similar_titles"]),
+        off_book=sum(s.off_book for s in sections),
+        vague_points=len(evidence["vague_points"]),
+        repeated_content=len(repeats),
+        stray_headings=sum(s.stray_headings for s in sections) if book.from_journal else None,
+        coverage=round(1 - len(missing) / len(asks), DIGITS) if asks else None,
+        overlap=len(evidence["overlap"]),
+        asks=asks,
+        missing_asks=missing,
+        evidence={k: v for k, v in evidence.items() if v},
+        sections=sections,
+    )

@@ -1,0 +1,231 @@
+"""The meaning thresholds against a labelled set: precision and recall of each judgement the audit and the
+planner make by meaning, and the sweep that chose its threshold.
+
+Takes the folder of labelled sets (the repository's tests/fixtures/meaning: titles, points, sections,
+paragraphs, asks, worked-example copies, chapters; each file says where its items came from) and an Embedder;
+returns a Calibration: for each judgement the threshold pipeline/audit/meaning.py uses, its precision and
+recall on the set, and what the best threshold on the set would be (highest F1, ties to the higher
+precision). `python -m pipeline.bench.calibrate [DIR]` prints the table; tests/unit/audit/test_meaning.py
+holds the figures to a floor, so a changed threshold or model that does worse on the set fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel
+
+from pipeline.audit import meaning
+from pipeline.audit.embed import Embedder, open_embedder
+from pipeline.audit.meaning import STOCK_POINTS, body_text, carries
+from pipeline.titles import near_duplicates
+
+DEFAULT_DIR = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "meaning"
+
+
+class Judgement(BaseModel):
+    name: str
+    threshold: str  # the constant(s) and their values
+    items: int
+    positives: int
+    precision: float
+    recall: float
+    best_threshold: float | None = None  # on the set's sweep of the main score (None: not a single score)
+    best_f1: float | None = None
+    misses: list[str] = []  # labelled positive, judged negative
+    false_alarms: list[str] = []
+
+
+class Calibration(BaseModel):
+    model: str
+    judgements: list[Judgement]
+
+
+Case = tuple[str, bool, bool, float]  # (what it is, labelled, judged, main score)
+
+
+def load(folder: Path, name: str) -> dict[str, Any]:
+    path = folder / f"{name}.json"
+    try:
+        data: dict[str, Any] = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"fanout: cannot read the labelled set {path}: {exc}") from None
+    return data
+
+
+def cosine(embedder: Embedder, a: str, b: str) -> float:
+    vectors = embedder.embed([a, b])
+    return float(vectors[0] @ vectors[1])
+
+
+def title_cases(embedder: Embedder, folder: Path) -> list[Case]:
+    cases = []
+    for a, b, same in load(folder, "titles")["pairs"]:
+        score = cosine(embedder, a, b)
+        judged = score >= meaning.SIMILAR_TITLE or near_duplicates(a, b)
+        cases.append((f"{a} / {b} ({score:.2f})", same, judged, score))
+    return cases
+
+
+def point_cases(embedder: Embedder, folder: Path) -> list[Case]:
+    cases = []
+    for item in load(folder, "points")["points"]:
+        vectors = embedder.embed([item["point"], *STOCK_POINTS])
+        score = float((vectors[1:] @ vectors[0]).max())
+        judged = meaning.point_vagueness(embedder, item["title"], item["point"]) is not None
+        cases.append((f"{item['title']}: {item['point']} ({score:.2f})", item["vague"], judged, score))
+    return cases
+
+
+def section_cases(embedder: Embedder, folder: Path) -> list[Case]:
+    cases = []
+    for item in load(folder, "sections")["sections"]:
+        text = body_text(item["text"])
+        nearest = max(cosine(embedder, text, item["request"]), cosine(embedder, text, item["chapter"]))
+        cases.append(
+            (
+                f"{item['chapter']}: {item['text'][:50]}… ({nearest:.2f})",
+                item["off"],
+                nearest < meaning.OFF_BOOK,
+                -nearest,
+            )
+        )
+    return cases
+
+
+def paragraph_cases(embedder: Embedder, folder: Path) -> list[Case]:
+    cases = []
+    for a, b, same in load(folder, "paragraphs")["pairs"]:
+        score = cosine(embedder, a, b)
+        cases.append((f"{a[:40]}… / {b[:40]}… ({score:.2f})", same, score >= meaning.REPEATED_PARAGRAPH, score))
+    return cases
+
+
+def ask_cases(embedder: Embedder, folder: Path) -> list[Case]:
+    cases = []
+    for ask, text, carried in load(folder, "asks")["pairs"]:
+        score = cosine(embedder, ask, text)
+        cases.append((f"{ask} in {text[:50]} ({score:.2f})", carried, carries(embedder, ask, [text]), score))
+    return cases
+
+
+def example_cases(embedder: Embedder, folder: Path) -> list[Case]:
+    from pipeline.book.plan import example_units
+
+    examples = example_units()
+    cases = []
+    for text, copied in load(folder, "examples")["units"]:
+        score = float((embedder.embed(examples) @ embedder.embed([text])[0]).max())
+        judged = meaning.nearest_example(embedder, text, examples) is not None
+        cases.append((f"{text[:60]} ({score:.2f})", copied, judged, score))
+    return cases
+
+
+def chapter_cases(embedder: Embedder, folder: Path) -> list[Case]:
+    cases = []
+    for a, b, same in load(folder, "chapters")["pairs"]:
+        means = [embedder.embed(units).mean(axis=0) for units in (a, b)]
+        score = float(means[0] @ means[1] / (np.linalg.norm(means[0]) * np.linalg.norm(means[1])))
+        cases.append((f"{a[0][:30]}… / {b[0][:30]}… ({score:.2f})", same, score >= meaning.OVERLAPPING_UNITS, score))
+    return cases
+
+
+MIN_PRECISION = 0.9  # a judgement that refuses a planned title or flags a section must be right this often
+
+
+def best_sweep(cases: list[Case]) -> tuple[float | None, float | None]:
+    """The threshold on the main score with the highest F1 on the set among those with precision of at least
+    MIN_PRECISION (ties to the higher precision)."""
+    best: tuple[float, float, float] | None = None
+    for threshold in sorted({score for *_, score in cases}):
+        judged = [(label, score >= threshold) for _, label, _, score in cases]
+        hits = sum(label and flag for label, flag in judged)
+        flagged, positives = sum(flag for _, flag in judged), sum(label for label, _ in judged)
+        if not hits:
+            continue
+        precision, recall = hits / flagged, hits / positives
+        f1 = 2 * precision * recall / (precision + recall)
+        if precision < MIN_PRECISION:
+            continue
+        if best is None or (f1, precision) > (best[1], best[2]):
+            best = (threshold, f1, precision)
+    return (round(best[0], 3), round(best[1], 3)) if best else (None, None)
+
+
+def judgement(name: str, threshold: str, cases: list[Case]) -> Judgement:
+    hits = sum(label and judged for _, label, judged, _ in cases)
+    flagged = sum(judged for _, _, judged, _ in cases)
+    positives = sum(label for _, label, _, _ in cases)
+    best, f1 = best_sweep(cases)
+    return Judgement(
+        name=name,
+        threshold=threshold,
+        items=len(cases),
+        positives=positives,
+        precision=round(hits / flagged, 3) if flagged else 1.0,
+        recall=round(hits / positives, 3) if positives else 1.0,
+        best_threshold=best,
+        best_f1=f1,
+        misses=[what for what, label, judged, _ in cases if label and not judged],
+        false_alarms=[what for what, label, judged, _ in cases if judged and not label],
+    )
+
+
+JUDGEMENTS: list[tuple[str, str, Callable[[Embedder, Path], list[Case]]]] = [
+    ("similar_titles", f"SIMILAR_TITLE {meaning.SIMILAR_TITLE} or shared words", title_cases),
+    ("vague_points", f"VAGUE_STOCK {meaning.VAGUE_STOCK}, VAGUE_RESTATES {meaning.VAGUE_RESTATES}", point_cases),
+    ("off_book", f"OFF_BOOK {meaning.OFF_BOOK} (score: minus the nearer cosine)", section_cases),
+    ("repeated_content", f"REPEATED_PARAGRAPH {meaning.REPEATED_PARAGRAPH}", paragraph_cases),
+    ("coverage (carried)", f"CARRIED {meaning.CARRIED} or most content words", ask_cases),
+    ("from the worked example", f"FROM_EXAMPLE {meaning.FROM_EXAMPLE}", example_cases),
+    ("overlap", f"OVERLAPPING_UNITS {meaning.OVERLAPPING_UNITS}", chapter_cases),
+]
+
+
+def calibrate(folder: Path = DEFAULT_DIR, embedder: Embedder | None = None) -> Calibration:
+    embedder = embedder or open_embedder()
+    return Calibration(
+        model=embedder.name,
+        judgements=[judgement(name, threshold, cases(embedder, folder)) for name, threshold, cases in JUDGEMENTS],
+    )
+
+
+def table(calibration: Calibration) -> str:
+    lines = [
+        f"Meaning thresholds on the labelled set ({calibration.model})",
+        "",
+        "| judgement | threshold | items (positive) | precision | recall | best on the set, precision ≥ 0.9 (F1) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for j in calibration.judgements:
+        best = f"{j.best_threshold:g} ({j.best_f1:.2f})" if j.best_threshold is not None else "–"
+        lines.append(
+            f"| {j.name} | {j.threshold} | {j.items} ({j.positives}) | {j.precision:.2f} | {j.recall:.2f} | {best} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pipeline.bench.calibrate", description=__doc__.split("\n\n")[0])
+    parser.add_argument("folder", nargs="?", type=Path, default=DEFAULT_DIR, help="the labelled sets")
+    parser.add_argument("--misses", action="store_true", help="list every miss and false alarm")
+    args = parser.parse_args(argv)
+    calibration = calibrate(args.folder)
+    print(table(calibration))
+    if args.misses:
+        for j in calibration.judgements:
+            for what in j.misses:
+                print(f"{j.name}: missed {what}")
+            for what in j.false_alarms:
+                print(f"{j.name}: false alarm {what}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,214 @@
+"""The figures by meaning: the real static embedding model (wordllama's files, no download), its calibration on
+the labelled set, what a request asks for, and each meaning rule on hand-built run folders."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline.audit.asks import request_asks, request_style
+from pipeline.audit.embed import EndpointEmbedder, StaticEmbedder, open_embedder, parse_endpoint
+from pipeline.audit.meaning import point_margin, unit
+from pipeline.audit.report import audit
+from pipeline.audit.source import load_run
+from pipeline.bench.calibrate import calibrate
+from pipeline.errors import UsageError
+from pipeline.records import BookSpec, Chapter, Outline, Part, Section, SectionResult
+from tests.fakes.fake_embeddings import FakeEmbeddings
+
+# The floors the calibrated thresholds hold on tests/fixtures/meaning (python -m pipeline.bench.calibrate prints
+# the figures). A static model knows little of the world ("bebop" carried by "Charlie Parker"), so some recalls
+# are low; every precision is high, since a judgement that refuses a planned title must be right.
+FLOORS = {
+    "similar_titles": (0.9, 0.45),
+    "vague_points": (0.9, 0.8),
+    "off_book": (0.9, 0.9),
+    "repeated_content": (0.9, 0.3),
+    "coverage (carried)": (0.9, 0.35),
+    "from the worked example": (0.9, 0.8),
+    "overlap": (0.9, 0.9),
+}
+
+
+def test_the_thresholds_hold_their_precision_and_recall_on_the_labelled_set():
+    calibration = calibrate()
+    assert calibration.model == "wordllama l2_supercat_256"
+    for judgement in calibration.judgements:
+        precision, recall = FLOORS[judgement.name]
+        assert judgement.precision >= precision and judgement.recall >= recall, judgement
+
+
+def test_the_static_model_loads_from_the_wheel_without_wordllamas_logging_and_lower_cases():
+    root = list(logging.getLogger().handlers)
+    embedder = StaticEmbedder()
+    assert logging.getLogger().handlers == root, "wordllama's import would add a root handler"
+    upper, lower = embedder.embed(["The Science of Souring", "the science of souring"])
+    assert float(upper @ lower) == pytest.approx(1.0, abs=1e-6)
+    near, far = (
+        embedder.embed(["The Science Behind Souring", "How to Learn"]) @ embedder.embed(["The Science of Souring"])[0]
+    )
+    assert near > 0.85 > 0.5 > far
+
+
+def test_a_missing_model_file_is_one_clear_line(tmp_path):
+    with pytest.raises(UsageError, match=r"the meaning model's file .*l2_supercat_tokenizer_config.json is missing"):
+        StaticEmbedder(tmp_path)
+
+
+def test_an_embeddings_endpoint_is_asked_in_batches_and_its_rows_normalised():
+    with FakeEmbeddings() as fake:
+        embedder = open_embedder(f"{fake.url},model=fake-embed")
+        assert isinstance(embedder, EndpointEmbedder) and embedder.name == f"fake-embed at {fake.url}"
+        rows = embedder.embed([f"text {n}" for n in range(70)] + ["text 1"])
+        assert rows.shape == (71, 8) and float(rows[1] @ rows[70]) == pytest.approx(1.0)
+        assert fake.batches == [64, 6], "64 a request, and a text already embedded is not asked again"
+    for bad, words in (("ftp://x", "neither 'wordllama' nor an http"), ("http://x,colour=red", "unknown option")):
+        with pytest.raises(UsageError, match=words):
+            parse_endpoint(bad)
+
+
+@pytest.mark.parametrize(
+    "request_text, asks",
+    [
+        (
+            "Write a short handbook on keeping a sourdough starter alive. Practical, with examples.",
+            ["keeping a sourdough starter alive"],
+        ),
+        (
+            "Write a beginner's guide to woodworking with hand tools: sharpening, joints and finishing.",
+            ["woodworking with hand tools", "sharpening", "joints", "finishing"],
+        ),
+        (
+            "Write a short history of the printing press in Europe, from Gutenberg to the steam press.",
+            ["printing press in Europe", "Gutenberg", "steam press"],
+        ),
+        (
+            "Write a guide to growing vegetables on a balcony through all four seasons.",
+            ["growing vegetables on a balcony", "spring", "summer", "autumn", "winter"],
+        ),
+        (
+            "Explain how vaccines train the immune system, for curious readers without a biology degree.",
+            ["how vaccines train the immune system"],
+        ),
+        ("Write a book about jazz, including New Orleans, swing and bebop.", ["jazz", "New Orleans", "swing", "bebop"]),
+    ],
+)
+def test_what_a_request_asks_for(request_text, asks):
+    assert request_asks(request_text) == asks
+
+
+def test_how_a_request_asks_the_book_to_be_written():
+    assert request_style("A handbook on Go, with code examples, for engineers new to it.") == [
+        "with code examples",
+        "for engineers new to it",
+    ]
+    assert request_style("Sourdough. Practical, with examples.") == []
+
+
+FEEDING = [
+    ("Choosing a Flour", "Which flours feed a starter best, and why whole grain speeds it up."),
+    ("Feeding Schedules", "How often to feed at room temperature and in the fridge."),
+    ("Signs of Hunger", "How smell, bubbles and a fallen dome tell you the starter needs food."),
+]
+ON_FLOUR = (
+    "Whole wheat and rye flour carry more wild yeast and nutrients than white flour, so a starter fed with them "
+    "rises sooner. Bleached flour feeds it poorly. Pick an unbleached flour and keep to one brand, so the starter "
+    "gets used to it; a spoon of rye in each feed is an easy way to wake a sluggish one."
+)
+ON_SCHEDULE = (
+    "At room temperature a starter wants food every twelve hours: feed it in the morning and again at night. In "
+    "the fridge it slows down, and once a week is enough. Before baking, give it two feeds at room temperature so "
+    "it is lively again, and feed it at the same hours each day."
+)
+ON_HUNGER = (
+    "A hungry starter smells sharp, like nail varnish, and its bubbles are few. The dome that rose after the last "
+    "feed has fallen, leaving streaks on the jar. A grey liquid on top, called hooch, is the clearest sign that it "
+    "needs food now."
+)
+
+
+def meaning_run(
+    folder: Path, texts: list[str], prompt: str = "Write a short handbook on feeding a sourdough starter."
+) -> None:
+    sections = [Section(id=f"p01.c01.s0{i + 1}", title=t, point=p) for i, (t, p) in enumerate(FEEDING)]
+    chapter = Chapter(
+        id="p01.c01", title="Feeding Your Starter", point="What a starter eats and when.", sections=sections
+    )
+    outline = Outline(title="Starter Care", parts=[Part(id="p01", title="Daily Care", chapters=[chapter])])
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "spec.json").write_text(BookSpec(prompt=prompt, parts=1, chapters=1, sections=3).model_dump_json())
+    (folder / "outline.json").write_text(outline.model_dump_json())
+    results = [SectionResult(id=s.id, title=s.title, text=t, finish_reason="stop") for s, t in zip(sections, texts)]
+    (folder / "sections.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in results))
+
+
+def test_each_section_on_its_own_point_scores_on_point(tmp_path):
+    meaning_run(tmp_path, [ON_FLOUR, ON_SCHEDULE, ON_HUNGER])
+    report = audit(load_run(tmp_path))
+    assert report.quality.on_point == 1.0 and report.quality.on_point_margin > 0
+    assert report.counts["off_point"] == report.counts["off_book"] == report.counts["stray_headings"] == 0
+    assert report.quality.coverage == 1.0 and report.quality.similar_titles == 0
+
+
+def test_a_section_writing_its_siblings_point_is_off_point_and_named(tmp_path):
+    meaning_run(tmp_path, [ON_FLOUR, ON_HUNGER, ON_HUNGER.replace("hooch", "a dark liquid")])
+    report = audit(load_run(tmp_path))
+    assert report.ids("off_point") == ["p01.c01.s02"]
+    assert "nearer p01.c01.s03 'Signs of Hunger'" in next(d.detail for d in report.defects if d.rule == "off_point")
+    assert report.quality.on_point == pytest.approx(2 / 3, abs=1e-3)
+    assert report.ids("repeated_content") == ["p01.c01.s03"], "its paragraph says what s02's says"
+
+
+def test_a_section_on_another_subject_is_off_the_book(tmp_path):
+    car = (
+        "Choosing a used car is easier when you know what to look for. Check the service history and ask "
+        "whether the timing belt has been replaced. Look under the car for oil leaks and rust on the sills."
+    )
+    meaning_run(tmp_path, [ON_FLOUR, ON_SCHEDULE, car])
+    report = audit(load_run(tmp_path))
+    assert report.ids("off_book") == ["p01.c01.s03"] and report.quality.off_book == 1
+
+
+def test_headings_inside_a_body_are_stray_and_the_figure_counts_them(tmp_path):
+    meaning_run(tmp_path, [ON_FLOUR, "## How to Buy (What's the most important thing?)\n\n" + ON_SCHEDULE, ON_HUNGER])
+    report = audit(load_run(tmp_path))
+    assert report.ids("stray_headings") == ["p01.c01.s02"] and report.quality.stray_headings == 1
+
+
+def test_coverage_names_what_no_title_or_point_carries(tmp_path):
+    meaning_run(tmp_path, [ON_FLOUR, ON_SCHEDULE, ON_HUNGER], prompt="A guide to starters: flour, schedules and jars.")
+    report = audit(load_run(tmp_path))
+    assert report.meaning.asks == ["starters", "flour", "schedules", "jars"]
+    assert report.meaning.missing_asks == ["jars"] and report.quality.coverage == 0.75
+
+
+def test_the_margin_is_own_unit_minus_nearest_sibling():
+    embedder = open_embedder()
+    units = [unit(t, p) for t, p in FEEDING]
+    margin = point_margin(embedder, ON_HUNGER, units, 2)
+    scores = embedder.embed(units) @ embedder.embed([ON_HUNGER])[0]
+    assert margin == pytest.approx(float(scores[2] - max(scores[0], scores[1])), abs=1e-6) and margin > 0
+    assert point_margin(embedder, ON_HUNGER, units[2:], 0) == pytest.approx(float(scores[2]), abs=1e-6)
+
+
+def test_audit_takes_an_embeddings_endpoint(tmp_path):
+    meaning_run(tmp_path, [ON_FLOUR, ON_SCHEDULE, ON_HUNGER])
+    with FakeEmbeddings() as fake:
+        done = subprocess.run(
+            [sys.executable, "-m", "pipeline", "audit", str(tmp_path), "--json", "--embeddings", fake.url],
+            capture_output=True,
+            text=True,
+        )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["meaning"]["model"] == f"fake-embed at {fake.url}"
+    refused = subprocess.run(
+        [sys.executable, "-m", "pipeline", "audit", str(tmp_path), "--embeddings", "http://127.0.0.1:9/v1"],
+        capture_output=True,
+        text=True,
+    )
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "--embeddings" in refused.stderr

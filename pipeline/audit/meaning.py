@@ -30,6 +30,7 @@ from pipeline.titles import content_words, near_duplicates
 
 # Calibrated thresholds (tests/fixtures/meaning/; python -m pipeline.bench.calibrate)
 SIMILAR_TITLE = 0.63  # two titles of one level at or above this say the same thing
+SIMILAR_UNIT = 0.62  # two siblings' titles and points at or above this: a writer cannot tell them apart
 OFF_BOOK = 0.25  # a section below this to both the request and its chapter is off the book
 VAGUE_STOCK = 0.50  # a point this near a stock phrase says nothing of its own
 VAGUE_RESTATES = 0.75  # ... nor does one this near its own title
@@ -108,6 +109,15 @@ def title_near(embedder: Embedder, title: str, others: Sequence[str]) -> str | N
         if score >= SIMILAR_TITLE or near_duplicates(title, other):
             return other
     return None
+
+
+def unit_near(embedder: Embedder, text: str, others: Sequence[str]) -> int | None:
+    """The index of the first sibling unit (title and point) that `text` cannot be told apart from, or None."""
+    if not others:
+        return None
+    scores = embedder.embed(list(others)) @ embedder.embed([text])[0]
+    near = np.flatnonzero(scores >= SIMILAR_UNIT)
+    return int(near[0]) if len(near) else None
 
 
 def point_vagueness(embedder: Embedder, title: str, point: str) -> str | None:

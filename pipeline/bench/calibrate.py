@@ -73,6 +73,14 @@ def title_cases(embedder: Embedder, folder: Path) -> list[Case]:
     return cases
 
 
+def unit_cases(embedder: Embedder, folder: Path) -> list[Case]:
+    cases = []
+    for a, b, same in load(folder, "units")["pairs"]:
+        score = cosine(embedder, a, b)
+        cases.append((f"{a[:40]}… / {b[:40]}… ({score:.2f})", same, score >= meaning.SIMILAR_UNIT, score))
+    return cases
+
+
 def point_cases(embedder: Embedder, folder: Path) -> list[Case]:
     cases = []
     for item in load(folder, "points")["points"]:
@@ -179,6 +187,7 @@ def judgement(name: str, threshold: str, cases: list[Case]) -> Judgement:
 
 JUDGEMENTS: list[tuple[str, str, Callable[[Embedder, Path], list[Case]]]] = [
     ("similar_titles", f"SIMILAR_TITLE {meaning.SIMILAR_TITLE} or shared words", title_cases),
+    ("similar sibling units", f"SIMILAR_UNIT {meaning.SIMILAR_UNIT}", unit_cases),
     ("vague_points", f"VAGUE_STOCK {meaning.VAGUE_STOCK}, VAGUE_RESTATES {meaning.VAGUE_RESTATES}", point_cases),
     ("off_book", f"OFF_BOOK {meaning.OFF_BOOK} (score: minus the nearer cosine)", section_cases),
     ("repeated_content", f"REPEATED_PARAGRAPH {meaning.REPEATED_PARAGRAPH}", paragraph_cases),

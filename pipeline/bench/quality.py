@@ -37,8 +37,9 @@ DEFAULT_PROMPTS = [
     "Write a beginner's guide to woodworking with hand tools: sharpening, joints and finishing.",
     "Explain how vaccines train the immune system, for curious readers without a biology degree.",
 ]
-# (column, figure, format, better): the table's columns, in the issue's order of goals
-COLUMNS = [
+# (column, figure, format, better): the tables' columns, by words and by meaning
+Column = tuple[str, str, str, str]
+WORD_COLUMNS: list[Column] = [
     ("placeholders", "placeholder_titles", "{:d}", "lower"),
     ("echo", "title_echo_rate", "{:.0%}", "lower"),
     ("near-dup", "near_duplicate_titles", "{:d}", "lower"),
@@ -47,6 +48,18 @@ COLUMNS = [
     ("unfinished", "unfinished_share", "{:.0%}", "lower"),
     ("words/target", "length_ratio_median", "{:.2f}", "closer to 1"),
     ("distinct-2", "distinct_2", "{:.2f}", "higher"),
+]
+MEANING_COLUMNS: list[Column] = [
+    ("on point", "on_point", "{:.2f}", "higher"),
+    ("on point, restating cut", "on_point_unrestated", "{:.2f}", "higher"),
+    ("opens restating", "restating_openings", "{:.0%}", "lower"),
+    ("coverage", "coverage", "{:.2f}", "higher (1: all the request names)"),
+    ("similar titles", "similar_titles", "{:d}", "lower"),
+    ("overlap", "overlap", "{:d}", "lower"),
+    ("vague points", "vague_points", "{:d}", "lower"),
+    ("off book", "off_book", "{:d}", "lower"),
+    ("repeated content", "repeated_content", "{:d}", "lower"),
+    ("stray headings", "stray_headings", "{:d}", "lower"),
 ]
 
 
@@ -152,21 +165,33 @@ def cell(row: QualityRow, figure: str, fmt: str) -> str:
     return "–" if value is None else fmt.format(value)
 
 
-def quality_markdown(record: QualityRecord, baseline: QualityRecord | None = None) -> str:
-    """One row a prompt, one column a figure; with a baseline, each cell reads `before → after` (rows are
-    matched by prompt)."""
-    before = {row.prompt: row for row in baseline.rows} if baseline else {}
-    head = ["prompt", "model / profile"] + [name for name, _, _, _ in COLUMNS]
+def figure_table(record: QualityRecord, before: dict[str, QualityRow], columns: list[Column]) -> list[str]:
+    head = ["prompt", "model / profile"] + [name for name, _, _, _ in columns]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in record.rows:
         old = before.get(row.prompt)
         cells = [row.prompt[:48], f"{row.model} / {row.profile}"]
-        for _, figure, fmt, _ in COLUMNS:
+        for _, figure, fmt, _ in columns:
             now = cell(row, figure, fmt)
             cells.append(f"{cell(old, figure, fmt)} → {now}" if old else now)
         lines.append("| " + " | ".join(cells) + " |")
-    better = "; ".join(f"{name}: {how}" for name, _, _, how in COLUMNS)
-    lines += [
+    return lines
+
+
+def quality_markdown(record: QualityRecord, baseline: QualityRecord | None = None) -> str:
+    """Two tables, by words and by meaning: one row a prompt, one column a figure; with a baseline, each
+    cell reads `before → after` (rows are matched by prompt)."""
+    before = {row.prompt: row for row in baseline.rows} if baseline else {}
+    columns = WORD_COLUMNS + MEANING_COLUMNS
+    better = "; ".join(f"{name}: {how}" for name, _, _, how in columns)
+    lines = [
+        "By words:",
+        "",
+        *figure_table(record, before, WORD_COLUMNS),
+        "",
+        "By meaning:",
+        "",
+        *figure_table(record, before, MEANING_COLUMNS),
         "",
         f"Better is: {better}. Figures from the books' own text (`fanout audit` defines each); "
         f"machine: {record.host.cpu_model} ({record.host.cores} cores); {record.duration_s:.0f} s.",

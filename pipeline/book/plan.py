@@ -38,7 +38,15 @@ from anyio.abc import TaskGroup
 
 from pipeline.audit.asks import request_asks
 from pipeline.audit.embed import Embedder, open_embedder
-from pipeline.audit.meaning import SIMILAR_TITLE, carries, nearest_example, point_vagueness, title_near, unit
+from pipeline.audit.meaning import (
+    SIMILAR_TITLE,
+    carries,
+    nearest_example,
+    point_vagueness,
+    title_near,
+    unit,
+    unit_near,
+)
 from pipeline.backends.pool import BackendPool, RequestFailed
 from pipeline.book.profiles import Sampler
 from pipeline.errors import FanoutError
@@ -255,28 +263,24 @@ def must_note(musts: list[str], noun: str) -> str:
 
 
 class MeaningIndex:
-    """The titles of one level across the book, and what each unit promises (title and point), embedded
-    once: a new title that says what one of them says, or a chapter that covers another's ground, is
-    refused (pipeline/audit/meaning.py's thresholds, the audit's own)."""
+    """The titles of one level across the book, embedded as they are taken: a new title that says what one
+    of them says (pipeline/audit/meaning.py's SIMILAR_TITLE, the audit's own) is refused."""
 
     def __init__(self, embedder: Embedder) -> None:
         self.embedder = embedder
         self.titles: list[str] = []
-        self.units: list[str] = []
+        self.vectors = np.zeros((0, 0), dtype=np.float32)
 
-    def add(self, title: str, point: str) -> None:
+    def add(self, title: str) -> None:
+        row = self.embedder.embed([title])
+        self.vectors = row if not self.titles else np.vstack([self.vectors, row])
         self.titles.append(title)
-        self.units.append(unit(title, point))
 
-    def near(self, title: str, point: str, units: bool) -> str | None:
-        """The first title of the book at this level that says what `title` says (or, with `units`, whose
-        title and point say what this title and point say), or None."""
+    def near(self, title: str) -> str | None:
+        """The first title of the book at this level that says what `title` says, or None."""
         if not self.titles:
             return None
-        mine = self.embedder.embed([title, unit(title, point)])
-        scores = self.embedder.embed(self.titles) @ mine[0]
-        if units:
-            scores = np.maximum(scores, self.embedder.embed(self.units) @ mine[1])
+        scores = self.vectors @ self.embedder.embed([title])[0]
         best = int(np.argmax(scores))
         return self.titles[best] if scores[best] >= SIMILAR_TITLE else None
 
@@ -617,6 +621,7 @@ class Planner:
         """Ask until `ask.count` items are in hand, telling `ask.on_item` of each new one as soon as it has
         streamed in; refused titles are shown, with their reasons, to the next ask."""
         chosen = list(ask.have)
+        units = {title: title for title in ask.have}  # a chosen title -> its title and point
         refused: list[tuple[str, str]] = []
         spare: list[tuple[PlanItem, str]] = []  # refused items and why: the last resorts before placeholders
         copied = example_words(ask.template) - content_words(self.spec.prompt)
@@ -624,12 +629,13 @@ class Planner:
 
         def take(item: PlanItem, placeholder: bool = False) -> None:
             chosen.append(item.title)
+            units[item.title] = unit(item.title, item.point)
             ask.on_item(item, placeholder, coverage.take(item, ask.count - len(chosen)))
 
         def consider(item: PlanItem) -> None:
             if len(chosen) == ask.count or any(title_key(item.title) == title_key(t) for t in chosen):
                 return  # a retried attempt repeating its streamed part
-            reason = self._refusal(item, ask, chosen, copied, coverage)
+            reason = self._refusal(item, ask, chosen, copied, coverage, list(units.values()))
             if reason is not None:
                 refused.append((item.title, reason))
                 spare.append((item, reason))
@@ -698,16 +704,21 @@ class Planner:
         chosen: list[str],
         copied: frozenset[str],
         coverage: Coverage | None = None,
+        sibling_units: list[str] | None = None,
     ) -> str | None:
         """Why this item cannot be taken, or None (then its title is claimed for the book): the title checks
-        of pipeline/titles.py, then by meaning: it says what a sibling says, it was copied from a worked
-        example, its point is vague, or it leaves out what the request asks for while slots run out."""
+        of pipeline/titles.py, then by meaning: its title says what a sibling's says, or its title and point
+        cannot be told apart from a sibling's, it was copied from a worked example, its point is vague, or it
+        leaves out what the request asks for while slots run out."""
         title, embedder = item.title, self.embedder
         reason = refusal(title, ask.ancestors, chosen)
         if reason is None and borrows_from(title, copied):
             reason = "comes from the worked example, not from this book"
         if reason is None and (other := title_near(embedder, title, chosen)) is not None:
             reason = f'says the same as "{other}"'
+        if reason is None and item.point and sibling_units:
+            near = unit_near(embedder, unit(title, item.point), sibling_units)
+            reason = None if near is None else f'covers what "{sibling_units[near].split(":")[0]}" covers'
         if reason is None and nearest_example(embedder, unit(title, item.point), self.examples) is not None:
             reason = "comes from the worked example, not from this book"
         made_from_point = title_key(title) == title_key(heading_from_point(item.point))
@@ -726,14 +737,12 @@ class Planner:
         if any(key in keys for keys in self.book_keys.values()):  # a section named like a chapter reads as one
             return "is already a title elsewhere in the book"
         if near:
-            other = self.book_titles[level].near(title) or self.meanings[level].near(
-                title, item.point, units=level == "chapters"
-            )
+            other = self.book_titles[level].near(title) or self.meanings[level].near(title)
             if other is not None:
                 return f'nearly repeats "{other}"{ELSEWHERE_NEAR}'
         self.book_keys[level].add(key)
         self.book_titles[level].add(title)
-        self.meanings[level].add(title, item.point)
+        self.meanings[level].add(title)
         return None
 
     def _placeholders(self, level: str, prefix: str, count: int, have: int) -> list[str]:

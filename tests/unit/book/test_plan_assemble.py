@@ -132,6 +132,7 @@ REFUSED = {  # an answer line -> why it is refused (None: taken); a line with a 
     "Fog at Dawn": None,
     "Dawn Fog": 'nearly repeats "Fog at Dawn"',
     "Morning Fog": 'says the same as "Fog at Dawn"',  # by meaning: no content word in common
+    "Wet Weather Kit: rain gear and shelter": 'covers what "Staying Dry" covers',  # by its title and point
     "Keeping Watch: Clouds and Fronts": "comes from the worked example",  # by meaning, from its point
     "Why Falling Pressure Means Rain: how the barometer warns of a change": "comes from the worked example",
     "Dressing Warm: what you need to know": "has a key point that says nothing of its own",

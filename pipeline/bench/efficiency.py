@@ -65,6 +65,9 @@ async def sustained_at_caps(settings: Settings, max_tokens: int, window_s: float
 
 
 async def job_row(settings: Settings, spec: BookSpec, barrier: bool, sustained: float) -> JobRow:
+    # Seed 003's job: one request a section (no best of k, no off-point retries), so the figure measures the
+    # schedule against the fleet, not how many candidates the text asked for.
+    settings = settings.model_copy(update={"best_of": 1, "off_point_retries": 0})
     with tempfile.TemporaryDirectory(prefix="fanout-efficiency-") as folder:
         # Typesetting waits for the end here: on a machine that also hosts the backends (the embedded
         # engine, local fakes) its render processes would take CPU from them mid-job.

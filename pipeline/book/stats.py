@@ -42,8 +42,10 @@ class BookStats(BaseModel):
     sections: int
     sections_ok: int
     requests_planning: int
-    requests_writing: int
+    requests_writing: int  # every candidate of every section written this run
     requests: int
+    plan_reasked: int = 0  # planning nodes asked again for titles their answer lacked
+    asks_dropped: int = 0  # asks of the request no planned section carries
     plan_seconds: float
     tokens_written: int
     tokens_source: str = "server usage (completion_tokens), this run"
@@ -61,6 +63,8 @@ class BookStats(BaseModel):
     truncated_sections: int  # stopped at the cap and still ending mid-sentence
     trimmed_sections: int = 0  # stopped at the cap, cut back to their last full sentence
     placeholder_titles: int
+    extra_candidates: int = 0  # section answers written beyond one a section (best of k, off-point retries)
+    headings_removed: int = 0  # headings taken out of section answers
     backends: list[BackendLine]
     typeset_seconds: float | None = None
     pdf_pages: int | None = None
@@ -83,7 +87,8 @@ def book_stats(
     resumed: bool,
 ) -> BookStats:
     """`attempts` is every attempt this run made, planning and writing."""
-    tokens = sum(r.completion_tokens or 0 for r in written.values() if r.ok)
+    tokens = sum((r.completion_tokens or 0) + r.discarded_tokens for r in written.values() if r.ok)
+    candidates = sum(r.candidates for r in written.values())
     ok = sum(r.ok for r in journal.values())
     words = word_count(journal)
     return BookStats(
@@ -93,8 +98,10 @@ def book_stats(
         sections=section_total,
         sections_ok=ok,
         requests_planning=plan.requests,
-        requests_writing=len(written),
-        requests=plan.requests + len(written),
+        requests_writing=candidates,
+        requests=plan.requests + candidates,
+        plan_reasked=plan.reasked,
+        asks_dropped=plan.asks_dropped,
         plan_seconds=round(plan.seconds, 2),
         tokens_written=tokens,
         write_seconds=round(write_seconds, 2),
@@ -111,6 +118,8 @@ def book_stats(
         ),
         trimmed_sections=sum(r.trimmed for r in journal.values() if r.ok),
         placeholder_titles=plan.placeholders,
+        extra_candidates=candidates - len(written),
+        headings_removed=sum(r.headings_removed for r in written.values()),
         backends=backends,
     )
 
@@ -142,7 +151,10 @@ def stats_table(stats: BookStats) -> Table:
         ("plan (requests per level)", stats.shape),
         ("sections (ok / planned)", f"{stats.sections_ok:,} / {stats.sections:,}"),
         ("requests (planning + writing)", f"{stats.requests:,} ({stats.requests_planning} + {stats.requests_writing})"),
-        ("plan time s", f"{stats.plan_seconds:.2f}"),
+        (
+            "plan time s (nodes asked again, asks no section carries)",
+            f"{stats.plan_seconds:.2f} ({stats.plan_reasked}, {stats.asks_dropped})",
+        ),
         ("tokens written (server usage)", f"{stats.tokens_written:,}"),
         ("write time s", f"{stats.write_seconds:.2f}"),
         ("average while writing tok/s", f"{stats.write_tok_s:,.1f}"),
@@ -158,6 +170,7 @@ def stats_table(stats: BookStats) -> Table:
             f"{stats.empty_sections} / {stats.failed_sections} / {stats.truncated_sections} / {stats.trimmed_sections}",
         ),
         ("placeholder titles", str(stats.placeholder_titles)),
+        ("extra candidates / headings taken out", f"{stats.extra_candidates} / {stats.headings_removed}"),
     ]
     if stats.pdf_pages is not None:
         rows.append(("PDF pages (ready s after the last section)", f"{stats.pdf_pages} ({stats.typeset_seconds:.1f})"))

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from aiohttp import web
 
 from tests.fakes import fake_prompts
-from tests.fakes.fake_prompts import fake_title, letters, plan_answer, plan_level, section_title
+from tests.fakes.fake_prompts import fake_title, letters, plan_answer, plan_level, section_point, section_title
 
 MODEL = "fake-model"
 HUGE_BYTES = 10 * 1024 * 1024
@@ -287,10 +287,15 @@ class BookReplies:
             self.sections_asked.append(title)
             if self.section_text is not None:
                 return self.section_text
-            # every sentence differs (a point letter), so no run of words loops: a loop would be cut
-            return " ".join(
-                f"Point {letters(n)} explains {title}, {letters(n)} again, with care {letters(n)}."
-                for n in range(self.words // 10 + 1)
+            # it opens on its own point, so it is on point by meaning; every sentence after differs (a point
+            # letter), so no run of words loops: a loop would be cut
+            return (
+                section_point(prompt)
+                + " "
+                + " ".join(
+                    f"Point {letters(n)} explains {title}, {letters(n)} again, with care {letters(n)}."
+                    for n in range(self.words // 10 + 1)
+                )
             )
         level = plan_level(prompt)
         if level is None:

@@ -10,6 +10,7 @@ from functools import cache
 
 COUNT = re.compile(r"\blist (\d+) (?:part|chapter|section)s?\b", re.I)
 SECTION = re.compile(r'^Write the section "(.+)"\. It explains', re.M)
+POINT = re.compile(r"^Write the section .+\. It explains: (.+)$", re.M)
 
 
 def plan_level(prompt: str) -> str | None:
@@ -25,6 +26,11 @@ def plan_level(prompt: str) -> str | None:
 
 def requested_count(prompt: str) -> int:
     return int(COUNT.search(prompt).group(1))
+
+
+def section_point(prompt: str) -> str:
+    match = POINT.search(prompt)
+    return match.group(1) if match else ""
 
 
 def section_title(prompt: str) -> str | None:

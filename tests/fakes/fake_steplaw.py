@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import httptools
 
-from tests.fakes.fake_prompts import fake_title, plan_answer, plan_level, requested_count
+from tests.fakes.fake_prompts import fake_title, plan_answer, plan_level, requested_count, section_point
 
 MODEL = "fake-steplaw"
 MAX_BACKLOG_S = 0.5  # after a stall longer than this the clock restarts instead of catching up
@@ -259,12 +259,14 @@ def _sse(payload: dict) -> bytes:
 
 def answer_pieces(body: dict) -> list[str]:
     """A planning prompt gets a numbered list of unique headings (one word a token); anything else gets
-    `max_tokens` filler tokens, as with ignore_eos."""
+    `max_tokens` tokens, as with ignore_eos: a section its own point's words first (so it is on point by
+    meaning), then filler."""
     limit = int(body.get("max_tokens", 16))
     prompt = body["messages"][-1]["content"]
     level = plan_level(prompt)
     if level is None:
-        return [f"t{i} " for i in range(1, limit + 1)]
+        opening = [word + " " for word in section_point(prompt).split()]
+        return (opening + [f"t{i} " for i in range(1, limit + 1)])[:limit]
     global _TITLES
     titles = []
     for _ in range(requested_count(prompt)):

@@ -65,7 +65,9 @@ def test_book_on_fake_engines_end_to_end(fake_fleet, tmp_path):
     stats = json.loads(done.stdout)
     assert stats["complete"] and stats["sections_ok"] == 24 and stats["shape"] == "1 -> 2 -> 6"
     assert stats["quality"] == json.loads((out / "audit.json").read_text())["quality"], "the audit's figures"
-    assert stats["requests_planning"] == 9 and stats["requests_writing"] == 24
+    journal = read_journal(out / "sections.jsonl")
+    assert stats["requests_planning"] == 9 and stats["plan_reasked"] == 0
+    assert stats["requests_writing"] == 24 + stats["extra_candidates"] == sum(r.candidates for r in journal.values())
     assert stats["tokens_written"] > 0 and stats["failed_sections"] == 0 and stats["empty_sections"] == 0
     for name in (
         "spec.json",
@@ -268,7 +270,7 @@ def test_a_small_book_on_the_real_engine(tmp_path):
     assert not [n["title"] for n in nodes if n["placeholder"]] and stats["placeholder_titles"] == 0
     assert json.loads((out / "spec.json").read_text())["profile"]["name"] == "small", "chosen from SmolLM2-135M"
     journal = read_journal(out / "sections.jsonl")
-    assert stats["tokens_written"] == sum(r.completion_tokens for r in journal.values())
+    assert stats["tokens_written"] == sum(r.completion_tokens + r.discarded_tokens for r in journal.values())
     reader = PdfReader(out / "book.pdf")
     assert len(reader.pages) >= 3 and len(reader.outline) >= 1
     assert_audit_matches_an_independent_recount(out, journal)

@@ -67,7 +67,7 @@ REASK_TEMPERATURES = (0.4, 0.7, 0.7)  # a re-ask at temperature 0 tends to repea
 TOKENS_PER_ITEM = 48  # a heading and its sentence
 MAX_POINT_CHARS = 240
 SHOWN_REFUSALS = 30
-SPARE_ITEMS = 2  # asked for beyond the need: a refused line costs no round, and the answer is cut once enough
+SPARE_ITEMS = 4  # asked for beyond the need: a refused line costs no round, and the answer is cut once enough
 ELSEWHERE_NEAR = ", a title elsewhere in the book"
 
 
@@ -114,8 +114,14 @@ def parse_item(body: str) -> PlanItem:
     return PlanItem(clean_title(match.group(1)), clean_point(match.group(2)))
 
 
+NOTE_IN_POINT = re.compile(r"\s*\([^()]*\b(?:repeats?|refused|already|chosen|elsewhere|covers what)\b.*$", re.I)
+
+
 def clean_point(text: str) -> str:
+    """A key point as the model gave it, without Markdown marks, and without a re-ask's note it copied back
+    ('… (nearly repeats "X", a title elsewhere in the book)')."""
     point = " ".join(re.sub(r"[#*_`>\[\]{}]", "", text).split()).strip(" \"'“”-–—:")
+    point = NOTE_IN_POINT.sub("", point).strip(" ,;:-–—")
     if len(point) > MAX_POINT_CHARS:
         point = point[:MAX_POINT_CHARS].rsplit(" ", 1)[0] + "…"
     return point
@@ -665,7 +671,7 @@ class Planner:
             )
             if len(chosen) < ask.count:
                 self.stats.reasked += 1
-        self._last_resorts(ask, chosen, spare, copied, take)
+        self._last_resorts(ask, chosen, spare, copied, take, units)
         if coverage.open:
             self.stats.asks_dropped += len(coverage.open)
             log.info("under %s no %s carries %s", ask.node_id, ask.level[:-1], "; ".join(coverage.open))
@@ -677,12 +683,17 @@ class Planner:
         spare: list[tuple[PlanItem, str]],
         copied: frozenset[str],
         take: Callable[[PlanItem, bool], None],
+        units: dict[str, str],
     ) -> None:
         """Fill what the asks left: a refused item's point as its heading; then a title refused only for
         nearly repeating one elsewhere in the book (a lesser fault than a placeholder); then placeholders."""
         for item, _ in spare:
             heading = PlanItem(heading_from_point(item.point), item.point)
-            if len(chosen) < ask.count and heading.title and self._refusal(heading, ask, chosen, copied) is None:
+            if (
+                len(chosen) < ask.count
+                and heading.title
+                and self._refusal(heading, ask, chosen, copied, None, list(units.values())) is None
+            ):
                 self.stats.headings_from_points += 1
                 take(heading, False)
         for item, reason in spare:

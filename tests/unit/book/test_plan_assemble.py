@@ -9,7 +9,7 @@ import pytest
 
 from pipeline.backends.pool import BackendPool, RetryPolicy
 from pipeline.book.assemble import assemble, demote_headings
-from pipeline.book.plan import ItemStream, PlanItem, Planner, parse_items
+from pipeline.book.plan import SPARE_ITEMS, ItemStream, PlanItem, Planner, parse_items
 from pipeline.book.profiles import PROFILES, Sampler
 from pipeline.records import Backend, BookSpec, Chapter, ChatRequest, EngineKind, Outline, Part, Section, SectionResult
 from pipeline.text import close_open_fence
@@ -158,7 +158,7 @@ async def test_each_refusal_reason_is_given_to_the_re_ask():
             title = line.split(":")[0]
             assert f'"{title}" ({reason}' in reask, line
     assert 'Already chosen, do not repeat: "Staying Dry"; "Fog at Dawn"' in reask
-    assert "List 4 sections" in reask, "the re-ask asks for what is missing and two spare"
+    assert f"List {2 + SPARE_ITEMS} sections" in reask, "the re-ask asks for what is missing and the spare"
     assert sum(planner.stats.refusals.values()) == sum(reason is not None for reason in REFUSED.values())
 
 
@@ -200,7 +200,7 @@ async def test_planning_asks_after_a_worked_example_with_the_profile_sampling():
         assert roles == ["user", "assistant", "user"] and "1." in body["messages"][1]["content"]
         assert body["temperature"] == 0.5 and body["dry_multiplier"] == 0.8 and "response_format" not in body
     counts = sorted(requested_count(b) for b in engine.bodies)
-    assert counts == [4, 5, 5, 6, 6, 6, 6, 6, 6], "each ask wants two spare"
+    assert counts == [n + SPARE_ITEMS for n in (2, 3, 3, 4, 4, 4, 4, 4, 4)], "each ask wants its spare items"
     assert len({b["seed"] for b in engine.bodies}) == 9, "every planning request has its own seed"
 
 

@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field
 from pipeline.audit.asks import request_asks
 from pipeline.audit.embed import Embedder, Vectors, unit_rows
 from pipeline.audit.source import AuditBook, AuditSection, headings_of
-from pipeline.titles import content_words, near_duplicates
+from pipeline.titles import TitleIndex, content_words, near_duplicates
 
 # Calibrated thresholds (tests/fixtures/meaning/; python -m pipeline.bench.calibrate)
 SIMILAR_TITLE = 0.63  # two titles of one level at or above this say the same thing
@@ -289,17 +289,26 @@ def level_titles(book: AuditBook) -> list[tuple[str, list[tuple[str, str]]]]:
 
 
 def similar_title_pairs(book: AuditBook, embedder: Embedder) -> list[str]:
-    """'id ~ id: title / title (cosine)' for every pair of titles of one level that say the same thing."""
+    """'level id ~ id: title / title (cosine)' for every pair of titles of one level that say the same thing by
+    meaning, and every title with the earliest one it nearly repeats by words (found through a TitleIndex, so
+    a book of 1,536 sections is not a million comparisons in Python)."""
     found = []
     for level, items in level_titles(book):
         if len(items) < 2:
             continue
         vectors = embedder.embed([title for _, title in items])
         scores = vectors @ vectors.T
-        for i, j in zip(*np.triu_indices(len(items), k=1)):
+        pairs = {(int(i), int(j)) for i, j in np.argwhere(np.triu(scores >= SIMILAR_TITLE, k=1))}
+        index, position = TitleIndex(), dict[str, int]()
+        for later, (_, title) in enumerate(items):
+            earlier = index.near(title)
+            if earlier is not None:
+                pairs.add((position[earlier], later))
+            index.add(title)
+            position.setdefault(title, later)
+        for i, j in sorted(pairs):
             (a_id, a), (b_id, b) = items[i], items[j]
-            if scores[i, j] >= SIMILAR_TITLE or near_duplicates(a, b):
-                found.append(f"{level} {a_id} ~ {b_id}: {a!r} / {b!r} ({scores[i, j]:.2f})")
+            found.append(f"{level} {a_id} ~ {b_id}: {a!r} / {b!r} ({scores[i, j]:.2f})")
     return found
 
 
@@ -338,12 +347,14 @@ def overlapping(book: AuditBook, embedder: Embedder) -> list[str]:
 
 
 def plan_units(book: AuditBook) -> list[str]:
+    """What the plan promises: the book's title, and every part's, chapter's and section's title and point."""
     nodes = [*book.parts, *book.chapters, *((s.id, s.title) for s in book.sections)]
-    return [unit(title, book.points.get(node_id, "")) for node_id, title in nodes]
+    return [book.title, *(unit(title, book.points.get(node_id, "")) for node_id, title in nodes)]
 
 
 def coverage(book: AuditBook, embedder: Embedder) -> tuple[list[str], list[str]]:
-    """The request's asks, and those no part, chapter or section title and point carries."""
+    """The request's asks, and those neither the book's title nor any part, chapter or section title and point
+    carries."""
     asks = request_asks(book.prompt or "")
     units = plan_units(book)
     return asks, [ask for ask in asks if not carries(embedder, ask, units)]

@@ -73,12 +73,17 @@ def title_cases(embedder: Embedder, folder: Path) -> list[Case]:
     return cases
 
 
-def unit_cases(embedder: Embedder, folder: Path) -> list[Case]:
+def pair_cases(embedder: Embedder, folder: Path, name: str, threshold: float) -> list[Case]:
+    """Labelled pairs judged the same when their cosine reaches the threshold."""
     cases = []
-    for a, b, same in load(folder, "units")["pairs"]:
+    for a, b, same in load(folder, name)["pairs"]:
         score = cosine(embedder, a, b)
-        cases.append((f"{a[:40]}… / {b[:40]}… ({score:.2f})", same, score >= meaning.SIMILAR_UNIT, score))
+        cases.append((f"{a[:40]}… / {b[:40]}… ({score:.2f})", same, score >= threshold, score))
     return cases
+
+
+def unit_cases(embedder: Embedder, folder: Path) -> list[Case]:
+    return pair_cases(embedder, folder, "units", meaning.SIMILAR_UNIT)
 
 
 def point_cases(embedder: Embedder, folder: Path) -> list[Case]:
@@ -108,11 +113,7 @@ def section_cases(embedder: Embedder, folder: Path) -> list[Case]:
 
 
 def paragraph_cases(embedder: Embedder, folder: Path) -> list[Case]:
-    cases = []
-    for a, b, same in load(folder, "paragraphs")["pairs"]:
-        score = cosine(embedder, a, b)
-        cases.append((f"{a[:40]}… / {b[:40]}… ({score:.2f})", same, score >= meaning.REPEATED_PARAGRAPH, score))
-    return cases
+    return pair_cases(embedder, folder, "paragraphs", meaning.REPEATED_PARAGRAPH)
 
 
 def ask_cases(embedder: Embedder, folder: Path) -> list[Case]:

@@ -74,6 +74,9 @@ class QualityRow(BaseModel):
     quality: BookQuality
     job_seconds: float | None = None
     pdf_pages: int | None = None
+    plan_seconds: float | None = None
+    plan_requests: int | None = None
+    plan_reasked: int | None = None  # planning nodes asked again
 
 
 class QualityRecord(BaseModel):
@@ -113,10 +116,7 @@ async def run_quality(
             prompt=prompt, parts=parts, chapters=chapters, sections=sections, words=words, max_tokens=max_tokens
         )
         outcome = await book(settings, spec, folder / f"{number:02d}-{slug(prompt, 30)}", None, listener)
-        row = score_run(outcome.folder)
-        rows.append(
-            row.model_copy(update={"job_seconds": outcome.stats.job_seconds, "pdf_pages": outcome.stats.pdf_pages})
-        )
+        rows.append(score_run(outcome.folder))
     return QualityRecord(host=host_info(), started=started, duration_s=round(time.monotonic() - clock, 1), rows=rows)
 
 
@@ -137,6 +137,9 @@ def score_run(folder: Path) -> QualityRow:
         quality=report.quality,
         job_seconds=stats.get("job_seconds"),
         pdf_pages=stats.get("pdf_pages"),
+        plan_seconds=stats.get("plan_seconds"),
+        plan_requests=stats.get("requests_planning"),
+        plan_reasked=stats.get("plan_reasked"),
     )
 
 
@@ -178,6 +181,20 @@ def figure_table(record: QualityRecord, before: dict[str, QualityRow], columns: 
     return lines
 
 
+def job_table(record: QualityRecord, before: dict[str, QualityRow]) -> list[str]:
+    """Each book's job: whole seconds, planning seconds, planning requests and nodes asked again."""
+    lines = ["| prompt | job s | plan s | plan requests | re-asked |", "|---|---|---|---|---|"]
+    for row in record.rows:
+        old = before.get(row.prompt)
+        cells = [row.prompt[:48]]
+        for name in ("job_seconds", "plan_seconds", "plan_requests", "plan_reasked"):
+            now = "–" if getattr(row, name) is None else f"{getattr(row, name):g}"
+            then = "–" if old is None or getattr(old, name) is None else f"{getattr(old, name):g}"
+            cells.append(f"{then} → {now}" if old else now)
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
 def quality_markdown(record: QualityRecord, baseline: QualityRecord | None = None) -> str:
     """Two tables, by words and by meaning: one row a prompt, one column a figure; with a baseline, each
     cell reads `before → after` (rows are matched by prompt)."""
@@ -192,6 +209,10 @@ def quality_markdown(record: QualityRecord, baseline: QualityRecord | None = Non
         "By meaning:",
         "",
         *figure_table(record, before, MEANING_COLUMNS),
+        "",
+        "The jobs:",
+        "",
+        *job_table(record, before),
         "",
         f"Better is: {better}. Figures from the books' own text (`fanout audit` defines each); "
         f"machine: {record.host.cpu_model} ({record.host.cores} cores); {record.duration_s:.0f} s.",

@@ -11,13 +11,17 @@ of a chapter's sections) starts before an answer ends.
 Each title is checked in code (titles.refusal): a title that echoes its parent, the book title or the
 request, looks like an identifier or a JSON key, nearly repeats a sibling or a title of its level elsewhere
 in the book (as the audit's near-duplicate rule would find), comes from the worked example, or is taken
-elsewhere in the book is refused, and what is still missing is asked again with the refused
-titles and their reasons shown, up to `plan_attempts` times; every ask requests SPARE_ITEMS more than it
-needs (the answer is cut once enough are taken, so a spare costs nothing unless a line is refused). Then a
-refused item's own key point, short enough to read as a heading and passing the same checks, becomes its
-title; then a title refused only for nearly repeating one elsewhere in the book is kept (a lesser fault);
-only then is a numbered placeholder used, flagged in the outline and counted. Model output is untrusted:
-nothing in an answer raises.
+elsewhere in the book is refused. Then by meaning (pipeline/audit/meaning.py, the audit's own judgements and
+thresholds): a title that says what a sibling's or another title of its level says, a title and point a
+writer could not tell from a sibling's, a title and point copied from a worked example, a point that says
+nothing of its own. The request's asks (its subject's parts, list items, span ends) are carried down the
+plan (Coverage): each node takes along those the nodes after it could not hold, and the last section slots
+are kept for them. What is still missing is asked again with the refused titles and their reasons shown, up
+to `plan_attempts` times; every ask requests SPARE_ITEMS more than it needs (the answer is cut once enough
+are taken, so a spare costs nothing unless a line is refused). Then a refused item's own key point, short
+enough to read as a heading and passing the same checks, becomes its title; then a title refused only for
+nearly repeating one elsewhere in the book is kept (a lesser fault); only then is a numbered placeholder
+used, flagged in the outline and counted. Model output is untrusted: nothing in an answer raises.
 """
 
 from __future__ import annotations

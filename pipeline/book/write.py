@@ -188,7 +188,7 @@ class SectionWriter:
                 break
             results += await self._candidates(where, [extra])
         result = best_candidate(results)
-        if result is not results[0] and result.text and self.listener.wants_deltas:
+        if result.text != results[0].text and self.listener.wants_deltas:
             self.listener.section_restarted(section.id)
             self.listener.section_delta(section.id, result.text)
         self.last_done = time.monotonic()

@@ -68,7 +68,9 @@ async def open_fleet(settings: Settings, engine_log: Path | None = None) -> Asyn
             slots=settings.slots, threads=settings.threads, ctx_per_slot=settings.ctx_per_slot
         )
         embedded = EmbeddedEngine(engine_settings, log_path=engine_log)
-        backends = [await anyio.to_thread.run_sync(embedded.start)]
+        embedded.launch()  # from the event loop's thread, which outlives the server (see EmbeddedEngine.launch)
+        await anyio.to_thread.run_sync(embedded.wait_ready)
+        backends = [embedded.backend]
     backends = [settings.request_options(b) for b in backends]
     planners = [settings.request_options(b) for b in settings.planner_backends]
     try:

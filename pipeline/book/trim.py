@@ -82,7 +82,7 @@ def cut_to_sentence(text: str) -> str | None:
 
 def unmarked(line: str) -> str:
     """A line without its surrounding Markdown marks and quotes."""
-    return line.strip().strip("#*_\"'“”").strip()
+    return line.strip().strip("#*_\"'“”<>«»").strip()
 
 
 def is_preamble(line: str, has_more: bool) -> bool:
@@ -101,8 +101,8 @@ def is_preamble(line: str, has_more: bool) -> bool:
     )
     stripped = line.strip()
     marked = (
-        stripped[:1] in '"“#'
-        and stripped[-1:] in '"”#'
+        stripped[:1] in '"“#<«'
+        and stripped[-1:] in '"”#>»'
         or stripped.startswith(("#", "**"))
         or bare.lower().startswith(("section:", "chapter:", "title:"))
     )

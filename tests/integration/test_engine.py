@@ -146,3 +146,36 @@ def test_fanout_serve_prints_a_healthy_url_and_leaves_no_orphan(kill_with):
         assert not alive(server), f"llama-server {server} outlived `fanout serve` killed with {kill_with!r}"
     finally:
         process.kill()
+
+
+def test_a_server_dies_with_the_thread_that_launched_it():
+    """PR_SET_PDEATHSIG follows the launching thread: a pool worker that retires takes the server with it."""
+    import threading
+
+    engine = EmbeddedEngine(EngineSettings(slots=1, threads=ENGINE_THREADS, ctx_per_slot=512))
+    launcher = threading.Thread(target=engine.launch)
+    launcher.start()
+    launcher.join()
+    try:
+        assert engine.process is not None and engine.process.wait(10) == -signal.SIGKILL
+    finally:
+        engine.stop()
+
+
+async def test_the_fleets_engine_outlives_a_retired_worker_thread():
+    """open_fleet launches the server from the event loop's thread: anyio retires a worker thread idle for
+    10 s when the next call comes, and the server must not go with it."""
+    from pipeline.backends.fleet import open_fleet
+    from pipeline.config import Settings
+
+    async with open_fleet(Settings(slots=2, threads=ENGINE_THREADS, ctx_per_slot=512)) as fleet:
+        assert fleet.embedded is not None and fleet.embedded.process is not None
+        async with anyio.create_task_group() as group:  # more workers, so the oldest idle one is retired
+            for _ in range(3):
+                group.start_soon(anyio.to_thread.run_sync, time.sleep, 0.3)
+        await anyio.sleep(11)
+        await anyio.to_thread.run_sync(lambda: None)  # retires the workers idle for 10 s, the oldest first
+        await anyio.sleep(0.5)
+        assert fleet.embedded.process.poll() is None, "the server was killed with a retired thread"
+        answer = await fleet.pool.complete(question(1, max_tokens=8))
+        assert answer.text

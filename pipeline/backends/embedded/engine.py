@@ -89,8 +89,18 @@ class EmbeddedEngine:
         ]
 
     def start(self) -> Backend:
+        """Launch the server and wait until it answers."""
+        if self.process is None:
+            self.launch()
+            self.wait_ready()
+        return self.backend
+
+    def launch(self) -> None:
+        """Start the process, without waiting for it. Call it from a thread that lives as long as the server
+        should: PR_SET_PDEATHSIG fires when the launching *thread* exits, so a server launched from a pool
+        worker thread is killed when the pool retires that thread."""
         if self.process is not None:
-            return self.backend
+            return
         self.port = self.settings.port or free_port(self.settings.host)
         log = self._open_log()
         self.process = subprocess.Popen(
@@ -103,12 +113,14 @@ class EmbeddedEngine:
         )
         log.close()
         atexit.register(self.stop)
+
+    def wait_ready(self) -> None:
+        """Block until /health answers (any thread); a server that dies or never answers is stopped."""
         try:
             self._wait_healthy()
         except BaseException:
             self.stop()
             raise
-        return self.backend
 
     def _open_log(self) -> BinaryIO:
         if self.log_path is None:

@@ -239,6 +239,7 @@ def test_the_planner_backend_gets_every_planning_request_and_no_section(tmp_path
             "Rye is a grain.",
         ),
         ("Section: Choosing A Flour\nA starter needs flour.", "A starter needs flour."),
+        ("<<The Sourdough Souring: A Simple Recipe>>\n\nA starter needs flour.", "A starter needs flour."),
         ('"Quoted opening. Cut mid-way\n\nSecond.', "Quoted opening. Cut mid-way\n\nSecond."),
         ("Feeding Schedules\n\nFeed it twice a day.", "Feed it twice a day."),
         ("Rye flour feeds a starter faster.\nMore.", "Rye flour feeds a starter faster.\nMore."),

@@ -130,13 +130,15 @@ def with_margin(
 
 def best_candidate(results: list[SectionResult]) -> SectionResult:
     """The written candidate with the widest on-point margin (the first on a tie); its record counts how many
-    were written and the tokens of the others. A section whose every candidate failed is the first failure."""
+    were written, the tokens of the others and every candidate's attempts. A section whose every candidate
+    failed is the first failure."""
     written = [r for r in results if r.ok]
     if not written:
         return results[0]
     best = max(written, key=lambda r: r.margin if r.margin is not None else -1.0)
     others = sum(r.completion_tokens or 0 for r in written if r is not best)
-    return best.model_copy(update={"candidates": len(results), "discarded_tokens": others})
+    attempts = [attempt for r in results for attempt in r.attempts]  # every attempt made for the section
+    return best.model_copy(update={"candidates": len(results), "discarded_tokens": others, "attempts": attempts})
 
 
 def off_point(results: list[SectionResult]) -> bool:

@@ -45,29 +45,62 @@ from pipeline.templating import render_chat  # noqa: E402
 from pipeline.titles import content_words  # noqa: E402
 
 CHAPTERS = [
-    ("Write a short handbook on keeping a sourdough starter alive.", "The Living Starter", "Feeding Your Starter",
-     "What a starter eats and how often."),
-    ("Write a handbook on building command-line tools in Python.", "Tools for the Terminal", "Parsing Arguments",
-     "How a program reads what the user typed."),
-    ("Write a short history of the printing press in Europe.", "The Printed Page", "Gutenberg's Workshop",
-     "How movable type was made in Mainz."),
-    ("Explain how vaccines train the immune system.", "How Vaccines Work", "Immune Memory",
-     "How the body remembers a germ it has met."),
-    ("Write a beginner's guide to woodworking with hand tools.", "Working Wood by Hand", "Sharpening",
-     "How to keep chisels and planes sharp."),
+    (
+        "Write a short handbook on keeping a sourdough starter alive.",
+        "The Living Starter",
+        "Feeding Your Starter",
+        "What a starter eats and how often.",
+    ),
+    (
+        "Write a handbook on building command-line tools in Python.",
+        "Tools for the Terminal",
+        "Parsing Arguments",
+        "How a program reads what the user typed.",
+    ),
+    (
+        "Write a short history of the printing press in Europe.",
+        "The Printed Page",
+        "Gutenberg's Workshop",
+        "How movable type was made in Mainz.",
+    ),
+    (
+        "Explain how vaccines train the immune system.",
+        "How Vaccines Work",
+        "Immune Memory",
+        "How the body remembers a germ it has met.",
+    ),
+    (
+        "Write a beginner's guide to woodworking with hand tools.",
+        "Working Wood by Hand",
+        "Sharpening",
+        "How to keep chisels and planes sharp.",
+    ),
 ]
 COUNT = 4
 REASK = {  # chapter -> (two titles taken, two refused with their reasons), as a planner's first answer leaves it
-    "Feeding Your Starter": (["Choosing a Flour", "Feeding Ratios"], [("Feeding Your Starter", "repeats the chapter "
-                             "title"), ("Flour Choices", 'nearly repeats "Choosing a Flour"')]),
-    "Parsing Arguments": (["Positional Arguments", "Optional Flags"], [("Parsing Arguments", "repeats the chapter "
-                          "title"), ("Flags and Options", 'says the same as "Optional Flags"')]),
-    "Gutenberg's Workshop": (["Casting Type", "The Screw Press"], [("Gutenberg's Workshop", "repeats the chapter "
-                             "title"), ("The Press", 'says the same as "The Screw Press"')]),
-    "Immune Memory": (["Memory B Cells", "Antibodies"], [("Immune Memory", "repeats the chapter title"),
-                      ("B Cells", 'says the same as "Memory B Cells"')]),
-    "Sharpening": (["Flattening the Back", "Honing the Bevel"], [("Sharpening", "repeats the chapter title"),
-                   ("Honing", 'says the same as "Honing the Bevel"')]),
+    "Feeding Your Starter": (
+        ["Choosing a Flour", "Feeding Ratios"],
+        [("Feeding Your Starter", "repeats the chapter title"), ("Flour Choices", 'nearly repeats "Choosing a Flour"')],
+    ),
+    "Parsing Arguments": (
+        ["Positional Arguments", "Optional Flags"],
+        [
+            ("Parsing Arguments", "repeats the chapter title"),
+            ("Flags and Options", 'says the same as "Optional Flags"'),
+        ],
+    ),
+    "Gutenberg's Workshop": (
+        ["Casting Type", "The Screw Press"],
+        [("Gutenberg's Workshop", "repeats the chapter title"), ("The Press", 'says the same as "The Screw Press"')],
+    ),
+    "Immune Memory": (
+        ["Memory B Cells", "Antibodies"],
+        [("Immune Memory", "repeats the chapter title"), ("B Cells", 'says the same as "Memory B Cells"')],
+    ),
+    "Sharpening": (
+        ["Flattening the Back", "Honing the Bevel"],
+        [("Sharpening", "repeats the chapter title"), ("Honing", 'says the same as "Honing the Bevel"')],
+    ),
 }
 SECOND_EXAMPLE = [
     {
@@ -134,10 +167,21 @@ def ask(url: str, chat: list[dict[str, str]], seed: int) -> str:
 def judge(answer: str, request: str, book: str, chapter: str, reasked: bool) -> tuple[list[str], int]:
     """The units the planner would take from this answer (at most COUNT), and how many it refused as copies."""
     spec = BookSpec(prompt=request, parts=1, chapters=1, sections=COUNT)
-    planner = Planner(BackendPool([Backend(name="x", base_url="http://127.0.0.1:9/v1")]), spec,
-                      Sampler(profile=PROFILES["small"], kinds=frozenset()))
-    ask_ = NodeAsk("plan_chapter.md", {}, "sections", COUNT, [], {"the chapter title": chapter,
-                   "the book title": book, "the request": request}, lambda *_: None, "c")
+    planner = Planner(
+        BackendPool([Backend(name="x", base_url="http://127.0.0.1:9/v1")]),
+        spec,
+        Sampler(profile=PROFILES["small"], kinds=frozenset()),
+    )
+    ask_ = NodeAsk(
+        "plan_chapter.md",
+        {},
+        "sections",
+        COUNT,
+        [],
+        {"the chapter title": chapter, "the book title": book, "the request": request},
+        lambda *_: None,
+        "c",
+    )
     copied = example_words("plan_chapter.md") - content_words(request)
     taken: list[str] = list(REASK[chapter][0]) if reasked else []
     units: list[str] = []

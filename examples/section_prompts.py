@@ -81,28 +81,29 @@ WORDS = 250
 def prompt(form: str, request: str, book: str, chapter: str, sections: list, index: int) -> str:
     title, point = sections[index]
     others = [s for i, s in enumerate(sections) if i != index]
-    head = f'You are writing one section of the book "{book}", written for this request: {request}\nChapter: {chapter}\n'
+    head = f'You are writing one section of the book "{book}", written for this request: {request}\n'
+    head += f"Chapter: {chapter}\n"
     foot = FOOT.format(paragraphs=3, words=WORDS)
+    ask = f'Write the section "{title}". It explains: {point}\n{foot}'
+    bare = f'You are writing one section of the book "{book}", chapter "{chapter}".\n\n'
     if form == "siblings":
         listed = "; ".join(f'"{t}" ({p.rstrip(".")})' for t, p in others)
-        return f'{head}Covered in other sections of this chapter, so not here: {listed}.\n\nWrite the section "{title}". It explains: {point}\n{foot}'
+        return f"{head}Covered in other sections of this chapter, so not here: {listed}.\n\n{ask}"
     if form in ("none", "cool"):
-        return f'{head}\nWrite the section "{title}". It explains: {point}\n{foot}'
+        return f"{head}\n{ask}"
     if form == "titles":
         listed = "; ".join(f'"{t}"' for t, _ in others)
-        return f'{head}The chapter\'s other sections: {listed}.\n\nWrite the section "{title}". It explains: {point}\n{foot}'
+        return f"{head}The chapter's other sections: {listed}.\n\n{ask}"
     if form == "bare-request":
-        return (
-            f'You are writing one section of the book "{book}", chapter "{chapter}".\n\nWrite the section '
-            f'"{title}". It explains: {point}\n{foot}\nThe book is written for this request: {request}'
-        )
+        return f"{bare}{ask}\nThe book is written for this request: {request}"
     if form in ("bare", "bare-cool"):
-        return f'You are writing one section of the book "{book}", chapter "{chapter}".\n\nWrite the section "{title}". It explains: {point}\n{foot}'
+        return f"{bare}{ask}"
     if form == "question":
-        return f'{head}\nA reader of the section "{title}" wants to know: {point.rstrip(".")}?\nWrite the section that answers them. {foot}'
+        wants = f'A reader of the section "{title}" wants to know: {point.rstrip(".")}?'
+        return f"{head}\n{wants}\nWrite the section that answers them. {foot}"
     listed = "; ".join(f'"{t}"' for t, _ in others)
     return (
-        f"{head}\nWrite the section \"{title}\". Its one subject: {point}\nEvery paragraph is about that subject; "
+        f'{head}\nWrite the section "{title}". Its one subject: {point}\nEvery paragraph is about that subject; '
         f"the reader finds {listed} in other sections.\n{foot}"
     )
 

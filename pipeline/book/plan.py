@@ -634,7 +634,10 @@ class Planner:
         units = {title: title for title in ask.have}  # a chosen title -> its title and point
         refused: list[tuple[str, str]] = []
         spare: list[tuple[PlanItem, str]] = []  # refused items and why: the last resorts before placeholders
-        copied = example_words(ask.template) - content_words(self.spec.prompt)
+        # a word of the example that the request or this node's own question uses is the book's word too
+        # ('cloud' in the sections of a chapter "Building a Cloud Platform")
+        own_words = " ".join([self.spec.prompt, *map(str, ask.values.values()), *ask.ancestors.values()])
+        copied = example_words(ask.template) - content_words(own_words)
         coverage = Coverage(self.embedder, list(ask.musts), leaf=ask.level == "sections")
 
         def take(item: PlanItem, placeholder: bool = False) -> None:

@@ -460,3 +460,16 @@ def test_a_part_source_pickles_and_assembles_its_part_of_the_book():
         assert part.startswith(f"## Part {index + 1}. Part {index + 1}\n") and part in book
         assert "*This section was not written.*" in part if index == 1 else "not written" not in part
         assert source.heading_counts() == (1, 3, 6)
+
+
+async def test_a_word_of_the_worked_example_is_the_books_own_where_its_parent_uses_it():
+    replies = ScriptedPlanner(
+        {
+            "book": ["Title: Go in Production\n1. Running Services: deploying Go programs for real users."],
+            "part": ["1. Cloud Hosting: running Go servers on rented machines."],
+            "chapter": ["1. Cloud Costs: what rented servers cost a month.\n2. Picking Regions: where to put servers."],
+        }
+    )
+    outline, planner = await plan_with(replies, BookSpec(prompt="A handbook on Go", parts=1, chapters=1, sections=2))
+    assert [s.title for _, _, s in outline.sections()] == ["Cloud Costs", "Picking Regions"], planner.stats.refused
+    assert "Cloud" in outline.parts[0].chapters[0].title, "'cloud' is a word of the worked example's 'Clouds and Fronts'"

@@ -472,4 +472,4 @@ async def test_a_word_of_the_worked_example_is_the_books_own_where_its_parent_us
     )
     outline, planner = await plan_with(replies, BookSpec(prompt="A handbook on Go", parts=1, chapters=1, sections=2))
     assert [s.title for _, _, s in outline.sections()] == ["Cloud Costs", "Picking Regions"], planner.stats.refused
-    assert "Cloud" in outline.parts[0].chapters[0].title, "'cloud' is a word of the worked example's 'Clouds and Fronts'"
+    assert "Cloud" in outline.parts[0].chapters[0].title, "'cloud': a word of the example's 'Clouds and Fronts'"

@@ -170,8 +170,3 @@ def open_embedder(setting: str | None = None) -> Embedder:
         return StaticEmbedder()
     assert setting is not None
     return EndpointEmbedder(*parse_endpoint(setting))
-
-
-def cosines(embedder: Embedder, left: Sequence[str], right: Sequence[str]) -> Vectors:
-    """The cosine of every text on the left with every text on the right (len(left) x len(right))."""
-    return embedder.embed(left) @ embedder.embed(right).T

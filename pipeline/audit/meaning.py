@@ -154,12 +154,19 @@ def carries(embedder: Embedder, ask: str, units: Sequence[str]) -> bool:
     return bool((embedder.embed(list(units)) @ embedder.embed([ask])[0]).max() >= CARRIED)
 
 
-def point_margin(embedder: Embedder, text: str, units: Sequence[str], own: int) -> float:
-    """How much nearer the text is to its own unit (`units[own]`) than to the nearest sibling's; with no
-    sibling, its cosine to its own unit."""
-    scores = embedder.embed(list(units)) @ embedder.embed([body_text(text)])[0]
+def margin_of(scores: Vectors, own: int) -> tuple[float, int]:
+    """A text's cosine to its own unit (`scores[own]`) minus the nearest sibling's, and that sibling's index;
+    with no sibling, its cosine to its own unit and its own index."""
     others = np.delete(scores, own)
-    return float(scores[own] - (others.max() if len(others) else 0.0))
+    if not len(others):
+        return float(scores[own]), own
+    best = int(np.argmax(others))
+    return float(scores[own] - others[best]), best + (best >= own)
+
+
+def point_margin(embedder: Embedder, text: str, units: Sequence[str], own: int) -> float:
+    """How much nearer the text is to its own unit (`units[own]`) than to the nearest sibling's."""
+    return margin_of(embedder.embed(list(units)) @ embedder.embed([body_text(text)])[0], own)[0]
 
 
 # ---------------------------------------------------------------- per section
@@ -208,18 +215,9 @@ def families(book: AuditBook) -> list[Family]:
 
 
 def margins(texts: Vectors, units: Vectors) -> tuple[list[float], list[int]]:
-    """Each text's cosine to its own unit minus its best sibling's, and that sibling's index (a text with no
-    sibling: its cosine to its own unit, and its own index)."""
-    scores = texts @ units.T
-    if len(units) < 2:
-        return [float(row[i]) for i, row in enumerate(scores)], list(range(len(scores)))
-    out, nearest = [], []
-    for index, row in enumerate(scores):
-        others = np.delete(row, index)
-        best = int(np.argmax(others))
-        out.append(float(row[index] - others[best]))
-        nearest.append(best + (best >= index))
-    return out, nearest
+    """margin_of for each text against the units, text i's own unit being unit i."""
+    found = [margin_of(row, index) for index, row in enumerate(texts @ units.T)]
+    return [margin for margin, _ in found], [nearest for _, nearest in found]
 
 
 def section_meanings(book: AuditBook, embedder: Embedder) -> list[SectionMeaning]:

@@ -16,11 +16,11 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from pipeline.bench.ladder import bench
-from pipeline.bench.records import BenchSpec
 from pipeline.book.run import book
 from pipeline.config import Settings
-from pipeline.progress import BookListener
 from pipeline.records import BookSpec
+from pipeline.records.bench import BenchSpec
+from pipeline.watch.listeners import BookListener
 
 
 class JobRow(BaseModel):

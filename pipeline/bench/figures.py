@@ -17,7 +17,8 @@ from itertools import accumulate
 
 from pipeline.backends.metrics import METRIC_NAMES
 from pipeline.bench.latency import percentile, summarise
-from pipeline.bench.records import (
+from pipeline.records import EngineInfo
+from pipeline.records.bench import (
     BenchSpec,
     ComparisonRow,
     CounterSample,
@@ -28,7 +29,6 @@ from pipeline.bench.records import (
     RequestSample,
     Series,
 )
-from pipeline.records import EngineInfo
 
 GRID_STEP_S = 0.1
 BEST_SPAN_S = 1.0

@@ -7,7 +7,7 @@ when fewer than two distinct levels have a step time. A description of the curve
 
 from __future__ import annotations
 
-from pipeline.bench.records import Fit, LevelResult
+from pipeline.records.bench import Fit, LevelResult
 
 
 def least_squares(xs: list[float], ys: list[float]) -> tuple[float, float, float | None]:

@@ -30,7 +30,13 @@ from pipeline.bench.openloop import RateRaw
 from pipeline.bench.prompts import PromptMaker, Prompts, new_nonce, sized_prompts, token_counter
 from pipeline.bench.provenance import host_info, loadavg
 from pipeline.bench.rates import run_rate_sweep, run_replay, workload_of
-from pipeline.bench.records import (
+from pipeline.bench.requestrows import request_row
+from pipeline.bench.workers import WorkerPool
+from pipeline.bench.workload import Workload, WorkloadPrompts, load_dataset, load_replay, parse_lengths
+from pipeline.config import Settings
+from pipeline.errors import UsageError
+from pipeline.records import EngineInfo, EngineKind
+from pipeline.records.bench import (
     MIN_WINDOW_S,
     BackendInfo,
     BenchRecord,
@@ -41,13 +47,7 @@ from pipeline.bench.records import (
     RequestSample,
     Series,
 )
-from pipeline.bench.requestrows import request_row
-from pipeline.bench.workers import WorkerPool
-from pipeline.bench.workload import Workload, WorkloadPrompts, load_dataset, load_replay, parse_lengths
-from pipeline.config import Settings
-from pipeline.errors import UsageError
-from pipeline.progress import BenchListener
-from pipeline.records import EngineInfo, EngineKind
+from pipeline.watch.listeners import BenchListener
 
 log = logging.getLogger("fanout")
 IGNORE_EOS_ENGINES = {EngineKind.VLLM, EngineKind.SGLANG, EngineKind.LLAMACPP}

@@ -25,51 +25,13 @@ import statistics
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, Field
-
 from pipeline.errors import UsageError
+from pipeline.records.bench import SLO_METRICS, Distribution, Goodput, LatencySummary, percentile_key
 
 if TYPE_CHECKING:
-    from pipeline.bench.records import RequestSample
+    from pipeline.records.bench import RequestSample
 
 DEFAULT_PERCENTILES = (50.0, 90.0, 99.0)
-SLO_METRICS = {"ttft": "ttft", "tpot": "tpot", "e2e": "e2el", "e2el": "e2el"}
-
-
-class Distribution(BaseModel):
-    """One latency figure over many values, in milliseconds."""
-
-    count: int
-    mean_ms: float | None
-    median_ms: float | None
-    percentiles_ms: dict[str, float | None] = Field(default_factory=dict)  # "p99" -> ms
-
-    def at(self, q: float) -> float | None:
-        return self.percentiles_ms.get(percentile_key(q))
-
-
-class Goodput(BaseModel):
-    slo_ms: dict[str, float]  # "ttft", "tpot", "e2el" -> limit in ms
-    good: int
-    requests: int  # every request of the scope, failed ones included
-    share: float | None
-    rate: float | None  # good requests per second of `duration_s`
-    duration_s: float | None
-
-
-class LatencySummary(BaseModel):
-    scope: str  # which requests, in words
-    requests: int
-    ttft: Distribution
-    tpot: Distribution
-    itl: Distribution
-    e2el: Distribution
-    goodput: Goodput | None = None
-    source: str = "client clock (time.monotonic at send and at each content event); output tokens: engine usage"
-
-
-def percentile_key(q: float) -> str:
-    return f"p{q:g}"
 
 
 def percentile(values: list[float], q: float) -> float | None:

@@ -12,8 +12,12 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
 
-from pipeline.bench.latency import Distribution, LatencySummary, percentile_key  # noqa: E402
-from pipeline.bench.records import BenchRecord  # noqa: E402
+from pipeline.records.bench import (  # noqa: E402
+    BenchRecord,  # noqa: E402
+    Distribution,
+    LatencySummary,
+    percentile_key,
+)
 
 DPI = 110
 FIGURES = (("ttft", "Time to first token"), ("tpot", "Time per output token"), ("itl", "Inter-token latency"),

@@ -23,11 +23,11 @@ import anyio
 from pipeline.backends.chat import chat
 from pipeline.backends.sse import AttemptError
 from pipeline.bench.prompts import Prompts
-from pipeline.bench.records import CounterSample, LevelRaw, PowerSample, RequestSample
 from pipeline.bench.sampler import counter_loop, power_loop, sample_all, sleep_until
 from pipeline.errors import BackendError
-from pipeline.progress import BenchListener, request_id
 from pipeline.records import Backend, ChatRequest, Completion, EngineInfo
+from pipeline.records.bench import CounterSample, LevelRaw, PowerSample, RequestSample
+from pipeline.watch.listeners import BenchListener, request_id
 
 if TYPE_CHECKING:
     from pipeline.bench.workers import WorkerPool

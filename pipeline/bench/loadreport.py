@@ -7,10 +7,18 @@ header adds for the open loop and for merged runs. Every figure's source and def
 
 from __future__ import annotations
 
-from pipeline.bench.latency import Distribution, LatencySummary, percentile_key
 from pipeline.bench.ratefigures import KNEE_RULE
-from pipeline.bench.records import BenchRecord, RatePoint, RateSweep, ReplayCheck, Series
 from pipeline.bench.table import Table, num
+from pipeline.records.bench import (
+    BenchRecord,
+    Distribution,
+    LatencySummary,
+    RatePoint,
+    RateSweep,
+    ReplayCheck,
+    Series,
+    percentile_key,
+)
 
 DEFINITIONS = (
     "Definitions as in vllm bench serve: TTFT = first content event - send; TPOT = (E2EL - TTFT) / (output "

@@ -24,11 +24,11 @@ import aiohttp
 import anyio
 
 from pipeline.bench.loadgen import START_DELAY_S, Target, send_request, settled_end
-from pipeline.bench.records import CounterSample, RequestSample
 from pipeline.bench.sampler import counter_loop, sample_all, sleep_until
 from pipeline.bench.workload import Work, Workload
-from pipeline.progress import BenchListener, request_id
 from pipeline.records import ChatRequest
+from pipeline.records.bench import CounterSample, RequestSample
+from pipeline.watch.listeners import BenchListener, request_id
 
 if TYPE_CHECKING:
     from pipeline.bench.workers import WorkerPool

@@ -12,8 +12,8 @@ import subprocess
 import sys
 from importlib import metadata
 
-from pipeline.bench.records import GpuInfo, HostInfo
 from pipeline.bench.sampler import nvidia_smi
+from pipeline.records.bench import GpuInfo, HostInfo
 
 
 def cpu_model() -> str:

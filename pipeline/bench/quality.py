@@ -22,13 +22,13 @@ from pipeline.audit.quality import BookQuality
 from pipeline.audit.report import audit
 from pipeline.audit.source import load_run
 from pipeline.bench.provenance import host_info
-from pipeline.bench.records import HostInfo
 from pipeline.book.run import book, load_run_folder
 from pipeline.config import Settings
 from pipeline.errors import UsageError
 from pipeline.files import slug
-from pipeline.progress import BookListener
 from pipeline.records import BookSpec
+from pipeline.records.bench import HostInfo
+from pipeline.watch.listeners import BookListener
 
 DEFAULT_PROMPTS = [
     "Write a short handbook on keeping a sourdough starter alive. Practical, with examples.",

@@ -15,7 +15,7 @@ import statistics
 
 from pipeline.bench.latency import request_duration, summarise
 from pipeline.bench.openloop import RateRaw
-from pipeline.bench.records import CounterSample, RatePoint, RequestSample
+from pipeline.records.bench import CounterSample, RatePoint, RequestSample
 
 KEEP_UP = 0.95
 KNEE_RULE = f"the first rate whose completion rate fell below {KEEP_UP:.0%} of its arrival rate (or that had failures)"

@@ -16,7 +16,6 @@ from pipeline.bench.loadgen import Target
 from pipeline.bench.openloop import RatePlan, RateRaw, run_rate
 from pipeline.bench.prompts import new_nonce, token_counter
 from pipeline.bench.ratefigures import KNEE_RULE, mark_knee, rate_point
-from pipeline.bench.records import BenchSpec, RatePoint, RateSweep, ReplayCheck
 from pipeline.bench.workers import WorkerPool
 from pipeline.bench.workload import (
     Lengths,
@@ -26,7 +25,8 @@ from pipeline.bench.workload import (
     parse_lengths,
     synthetic_workload,
 )
-from pipeline.progress import BenchListener
+from pipeline.records.bench import BenchSpec, RatePoint, RateSweep, ReplayCheck
+from pipeline.watch.listeners import BenchListener
 
 OnRaw = Callable[[str, str, RateRaw], None]  # (series label, level name, raw) -> e.g. keep request rows
 

@@ -16,10 +16,10 @@ from pydantic import ValidationError
 from pipeline.bench.charts import draw_charts
 from pipeline.bench.figures import comparison_rows
 from pipeline.bench.loadreport import load_tables, open_loop_lines
-from pipeline.bench.records import BenchRecord, Fit, LadderPoint, MergedRun, Series
 from pipeline.bench.requestrows import write_rows
 from pipeline.bench.table import Table, markdown_table, num, pair
 from pipeline.errors import UsageError
+from pipeline.records.bench import BenchRecord, Fit, LadderPoint, MergedRun, Series
 
 
 def match(point: LadderPoint) -> str:

@@ -15,8 +15,8 @@ import json
 from pathlib import Path
 
 from pipeline.bench.latency import itls_of, tpot_of
-from pipeline.bench.records import RequestSample
 from pipeline.files import write_atomic
+from pipeline.records.bench import RequestSample
 
 COLUMNS = [
     "series",

@@ -16,8 +16,8 @@ import aiohttp
 import anyio
 
 from pipeline.backends.metrics import read_engine, scrape
-from pipeline.bench.records import CounterSample, PowerSample
 from pipeline.records import Backend, EngineInfo
+from pipeline.records.bench import CounterSample, PowerSample
 
 NVIDIA_SMI_TIMEOUT_S = 5.0
 

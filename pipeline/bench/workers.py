@@ -26,9 +26,9 @@ from pipeline.backends.processes import Processes
 from pipeline.bench.loadgen import LevelPlan, StreamLoop, Target, stream_worker
 from pipeline.bench.openloop import Shard, ShardResult, send_arrivals, share
 from pipeline.bench.prompts import Prompts
-from pipeline.bench.records import RequestSample
 from pipeline.errors import BackendError, FanoutError
-from pipeline.progress import BenchListener
+from pipeline.records.bench import RequestSample
+from pipeline.watch.listeners import BenchListener
 
 
 class WorkerPool:

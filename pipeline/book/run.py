@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from pipeline.audit.embed import open_embedder
 from pipeline.audit.report import AuditReport, audit
@@ -30,13 +30,12 @@ from pipeline.book.plan import OnSection, Planner, PlanStats, id_number
 from pipeline.book.profiles import Sampler, choose_profile
 from pipeline.book.repair import Repairer
 from pipeline.book.requestlog import RequestLog
-from pipeline.book.stats import BackendLine, BookStats, backend_lines, book_stats
+from pipeline.book.stats import backend_lines, book_stats
 from pipeline.book.write import SectionWriter
 from pipeline.config import Settings
 from pipeline.errors import UsageError
 from pipeline.files import OUTPUTS, output_path, write_atomic
 from pipeline.journal import Journal, read_journal
-from pipeline.progress import BookListener
 from pipeline.records import (
     Attempt,
     BookSpec,
@@ -49,9 +48,11 @@ from pipeline.records import (
     Section,
     SectionResult,
 )
+from pipeline.records.book import BackendLine, BookOutcome, BookStats, RepairSummary
 from pipeline.typeset.appendix import appendix_html
 from pipeline.typeset.book import typeset_html
 from pipeline.typeset.epub import typeset_epub
+from pipeline.watch.listeners import BookListener
 
 log = logging.getLogger("fanout")
 THINKING_SWITCH_ENGINES = {EngineKind.VLLM, EngineKind.SGLANG, EngineKind.LLAMACPP}
@@ -151,22 +152,6 @@ def adopt_journaled_sections(outline: Outline, journal: dict[str, SectionResult]
         if result.ok and chapter is not None and all(s.id != result.id for s in chapter.sections):
             chapter.sections.append(Section(id=result.id, title=result.title))
             chapter.sections.sort(key=lambda section: id_number(section.id))
-
-
-class RepairSummary(BaseModel):
-    before: dict[str, int]
-    after: dict[str, int] = {}
-    actions: dict[str, int]
-    retitled: dict[str, tuple[str, str]]
-    tokens: int
-    seconds: float
-
-
-class BookOutcome(BaseModel):
-    folder: Path
-    stats: BookStats
-    audit: AuditReport
-    repair: RepairSummary | None = None
 
 
 class BookRun:

@@ -9,66 +9,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel
 from rich.table import Table
 
-from pipeline.audit.quality import BookQuality
 from pipeline.book.plan import PlanStats
 from pipeline.records import Attempt, EngineInfo, SectionResult
+from pipeline.records.book import BackendLine, BookStats
 from pipeline.text import ends_closed
 
 if TYPE_CHECKING:
     from pipeline.backends.pool import BackendSnapshot
 
 WORDS_PER_PAGE = 300
-
-
-class BackendLine(BaseModel):
-    name: str
-    url: str
-    cap: int
-    model: str | None
-    engine: str
-    version: str | None
-    sent: int  # attempts sent there, planning and writing
-    failed: int
-    reissued: int
-
-
-class BookStats(BaseModel):
-    complete: bool
-    resumed: bool
-    shape: str  # "1 -> P -> P*C" requests per planning level
-    sections: int
-    sections_ok: int
-    requests_planning: int
-    requests_writing: int  # every candidate of every section written this run
-    requests: int
-    plan_reasked: int = 0  # planning nodes asked again for titles their answer lacked
-    asks_dropped: int = 0  # asks of the request no planned section carries
-    plan_seconds: float
-    tokens_written: int
-    tokens_source: str = "server usage (completion_tokens), this run"
-    write_seconds: float
-    write_tok_s: float
-    job_seconds: float
-    generate_seconds: float = 0.0  # first request to last section: plan + write, seed 003's "whole job"
-    generate_tok_s: float = 0.0
-    words: int
-    pages_at_300_words: float
-    request_errors: int
-    reissued_before_first_byte: int
-    empty_sections: int
-    failed_sections: int
-    truncated_sections: int  # stopped at the cap and still ending mid-sentence
-    trimmed_sections: int = 0  # stopped at the cap, cut back to their last full sentence
-    placeholder_titles: int
-    extra_candidates: int = 0  # section answers written beyond one a section (best of k, off-point retries)
-    headings_removed: int = 0  # headings taken out of section answers
-    backends: list[BackendLine]
-    typeset_seconds: float | None = None
-    pdf_pages: int | None = None
-    quality: BookQuality | None = None  # the audit's book figures (pipeline.audit.quality)
 
 
 def word_count(results: dict[str, SectionResult]) -> int:

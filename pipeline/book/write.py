@@ -35,9 +35,9 @@ from pipeline.backends.pool import BackendPool, RequestFailed
 from pipeline.book.profiles import Sampler
 from pipeline.book.trim import end_well, paragraphs_for, tidy_closing, tidy_opening, without_headings
 from pipeline.journal import Journal
-from pipeline.progress import BookListener
 from pipeline.records import BookSpec, Chapter, ChatRequest, Completion, Outline, Part, Section, SectionResult
 from pipeline.templating import render
+from pipeline.watch.listeners import BookListener
 
 
 def style_note(request: str) -> str:

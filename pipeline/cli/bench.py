@@ -181,7 +181,7 @@ def stream_levels(args: argparse.Namespace) -> list[int]:
 def spec_from_args(args: argparse.Namespace):
     from pipeline.bench.ladder import check_spec
     from pipeline.bench.latency import parse_goodput
-    from pipeline.bench.records import BenchSpec
+    from pipeline.records.bench import BenchSpec
 
     for name in ("max_tokens", "prompt_tokens", "num_requests", "max_concurrency"):
         value = getattr(args, name)
@@ -277,7 +277,7 @@ def run_live(args: argparse.Namespace, settings, spec, engine_log: Path, argv: l
     import anyio
 
     from pipeline.bench.ladder import bench
-    from pipeline.live import LiveFeed, serve_during
+    from pipeline.watch.live import LiveFeed, serve_during
 
     feed = LiveFeed(args.live_host, args.live_port, args.live_public)
     return anyio.run(
@@ -417,7 +417,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from pipeline.backends.loop import fast_loop
 
     if args.live:
-        from pipeline.live import check_bind
+        from pipeline.watch.live import check_bind
 
         if args.ceiling:
             raise UsageError("--live shows an engine ladder; --ceiling runs no engine")
@@ -486,7 +486,7 @@ def cmd_quality(args: argparse.Namespace) -> int:
     from pipeline.backends.loop import fast_loop
     from pipeline.bench.quality import load_record, quality_markdown, read_prompts, run_quality, score_runs
     from pipeline.book.trim import token_cap
-    from pipeline.progress import BookProgress
+    from pipeline.watch.terminal import BookProgress
 
     baseline = load_record(args.baseline) if args.baseline else None
     if args.score:

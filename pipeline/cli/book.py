@@ -51,7 +51,7 @@ def cmd_book(args: argparse.Namespace) -> int:
     from pipeline.backends.loop import fast_loop
     from pipeline.book.run import book
     from pipeline.book.stats import stats_table
-    from pipeline.progress import BookProgress
+    from pipeline.watch.terminal import BookProgress
 
     spec = book_spec(args)
     parse_fail_on(args.fail_on)  # a bad gate is a usage error before any work
@@ -63,8 +63,8 @@ def cmd_book(args: argparse.Namespace) -> int:
 
     with fast_loop():
         if args.live:
-            from pipeline.live import LiveFeed, serve_during
-            from pipeline.progress import Listeners
+            from pipeline.watch.listeners import Listeners
+            from pipeline.watch.live import LiveFeed, serve_during
 
             feed = LiveFeed(args.live_host, args.live_port, args.live_public)
             result = anyio.run(serve_during, feed, lambda page: job(Listeners(progress, page)), args.live_linger)
@@ -152,7 +152,7 @@ def cmd_repair(args: argparse.Namespace) -> int:
     from pipeline.audit.quality import quality_table
     from pipeline.audit.report import audit_table
     from pipeline.book.run import book
-    from pipeline.progress import BookProgress
+    from pipeline.watch.terminal import BookProgress
 
     result = anyio.run(
         book, settings_from(args), None, None, args.run_dir, BookProgress(enabled=not args.quiet), True, True

@@ -23,9 +23,9 @@ import anyio
 
 from pipeline.bench.ladder import bench
 from pipeline.bench.latency import percentile
-from pipeline.bench.records import BenchSpec
 from pipeline.config import Settings
 from pipeline.records import Backend
+from pipeline.records.bench import BenchSpec
 from tests.fakes.fake_steplaw import log_of, steplaw_process
 
 A_MS, B_MS = 12.94, 0.2451

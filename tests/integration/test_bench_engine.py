@@ -8,8 +8,8 @@ import pytest
 
 from pipeline.backends.embedded.engine import EmbeddedEngine
 from pipeline.bench.ladder import bench
-from pipeline.bench.records import BenchSpec
 from pipeline.config import EngineSettings, Settings
+from pipeline.records.bench import BenchSpec
 from tests.conftest import ENGINE_THREADS
 
 pytestmark = [pytest.mark.engine, pytest.mark.anyio]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.errors import UsageError
-from pipeline.live import LiveFeed, check_bind
+from pipeline.watch.live import LiveFeed, check_bind
 from tests.fakes.fake_steplaw import steplaw_process
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "outputs" / "test-artifacts"

@@ -20,12 +20,12 @@ from pipeline.bench.figures import (
 from pipeline.bench.fit import least_squares
 from pipeline.bench.ladder import bench
 from pipeline.bench.prompts import TiktokenCounter, sized_prompts, token_counter
-from pipeline.bench.records import BenchSpec, RequestSample
 from pipeline.bench.report import write_report
 from pipeline.cli import main
 from pipeline.config import Settings
 from pipeline.errors import UsageError
 from pipeline.records import Backend
+from pipeline.records.bench import BenchSpec, RequestSample
 from tests.fakes.fake_steplaw import StepLawEngine, prompts_of, steplaw_in_thread, steplaw_process
 
 pytestmark = pytest.mark.anyio

@@ -13,8 +13,8 @@ from pipeline.bench.latency import (
     summarise,
     tpot_of,
 )
-from pipeline.bench.records import RequestSample
 from pipeline.errors import UsageError
+from pipeline.records.bench import RequestSample
 
 
 def sample(sent: float, events: list[float], done: float, tokens: int | None = None, **fields) -> RequestSample:

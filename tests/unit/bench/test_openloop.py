@@ -10,11 +10,11 @@ import pytest
 
 from pipeline.bench.ladder import bench
 from pipeline.bench.latency import percentile
-from pipeline.bench.records import BenchSpec
 from pipeline.bench.report import merge_runs, write_report
 from pipeline.cli import main
 from pipeline.config import Settings
 from pipeline.records import Backend
+from pipeline.records.bench import BenchSpec
 from tests.fakes.fake_steplaw import log_of, prompts_of, steplaw_in_thread, steplaw_process
 
 pytestmark = pytest.mark.anyio

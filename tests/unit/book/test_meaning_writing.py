@@ -18,8 +18,8 @@ from pipeline.book.repair import Repairer
 from pipeline.book.run import spare_best_of
 from pipeline.book.write import SectionWriter
 from pipeline.journal import Journal
-from pipeline.progress import BookListener
 from pipeline.records import Backend, BookSpec, Chapter, EngineKind, Outline, Part, Section, SectionResult
+from pipeline.watch.listeners import BookListener
 from tests.fakes.fake_engine import FakeEngine, prompt_of
 from tests.fakes.fake_prompts import plan_level, section_title
 from tests.unit.audit.test_meaning import FEEDING, ON_FLOUR, ON_HUNGER, ON_SCHEDULE

@@ -24,9 +24,9 @@ from aiohttp import web
 
 from pipeline.backends.fleet import Fleet, generated_tokens
 from pipeline.errors import UsageError
-from pipeline.progress import BenchListener, BookListener, request_id
 from pipeline.records import SectionResult
 from pipeline.templating import template_path
+from pipeline.watch.listeners import BenchListener, BookListener, request_id
 
 log = logging.getLogger("fanout")
 TICK_S = 0.25

@@ -5,7 +5,7 @@ Takes an AuditBook (with the outline's key points and the request where the book
 (pipeline/audit/embed.py); returns a BookMeaning: the figures, one line of evidence for each finding, and a
 SectionMeaning per section (what the rules and the repair act on). Each judgement is a cosine against a
 threshold; every threshold is calibrated on the labelled set in tests/fixtures/meaning/
-(`python -m pipeline.bench.calibrate` prints each one's precision and recall there). The planner asks the
+(`python -m pipeline.bench.studies.calibrate` prints each one's precision and recall there). The planner asks the
 same questions of a title or a point before it takes one (`title_near`, `point_vagueness`, `carries`).
 
 Static embeddings reward repeated words: a section that restates its point scores near it whatever else it
@@ -28,7 +28,7 @@ from pipeline.audit.embed import Embedder, Vectors, unit_rows
 from pipeline.audit.source import AuditBook, AuditSection, headings_of
 from pipeline.titles import TitleIndex, content_words, near_duplicates
 
-# Calibrated thresholds (tests/fixtures/meaning/; python -m pipeline.bench.calibrate)
+# Calibrated thresholds (tests/fixtures/meaning/; python -m pipeline.bench.studies.calibrate)
 SIMILAR_TITLE = 0.63  # two titles of one level at or above this say the same thing
 SIMILAR_UNIT = 0.62  # two siblings' titles and points at or above this: a writer cannot tell them apart
 OFF_BOOK = 0.25  # a section below this to both the request and its chapter is off the book

@@ -2,7 +2,7 @@
 this process's event loop, sockets or threads), each says "ready" once imported; told None, they end.
 
 Takes the count and the worker's entry point (a module-level function of one Connection); gives the
-parent's ends of the pipes. Used by backends/chatworkers.py (a book's streams) and bench/workers.py (bench
+parent's ends of the pipes. Used by backends/chatworkers.py (a book's streams) and bench/load/workers.py (bench
 levels); a process that does not come up within START_TIMEOUT_S is an error, one still alive 5 s after being
 told to end is killed.
 """

@@ -70,7 +70,9 @@ def add_bench_flags(parser: argparse.ArgumentParser) -> None:
     add_open_loop_flags(parser)
     parser.add_argument("--out", type=Path, metavar="DIR", help="run folder (default outputs/bench-<label>-<time>)")
     parser.add_argument("--json", action="store_true", help="print bench.json to stdout instead of the tables")
-    ceiling = parser.add_argument_group("client ceiling (--ceiling: no engine; python -m pipeline.bench.ceiling -h)")
+    ceiling = parser.add_argument_group(
+        "client ceiling (--ceiling: no engine; python -m pipeline.bench.studies.ceiling -h)"
+    )
     ceiling.add_argument(
         "--ceiling",
         action="store_true",
@@ -179,8 +181,8 @@ def stream_levels(args: argparse.Namespace) -> list[int]:
 
 
 def spec_from_args(args: argparse.Namespace):
-    from pipeline.bench.ladder import check_spec
-    from pipeline.bench.latency import parse_goodput
+    from pipeline.bench.report.latency import parse_goodput
+    from pipeline.bench.studies.ladder import check_spec
     from pipeline.records.bench import BenchSpec
 
     for name in ("max_tokens", "prompt_tokens", "num_requests", "max_concurrency"):
@@ -254,7 +256,7 @@ def rate_line(label: str, point) -> None:
 
 
 def run_ceiling_command(args: argparse.Namespace, parser_defaults: dict) -> int:
-    from pipeline.bench.ceiling import run_from_args
+    from pipeline.bench.studies.ceiling import run_from_args
 
     def given(name: str, fallback):
         value = getattr(args, name)
@@ -276,18 +278,21 @@ def run_live(args: argparse.Namespace, settings, spec, engine_log: Path, argv: l
     """The ladder with the live page up (it stays up --live-linger seconds with the ladder table)."""
     import anyio
 
-    from pipeline.bench.ladder import bench
+    from pipeline.bench.studies.ladder import bench
     from pipeline.watch.live import LiveFeed, serve_during
 
     feed = LiveFeed(args.live_host, args.live_port, args.live_public)
     return anyio.run(
-        serve_during, feed, lambda page: bench(settings, spec, engine_log, argv, progress_line, page), args.live_linger
+        serve_during,
+        feed,
+        lambda page: bench(settings, spec, engine_log=engine_log, command=argv, on_level=progress_line, watcher=page),
+        args.live_linger,
     )
 
 
 def run_command(args: argparse.Namespace, settings, argv: list[str]) -> int:
-    from pipeline.bench.ladder import run_bench
-    from pipeline.bench.report import text_report, write_report
+    from pipeline.bench.report.report import text_report, write_report
+    from pipeline.bench.studies.ladder import run_bench
 
     spec = spec_from_args(args)
     label_given = args.label is not None
@@ -296,7 +301,7 @@ def run_command(args: argparse.Namespace, settings, argv: list[str]) -> int:
     if args.live:
         record = run_live(args, settings, spec, folder / "llama-server.log", argv)
     else:
-        record = run_bench(settings, spec, folder / "llama-server.log", argv, progress_line)
+        record = run_bench(settings, spec, engine_log=folder / "llama-server.log", command=argv, on_level=progress_line)
     if not label_given and not spec.compare:
         engines = "+".join(sorted({b.engine for b in record.provenance.backends}))
         record.spec.label = engines
@@ -330,7 +335,7 @@ def add_report_command(commands: argparse._SubParsersAction) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from pipeline.bench.report import merge_runs, text_report, write_report
+    from pipeline.bench.report.report import merge_runs, text_report, write_report
 
     record = merge_runs(args.runs)
     folder = args.out or output_path("report")
@@ -434,7 +439,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from pipeline.bench.sweep import SweepSpec, run_sweep, sweep_markdown
+    from pipeline.bench.studies.sweep import SweepSpec, run_sweep, sweep_markdown
 
     require_positive(args, "repetitions", "prompt_tokens", "max_tokens", "batch")
     spec = SweepSpec(
@@ -452,7 +457,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_identity(args: argparse.Namespace) -> int:
-    from pipeline.bench.identity import IdentitySpec, identity_markdown, run_identity
+    from pipeline.bench.studies.identity import IdentitySpec, identity_markdown, run_identity
 
     require_positive(args, "max_tokens")
     spec = IdentitySpec(levels=parse_levels(args.levels), mode=args.mode, max_tokens=args.max_tokens)
@@ -470,7 +475,7 @@ def cmd_identity(args: argparse.Namespace) -> int:
 
 def cmd_efficiency(args: argparse.Namespace) -> int:
     from pipeline.backends.loop import fast_loop
-    from pipeline.bench.efficiency import efficiency_markdown, job_efficiency
+    from pipeline.bench.studies.efficiency import efficiency_markdown, job_efficiency
     from pipeline.records import BookSpec
 
     parts, chapters, sections = parse_shape(args.shape)
@@ -484,7 +489,7 @@ def cmd_efficiency(args: argparse.Namespace) -> int:
 
 def cmd_quality(args: argparse.Namespace) -> int:
     from pipeline.backends.loop import fast_loop
-    from pipeline.bench.quality import load_record, quality_markdown, read_prompts, run_quality, score_runs
+    from pipeline.bench.studies.quality import load_record, quality_markdown, read_prompts, run_quality, score_runs
     from pipeline.book.trim import token_cap
     from pipeline.watch.terminal import BookProgress
 

@@ -167,7 +167,7 @@ def cmd_repair(args: argparse.Namespace) -> int:
 
 def cmd_typeset(args: argparse.Namespace) -> int:
     if args.bench:
-        from pipeline.bench.typeset import main as bench_main
+        from pipeline.bench.studies.typeset import main as bench_main
 
         return bench_main([] if args.workers is None else ["--workers", str(args.workers)])
     from pipeline.typeset.book import typeset_book
@@ -257,5 +257,5 @@ def add_typeset_command(commands: argparse._SubParsersAction) -> None:
     typeset.add_argument(
         "--bench",
         action="store_true",
-        help="benchmark on a synthetic 8x12x16 book instead (python -m pipeline.bench.typeset --help)",
+        help="benchmark on a synthetic 8x12x16 book instead (python -m pipeline.bench.studies.typeset --help)",
     )

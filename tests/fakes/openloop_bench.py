@@ -21,8 +21,8 @@ from pathlib import Path
 
 import anyio
 
-from pipeline.bench.ladder import bench
-from pipeline.bench.latency import percentile
+from pipeline.bench.report.latency import percentile
+from pipeline.bench.studies.ladder import bench
 from pipeline.config import Settings
 from pipeline.records import Backend
 from pipeline.records.bench import BenchSpec

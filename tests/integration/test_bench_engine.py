@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.backends.embedded.engine import EmbeddedEngine
-from pipeline.bench.ladder import bench
+from pipeline.bench.studies.ladder import bench
 from pipeline.config import EngineSettings, Settings
 from pipeline.records.bench import BenchSpec
 from tests.conftest import ENGINE_THREADS

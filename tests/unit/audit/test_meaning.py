@@ -16,12 +16,12 @@ from pipeline.audit.embed import EndpointEmbedder, StaticEmbedder, open_embedder
 from pipeline.audit.meaning import point_margin, unit
 from pipeline.audit.report import audit
 from pipeline.audit.source import load_run
-from pipeline.bench.calibrate import calibrate
+from pipeline.bench.studies.calibrate import calibrate
 from pipeline.errors import UsageError
 from pipeline.records import BookSpec, Chapter, Outline, Part, Section, SectionResult
 from tests.fakes.fake_embeddings import FakeEmbeddings
 
-# The floors the calibrated thresholds hold on tests/fixtures/meaning (python -m pipeline.bench.calibrate prints
+# The floors the calibrated thresholds hold on tests/fixtures/meaning (python -m pipeline.bench.studies.calibrate prints
 # the figures). A static model knows little of the world ("bebop" carried by "Charlie Parker"), so some recalls
 # are low; every precision is high, since a judgement that refuses a planned title must be right.
 FLOORS = {

@@ -9,7 +9,8 @@ import json
 import pytest
 
 from pipeline.backends.aiohttp_chat import new_session
-from pipeline.bench.figures import (
+from pipeline.bench.load.prompts import TiktokenCounter, sized_prompts, token_counter
+from pipeline.bench.report.figures import (
     Grid,
     best_span,
     client_cumulative,
@@ -17,10 +18,9 @@ from pipeline.bench.figures import (
     server_cumulative,
     weighted_token_times,
 )
-from pipeline.bench.fit import least_squares
-from pipeline.bench.ladder import bench
-from pipeline.bench.prompts import TiktokenCounter, sized_prompts, token_counter
-from pipeline.bench.report import write_report
+from pipeline.bench.report.fit import least_squares
+from pipeline.bench.report.report import write_report
+from pipeline.bench.studies.ladder import bench
 from pipeline.cli import main
 from pipeline.config import Settings
 from pipeline.errors import UsageError
@@ -224,8 +224,8 @@ def test_the_cli_runs_backends_side_by_side_with_a_ratio_column(tmp_path, capsys
 
 
 def test_gpu_power_from_a_fake_nvidia_smi_and_null_without_one(tmp_path, monkeypatch):
-    from pipeline.bench.provenance import gpus
-    from pipeline.bench.sampler import nvidia_smi, read_power
+    from pipeline.bench.load.sampler import nvidia_smi, read_power
+    from pipeline.bench.report.provenance import gpus
 
     fake = tmp_path / "nvidia-smi"  # a FAKE nvidia-smi: two cards, one without a power reading
     fake.write_text(

@@ -1,4 +1,5 @@
-"""The client's fast SSE path (pipeline/backends/sse.py) and the client-ceiling bench (pipeline/bench/ceiling.py).
+"""The client's fast SSE path (pipeline/backends/sse.py) and the client-ceiling bench
+(pipeline/bench/studies/ceiling.py).
 
 The fast content parser must say exactly what json.loads says; the bench's source (its own process) must
 deliver exact token counts to our path and to the naive SDK loop alike, also sharded over two workers."""
@@ -14,8 +15,8 @@ from pipeline.backends.aiohttp_chat import new_session, read_events, stream_chat
 from pipeline.backends.sdk import sdk_chat
 from pipeline.backends.sse import AttemptError, SseStream
 from pipeline.backends.wire import stream_chat
-from pipeline.bench import ceiling
-from pipeline.bench.sse_source import content_event, expected_text
+from pipeline.bench.studies import ceiling
+from pipeline.bench.studies.sse_source import content_event, expected_text
 from pipeline.records import Backend, ChatRequest
 
 HEAD = b'{"id":"c1","object":"chat.completion.chunk","created":5,"model":"m","choices":[{"index":0,"delta":{"content":"'

@@ -6,7 +6,7 @@ import pytest
 
 from pipeline.backends.embedded.engine import EmbeddedEngine
 from pipeline.backends.pool import BackendPool
-from pipeline.bench.identity import (
+from pipeline.bench.studies.identity import (
     Answer,
     Candidate,
     concurrency_levels,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.bench.latency import (
+from pipeline.bench.report.latency import (
     goodput,
     is_good,
     parse_goodput,

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from pipeline.bench.ladder import bench
-from pipeline.bench.latency import percentile
-from pipeline.bench.report import merge_runs, write_report
+from pipeline.bench.report.latency import percentile
+from pipeline.bench.report.report import merge_runs, write_report
+from pipeline.bench.studies.ladder import bench
 from pipeline.cli import main
 from pipeline.config import Settings
 from pipeline.records import Backend

@@ -7,8 +7,8 @@ import statistics
 
 import pytest
 
-from pipeline.bench.openloop import arrival_offsets, replay_offsets
-from pipeline.bench.workload import Lengths, load_dataset, load_replay, parse_lengths, synthetic_workload
+from pipeline.bench.load.openloop import arrival_offsets, replay_offsets
+from pipeline.bench.load.workload import Lengths, load_dataset, load_replay, parse_lengths, synthetic_workload
 from pipeline.errors import UsageError
 
 pytestmark = pytest.mark.anyio

@@ -7,7 +7,7 @@ import re
 import zipfile
 from xml.etree import ElementTree
 
-from pipeline.bench.typeset import synthetic_book
+from pipeline.bench.studies.typeset import synthetic_book
 from pipeline.typeset.epub import typeset_epub
 from tests.fakes.hostile import hostile_markdown
 

@@ -2,22 +2,19 @@
 
 Takes the open fleet, its targets and slot counts, the spec and a workload; returns a RateSweep (one
 RatePoint a rate, the knee marked) or a ReplayCheck (the replay's RatePoint and its counts against the
-original run's request log). The load generator is openloop.py, the figures ratefigures.py.
+original run's request log). The load generator is load/openloop.py, the figures report/ratefigures.py.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
 from pipeline.backends.fleet import Fleet
-from pipeline.bench.loadgen import Target
-from pipeline.bench.openloop import RatePlan, RateRaw, run_rate
-from pipeline.bench.prompts import new_nonce, token_counter
-from pipeline.bench.ratefigures import KNEE_RULE, mark_knee, rate_point
-from pipeline.bench.workers import WorkerPool
-from pipeline.bench.workload import (
+from pipeline.bench.load.openloop import run_rate
+from pipeline.bench.load.prompts import new_nonce, token_counter
+from pipeline.bench.load.runner import RatePlan, Target
+from pipeline.bench.load.workload import (
     Lengths,
     ReplayWorkload,
     Workload,
@@ -25,10 +22,9 @@ from pipeline.bench.workload import (
     parse_lengths,
     synthetic_workload,
 )
+from pipeline.bench.report.ratefigures import KNEE_RULE, mark_knee, rate_point
+from pipeline.bench.studies.context import BenchRun
 from pipeline.records.bench import BenchSpec, RatePoint, RateSweep, ReplayCheck
-from pipeline.watch.listeners import BenchListener
-
-OnRaw = Callable[[str, str, RateRaw], None]  # (series label, level name, raw) -> e.g. keep request rows
 
 
 async def workload_of(fleet: Fleet, targets: list[Target], spec: BenchSpec) -> Workload:
@@ -57,30 +53,19 @@ def rate_plan(spec: BenchSpec, rate: float | None, read_timeout: float, index: i
 
 
 async def run_rate_sweep(
-    fleet: Fleet,
-    label: str,
-    targets: list[Target],
-    slots: dict[str, int],
-    spec: BenchSpec,
-    workload: Workload,
-    numbers: Iterator[int],
-    watcher: BenchListener | None = None,
-    on_raw: OnRaw | None = None,
-    on_point: Callable[[str, RatePoint], None] | None = None,
-    workers: WorkerPool | None = None,
+    run: BenchRun, label: str, targets: list[Target], slots: dict[str, int], workload: Workload
 ) -> RateSweep:
+    spec, watcher = run.spec, run.watcher
     points: list[RatePoint] = []
     for index, rate in enumerate(spec.rates):
-        plan = rate_plan(spec, rate, fleet.pool.policy.read_timeout, index)
+        plan = rate_plan(spec, rate, run.read_timeout, index)
         if watcher is not None:
             watcher.rate_started(label, rate, slots, len(spec.rates))
-        raw = await run_rate(fleet.session, targets, slots, plan, workload, numbers, watcher, workers)
-        if on_raw is not None:
-            on_raw(label, f"rate {rate:g}/s", raw)
+        raw = await run_rate(run.fleet.session, run.runner, targets, slots, plan, workload)
+        run.keep(label, f"rate {rate:g}/s", raw.requests)
         scope = f"client: every request of the {rate:g} req/s level, drain included"
         points.append(rate_point(raw, sum(slots.values()), spec.percentiles, spec.goodput_slo_ms, scope))
-        if on_point is not None:
-            on_point(label, points[-1])
+        run.level_done(label, points[-1])
         if watcher is not None:
             watcher.rate_done(label, points[-1])
     knee = mark_knee(points)
@@ -95,27 +80,19 @@ async def run_rate_sweep(
 
 
 async def run_replay(
-    fleet: Fleet,
-    targets: list[Target],
-    slots: dict[str, int],
-    spec: BenchSpec,
-    workload: ReplayWorkload,
-    numbers: Iterator[int],
-    watcher: BenchListener | None = None,
-    on_raw: OnRaw | None = None,
-    workers: WorkerPool | None = None,
+    run: BenchRun, targets: list[Target], slots: dict[str, int], workload: ReplayWorkload
 ) -> ReplayCheck:
     """Every logged request once, at its original time / speed (speed 0: at once, paced by the caps)."""
+    spec = run.spec
     plan = replace(
-        rate_plan(spec, None, fleet.pool.policy.read_timeout, 0),
+        rate_plan(spec, None, run.read_timeout, 0),
         requests=len(workload.rows),
         duration_s=None,
         speed=spec.replay_speed,
         respect_caps=spec.replay_speed == 0,
     )
-    raw = await run_rate(fleet.session, targets, slots, plan, workload, numbers, watcher, workers)
-    if on_raw is not None:
-        on_raw("replay", workload.name, raw)
+    raw = await run_rate(run.fleet.session, run.runner, targets, slots, plan, workload)
+    run.keep("replay", workload.name, raw.requests)
     point = rate_point(raw, sum(slots.values()), spec.percentiles, spec.goodput_slo_ms, f"client: {workload.name}")
     first = min((r.number for r in raw.requests), default=0)
     pairs = [(workload.rows[r.number - first], r) for r in raw.requests]

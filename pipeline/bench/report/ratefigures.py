@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import statistics
 
-from pipeline.bench.latency import request_duration, summarise
-from pipeline.bench.openloop import RateRaw
+from pipeline.bench.load.openloop import RateRaw
+from pipeline.bench.report.latency import request_duration, summarise
 from pipeline.records.bench import CounterSample, RatePoint, RequestSample
 
 KEEP_UP = 0.95

@@ -13,11 +13,11 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from pipeline.bench.charts import draw_charts
-from pipeline.bench.figures import comparison_rows
-from pipeline.bench.loadreport import load_tables, open_loop_lines
-from pipeline.bench.requestrows import write_rows
-from pipeline.bench.table import Table, markdown_table, num, pair
+from pipeline.bench.report.charts import draw_charts
+from pipeline.bench.report.figures import comparison_rows
+from pipeline.bench.report.loadreport import load_tables, open_loop_lines
+from pipeline.bench.report.requestrows import write_rows
+from pipeline.bench.report.table import Table, markdown_table, num, pair
 from pipeline.errors import UsageError
 from pipeline.records.bench import BenchRecord, Fit, LadderPoint, MergedRun, Series
 

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from importlib import metadata
 
-from pipeline.bench.sampler import nvidia_smi
+from pipeline.bench.load.sampler import nvidia_smi
 from pipeline.records.bench import GpuInfo, HostInfo
 
 

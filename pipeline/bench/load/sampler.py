@@ -17,9 +17,10 @@ import anyio
 
 from pipeline.backends.metrics import read_engine, scrape
 from pipeline.records import Backend, EngineInfo
-from pipeline.records.bench import CounterSample, PowerSample
+from pipeline.records.bench import CounterSample, PowerSample, RequestSample
 
 NVIDIA_SMI_TIMEOUT_S = 5.0
+SETTLE_S = 3.0  # llama-server adds to its counter a moment after a stream ends
 
 
 async def sample_backend(session: aiohttp.ClientSession, backend: Backend, info: EngineInfo) -> CounterSample:
@@ -114,3 +115,27 @@ async def power_loop(t0: float, interval: float, stop: anyio.Event, into: list[P
         if sample is not None:
             into.append(sample)
         tick = max(tick + 1, int((time.monotonic() - t0) / interval) + 1)
+
+
+async def settled_end(
+    session: aiohttp.ClientSession,
+    pairs: list[tuple[Backend, EngineInfo]],
+    start: list[CounterSample],
+    requests: list[RequestSample],
+) -> list[CounterSample]:
+    """Scrape until every counter has taken in the level's usage tokens (or SETTLE_S passes)."""
+    wanted = {
+        backend.name: sum(r.completion_tokens or 0 for r in requests if r.backend == backend.name)
+        for backend, _ in pairs
+    }
+    before = {s.backend: s.generated for s in start}
+    deadline = time.monotonic() + SETTLE_S
+    while True:
+        end = await sample_all(session, pairs)
+        settled = all(
+            s.generated is None or (was := before.get(s.backend)) is None or s.generated - was >= wanted[s.backend]
+            for s in end
+        )
+        if settled or time.monotonic() > deadline:
+            return end
+        await anyio.sleep(0.05)

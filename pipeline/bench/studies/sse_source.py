@@ -1,6 +1,6 @@
 """A near-zero-cost OpenAI-style SSE source for the client-ceiling benchmark (not an LLM, not a test fake).
 
-Run in its own process (`python -m pipeline.bench.sse_source --tick-ms 20 [--port N]`, prints its port):
+Run in its own process (`python -m pipeline.bench.studies.sse_source --tick-ms 20 [--port N]`, prints its port):
 POST /v1/chat/completions answers `max_tokens` content events, then a finish_reason event, a usage event and
 [DONE], over HTTP/1.1 keep-alive with chunked encoding, shaped like vLLM's. Paced (tick > 0): one ticker
 writes one event to every running stream each tick, so each client read carries one event; unpaced

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import csv
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline.bench.latency import itls_of, tpot_of
+from pipeline.bench.report.latency import itls_of, tpot_of
 from pipeline.files import write_atomic
 from pipeline.records.bench import RequestSample
 
@@ -86,3 +87,14 @@ def write_rows(rows: list[dict], folder: Path) -> dict[str, Path]:
         writer.writerows(rows)
     table.with_suffix(".csv.tmp").replace(table)
     return {"requests_jsonl": jsonl, "requests_csv": table}
+
+
+@dataclass
+class RowKeeper:
+    """Per-request rows for --save-requests, timed from the bench's start."""
+
+    origin: float
+    rows: list[dict] = field(default_factory=list)
+
+    def keep(self, series: str, level: str, requests: list[RequestSample]) -> None:
+        self.rows.extend(request_row(r, series, level, self.origin) for r in requests)

@@ -1,11 +1,11 @@
-"""The bench runner: the throughput ladder, measured the way seed 003 measures it.
+"""`fanout bench`: the throughput ladder, then the open loop and replays (rates.py).
 
 Takes Settings (the backends, or the embedded engine) and a BenchSpec; returns a BenchRecord. It opens the
 fleet, refuses what would not measure batching (a level above a backend's cap or its engine's slots, a
 window too short, a backend that does not answer, an engine whose slot count is unknown and not given),
 builds the prompts, runs every level of every series (one summed fleet, or each backend alone with
 `compare`), and turns the raw samples into figures and a fit. This module wires the stages together;
-the stages are loadgen (closed loop), sampler, figures, fit and provenance.
+the stages are load/ (the closed loop, the runners, the samplers) and report/ (figures, fit, provenance).
 """
 
 from __future__ import annotations
@@ -14,25 +14,25 @@ import datetime as dt
 import itertools
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import anyio
 
 from pipeline.backends.fleet import Fleet, open_fleet
-from pipeline.bench.figures import comparison_rows, level_result
-from pipeline.bench.fit import fit_levels
-from pipeline.bench.loadgen import LevelPlan, Target, run_level
-from pipeline.bench.openloop import RateRaw
-from pipeline.bench.prompts import PromptMaker, Prompts, new_nonce, sized_prompts, token_counter
-from pipeline.bench.provenance import host_info, loadavg
-from pipeline.bench.rates import run_rate_sweep, run_replay, workload_of
-from pipeline.bench.requestrows import request_row
-from pipeline.bench.workers import WorkerPool
-from pipeline.bench.workload import Workload, WorkloadPrompts, load_dataset, load_replay, parse_lengths
+from pipeline.bench.load.closed import run_level
+from pipeline.bench.load.local import InProcessRunner
+from pipeline.bench.load.prompts import PromptMaker, Prompts, new_nonce, sized_prompts, token_counter
+from pipeline.bench.load.runner import LevelPlan, Runner, Target
+from pipeline.bench.load.workers import WorkerPool
+from pipeline.bench.load.workload import Workload, WorkloadPrompts, load_dataset, load_replay, parse_lengths
+from pipeline.bench.report.figures import comparison_rows, level_result
+from pipeline.bench.report.fit import fit_levels
+from pipeline.bench.report.provenance import host_info, loadavg
+from pipeline.bench.report.requestrows import RowKeeper
+from pipeline.bench.studies.context import BenchRun, OnLevel
+from pipeline.bench.studies.rates import run_rate_sweep, run_replay, workload_of
 from pipeline.config import Settings
 from pipeline.errors import UsageError
 from pipeline.records import EngineInfo, EngineKind
@@ -44,14 +44,12 @@ from pipeline.records.bench import (
     Provenance,
     RateSweep,
     ReplayCheck,
-    RequestSample,
     Series,
 )
 from pipeline.watch.listeners import BenchListener
 
 log = logging.getLogger("fanout")
 IGNORE_EOS_ENGINES = {EngineKind.VLLM, EngineKind.SGLANG, EngineKind.LLAMACPP}
-OnLevel = Callable[[str, Any], None]  # (series label, a LevelResult or an open-loop RatePoint)
 
 
 def check_spec(spec: BenchSpec) -> None:
@@ -168,47 +166,21 @@ def level_plan(spec: BenchSpec, streams: int, read_timeout: float) -> LevelPlan:
     )
 
 
-async def run_series(
-    fleet: Fleet,
-    label: str,
-    targets: list[Target],
-    spec: BenchSpec,
-    prompts: Prompts,
-    numbers: Iterator[int],
-    on_level: OnLevel | None,
-    watcher: BenchListener | None = None,
-    rows: RowKeeper | None = None,
-    workers: WorkerPool | None = None,
-) -> Series:
+async def run_series(run: BenchRun, label: str, targets: list[Target], prompts: Prompts) -> Series:
+    spec, watcher = run.spec, run.watcher
     engines = {t.backend.name: t.info for t in targets}
     levels = []
     for streams in spec.streams:
-        plan = level_plan(spec, streams, fleet.pool.policy.read_timeout)
+        plan = level_plan(spec, streams, run.read_timeout)
         if watcher is not None:
             watcher.level_started(label, streams, list(engines), len(spec.streams))
-        raw = await run_level(fleet.session, targets, plan, prompts, numbers, watcher, workers)
-        if rows is not None:
-            rows.keep(label, f"{streams} streams", raw.requests)
+        raw = await run_level(run.fleet.session, run.runner, targets, plan, prompts)
+        run.keep(label, f"{streams} streams", raw.requests)
         levels.append(level_result(raw, engines, spec))
-        if on_level is not None:
-            on_level(label, levels[-1])
+        run.level_done(label, levels[-1])
         if watcher is not None:
             watcher.level_done(label, levels[-1])
     return Series(label=label, backends=list(engines), levels=levels, fit=fit_levels(levels, len(targets)))
-
-
-@dataclass
-class RowKeeper:
-    """Per-request rows for --save-requests, timed from the bench's start."""
-
-    origin: float
-    rows: list[dict] = field(default_factory=list)
-
-    def keep(self, series: str, level: str, requests: list[RequestSample]) -> None:
-        self.rows.extend(request_row(r, series, level, self.origin) for r in requests)
-
-    def keep_raw(self, series: str, level: str, raw: RateRaw) -> None:
-        self.keep(series, level, raw.requests)
 
 
 def groups(targets: list[Target], spec: BenchSpec) -> list[tuple[str, list[Target]]]:
@@ -218,38 +190,32 @@ def groups(targets: list[Target], spec: BenchSpec) -> list[tuple[str, list[Targe
 
 
 async def open_loop(
-    fleet: Fleet,
-    targets: list[Target],
-    infos: list[BackendInfo],
-    spec: BenchSpec,
-    numbers: Iterator[int],
-    watcher: BenchListener | None,
-    rows: RowKeeper | None,
-    on_level: OnLevel | None,
-    workers: WorkerPool | None,
-    shared: Workload | None,
+    run: BenchRun, targets: list[Target], infos: list[BackendInfo], shared: Workload | None
 ) -> tuple[list[RateSweep], list[ReplayCheck]]:
+    spec = run.spec
     slots = {info.name: info.slots for info in infos}
-    keep = rows.keep_raw if rows is not None else None
     sweeps, replays = [], []
     if spec.rates:
-        workload = shared if shared is not None else await workload_of(fleet, targets, spec)
+        workload = shared if shared is not None else await workload_of(run.fleet, targets, spec)
         for label, group in groups(targets, spec):
             chosen = {t.backend.name: slots[t.backend.name] for t in group}
-            sweeps.append(
-                await run_rate_sweep(
-                    fleet, label, group, chosen, spec, workload, numbers, watcher, keep, on_level, workers
-                )
-            )
+            sweeps.append(await run_rate_sweep(run, label, group, chosen, workload))
     if spec.workload:
         replay = load_replay(Path(spec.workload))
-        replays.append(await run_replay(fleet, targets, slots, spec, replay, numbers, watcher, keep, workers))
+        replays.append(await run_replay(run, targets, slots, replay))
     return sweeps, replays
+
+
+def runner_for(spec: BenchSpec, numbers: Iterator[int], watcher: BenchListener | None, stack: ExitStack) -> Runner:
+    if spec.workers > 1:
+        return stack.enter_context(WorkerPool(spec.workers, numbers, watcher))
+    return InProcessRunner(numbers, watcher)
 
 
 async def bench(
     settings: Settings,
     spec: BenchSpec,
+    *,
     engine_log: Path | None = None,
     command: list[str] | None = None,
     on_level: OnLevel | None = None,
@@ -266,20 +232,16 @@ async def bench(
         targets, infos = targets_of(fleet, spec)
         if watcher is not None:
             watcher.fleet_opened(fleet)
-        numbers = itertools.count(1)
         series = []
         with ExitStack() as stack:
-            workers = stack.enter_context(WorkerPool(spec.workers)) if spec.workers > 1 else None
+            runner = runner_for(spec, itertools.count(1), watcher, stack)
+            run = BenchRun(fleet, spec, runner, rows, on_level)
             shared = await workload_of(fleet, targets, spec) if spec.input_len or spec.dataset else None
             if spec.streams:
                 prompts = await prompt_maker(fleet, targets, spec, infos, shared)
                 for label, group in groups(targets, spec):
-                    series.append(
-                        await run_series(fleet, label, group, spec, prompts, numbers, on_level, watcher, rows, workers)
-                    )
-            sweeps, replays = await open_loop(
-                fleet, targets, infos, spec, numbers, watcher, rows, on_level, workers, shared
-            )
+                    series.append(await run_series(run, label, group, prompts))
+            sweeps, replays = await open_loop(run, targets, infos, shared)
     host.loadavg_end = loadavg()
     provenance = Provenance(
         host=host,
@@ -306,8 +268,12 @@ async def bench(
 def run_bench(
     settings: Settings,
     spec: BenchSpec,
+    *,
     engine_log: Path | None = None,
     command: list[str] | None = None,
     on_level: OnLevel | None = None,
 ) -> BenchRecord:
-    return anyio.run(bench, settings, spec, engine_log, command, on_level)
+    async def job() -> BenchRecord:
+        return await bench(settings, spec, engine_log=engine_log, command=command, on_level=on_level)
+
+    return anyio.run(job)

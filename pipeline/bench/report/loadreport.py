@@ -7,8 +7,8 @@ header adds for the open loop and for merged runs. Every figure's source and def
 
 from __future__ import annotations
 
-from pipeline.bench.ratefigures import KNEE_RULE
-from pipeline.bench.table import Table, num
+from pipeline.bench.report.ratefigures import KNEE_RULE
+from pipeline.bench.report.table import Table, num
 from pipeline.records.bench import (
     BenchRecord,
     Distribution,

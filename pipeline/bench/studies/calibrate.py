@@ -5,7 +5,7 @@ Takes the folder of labelled sets (the repository's tests/fixtures/meaning: titl
 paragraphs, asks, worked-example copies, chapters; each file says where its items came from) and an Embedder;
 returns a Calibration: for each judgement the threshold pipeline/audit/meaning.py uses, its precision and
 recall on the set, and what the best threshold on the set would be (highest F1, ties to the higher
-precision). `python -m pipeline.bench.calibrate [DIR]` prints the table; tests/unit/audit/test_meaning.py
+precision). `python -m pipeline.bench.studies.calibrate [DIR]` prints the table; tests/unit/audit/test_meaning.py
 holds the figures to a floor, so a changed threshold or model that does worse on the set fails.
 """
 
@@ -222,7 +222,9 @@ def table(calibration: Calibration) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pipeline.bench.calibrate", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m pipeline.bench.studies.calibrate", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("folder", nargs="?", type=Path, default=DEFAULT_DIR, help="the labelled sets")
     parser.add_argument("--misses", action="store_true", help="list every miss and false alarm")
     args = parser.parse_args(argv)

@@ -12,7 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
-from pipeline.bench.latencycharts import draw_latency_charts  # noqa: E402
+from pipeline.bench.report.latencycharts import draw_latency_charts  # noqa: E402
 from pipeline.records.bench import BenchRecord, Series  # noqa: E402
 
 DPI = 110

@@ -1,6 +1,6 @@
 """The client-ceiling benchmark: how many tokens a second one client process can take in, and at what CPU cost.
 
-`python -m pipeline.bench.ceiling [--streams 1536] [--ticks 20,10,0] [--clients ours,sdk] [--workers 1,2]`
+`python -m pipeline.bench.studies.ceiling [--streams 1536] [--ticks 20,10,0] [--clients ours,sdk] [--workers 1,2]`
 (also `fanout bench --ceiling ...`). A local SSE source (pipeline/bench/sse_source.py) runs in its own
 process and feeds N closed-loop streams, paced (one event per stream per tick, so each read carries one
 event) or unpaced (tick 0). The client under test runs in worker processes, streams sharded over them:
@@ -110,7 +110,7 @@ class _Checks:
         self.mismatches: list[str] = []
 
     def check(self, asked: int, text: str, events: int, usage_tokens: int | None, finish: str | None) -> None:
-        from pipeline.bench.sse_source import expected_text
+        from pipeline.bench.studies.sse_source import expected_text
 
         self.completed += 1
         if text == expected_text(asked) and events == asked and usage_tokens == asked and finish == "length":
@@ -379,7 +379,7 @@ def worker_entry(argv: list[str]) -> None:
 class SourceProcess:
     def __init__(self, tick_ms: float):
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "pipeline.bench.sse_source", "--tick-ms", str(tick_ms)],
+            [sys.executable, "-m", "pipeline.bench.studies.sse_source", "--tick-ms", str(tick_ms)],
             stdout=subprocess.PIPE,
             text=True,
         )
@@ -459,7 +459,7 @@ def run_case(source: SourceProcess, case: Case) -> Row:
         argv = [
             sys.executable,
             "-m",
-            "pipeline.bench.ceiling",
+            "pipeline.bench.studies.ceiling",
             "--worker",
             "--client",
             case.client,
@@ -630,7 +630,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["--worker"]:
         worker_entry(argv[1:])
         return 0
-    parser = argparse.ArgumentParser(prog="python -m pipeline.bench.ceiling", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m pipeline.bench.studies.ceiling", description=__doc__.split("\n")[0]
+    )
     add_ceiling_flags(parser)
     args = parser.parse_args(argv)
     return run_from_args(

@@ -1,7 +1,7 @@
 """The open loop: requests arrive on a seeded schedule, independent of completions, as `vllm bench serve` sends them.
 
-Takes the open session, the targets, a RatePlan and a Workload; returns a RateRaw (every request, the engines'
-gauges sampled beside them). Arrivals: inter-arrival gaps drawn from a gamma distribution of shape
+Takes the open session, the runner, the targets, a RatePlan and a Workload; returns a RateRaw (every request,
+the engines' gauges sampled beside them). Arrivals: inter-arrival gaps drawn from a gamma distribution of shape
 `burstiness` and mean 1 / rate (burstiness 1: a Poisson process; below 1 burstier, above 1 more regular),
 vLLM's definition, seeded, over `duration_s` (or until `requests` have arrived). A replay keeps its own
 arrival times (scaled by `speed`), or with speed 0 sends everything at once and lets the caps pace it.
@@ -18,34 +18,17 @@ import random
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import aiohttp
 import anyio
 
-from pipeline.bench.loadgen import START_DELAY_S, Target, send_request, settled_end
-from pipeline.bench.sampler import counter_loop, sample_all, sleep_until
-from pipeline.bench.workload import Work, Workload
+from pipeline.bench.load.runner import Arrival, RatePlan, Runner, Shard, ShardResult, Target, share
+from pipeline.bench.load.sampler import counter_loop, sample_all, settled_end, sleep_until
+from pipeline.bench.load.send import START_DELAY_S, send_request
+from pipeline.bench.load.workload import Work, Workload
 from pipeline.records import ChatRequest
 from pipeline.records.bench import CounterSample, RequestSample
 from pipeline.watch.listeners import BenchListener, request_id
-
-if TYPE_CHECKING:
-    from pipeline.bench.workers import WorkerPool
-
-
-@dataclass(frozen=True)
-class RatePlan:
-    rate: float | None  # requests per second offered; None: the workload's own times (a replay)
-    burstiness: float
-    duration_s: float | None
-    requests: int | None  # stop after this many arrivals (a replay: its request count)
-    max_concurrency: int | None
-    seed: int
-    interval_s: float
-    read_timeout: float
-    speed: float = 1.0  # a replay's time scale: 2 runs it twice as fast; 0 sends all at once
-    respect_caps: bool = False
 
 
 @dataclass
@@ -138,28 +121,6 @@ def request_of(work: Work, target: Target, number: int, greedy: bool) -> ChatReq
     )
 
 
-Arrival = tuple[float, int, Work]  # (seconds after t0, request number, what to send)
-
-
-@dataclass(frozen=True)
-class Shard:
-    """One process's part of an open-loop level: its arrivals, and its share of the caps and the client limit."""
-
-    targets: list[Target]
-    slots: dict[str, int]
-    caps: dict[str, int] | None
-    max_concurrency: int | None
-    greedy: bool
-    read_timeout: float
-    arrivals: list[Arrival]
-
-
-@dataclass
-class ShardResult:
-    requests: list[RequestSample]
-    peak_in_flight: dict[str, int]
-
-
 @dataclass
 class _Sender:
     shard: Shard
@@ -209,12 +170,6 @@ async def send_arrivals(shard: Shard, t0: float, watcher: BenchListener | None =
     return ShardResult(sender.requests, dispatcher.peak)
 
 
-def share(total: int, parts: int, index: int) -> int:
-    """Part `index` of `total` shared as evenly as whole numbers allow (the first ones take the remainder)."""
-    base, extra = divmod(total, parts)
-    return base + (index < extra)
-
-
 def split(total: int | None, parts: int, index: int) -> int | None:
     """A limit's share: at least 1, so no part is shut; None (no limit) stays None."""
     return None if total is None else max(1, share(total, parts, index))
@@ -238,7 +193,7 @@ def shards(targets: list[Target], slots: dict[str, int], plan: RatePlan, greedy:
     ]
 
 
-def schedule(plan: RatePlan, workload: Workload, numbers: Iterator[int]) -> list[tuple[float, int, Work]]:
+def schedule(plan: RatePlan, workload: Workload, numbers: Iterator[int]) -> list[Arrival]:
     """(offset, request number, work) for every arrival of the level, in time order."""
     if plan.rate is None:
         work = [workload.item(n) for n in range(1, (plan.requests or 0) + 1)]
@@ -253,31 +208,26 @@ def schedule(plan: RatePlan, workload: Workload, numbers: Iterator[int]) -> list
 
 async def run_rate(
     session: aiohttp.ClientSession,
+    runner: Runner,
     targets: list[Target],
     slots: dict[str, int],
     plan: RatePlan,
     workload: Workload,
-    numbers: Iterator[int],
-    watcher: BenchListener | None = None,
-    workers: WorkerPool | None = None,
 ) -> RateRaw:
-    """One open-loop level: every arrival sent at its time, then every answer awaited (the drain). With
-    worker processes, the arrivals are dealt among them; this process samples the counters."""
+    """One open-loop level: every arrival sent at its time, then every answer awaited (the drain). The
+    arrivals are dealt among the runner's parts; this process samples the counters."""
     pairs = [(t.backend, t.info) for t in targets]
     start = await sample_all(session, pairs)
-    arrivals = schedule(plan, workload, numbers)
-    parts = shards(targets, slots, plan, workload.greedy, arrivals, workers.count if workers else 1)
+    arrivals = schedule(plan, workload, runner.numbers)
+    parts = shards(targets, slots, plan, workload.greedy, arrivals, runner.parts)
     samples: list[CounterSample] = []
     stop = anyio.Event()
     t0 = time.monotonic() + START_DELAY_S
     async with anyio.create_task_group() as samplers:
         samplers.start_soon(counter_loop, session, pairs, t0, plan.interval_s, stop, samples)
-        if workers is None:
-            results = [await send_arrivals(parts[0], t0, watcher)]
-        else:
-            results = await workers.run_open_loop(parts, t0, watcher)
+        results = await runner.open_level(parts, t0)
         requests = [r for result in results for r in result.requests]
-        end = await settled_end(session, targets, start, requests)
+        end = await settled_end(session, pairs, start, requests)
         stop.set()
     return RateRaw(
         plan=plan,

@@ -23,17 +23,22 @@ from typing import Any
 import anyio
 
 from pipeline.backends.processes import Processes
-from pipeline.bench.loadgen import LevelPlan, StreamLoop, Target, stream_worker
-from pipeline.bench.openloop import Shard, ShardResult, send_arrivals, share
-from pipeline.bench.prompts import Prompts
+from pipeline.bench.load.closed import StreamLoop, stream_worker
+from pipeline.bench.load.openloop import send_arrivals
+from pipeline.bench.load.prompts import Prompts
+from pipeline.bench.load.runner import ClosedResult, LevelPlan, Shard, ShardResult, Target, share
 from pipeline.errors import BackendError, FanoutError
 from pipeline.records.bench import RequestSample
 from pipeline.watch.listeners import BenchListener
 
 
 class WorkerPool:
-    def __init__(self, count: int):
-        self.count = count
+    """The worker-process runner (the Runner of runner.py), kept for the whole bench."""
+
+    def __init__(self, count: int, numbers: Iterator[int], watcher: BenchListener | None = None):
+        self.count = self.parts = count
+        self.numbers = numbers
+        self.watcher = watcher
         self.processes = Processes(count, worker_main, "bench worker")
         self.connections: list[Connection] = []
 
@@ -68,24 +73,16 @@ class WorkerPool:
                 group.start_soon(one, index)
         return results
 
-    async def run_open_loop(self, parts: list[Shard], t0: float, watcher: BenchListener | None) -> list[ShardResult]:
-        for connection, part in zip(self.connections, parts):
-            connection.send(("open", part, t0))
+    async def open_level(self, shards: list[Shard], t0: float) -> list[ShardResult]:
+        for connection, shard in zip(self.connections, shards):
+            connection.send(("open", shard, t0))
         results: list[ShardResult] = [message[1] for message in await self.gather()]
-        tell(watcher, [r for result in results for r in result.requests])
+        tell(self.watcher, [r for result in results for r in result.requests])
         return results
 
-    async def run_ladder(
-        self,
-        targets: list[Target],
-        plan: LevelPlan,
-        prompts: Prompts,
-        numbers: Iterator[int],
-        t0: float,
-        watcher: BenchListener | None,
-    ) -> tuple[list[RequestSample], float, float]:
+    async def closed_level(self, targets: list[Target], plan: LevelPlan, prompts: Prompts, t0: float) -> ClosedResult:
         """Every worker's streams on one window; returns the merged requests and the window."""
-        base = next(numbers)
+        base = next(self.numbers)
         for index, connection in enumerate(self.connections):
             streams = [(t, share(plan.streams, self.count, index)) for t in targets]
             connection.send(("ladder", streams, plan, prompts, base + index, self.count, t0))
@@ -97,14 +94,14 @@ class WorkerPool:
         for connection in self.connections:
             connection.send(end)
         requests = [r for message in await self.gather() for r in message[1]]
-        advance(numbers, max((r.number for r in requests), default=base))
-        tell(watcher, requests)
+        advance(self.numbers, max((r.number for r in requests), default=base))
+        tell(self.watcher, requests)
         if full is None:
             raise BackendError(
                 f"{plan.streams} streams on {', '.join(t.backend.name for t in targets)}: not every stream got "
                 f"a first token within {plan.ramp_limit_s:.0f} s, so the engine is not running them at once"
             )
-        return requests, start, end
+        return ClosedResult(requests, start, end)
 
     async def first_tokens(self, deadline: float) -> list[float | None]:
         """Each worker's moment of full occupancy, None for one that did not get there by the deadline."""
@@ -181,7 +178,7 @@ async def ladder_task(
         streams.start_soon(report_full)
         for target, count in counts:
             for _ in range(count):
-                streams.start_soon(stream_worker, loop, None, target, plan, prompts, t0)
+                streams.start_soon(stream_worker, loop, target, plan, prompts, t0)
         if loop.total_streams == 0:
             loop.t_full = t0
             loop.full.set()

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 
 from pipeline.backends.metrics import METRIC_NAMES
-from pipeline.bench.latency import percentile, summarise
+from pipeline.bench.report.latency import percentile, summarise
 from pipeline.records import EngineInfo
 from pipeline.records.bench import (
     BenchSpec,

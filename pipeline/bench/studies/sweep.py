@@ -23,9 +23,9 @@ from pydantic import BaseModel, Field
 
 from pipeline.backends.fleet import Fleet, open_fleet
 from pipeline.backends.pool import RequestFailed
-from pipeline.bench.identity import single_pool
-from pipeline.bench.prompts import PromptMaker, new_nonce, sized_prompts, token_counter
-from pipeline.bench.provenance import host_info
+from pipeline.bench.load.prompts import PromptMaker, new_nonce, sized_prompts, token_counter
+from pipeline.bench.report.provenance import host_info
+from pipeline.bench.studies.identity import single_pool
 from pipeline.errors import UsageError
 from pipeline.records import ChatRequest, Completion, EngineKind
 

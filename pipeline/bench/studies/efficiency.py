@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from pipeline.bench.ladder import bench
+from pipeline.bench.studies.ladder import bench
 from pipeline.book.run import book
 from pipeline.config import Settings
 from pipeline.records import BookSpec

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from pipeline.bench.prompts import FILLER, TokenCounter, numbered, short_prompt
+from pipeline.bench.load.prompts import FILLER, TokenCounter, numbered, short_prompt
 from pipeline.book.requestlog import REQUEST_LOG
 from pipeline.errors import UsageError
 
@@ -169,7 +169,7 @@ def jsonl_rows(path: Path, text: str, default_cap: int) -> list[Work]:
 
 
 def sharegpt_rows(path: Path, text: str) -> list[Work]:
-    from pipeline.bench.prompts import TiktokenCounter
+    from pipeline.bench.load.prompts import TiktokenCounter
 
     try:
         entries = json.loads(text)

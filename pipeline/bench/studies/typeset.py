@@ -1,6 +1,6 @@
 """Typesetting benchmark: our part-parallel PDF beside one stock WeasyPrint document, same book, same run.
 
-    python -m pipeline.bench.typeset [--shape 8x12x16] [--workers N] [--words 290] [--no-stock] [--keep DIR]
+    python -m pipeline.bench.studies.typeset [--shape 8x12x16] [--workers N] [--words 290] [--no-stock] [--keep DIR]
                                      [--floor]
 
 Builds a synthetic book (P x C x S sections of about `--words` words, a code block in three sections of
@@ -222,7 +222,7 @@ def _child(kind: str, markdown_path: Path, out: Path, workers: int) -> dict:
     command = [
         sys.executable,
         "-m",
-        "pipeline.bench.typeset",
+        "pipeline.bench.studies.typeset",
         "--child",
         kind,
         "--markdown",
@@ -248,7 +248,9 @@ def _line(name: str, result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pipeline.bench.typeset", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m pipeline.bench.studies.typeset", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--shape", default="8x12x16", help="parts x chapters x sections (8x12x16)")
     parser.add_argument("--words", type=int, default=290, help="words a section (290)")
     parser.add_argument("--workers", type=int, default=2, help="our pool size (2)")

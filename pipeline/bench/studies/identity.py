@@ -245,7 +245,7 @@ def check_levels(spec: IdentitySpec, cap: int) -> None:
 
 async def run_identity(settings, spec: IdentitySpec) -> IdentityRecord:
     from pipeline.backends.fleet import open_fleet
-    from pipeline.bench.provenance import host_info
+    from pipeline.bench.report.provenance import host_info
 
     started = time.monotonic()
     async with open_fleet(settings) as fleet:

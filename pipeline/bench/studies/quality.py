@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from pipeline.audit.quality import BookQuality
 from pipeline.audit.report import audit
 from pipeline.audit.source import load_run
-from pipeline.bench.provenance import host_info
+from pipeline.bench.report.provenance import host_info
 from pipeline.book.run import book, load_run_folder
 from pipeline.config import Settings
 from pipeline.errors import UsageError

@@ -22,7 +22,7 @@ from pipeline.backends.sse import (
     request_body,
     status_error,
 )
-from pipeline.records import Backend, ChatRequest, Completion
+from pipeline.records import Backend, ChatRequest, Completion, Outcome
 
 
 def new_session(total_connections: int) -> aiohttp.ClientSession:
@@ -63,20 +63,20 @@ async def stream_chat_aiohttp(
         error.args = (hide_key(str(error), backend),)
         raise
     except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
-        kind = "stream_cut" if got_bytes else "cut_before_first_byte"
+        kind = Outcome.STREAM_CUT if got_bytes else Outcome.CUT_BEFORE_FIRST_BYTE
         if isinstance(exc, aiohttp.ClientConnectorError):
-            kind = "connect"
+            kind = Outcome.CONNECT
         raise AttemptError(kind, str(exc)) from exc
     except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
-        raise AttemptError("timeout", "no bytes within the timeout") from exc
+        raise AttemptError(Outcome.TIMEOUT, "no bytes within the timeout") from exc
     except aiohttp.ClientPayloadError as exc:
-        raise AttemptError("stream_cut", str(exc)) from exc
+        raise AttemptError(Outcome.STREAM_CUT, str(exc)) from exc
     except aiohttp.ClientError as exc:
-        raise AttemptError("connect", str(exc)) from exc
+        raise AttemptError(Outcome.CONNECT, str(exc)) from exc
     except HttpProcessingError as exc:  # any other malformed response: a failed attempt, never a crashed job
-        raise AttemptError("bad_response", str(exc)[:200]) from exc
+        raise AttemptError(Outcome.BAD_RESPONSE, str(exc)[:200]) from exc
     if not done:
-        raise AttemptError("stream_cut", "stream ended without [DONE]")
+        raise AttemptError(Outcome.STREAM_CUT, "stream ended without [DONE]")
     return completion_of(backend, request, stream, t_sent)
 
 
@@ -99,8 +99,8 @@ async def read_events(response: aiohttp.ClientResponse, stream: SseStream) -> bo
                 start = end + 1  # blank separators, comments, event names are skipped
             pending = data[start:]
             if len(pending) > MAX_LINE_BYTES:
-                raise AttemptError("oversized", "SSE line too long", retryable=False)
+                raise AttemptError(Outcome.OVERSIZED, "SSE line too long", retryable=False)
     except (ValueError, LineTooLong) as exc:  # as aiohttp's own line reader said it (LineTooLong is not a
         # ClientError: uncaught, it crashed the whole job); our own AttemptError is neither
-        raise AttemptError("oversized", "SSE line too long", retryable=False) from exc
+        raise AttemptError(Outcome.OVERSIZED, "SSE line too long", retryable=False) from exc
     return False

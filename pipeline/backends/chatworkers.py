@@ -26,7 +26,7 @@ from pipeline.backends.processes import Processes
 from pipeline.backends.sdk import close_sdk_clients
 from pipeline.backends.sse import AttemptError, OnDelta
 from pipeline.errors import FanoutError
-from pipeline.records import Backend, ChatRequest, Completion
+from pipeline.records import Backend, ChatRequest, Completion, Outcome
 
 DELTA_BATCH_S = 0.05
 
@@ -84,7 +84,7 @@ class ChatWorkers:
         self.lost.add(index)
         for entry in self.pending.values():
             if entry.worker == index and not entry.future.done():
-                entry.future.set_exception(AttemptError("client_worker_lost", f"worker process {index} ended"))
+                entry.future.set_exception(AttemptError(Outcome.CLIENT_WORKER_LOST, f"worker process {index} ended"))
 
     def _dispatch(self, message: tuple[Any, ...]) -> None:
         kind = message[0]
@@ -126,7 +126,7 @@ class ChatWorkers:
             try:
                 connection.send(("chat", request_id, backend, request, read_timeout, on_delta is not None))
             except OSError as exc:  # the process ended before its reader thread could tell
-                raise AttemptError("client_worker_lost", f"worker process {worker}: {exc}") from exc
+                raise AttemptError(Outcome.CLIENT_WORKER_LOST, f"worker process {worker}: {exc}") from exc
             return await future
         except asyncio.CancelledError:
             if worker not in self.lost:

@@ -27,11 +27,9 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 from pipeline.backends.chat import chat
 from pipeline.backends.sse import AttemptError, OnDelta
 from pipeline.errors import FanoutError
-from pipeline.records import Attempt, Backend, ChatRequest, Completion
+from pipeline.records import Attempt, Backend, ChatRequest, Completion, Outcome
 
 REASK_BEFORE_FIRST_BYTE = 5
-# Failures that say nothing of the backend: asked again at once on the same slot, not counted against it.
-ASK_AGAIN_AT_ONCE = ("cut_before_first_byte", "client_worker_lost")
 RequestWatcher = Callable[[ChatRequest, Completion | None, float, list[Attempt]], None]
 Transport = Callable[[Backend, ChatRequest, float, OnDelta | None], Awaitable[Completion]]
 
@@ -165,18 +163,18 @@ class BackendPool:
                     completion = await self.transport(state.backend, request, self.policy.read_timeout, on_delta)
                 except AttemptError as error:
                     self._record(attempts, state, t_start, error.kind, error.detail)
-                    if error.kind in ASK_AGAIN_AT_ONCE:
+                    if error.outcome.asked_again_at_once:
                         state.reissued += 1
                         continue
                     self._note_failure(state)
                     avoid.add(state.backend.name)
                     raise
-                self._record(attempts, state, t_start, "ok", "")
+                self._record(attempts, state, t_start, Outcome.OK, "")
                 self._note_success(state)
                 return completion
             self._note_failure(state)
             avoid.add(state.backend.name)
-            raise AttemptError("cut_before_first_byte", f"{REASK_BEFORE_FIRST_BYTE} times in a row")
+            raise AttemptError(Outcome.CUT_BEFORE_FIRST_BYTE, f"{REASK_BEFORE_FIRST_BYTE} times in a row")
         finally:
             self._release(state)
 

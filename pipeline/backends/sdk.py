@@ -14,7 +14,7 @@ import time
 from typing import TYPE_CHECKING
 
 from pipeline.backends.sse import AttemptError, OnDelta, SseStream, api_key, completion_of, request_body, status_error
-from pipeline.records import Backend, ChatRequest, Completion
+from pipeline.records import Backend, ChatRequest, Completion, Outcome
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -76,9 +76,9 @@ async def sdk_stream_chat(
     try:
         await _stream(shared_client(backend, read_timeout), backend, request, stream)
     except openai.APITimeoutError as exc:
-        raise AttemptError("timeout", str(exc)) from exc
+        raise AttemptError(Outcome.TIMEOUT, str(exc)) from exc
     except openai.APIConnectionError as exc:
-        kind = "connect" if stream.t_first is None else "stream_cut"
+        kind = Outcome.CONNECT if stream.t_first is None else Outcome.STREAM_CUT
         raise AttemptError(kind, str(exc)) from exc
     except openai.APIStatusError as exc:
         retry_after = exc.response.headers.get("retry-after") if exc.response is not None else None

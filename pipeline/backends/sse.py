@@ -14,12 +14,9 @@ import os
 import re
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pipeline.records import Backend, ChatRequest, Completion
-
-if TYPE_CHECKING:
-    pass
+from pipeline.records import Backend, ChatRequest, Completion, Outcome
 
 MAX_ANSWER_BYTES = 4 * 1024 * 1024  # model output is untrusted: a runaway answer is cut and flagged
 MAX_LINE_BYTES = 128 * 1024  # one SSE line (aiohttp's own line limit was the same): longer is `oversized`
@@ -29,11 +26,16 @@ class AttemptError(Exception):
     """One failed attempt. `kind` names the failure; `retry_after` is the server's hint in seconds."""
 
     def __init__(self, kind: str, detail: str = "", retry_after: float | None = None, retryable: bool = True):
+        kind = str(kind)  # an Outcome's recorded name
         super().__init__(f"{kind}: {detail}" if detail else kind)
         self.kind = kind
         self.detail = detail
         self.retry_after = retry_after
         self.retryable = retryable
+
+    @property
+    def outcome(self) -> Outcome:
+        return Outcome.of(self.kind)
 
 
 def api_key(backend: Backend) -> str:
@@ -115,11 +117,11 @@ class SseStream:
         try:
             event = json.loads(payload)
         except ValueError as exc:
-            raise AttemptError("bad_event", f"undecodable SSE data: {payload[:80]!r}") from exc
+            raise AttemptError(Outcome.BAD_EVENT, f"undecodable SSE data: {payload[:80]!r}") from exc
         if not isinstance(event, dict):
-            raise AttemptError("bad_event", "SSE data is not an object")
+            raise AttemptError(Outcome.BAD_EVENT, "SSE data is not an object")
         if "error" in event:
-            raise AttemptError("stream_error", str(event["error"])[:200])
+            raise AttemptError(Outcome.STREAM_ERROR, str(event["error"])[:200])
         self.model = self.model or event.get("model")
         if event.get("usage"):
             self.usage = event["usage"]
@@ -158,7 +160,7 @@ class SseStream:
         if self.on_delta is not None:
             self.on_delta(content)
         if self.size > MAX_ANSWER_BYTES:
-            raise AttemptError("oversized", f"answer passed {MAX_ANSWER_BYTES} bytes", retryable=False)
+            raise AttemptError(Outcome.OVERSIZED, f"answer passed {MAX_ANSWER_BYTES} bytes", retryable=False)
 
     def _take_choice(self, choice: dict[str, Any]) -> None:
         delta = choice.get("delta") or {}
@@ -179,7 +181,7 @@ def status_error(status: int, body: str, retry_after: str | None) -> AttemptErro
         except ValueError:
             hint = None
     retryable = status in (408, 409, 425, 429) or status >= 500
-    return AttemptError(f"http_{status}", body[:200].strip(), hint, retryable)
+    return AttemptError(Outcome.http(status), body[:200].strip(), hint, retryable)
 
 
 OnDelta = Callable[[str], None]
@@ -189,11 +191,11 @@ def completion_of(backend: Backend, request: ChatRequest, stream: SseStream, t_s
     text = "".join(stream.parts)
     usage = stream.usage or {}
     if not text.strip():
-        raise AttemptError("empty", f"finish_reason={stream.finish_reason}")
+        raise AttemptError(Outcome.EMPTY, f"finish_reason={stream.finish_reason}")
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise AttemptError("bad_utf8", str(exc)) from exc
+        raise AttemptError(Outcome.BAD_UTF8, str(exc)) from exc
     return Completion(
         tag=request.tag,
         backend=backend.name,

@@ -39,7 +39,7 @@ from pipeline.backends.sse import (
     request_body,
     status_error,
 )
-from pipeline.records import Backend, ChatRequest, Completion
+from pipeline.records import Backend, ChatRequest, Completion, Outcome
 
 MAX_HEADER_BYTES = 64 * 1024
 MAX_ERROR_BODY = 64 * 1024
@@ -59,7 +59,7 @@ class Target:
 def target_of(base_url: str) -> Target:
     parts = urlsplit(base_url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise AttemptError("connect", f"not an http(s) URL: {base_url}", retryable=False)
+        raise AttemptError(Outcome.CONNECT, f"not an http(s) URL: {base_url}", retryable=False)
     tls = parts.scheme == "https"
     port = parts.port or (443 if tls else 80)
     return Target(
@@ -122,7 +122,7 @@ class _Exchange(asyncio.Protocol):
         except httptools.HttpParserError as exc:
             # what a callback raised (the SSE reader's AttemptError) comes back as the context
             cause = exc.__cause__ or exc.__context__
-            self._fail(cause if isinstance(cause, AttemptError) else AttemptError("bad_response", str(exc)[:200]))
+            self._fail(cause if isinstance(cause, AttemptError) else AttemptError(Outcome.BAD_RESPONSE, str(exc)[:200]))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.timer.cancel()
@@ -131,16 +131,16 @@ class _Exchange(asyncio.Protocol):
         if self.status and self.status != 200:
             self._fail(self._status_error())
         elif self.status:
-            self._fail(AttemptError("stream_cut", str(exc) if exc else "stream ended without [DONE]"))
+            self._fail(AttemptError(Outcome.STREAM_CUT, str(exc) if exc else "stream ended without [DONE]"))
         else:
-            self._fail(AttemptError("cut_before_first_byte", str(exc) if exc else "connection closed"))
+            self._fail(AttemptError(Outcome.CUT_BEFORE_FIRST_BYTE, str(exc) if exc else "connection closed"))
 
     # ------------------------------------------------------------ httptools callbacks
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self.header_bytes += len(name) + len(value)
         if self.header_bytes > MAX_HEADER_BYTES:
-            raise AttemptError("bad_response", "response headers too large")
+            raise AttemptError(Outcome.BAD_RESPONSE, "response headers too large")
         if name.lower() == b"retry-after":
             self.retry_after = value.decode("latin-1")
 
@@ -158,7 +158,7 @@ class _Exchange(asyncio.Protocol):
         if self.status != 200:
             self._fail(self._status_error())
         else:
-            self._fail(AttemptError("stream_cut", "stream ended without [DONE]"))  # no-op after [DONE]
+            self._fail(AttemptError(Outcome.STREAM_CUT, "stream ended without [DONE]"))  # no-op after [DONE]
 
     # ------------------------------------------------------------ the answer
 
@@ -177,7 +177,7 @@ class _Exchange(asyncio.Protocol):
             start = end + 1
         self.pending = data[start:]
         if len(self.pending) > MAX_LINE_BYTES:
-            raise AttemptError("oversized", "SSE line too long", retryable=False)
+            raise AttemptError(Outcome.OVERSIZED, "SSE line too long", retryable=False)
 
     def _status_error(self) -> AttemptError:
         return status_error(self.status, self.error_body.decode("utf-8", "replace"), self.retry_after)
@@ -188,7 +188,7 @@ class _Exchange(asyncio.Protocol):
         self.quiet_checks = self.quiet_checks + 1 if self.reads == self.reads_seen else 0
         self.reads_seen = self.reads
         if self.quiet_checks >= IDLE_CHECKS:
-            self._fail(AttemptError("timeout", "no bytes within the timeout"))
+            self._fail(AttemptError(Outcome.TIMEOUT, "no bytes within the timeout"))
         else:
             self.timer = self.loop.call_later(self.read_timeout / IDLE_CHECKS, self._check_idle)
 
@@ -229,7 +229,7 @@ async def stream_chat(
                     server_hostname=target.host if target.tls else None,
                 )
         except (TimeoutError, OSError) as exc:
-            raise AttemptError("connect", f"{target.host}:{target.port}: {exc or 'timed out'}") from exc
+            raise AttemptError(Outcome.CONNECT, f"{target.host}:{target.port}: {exc or 'timed out'}") from exc
         await exchange.done
     except AttemptError as error:
         error.detail = hide_key(error.detail, backend)

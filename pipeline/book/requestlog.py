@@ -13,7 +13,7 @@ import json
 import time
 from pathlib import Path
 
-from pipeline.records import Attempt, ChatRequest, Completion
+from pipeline.records import Attempt, ChatRequest, Completion, Outcome
 
 REQUEST_LOG = "requests.jsonl"
 
@@ -27,10 +27,10 @@ def request_kind(tag: str) -> str:
 
 def outcome(completion: Completion | None, attempts: list[Attempt]) -> str:
     if completion is not None:
-        return "ok"
-    if attempts and attempts[-1].outcome != "ok":
+        return Outcome.OK
+    if attempts and attempts[-1].kind is not Outcome.OK:
         return attempts[-1].outcome
-    return "cancelled"  # its caller stopped it (planning cancels an answer once it has enough titles)
+    return Outcome.CANCELLED  # its caller stopped it (planning cancels an answer once it has enough titles)
 
 
 class RequestLog:

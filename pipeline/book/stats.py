@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from rich.table import Table
 
 from pipeline.book.plan import PlanStats
-from pipeline.records import Attempt, EngineInfo, SectionResult
+from pipeline.records import Attempt, EngineInfo, Outcome, SectionResult
 from pipeline.records.book import BackendLine, BookStats
 from pipeline.text import ends_closed
 
@@ -60,8 +60,9 @@ def book_stats(
         job_seconds=round(job_seconds, 2),
         words=words,
         pages_at_300_words=round(words / WORDS_PER_PAGE, 1),
-        request_errors=sum(a.outcome not in ("ok", "cut_before_first_byte") for a in attempts),
-        reissued_before_first_byte=sum(a.outcome == "cut_before_first_byte" for a in attempts),
+        request_errors=sum(a.kind.request_error for a in attempts),
+        reissued_before_first_byte=sum(a.kind is Outcome.CUT_BEFORE_FIRST_BYTE for a in attempts),
+        reissued_worker_lost=sum(a.kind is Outcome.CLIENT_WORKER_LOST for a in attempts),
         empty_sections=sum(1 for r in journal.values() if r.error is None and not r.text.strip()),
         failed_sections=section_total - ok,
         truncated_sections=sum(
@@ -115,7 +116,10 @@ def stats_table(stats: BookStats) -> Table:
         ("words", f"{stats.words:,}"),
         ("pages at 300 words", f"{stats.pages_at_300_words:,.1f}"),
         ("request errors (failed attempts)", str(stats.request_errors)),
-        ("re-asked before first byte", str(stats.reissued_before_first_byte)),
+        (
+            "re-asked: cut before first byte / client worker lost",
+            f"{stats.reissued_before_first_byte} / {stats.reissued_worker_lost}",
+        ),
         (
             "empty / failed / truncated / trimmed sections",
             f"{stats.empty_sections} / {stats.failed_sections} / {stats.truncated_sections} / {stats.trimmed_sections}",

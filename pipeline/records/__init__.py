@@ -3,7 +3,7 @@ intervals, wall-clock only where it says so); rates and latencies are derived fr
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import Enum, StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -64,14 +64,64 @@ class ChatRequest(BaseModel):
     tag: str = ""  # the caller's id for the request (section id, bench request number)
 
 
+class Outcome(StrEnum):
+    """How one attempt of a request ended: the one list of outcomes, and what each one means.
+
+    Recorded as its value, except HTTP, recorded with its status (`http_500`, `http_429`). An outcome that
+    says nothing of the backend (the server dropped an idle keep-alive before the first byte; our own client
+    worker process ended) is asked again at once on the same slot, is not held against the backend, and is
+    not a request error: the pool, the book's stats, the request log and the bench all read it from here."""
+
+    OK = "ok"
+    CONNECT = "connect"
+    TIMEOUT = "timeout"
+    CUT_BEFORE_FIRST_BYTE = "cut_before_first_byte"
+    CLIENT_WORKER_LOST = "client_worker_lost"
+    STREAM_CUT = "stream_cut"  # the connection dropped mid-answer
+    STREAM_ERROR = "stream_error"  # the server sent an error event mid-stream
+    BAD_EVENT = "bad_event"
+    BAD_RESPONSE = "bad_response"
+    BAD_UTF8 = "bad_utf8"
+    EMPTY = "empty"
+    OVERSIZED = "oversized"
+    HTTP = "http"
+    CANCELLED = "cancelled"  # its caller stopped it (the request log only; never an attempt's failure)
+
+    @classmethod
+    def of(cls, recorded: str) -> Outcome:
+        """The outcome a recorded name stands for (`http_503` -> HTTP)."""
+        return cls.HTTP if recorded.startswith("http_") else cls(recorded)
+
+    @staticmethod
+    def http(status: int) -> str:
+        """The recorded name of an HTTP error status."""
+        return f"http_{status}"
+
+    @property
+    def asked_again_at_once(self) -> bool:
+        return self in (Outcome.CUT_BEFORE_FIRST_BYTE, Outcome.CLIENT_WORKER_LOST)
+
+    @property
+    def against_backend(self) -> bool:
+        return self not in (Outcome.OK, Outcome.CANCELLED) and not self.asked_again_at_once
+
+    @property
+    def request_error(self) -> bool:
+        return self.against_backend
+
+
 class Attempt(BaseModel):
     """One try of a request on one backend."""
 
     backend: str
     t_start: float
     t_end: float
-    outcome: str  # "ok", or the failure kind: connect, cut_before_first_byte, http_500, timeout, ...
+    outcome: str  # an Outcome's recorded name: "ok", "connect", "cut_before_first_byte", "http_500", ...
     detail: str = ""
+
+    @property
+    def kind(self) -> Outcome:
+        return Outcome.of(self.outcome)
 
 
 class Completion(BaseModel):
@@ -99,11 +149,11 @@ class Completion(BaseModel):
     @property
     def reissued(self) -> int:
         """Attempts that were cut before their first byte (an idle keep-alive closed by the server)."""
-        return sum(a.outcome == "cut_before_first_byte" for a in self.attempts)
+        return sum(a.kind is Outcome.CUT_BEFORE_FIRST_BYTE for a in self.attempts)
 
     @property
     def failed_attempts(self) -> int:
-        return sum(a.outcome not in ("ok", "cut_before_first_byte") for a in self.attempts)
+        return sum(a.kind.request_error for a in self.attempts)
 
 
 class SamplingProfile(BaseModel):

@@ -48,6 +48,7 @@ class BookStats(BaseModel):
     pages_at_300_words: float
     request_errors: int
     reissued_before_first_byte: int
+    reissued_worker_lost: int = 0  # asked again because our own client worker process ended (--workers)
     empty_sections: int
     failed_sections: int
     truncated_sections: int  # stopped at the cap and still ending mid-sentence

@@ -9,7 +9,7 @@ import time
 from pipeline.backends.chat import chat
 from pipeline.backends.sse import AttemptError, OnDelta
 from pipeline.bench.load.runner import Target
-from pipeline.records import ChatRequest, Completion
+from pipeline.records import ChatRequest, Completion, Outcome
 from pipeline.records.bench import RequestSample
 
 REASK_BEFORE_FIRST_BYTE = 5
@@ -48,13 +48,13 @@ async def send_request(
 ) -> RequestSample:
     """One request, asked again at once when the server closed the connection before the first byte."""
     t_sent = time.monotonic()
-    error = "cut_before_first_byte"
+    error = str(Outcome.CUT_BEFORE_FIRST_BYTE)
     for reissued in range(REASK_BEFORE_FIRST_BYTE):
         try:
             completion = await chat(target.backend, request, read_timeout, on_delta)
         except AttemptError as failure:
             error = f"{failure.kind}: {failure.detail}"[:300]
-            if failure.kind == "cut_before_first_byte":
+            if failure.outcome.asked_again_at_once:
                 continue
             return failed_sample(target, number, t_sent, reissued, error)
         return sample_of(target, number, t_sent, completion, reissued)

@@ -82,6 +82,9 @@ def test_a_book_from_two_worker_processes_sends_what_one_process_sends(tmp_path)
 
 async def test_a_lost_worker_fails_its_requests_and_the_pool_asks_them_again():
     from pipeline.backends.pool import BackendPool, RetryPolicy
+    from pipeline.book.plan import PlanStats
+    from pipeline.book.stats import book_stats
+    from pipeline.records import Outcome
 
     engine = await FakeEngine(tokens=30, token_delay=0.02).start()
     try:
@@ -99,7 +102,12 @@ async def test_a_lost_worker_fails_its_requests_and_the_pool_asks_them_again():
                 await anyio.sleep(0.2)  # every request in flight, three a worker
                 pool_workers.processes.processes[0].kill()
             assert len(results) == 6 and all(r.completion_tokens == 30 for r in results)
-            lost = [a for r in results for a in r.attempts if a.outcome == "client_worker_lost"]
+            attempts = [a for r in results for a in r.attempts]
+            lost = [a for a in attempts if a.kind is Outcome.CLIENT_WORKER_LOST]
             assert len(lost) == 3 and pool_workers.lost == {0}
+            # the pool and the book's stats read the same outcome: not the backend's failure, not a request error
+            assert pool.states[0].failed == 0
+            stats = book_stats(PlanStats(), {}, {}, attempts, 0, 1.0, 1.0, [], False)
+            assert stats.request_errors == 0 and stats.reissued_worker_lost == 3
     finally:
         await engine.stop()

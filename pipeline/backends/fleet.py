@@ -22,8 +22,9 @@ from pipeline.backends.aiohttp_chat import new_session
 from pipeline.backends.chat import check_proxies
 from pipeline.backends.chatworkers import ChatWorkers
 from pipeline.backends.embedded.engine import EmbeddedEngine
+from pipeline.backends.engines import metric_names
 from pipeline.backends.limits import plan_open_files
-from pipeline.backends.metrics import METRIC_NAMES, detect_engine, scrape
+from pipeline.backends.metrics import detect_engine, scrape
 from pipeline.backends.pool import BackendPool, RetryPolicy
 from pipeline.backends.sdk import close_sdk_clients
 from pipeline.config import EngineSettings, Settings
@@ -141,7 +142,7 @@ async def generated_tokens(fleet: Fleet) -> float | None:
     """Sum of every backend's generated-token counter, or None if any backend lacks one."""
     total = 0.0
     for backend in fleet.backends:
-        names = METRIC_NAMES.get(fleet.engines[backend.name].kind)
+        names = metric_names(fleet.engines[backend.name].kind)
         samples = await scrape(fleet.session, backend)
         if names is None or samples is None or names.generated_tokens not in samples:
             return None

@@ -4,12 +4,12 @@ Takes a `Backend` (and an open aiohttp session) or raw /metrics text; returns
 - `parse_metrics(text)`: sample name -> value, summed over label sets (vLLM reports one series per
   `engine` label). Never raises: backends are untrusted, bad lines are skipped.
 - `read_engine(kind, samples)`: an `EngineReading` of the numbers the fleet code needs, via the
-  per-engine name map `METRIC_NAMES`; None for what the engine does not report.
+  engine's metric names (engines.py); None for what the engine does not report.
 - `scrape(session, backend)`: GET {root}/metrics parsed, or None when there is none.
 - `detect_engine(session, backend)`: an `EngineInfo` from probing /metrics, /version, /props, /info,
   /api/version, /get_server_info and /v1/models. Every probe is a short GET; failures count as absent.
 
-Names come from the engines' sources (shared/notes/engines.md). Counters are cumulative: callers take
+Names, and how each engine's counters move, are in engines.py. Counters are cumulative: callers take
 differences between two scrapes. Only vLLM counts generated tokens every engine step; the others add
 a request's tokens when it finishes (`counts_per_step`).
 """
@@ -25,86 +25,12 @@ from typing import Any
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
+from pipeline.backends.engines import ENGINES, engine, metric_names
 from pipeline.backends.sse import auth_headers
 from pipeline.records import Backend, EngineInfo, EngineKind
 
 PROBE_TIMEOUT = aiohttp.ClientTimeout(total=5, sock_connect=2)
 MAX_BODY_BYTES = 8 * 1024 * 1024  # a vLLM /metrics with many engines is a few hundred KB
-
-
-@dataclass(frozen=True)
-class MetricNames:
-    """Prometheus sample names of one engine; None (or an empty tuple) where it has no such metric."""
-
-    generated_tokens: str | None
-    prompt_tokens: str | None
-    running: str | None
-    waiting: str | None
-    kv_usage: tuple[str, ...]  # accepted names, first present wins (0-1 ratio)
-    decode_steps: str | None  # a counter that moves once per engine step
-    cached_prompt_tokens: str | None  # prompt tokens served from the prefix cache
-    counts_per_step: bool  # does generated_tokens move every step (True) or at request end (False)
-
-
-METRIC_NAMES: dict[EngineKind, MetricNames] = {
-    EngineKind.VLLM: MetricNames(
-        generated_tokens="vllm:generation_tokens_total",
-        prompt_tokens="vllm:prompt_tokens_total",
-        running="vllm:num_requests_running",
-        waiting="vllm:num_requests_waiting",
-        kv_usage=("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
-        decode_steps="vllm:iteration_tokens_total_count",  # one histogram observation per step
-        cached_prompt_tokens="vllm:prefix_cache_hits_total",
-        counts_per_step=True,
-    ),
-    EngineKind.SGLANG: MetricNames(
-        generated_tokens="sglang:generation_tokens_total",
-        prompt_tokens="sglang:prompt_tokens_total",
-        running="sglang:num_running_reqs",
-        waiting="sglang:num_queue_reqs",
-        kv_usage=("sglang:token_usage",),
-        decode_steps=None,
-        cached_prompt_tokens="sglang:cached_tokens_total",
-        counts_per_step=False,
-    ),
-    EngineKind.LLAMACPP: MetricNames(
-        generated_tokens="llamacpp:tokens_predicted_total",
-        prompt_tokens="llamacpp:prompt_tokens_total",
-        running="llamacpp:requests_processing",
-        waiting="llamacpp:requests_deferred",
-        kv_usage=("llamacpp:kv_cache_usage_ratio",),  # older builds only; current ones have none
-        decode_steps="llamacpp:n_decode_total",
-        # newer builds; there prompt_tokens_total excludes the cached tokens
-        cached_prompt_tokens="llamacpp:prompt_tokens_cached_total",
-        counts_per_step=False,
-    ),
-    EngineKind.TGI: MetricNames(
-        generated_tokens="tgi_request_generated_tokens_sum",
-        prompt_tokens="tgi_request_input_length_sum",
-        running="tgi_batch_current_size",
-        waiting="tgi_queue_size",
-        kv_usage=(),  # only a proxy: tgi_batch_current_max_tokens / max batch total tokens
-        decode_steps=None,
-        cached_prompt_tokens=None,
-        counts_per_step=False,
-    ),
-}
-
-# Sample-name prefixes that identify an engine on /metrics, most specific first.
-METRIC_PREFIXES: tuple[tuple[str, EngineKind], ...] = (
-    ("vllm:", EngineKind.VLLM),
-    ("sglang:", EngineKind.SGLANG),
-    ("llamacpp:", EngineKind.LLAMACPP),
-    ("tgi_", EngineKind.TGI),
-)
-
-# /v1/models `owned_by` values, the last resort.
-OWNED_BY: dict[str, EngineKind] = {
-    "vllm": EngineKind.VLLM,
-    "sglang": EngineKind.SGLANG,
-    "llamacpp": EngineKind.LLAMACPP,
-    "library": EngineKind.OLLAMA,
-}
 
 
 @dataclass(frozen=True)
@@ -161,7 +87,7 @@ def parse_metrics(text: str) -> dict[str, float]:
 
 def read_engine(kind: EngineKind, samples: dict[str, float]) -> EngineReading:
     """The fields of `samples` that `kind` reports; all None for an engine without a name map."""
-    names = METRIC_NAMES.get(kind)
+    names = metric_names(kind)
     if names is None:
         return EngineReading()
     return EngineReading(
@@ -181,9 +107,9 @@ def _get(samples: dict[str, float], name: str | None) -> float | None:
 
 def engine_from_samples(samples: dict[str, float]) -> EngineKind:
     """The engine whose metric prefix appears on /metrics; UNKNOWN when none does."""
-    for prefix, kind in METRIC_PREFIXES:
-        if any(name.startswith(prefix) for name in samples):
-            return kind
+    for known in ENGINES.values():  # no prefix begins another, so the order does not matter
+        if known.metric_prefix and any(name.startswith(known.metric_prefix) for name in samples):
+            return known.kind
     return EngineKind.UNKNOWN
 
 
@@ -279,7 +205,8 @@ def _model_ids(models: dict[str, Any] | None) -> list[str]:
 def _owned_by_kind(models: dict[str, Any] | None) -> EngineKind:
     data = models.get("data") if models else None
     for entry in data if isinstance(data, list) else []:
-        kind = OWNED_BY.get(str(entry.get("owned_by", "")).lower()) if isinstance(entry, dict) else None
+        owner = str(entry.get("owned_by", "")).lower() if isinstance(entry, dict) else ""
+        kind = next((known.kind for known in ENGINES.values() if owner and known.owned_by == owner), None)
         if kind is not None:
             return kind
     return EngineKind.UNKNOWN
@@ -302,21 +229,16 @@ def _decide_kind(p: _Probes) -> EngineKind:
 
 
 def _version_of(kind: EngineKind, p: _Probes) -> str | None:
-    source = {
-        EngineKind.VLLM: (p.version, "version"),
-        EngineKind.SGLANG: (p.server_info, "version"),
-        EngineKind.LLAMACPP: (p.props, "build_info"),
-        EngineKind.TGI: (p.info, "version"),
-        EngineKind.OLLAMA: (p.api_version, "version"),
-    }.get(kind)
-    if source is None or source[0] is None:
+    where = engine(kind).version_at
+    body = None if where is None else getattr(p, where[0])
+    if where is None or body is None:
         return None
-    value = source[0].get(source[1])
+    value = body.get(where[1])
     return None if value is None else str(value)
 
 
 def _slots_of(kind: EngineKind, props: dict[str, Any] | None) -> int | None:
-    if kind is not EngineKind.LLAMACPP or props is None:
+    if not engine(kind).slots_from_props or props is None:
         return None
     slots = props.get("total_slots")
     return slots if isinstance(slots, int) and not isinstance(slots, bool) else None
@@ -327,7 +249,7 @@ async def detect_engine(session: aiohttp.ClientSession, backend: Backend) -> Eng
     what the server answers; UNKNOWN when nothing matches."""
     probes = await _probe(session, backend)
     kind = _decide_kind(probes)
-    names = METRIC_NAMES.get(kind)
+    names = metric_names(kind)
     return EngineInfo(
         kind=kind,
         version=_version_of(kind, probes),

@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from pipeline.backends.engines import STANDARD_FIELDS, engine
 from pipeline.errors import UsageError
 from pipeline.records import ChatRequest, EngineKind, SamplingProfile
 
@@ -28,15 +29,6 @@ PROFILES = {
     "default": SamplingProfile(name="default", temperature=0.7, top_p=0.9, min_p=0.05, repetition_penalty=1.05, seed=1),
 }
 SMALL_MODEL = re.compile(r"(?i)(?<![\d.])(?:\d{2,3}m|0\.\d+b|1(?:\.[0-5])?b)(?![a-z\d])")
-
-# The body fields each engine honours beyond the OpenAI standard (temperature, top_p, penalties, seed, stop).
-STANDARD_FIELDS = {"top_p", "frequency_penalty", "presence_penalty", "seed", "stop"}
-ENGINE_FIELDS: dict[EngineKind, set[str]] = {
-    EngineKind.LLAMACPP: STANDARD_FIELDS | {"min_p", "top_k", "repetition_penalty", "dry_multiplier"},
-    EngineKind.VLLM: STANDARD_FIELDS | {"min_p", "top_k", "repetition_penalty"},
-    EngineKind.SGLANG: STANDARD_FIELDS | {"min_p", "top_k", "repetition_penalty"},
-}
-WIRE_NAMES = {EngineKind.LLAMACPP: {"repetition_penalty": "repeat_penalty"}}
 
 
 def is_small_model(model: str) -> bool:
@@ -61,7 +53,7 @@ def choose_profile(name: str | None, overrides: dict[str, Any], models: list[str
 
 def honoured_fields(kinds: set[EngineKind]) -> set[str]:
     """The sampling fields every one of these engines takes (an unknown engine: the OpenAI standard only)."""
-    fields = [ENGINE_FIELDS.get(kind, STANDARD_FIELDS) for kind in kinds] or [STANDARD_FIELDS]
+    fields = [set(engine(kind).sampling_fields) for kind in kinds] or [set(STANDARD_FIELDS)]
     return set.intersection(*fields)
 
 
@@ -81,7 +73,7 @@ def sampling_body(profile: SamplingProfile, kinds: set[EngineKind], tag: str) ->
         values["seed"] = seed
     body = {}
     for key, value in values.items():  # a mixed fleet gets each engine's name; each ignores the other's
-        for name in {WIRE_NAMES.get(kind, {}).get(key, key) for kind in kinds} or {key}:
+        for name in {engine(kind).wire_names.get(key, key) for kind in kinds} or {key}:
             body[name] = value
     return body
 

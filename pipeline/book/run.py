@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from pipeline.audit.embed import open_embedder
 from pipeline.audit.report import AuditReport, audit
 from pipeline.audit.source import load_run
+from pipeline.backends.engines import engine
 from pipeline.backends.fleet import Fleet, open_fleet
 from pipeline.backends.pool import BackendPool
 from pipeline.book.assemble import assemble
@@ -41,7 +42,6 @@ from pipeline.records import (
     BookSpec,
     Chapter,
     EngineInfo,
-    EngineKind,
     Outline,
     Part,
     SamplingProfile,
@@ -55,7 +55,6 @@ from pipeline.typeset.epub import typeset_epub
 from pipeline.watch.listeners import BookListener
 
 log = logging.getLogger("fanout")
-THINKING_SWITCH_ENGINES = {EngineKind.VLLM, EngineKind.SGLANG, EngineKind.LLAMACPP}
 MAX_BEST_OF = 4  # candidates a section at most when the fleet has slots to spare
 
 
@@ -115,7 +114,11 @@ def load_outline(folder: RunFolder) -> Outline | None:
 def engine_switches(infos: list[EngineInfo]) -> dict[str, Any]:
     """The body fields that switch thinking off, where every answering engine has the switch."""
     kinds = {info.kind for info in infos if info.models}
-    return {"chat_template_kwargs": {"enable_thinking": False}} if kinds and kinds <= THINKING_SWITCH_ENGINES else {}
+    return (
+        {"chat_template_kwargs": {"enable_thinking": False}}
+        if kinds and all(engine(k).thinking_switch for k in kinds)
+        else {}
+    )
 
 
 def sampler_for(profile: SamplingProfile, infos: list[EngineInfo]) -> Sampler:

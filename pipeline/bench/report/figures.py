@@ -15,7 +15,7 @@ import statistics
 from dataclasses import dataclass
 from itertools import accumulate
 
-from pipeline.backends.metrics import METRIC_NAMES
+from pipeline.backends.engines import metric_names
 from pipeline.bench.report.latency import percentile, summarise
 from pipeline.records import EngineInfo
 from pipeline.records.bench import (
@@ -116,7 +116,7 @@ class Tokens:
 
 
 def backend_tokens(raw: LevelRaw, name: str, info: EngineInfo, grid: Grid, requests: list[RequestSample]) -> Tokens:
-    names = METRIC_NAMES.get(info.kind)
+    names = metric_names(info.kind)
     points = counter_series([s for s in raw.samples if s.backend == name], "generated")
     covers = len(points) >= 2 and points[0][0] <= grid.start and points[-1][0] >= grid.times[-1]
     if info.counts_per_step and names is not None and covers:
@@ -195,7 +195,7 @@ def level_counts(raw: LevelRaw, name: str, requests: list[RequestSample], spec: 
 
 
 def step_figures(samples: list[CounterSample], info: EngineInfo, raw: LevelRaw) -> dict:
-    names = METRIC_NAMES.get(info.kind)
+    names = metric_names(info.kind)
     points = counter_series(samples, "decode_steps")
     if names is None or len(points) < 2:
         return {}

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import anyio
 
+from pipeline.backends.engines import engine
 from pipeline.backends.fleet import Fleet, open_fleet
 from pipeline.bench.load.closed import run_level
 from pipeline.bench.load.local import InProcessRunner
@@ -35,7 +36,7 @@ from pipeline.bench.studies.context import BenchRun, OnLevel
 from pipeline.bench.studies.rates import run_rate_sweep, run_replay, workload_of
 from pipeline.config import Settings
 from pipeline.errors import UsageError
-from pipeline.records import EngineInfo, EngineKind
+from pipeline.records import EngineInfo
 from pipeline.records.bench import (
     MIN_WINDOW_S,
     BackendInfo,
@@ -49,7 +50,6 @@ from pipeline.records.bench import (
 from pipeline.watch.listeners import BenchListener
 
 log = logging.getLogger("fanout")
-IGNORE_EOS_ENGINES = {EngineKind.VLLM, EngineKind.SGLANG, EngineKind.LLAMACPP}
 
 
 def check_spec(spec: BenchSpec) -> None:
@@ -112,7 +112,7 @@ def targets_of(fleet: Fleet, spec: BenchSpec) -> tuple[list[Target], list[Backen
             raise UsageError(f"backend {backend.name} ({backend.base_url}) is not reachable")
         slots, source = slots_for(backend.name, info, spec)
         check_level_fits(backend.name, state.cap, slots, source, spec.streams)
-        ignore_eos = spec.ignore_eos and info.kind in IGNORE_EOS_ENGINES
+        ignore_eos = spec.ignore_eos and engine(info.kind).ignore_eos
         targets.append(Target(backend, info, {"ignore_eos": True} if ignore_eos else {}))
         infos.append(
             BackendInfo(

@@ -21,20 +21,20 @@ import time
 import anyio
 from pydantic import BaseModel, Field
 
+from pipeline.backends.engines import engine
 from pipeline.backends.fleet import Fleet, open_fleet
 from pipeline.backends.pool import RequestFailed
 from pipeline.bench.load.prompts import PromptMaker, new_nonce, sized_prompts, token_counter
 from pipeline.bench.report.provenance import host_info
 from pipeline.bench.studies.identity import single_pool
 from pipeline.errors import UsageError
-from pipeline.records import ChatRequest, Completion, EngineKind
+from pipeline.records import ChatRequest, Completion
 
 GATE = [
     ("What is 2 + 3? Answer with the number only.", r"\b5\b|\bfive\b"),
     ("What is the capital of France? Answer with one word.", r"\bparis\b"),
     ("What colour is the sky on a clear day? Answer with one word.", r"\bblue\b"),
 ]
-IGNORE_EOS_ENGINES = {EngineKind.VLLM, EngineKind.LLAMACPP, EngineKind.SGLANG}
 
 
 class SweepSpec(BaseModel):
@@ -179,7 +179,7 @@ async def run_sweep(settings, spec: SweepSpec) -> SweepRecord:
             )
         gate = await coherence_gate(fleet, spec.skip_gate)
         counter = await token_counter(fleet.session, backend)
-        ignore_eos = info.kind in IGNORE_EOS_ENGINES
+        ignore_eos = engine(info.kind).ignore_eos
         levels, single = [], None
         for users in spec.levels:
             runs = [

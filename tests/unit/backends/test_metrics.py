@@ -12,8 +12,8 @@ import pytest
 from aiohttp import web
 
 from pipeline.backends import metrics
+from pipeline.backends.engines import ENGINES, metric_names
 from pipeline.backends.metrics import (
-    METRIC_NAMES,
     EngineReading,
     detect_engine,
     parse_metrics,
@@ -302,14 +302,18 @@ def test_read_real_llamacpp() -> None:
 
 
 def test_read_without_name_map_is_all_none() -> None:
-    assert EngineKind.OLLAMA not in METRIC_NAMES
+    assert metric_names(EngineKind.OLLAMA) is None
     samples = parse_metrics(fixture_text("vllm.txt"))
     assert read_engine(EngineKind.OLLAMA, samples) == EngineReading()
     assert read_engine(EngineKind.UNKNOWN, samples) == EngineReading()
 
 
 def test_only_vllm_counts_per_step() -> None:
-    assert {k for k, names in METRIC_NAMES.items() if names.counts_per_step} == {EngineKind.VLLM}
+    assert {k for k, e in ENGINES.items() if e.metrics is not None and e.metrics.counts_per_step} == {EngineKind.VLLM}
+
+
+def test_every_engine_kind_has_one_record() -> None:
+    assert set(ENGINES) == set(EngineKind) and all(kind is e.kind for kind, e in ENGINES.items())
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,6 @@ sentences the same way; the journal keeps the raw answer beside the text.
 
 from __future__ import annotations
 
-import math
 import re
 from collections import Counter
 
@@ -20,8 +19,6 @@ from markdown_it import MarkdownIt
 from pipeline.text import LOOP_REPEATS, LOOP_WORDS, ends_closed, shingles, words_of
 
 _markdown = MarkdownIt("commonmark")
-TOKENS_PER_WORD = 1.4  # English prose with Markdown marks, SmolLM2's and Llama's tokenizers alike
-HEADROOM = 1.3  # a model asked for N words often writes more; past 1.3x the budget a section is cut back
 WORDS_PER_PARAGRAPH = 90
 FENCE_LINE = re.compile(r"^\s*(```|~~~)")
 SENTENCE_END = re.compile(r"[.!?…][\"'”’)\]*_]*(?=\s|$)")
@@ -37,11 +34,6 @@ TITLE_LINE_WORDS = 14
 BLOCK_START = re.compile(r"^\s*(?:[-*+]\s|\d+[.)]\s|\|)")  # a list item or a table row is content
 SENTENCE_CLOSE = re.compile(r"[.!?…]$")
 INNER_SENTENCE_END = re.compile(r"[.!?…]\s")
-
-
-def token_cap(words: int) -> int:
-    """The max_tokens that lets an answer of about `words` words end on its own."""
-    return math.ceil(round(words * TOKENS_PER_WORD * HEADROOM, 6))
 
 
 def paragraphs_for(words: int) -> int:

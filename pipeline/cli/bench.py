@@ -490,7 +490,6 @@ def cmd_efficiency(args: argparse.Namespace) -> int:
 def cmd_quality(args: argparse.Namespace) -> int:
     from pipeline.backends.loop import fast_loop
     from pipeline.bench.studies.quality import load_record, quality_markdown, read_prompts, run_quality, score_runs
-    from pipeline.book.trim import token_cap
     from pipeline.watch.terminal import BookProgress
 
     baseline = load_record(args.baseline) if args.baseline else None
@@ -509,7 +508,7 @@ def cmd_quality(args: argparse.Namespace) -> int:
             prompts,
             shape,
             args.words,
-            args.max_tokens or token_cap(args.words),
+            args.max_tokens,
             folder,
             BookProgress(enabled=not args.quiet),
         )

@@ -27,7 +27,6 @@ def book_spec(args: argparse.Namespace):
         raise UsageError("the prompt is empty")
     if len(args.prompt) > MAX_PROMPT_CHARS:
         raise UsageError(f"the prompt is {len(args.prompt):,} characters; at most {MAX_PROMPT_CHARS:,}")
-    from pipeline.book.trim import token_cap
 
     require_positive(args, "words")
     if args.max_tokens is not None:
@@ -39,7 +38,7 @@ def book_spec(args: argparse.Namespace):
         chapters=chapters,
         sections=sections,
         words=args.words,
-        max_tokens=args.max_tokens or token_cap(args.words),
+        max_tokens=args.max_tokens,
     )
 
 

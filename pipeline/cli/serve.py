@@ -72,10 +72,11 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
     async def probe() -> None:
         async with open_fleet(settings_from(args)) as fleet:
-            for backend in fleet.backends:
-                info = fleet.engines[backend.name]
+            for state in fleet.pool.states:
+                backend, info = state.backend, fleet.engines[state.backend.name]
+                configured = f" (configured {backend.cap})" if backend.cap != state.cap else ""
                 print(
-                    f"{backend.name}\t{backend.base_url}\tcap={backend.cap}\tmodel={backend.model}\t"
+                    f"{backend.name}\t{backend.base_url}\tcap={state.cap}{configured}\tmodel={backend.model}\t"
                     f"engine={info.kind.value}\tversion={info.version}\tslots={info.slots}\t"
                     f"metrics={info.has_metrics}"
                 )

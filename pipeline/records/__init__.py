@@ -3,10 +3,11 @@ intervals, wall-clock only where it says so); rates and latencies are derived fr
 
 from __future__ import annotations
 
+import math
 from enum import Enum, StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class EngineKind(str, Enum):
@@ -179,18 +180,37 @@ class SamplingProfile(BaseModel):
         return self.temperature if self.plan_temperature is None else self.plan_temperature
 
 
+TOKENS_PER_WORD = 1.4  # English prose with Markdown marks, SmolLM2's and Llama's tokenizers alike
+HEADROOM = 1.3  # a model asked for N words often writes more; past 1.3x the budget a section is cut back
+DEFAULT_WORDS = 250
+
+
+def token_cap(words: int) -> int:
+    """The max_tokens that lets an answer of about `words` words end on its own (455 for 250 words)."""
+    return math.ceil(round(words * TOKENS_PER_WORD * HEADROOM, 6))
+
+
 class BookSpec(BaseModel):
-    """What the user asked for: the prompt and the outline's shape (parts x chapters x sections)."""
+    """What the user asked for: the prompt and the outline's shape (parts x chapters x sections). A section's
+    max_tokens not given (or None) is token_cap(words)."""
 
     prompt: str = Field(min_length=1)
     parts: int = Field(default=8, gt=0)
     chapters: int = Field(default=12, gt=0)
     sections: int = Field(default=16, gt=0)
-    words: int = Field(default=250, gt=0)
-    max_tokens: int = Field(default=455, gt=0)  # trim.token_cap(words) unless given
+    words: int = Field(default=DEFAULT_WORDS, gt=0)
+    max_tokens: int = Field(gt=0)
     plan_attempts: int = Field(default=6, gt=0)
     profile: SamplingProfile | None = None  # chosen once the engines are known; a resume keeps it
     planner_profile: SamplingProfile | None = None  # when planning has backends of its own
+
+    @model_validator(mode="before")
+    @classmethod
+    def _token_cap(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("max_tokens") is None:
+            words = data.get("words", DEFAULT_WORDS)
+            return {**data, "max_tokens": token_cap(words) if isinstance(words, int) and words > 0 else None}
+        return data
 
     @property
     def shape(self) -> str:

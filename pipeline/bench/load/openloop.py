@@ -178,7 +178,7 @@ def split(total: int | None, parts: int, index: int) -> int | None:
 def shards(targets: list[Target], slots: dict[str, int], plan: RatePlan, greedy: bool, arrivals: list[Arrival],
            parts: int) -> list[Shard]:  # fmt: skip
     """Arrivals dealt round-robin; each part holds its share of every cap and of the client limit."""
-    caps = {t.backend.name: t.backend.cap for t in targets} if plan.respect_caps else None
+    caps = {t.backend.name: t.cap for t in targets} if plan.respect_caps else None
     return [
         Shard(
             targets=targets,

@@ -27,6 +27,7 @@ class Target:
     backend: Backend
     info: EngineInfo
     extra: dict  # engine-specific body fields (ignore_eos)
+    cap: int  # the effective cap: the pool's, after the open-file limit (backend.cap is only the configured one)
 
 
 @dataclass(frozen=True)

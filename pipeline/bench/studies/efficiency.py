@@ -47,6 +47,8 @@ class EfficiencyRecord(BaseModel):
 
 
 def caps_of(settings: Settings) -> list[int]:
+    """The configured caps; the ladder at caps refuses a level above an effective (open-file limited) cap,
+    so a study whose caps were lowered stops with that message rather than measuring the wrong load."""
     return [b.cap for b in settings.backends] or [settings.slots]
 
 

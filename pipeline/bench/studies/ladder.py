@@ -113,7 +113,7 @@ def targets_of(fleet: Fleet, spec: BenchSpec) -> tuple[list[Target], list[Backen
         slots, source = slots_for(backend.name, info, spec)
         check_level_fits(backend.name, state.cap, slots, source, spec.streams)
         ignore_eos = spec.ignore_eos and engine(info.kind).ignore_eos
-        targets.append(Target(backend, info, {"ignore_eos": True} if ignore_eos else {}))
+        targets.append(Target(backend, info, {"ignore_eos": True} if ignore_eos else {}, cap=state.cap))
         infos.append(
             BackendInfo(
                 name=backend.name,

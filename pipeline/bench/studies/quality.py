@@ -103,7 +103,7 @@ async def run_quality(
     prompts: list[str],
     shape: tuple[int, int, int],
     words: int,
-    max_tokens: int,
+    max_tokens: int | None,
     folder: Path,
     listener: BookListener,
 ) -> QualityRecord:
@@ -112,9 +112,8 @@ async def run_quality(
     rows = []
     for number, prompt in enumerate(prompts, 1):
         parts, chapters, sections = shape
-        spec = BookSpec(
-            prompt=prompt, parts=parts, chapters=chapters, sections=sections, words=words, max_tokens=max_tokens
-        )
+        fields = {"parts": parts, "chapters": chapters, "sections": sections, "words": words, "max_tokens": max_tokens}
+        spec = BookSpec.model_validate({"prompt": prompt, **fields})  # max_tokens None: the spec's own cap rule
         outcome = await book(settings, spec, folder / f"{number:02d}-{slug(prompt, 30)}", None, listener)
         rows.append(score_run(outcome.folder))
     return QualityRecord(host=host_info(), started=started, duration_s=round(time.monotonic() - clock, 1), rows=rows)

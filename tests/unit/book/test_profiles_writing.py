@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from pipeline.book.profiles import PROFILES, Sampler, choose_profile, honoured_fields, is_small_model, sampling_body
-from pipeline.book.trim import cut_to_sentence, paragraphs_for, tidy_closing, tidy_opening, token_cap
+from pipeline.book.trim import cut_to_sentence, paragraphs_for, tidy_closing, tidy_opening
 from pipeline.book.write import WallClock, finished, section_prompt, section_request
 from pipeline.config import load_settings
 from pipeline.errors import UsageError
-from pipeline.records import BookSpec, Chapter, Completion, EngineKind, Outline, Part, Section
+from pipeline.records import BookSpec, Chapter, Completion, EngineKind, Outline, Part, Section, token_cap
 from tests.fakes.fake_prompts import plan_level, section_title
 
 
@@ -131,6 +131,8 @@ def test_the_requests_audience_and_asks_for_every_part_reach_the_section_prompt(
 
 def test_the_cap_follows_the_word_budget():
     assert token_cap(250) == 455 and token_cap(100) == 182 and paragraphs_for(250) == 3 and paragraphs_for(20) == 1
+    assert BookSpec(prompt="p").max_tokens == 455 and BookSpec(prompt="p", words=100, max_tokens=None).max_tokens == 182
+    assert BookSpec(prompt="p", words=100, max_tokens=64).max_tokens == 64
 
 
 @pytest.mark.parametrize(

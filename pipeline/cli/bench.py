@@ -318,20 +318,22 @@ def run_command(args: argparse.Namespace, settings, argv: list[str]) -> int:
     return 0
 
 
-def add_bench_command(commands: argparse._SubParsersAction) -> None:
+def add_bench_command(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     bench = commands.add_parser(
         "bench", help="throughput ladder (seed 003), open-loop rate sweep, book replay; latency and goodput"
     )
     add_bench_flags(bench)
     add_live_flags(bench)
     add_fleet_flags(bench)
+    return bench
 
 
-def add_report_command(commands: argparse._SubParsersAction) -> None:
+def add_report_command(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     report = commands.add_parser("report", help="one bench report from one or several saved bench runs")
     report.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR", help="bench run folders (bench.json)")
     report.add_argument("--out", type=Path, metavar="DIR", help="where the report goes (default outputs/report-<time>)")
     report.add_argument("--json", action="store_true", help="print the merged record to stdout instead of the tables")
+    return report
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -345,7 +347,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_sweep_command(commands: argparse._SubParsersAction) -> None:
+def add_sweep_command(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     sweep = commands.add_parser("sweep", help="concurrency sweep with repetitions and a coherence gate (seed 001)")
     sweep.add_argument("--levels", default="1,2,4,8", help="concurrent users per level (1,2,4,8)")
     sweep.add_argument("--repetitions", type=int, default=5, help="runs per level, fresh nonces each (5)")
@@ -356,9 +358,10 @@ def add_sweep_command(commands: argparse._SubParsersAction) -> None:
     sweep.add_argument("--skip-gate", action="store_true", help="measure even if the coherence gate fails (recorded)")
     add_record_flags(sweep)
     add_fleet_flags(sweep)
+    return sweep
 
 
-def add_efficiency_command(commands: argparse._SubParsersAction) -> None:
+def add_efficiency_command(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     efficiency = commands.add_parser("efficiency", help="a book job's tok/s against what the backends sustain")
     efficiency.add_argument("--shape", default="8x12x16", metavar="PxCxS")
     efficiency.add_argument("--max-tokens", type=int, default=520, help="seed 003's section cap (520)")
@@ -373,9 +376,10 @@ def add_efficiency_command(commands: argparse._SubParsersAction) -> None:
     )
     add_record_flags(efficiency)
     add_fleet_flags(efficiency)
+    return efficiency
 
 
-def add_quality_command(commands: argparse._SubParsersAction) -> None:
+def add_quality_command(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     quality = commands.add_parser(
         "quality", help="books from a list of prompts and their quality figures, side by side"
     )
@@ -401,9 +405,10 @@ def add_quality_command(commands: argparse._SubParsersAction) -> None:
     quality.add_argument("--quiet", action="store_true", help="no live progress")
     add_record_flags(quality)
     add_fleet_flags(quality, planning=True)
+    return quality
 
 
-def add_identity_command(commands: argparse._SubParsersAction) -> None:
+def add_identity_command(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     identity = commands.add_parser("identity", help="answers under load against a single-user oracle (seed 000)")
     identity.add_argument("--levels", default="1,2,4,8", help="concurrent users per level (1,2,4,8)")
     identity.add_argument(
@@ -416,6 +421,7 @@ def add_identity_command(commands: argparse._SubParsersAction) -> None:
     identity.add_argument("--prompts", type=Path, metavar="FILE", help="one prompt a line (default: 12 built in)")
     add_record_flags(identity)
     add_fleet_flags(identity)
+    return identity
 
 
 def cmd_bench(args: argparse.Namespace) -> int:

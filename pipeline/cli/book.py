@@ -184,7 +184,7 @@ def cmd_typeset(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_book_command(commands: argparse._SubParsersAction) -> None:
+def add_book_command(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     book = commands.add_parser("book", help="one prompt -> outline -> sections -> book.md and book.pdf")
     book.add_argument("prompt", nargs="?", help="what the book is about (not needed with --resume)")
     book.add_argument("--shape", default="8x12x16", metavar="PxCxS", help="parts x chapters x sections (8x12x16)")
@@ -221,9 +221,10 @@ def add_book_command(commands: argparse._SubParsersAction) -> None:
     )
     add_live_flags(book)
     add_fleet_flags(book, planning=True)
+    return book
 
 
-def add_audit_command(commands: argparse._SubParsersAction) -> None:
+def add_audit_command(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     audit = commands.add_parser("audit", help="find truncated, duplicate, empty, failed and looping sections")
     audit.add_argument("source", type=Path, metavar="RUN_DIR|BOOK.md")
     audit.add_argument("--json", action="store_true", help="print audit.json to stdout")
@@ -237,16 +238,18 @@ def add_audit_command(commands: argparse._SubParsersAction) -> None:
         "NAME>VALUE, NAME<VALUE)",
     )
     add_embeddings_flag(audit)
+    return audit
 
 
-def add_repair_command(commands: argparse._SubParsersAction) -> None:
+def add_repair_command(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     repair = commands.add_parser("repair", help="re-ask truncated, duplicate, empty and failed sections of a run")
     repair.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     repair.add_argument("--quiet", action="store_true", help="no live progress")
     add_fleet_flags(repair, planning=True)
+    return repair
 
 
-def add_typeset_command(commands: argparse._SubParsersAction) -> None:
+def add_typeset_command(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     typeset = commands.add_parser(
         "typeset", help="typeset a run folder or a Markdown book: book.pdf, book.html, book.epub"
     )
@@ -258,3 +261,4 @@ def add_typeset_command(commands: argparse._SubParsersAction) -> None:
         action="store_true",
         help="benchmark on a synthetic 8x12x16 book instead (python -m pipeline.bench.studies.typeset --help)",
     )
+    return typeset

@@ -9,10 +9,12 @@ backend, wrong model name); 3 an audit found defects the user gates on; 130 inte
 
 from __future__ import annotations
 
+import argparse
 import logging
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from pipeline.cli.bench import (
     add_bench_command,
@@ -43,6 +45,22 @@ from pipeline.cli.serve import add_ask_command, add_probe_command, add_serve_com
 from pipeline.errors import FanoutError
 
 log = logging.getLogger("fanout")
+# The one registry of commands: how each adds its flags, and what runs it; `fanout -h` lists them in this order.
+COMMANDS: tuple[tuple[Callable[[Any], argparse.ArgumentParser], Callable[[argparse.Namespace], int]], ...] = (
+    (add_serve_command, cmd_serve),
+    (add_ask_command, cmd_ask),
+    (add_book_command, cmd_book),
+    (add_audit_command, cmd_audit),
+    (add_repair_command, cmd_repair),
+    (add_probe_command, cmd_probe),
+    (add_typeset_command, cmd_typeset),
+    (add_bench_command, cmd_bench),
+    (add_report_command, cmd_report),
+    (add_sweep_command, cmd_sweep),
+    (add_efficiency_command, cmd_efficiency),
+    (add_quality_command, cmd_quality),
+    (add_identity_command, cmd_identity),
+)
 EXIT_CODES = "exit codes: 0 ok, 1 run failed, 2 usage/config error, 3 audit gate, 130 interrupted"
 
 
@@ -65,40 +83,9 @@ def build_parser() -> Parser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
     parser.add_argument("--version", action="version", version=f"fanout {installed_version()}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    for add in (
-        add_serve_command,
-        add_ask_command,
-        add_book_command,
-        add_audit_command,
-        add_repair_command,
-        add_probe_command,
-        add_typeset_command,
-        add_bench_command,
-        add_report_command,
-        add_sweep_command,
-        add_efficiency_command,
-        add_quality_command,
-        add_identity_command,
-    ):
-        add(commands)
+    for add, run in COMMANDS:
+        add(commands).set_defaults(run=run)
     return parser
-
-
-COMMANDS = {
-    "serve": cmd_serve,
-    "ask": cmd_ask,
-    "book": cmd_book,
-    "audit": cmd_audit,
-    "repair": cmd_repair,
-    "probe": cmd_probe,
-    "bench": cmd_bench,
-    "report": cmd_report,
-    "typeset": cmd_typeset,
-    "sweep": cmd_sweep,
-    "identity": cmd_identity,
-    "efficiency": cmd_efficiency,
-    "quality": cmd_quality,
-}
 
 
 def configure_logging(verbose: bool) -> None:
@@ -120,7 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         configure_logging(args.verbose)
-        return COMMANDS[args.command](args)
+        return args.run(args)
     except FanoutError as error:
         print(f"fanout: error: {flag_words(str(error))}", file=sys.stderr)
         return error.exit_code

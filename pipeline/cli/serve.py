@@ -85,22 +85,25 @@ def cmd_probe(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_serve_command(commands: argparse._SubParsersAction) -> None:
+def add_serve_command(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
     serve = commands.add_parser("serve", help="start the embedded llama.cpp engine and serve until interrupted")
     add_engine_flags(serve)
     serve.add_argument("--port", type=int, help="port on 127.0.0.1 (default: a free one)")
+    return serve
 
 
-def add_ask_command(commands: argparse._SubParsersAction) -> None:
+def add_ask_command(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     ask = commands.add_parser("ask", help="stream one answer (or N at once, with throughput figures)")
     ask.add_argument("prompt")
     ask.add_argument("--streams", type=int, default=1, help="send N numbered copies at once and report tok/s")
     ask.add_argument("--max-tokens", type=int, default=256)
     ask.add_argument("--ignore-eos", action="store_true", help="run every answer to --max-tokens (llama.cpp, vLLM)")
     add_fleet_flags(ask)
+    return ask
 
 
-def add_probe_command(commands: argparse._SubParsersAction) -> None:
+def add_probe_command(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     probe = commands.add_parser("probe", help="detect the engine behind each backend")
     add_fleet_flags(probe)
+    return probe

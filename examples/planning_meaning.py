@@ -164,7 +164,7 @@ def ask(url: str, chat: list[dict[str, str]], seed: int) -> str:
         return str(json.load(response)["choices"][0]["message"]["content"])
 
 
-def judge(answer: str, request: str, book: str, chapter: str, reasked: bool) -> tuple[list[str], int]:
+def judge(answer: str, request: str, book: str, chapter: str, *, reasked: bool) -> tuple[list[str], int]:
     """The units the planner would take from this answer (at most COUNT), and how many it refused as copies."""
     spec = BookSpec(prompt=request, parts=1, chapters=1, sections=COUNT)
     planner = Planner(
@@ -212,7 +212,7 @@ def measure(url: str, forms: list[str], seeds: list[int]) -> None:
             if f != form:
                 continue
             request, book, chapter, _ = CHAPTERS[c]
-            units, copied = judge(answer, request, book, chapter, form.startswith("reask"))
+            units, copied = judge(answer, request, book, chapter, reasked=form.startswith("reask"))
             taken, copies = taken + len(units), copies + copied
             if len(units) > 1:
                 vectors = embedder.embed(units)

@@ -121,7 +121,7 @@ def check_keys(data: Mapping[str, Any], known: Iterable[str], where: str) -> Non
             raise unknown_key(key, known, where)
 
 
-def parse_backend_spec(spec: str, index: int, planner: bool = False, source: str | None = None) -> Backend:
+def parse_backend_spec(spec: str, index: int, *, planner: bool = False, source: str | None = None) -> Backend:
     """Takes `URL[,cap=N][,model=NAME][,name=NAME][,key_env=VAR]`, its place in the list, whether planning's,
     and where it came from for errors (a flag or env var; default the setting's name); returns a Backend named
     b0, b1... or planner0..."""

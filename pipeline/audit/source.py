@@ -67,8 +67,8 @@ def load_run(folder: Path) -> AuditBook:
         [(p.id, p.title) for p in outline.parts],
         [(c.id, c.title) for p in outline.parts for c in p.chapters],
         sections,
-        True,
-        blocks,
+        from_journal=True,
+        blocks=blocks,
         title=outline.title,
         prompt=spec.prompt if spec else None,
         target_words=spec.words if spec else None,
@@ -129,7 +129,7 @@ def load_markdown(path: Path) -> AuditBook:
         raise UsageError(f"{path}: no headings, so no sections to audit")
     section_level = max(level for _, level, _ in headings)
     lines = markdown.splitlines()
-    book = AuditBook(str(path), [], [], [], False, heading_blocks(markdown))
+    book = AuditBook(str(path), [], [], [], from_journal=False, blocks=heading_blocks(markdown))
     bounds = [line for line, _, _ in headings] + [len(lines)]
     part = chapter = None  # the ids the next headings belong to
     for index, (line, level, text) in enumerate(headings):

@@ -107,7 +107,7 @@ class ChatWorkers:
             entry.future.set_result(message[2])
         else:
             _, _, failure_kind, detail, retry_after, retryable = message
-            entry.future.set_exception(AttemptError(failure_kind, detail, retry_after, retryable))
+            entry.future.set_exception(AttemptError(failure_kind, detail, retry_after, retryable=retryable))
 
     async def chat(
         self, backend: Backend, request: ChatRequest, read_timeout: float, on_delta: OnDelta | None = None
@@ -162,7 +162,9 @@ async def serve(connection: Connection) -> None:
                 task.cancel()
             continue
         _, request_id, backend, request, read_timeout, wants_deltas = message
-        task = asyncio.create_task(_one(connection, request_id, backend, request, read_timeout, wants_deltas, deltas))
+        task = asyncio.create_task(
+            _one(connection, request_id, backend, request, read_timeout, wants_deltas=wants_deltas, deltas=deltas)
+        )
         tasks[request_id] = task
         task.add_done_callback(forget(tasks, request_id))
     flusher.cancel()
@@ -196,6 +198,7 @@ async def _one(
     backend: Backend,
     request: ChatRequest,
     read_timeout: float,
+    *,
     wants_deltas: bool,
     deltas: list[tuple[int, str]],
 ) -> None:

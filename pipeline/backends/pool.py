@@ -115,6 +115,7 @@ class BackendPool:
         self,
         request: ChatRequest,
         on_delta: OnDelta | None = None,
+        *,
         first: bool = False,
         on_retry: Callable[[], None] | None = None,
     ) -> Completion:
@@ -136,7 +137,7 @@ class BackendPool:
                 if on_retry is not None and attempt.retry_state.attempt_number > 1:
                     on_retry()
                 with attempt:
-                    completion = await self._attempt(request, attempts, avoid, on_delta, first)
+                    completion = await self._attempt(request, attempts, avoid, on_delta, first=first)
         except AttemptError:
             raise RequestFailed(request.tag, attempts) from None
         finally:  # answered, failed, or cancelled by its caller (planning stops once it has enough)
@@ -153,9 +154,9 @@ class BackendPool:
         return self._backoff(retry_state)
 
     async def _attempt(
-        self, request: ChatRequest, attempts: list[Attempt], avoid: set[str], on_delta: OnDelta | None, first: bool
+        self, request: ChatRequest, attempts: list[Attempt], avoid: set[str], on_delta: OnDelta | None, *, first: bool
     ) -> Completion:
-        state = await self._acquire(avoid, first)
+        state = await self._acquire(avoid, first=first)
         try:
             for _ in range(REASK_BEFORE_FIRST_BYTE):
                 t_start = time.monotonic()
@@ -214,23 +215,23 @@ class BackendPool:
             self._reserved = 0
             self._wake_next()
 
-    def _pick(self, avoid: set[str], first: bool = True) -> BackendState | None:
+    def _pick(self, avoid: set[str], *, first: bool = True) -> BackendState | None:
         now = time.monotonic()
-        free = [s for s in self.states if s.in_flight < self._limit(s, first) and self._is_up(s, now)]
+        free = [s for s in self.states if s.in_flight < self._limit(s, first=first) and self._is_up(s, now)]
         preferred = [s for s in free if s.backend.name not in avoid] or free
         return min(preferred, key=lambda s: s.load, default=None)
 
-    def _limit(self, state: BackendState, first: bool) -> int:
+    def _limit(self, state: BackendState, *, first: bool) -> int:
         return state.cap if first else state.cap - min(self._reserved, state.cap - 1)
 
-    async def _acquire(self, avoid: set[str], first: bool = False) -> BackendState:
+    async def _acquire(self, avoid: set[str], *, first: bool = False) -> BackendState:
         """Take a slot: at once if one is free and nobody waits ahead, else in arrival order (urgent first)."""
         queue = self._urgent if first else self._waiters
         ahead = self._urgent if first else self._urgent or self._waiters
-        state = self._pick(avoid, first)
+        state = self._pick(avoid, first=first)
         if state is None or ahead:
             await self._wait_turn(queue, at_front=False)
-            while (state := self._pick(avoid, first)) is None:
+            while (state := self._pick(avoid, first=first)) is None:
                 await self._wait_turn(queue, at_front=True)
         state.in_flight += 1
         state.peak_in_flight = max(state.peak_in_flight, state.in_flight)
@@ -238,7 +239,7 @@ class BackendPool:
             self._wake_next()  # more than one slot came free: pass the turn on
         return state
 
-    async def _wait_turn(self, queue: deque[anyio.Event], at_front: bool) -> None:
+    async def _wait_turn(self, queue: deque[anyio.Event], *, at_front: bool) -> None:
         event = anyio.Event()
         if at_front:
             queue.appendleft(event)

@@ -72,7 +72,7 @@ async def sdk_stream_chat(
     import openai
 
     t_sent = time.monotonic()
-    stream = SseStream(request.keep_token_times, on_delta)
+    stream = SseStream(keep_token_times=request.keep_token_times, on_delta=on_delta)
     try:
         await _stream(shared_client(backend, read_timeout), backend, request, stream)
     except openai.APITimeoutError as exc:
@@ -89,7 +89,7 @@ async def sdk_stream_chat(
 async def sdk_chat(backend: Backend, request: ChatRequest) -> Completion:
     """One request on a client of its own (model checks, tests)."""
     t_sent = time.monotonic()
-    stream = SseStream(request.keep_token_times)
+    stream = SseStream(keep_token_times=request.keep_token_times)
     async with sdk_client(backend) as client:
         await _stream(client, backend, request, stream)
     return completion_of(backend, request, stream, t_sent)

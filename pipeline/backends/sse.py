@@ -25,7 +25,7 @@ MAX_LINE_BYTES = 128 * 1024  # one SSE line (aiohttp's own line limit was the sa
 class AttemptError(Exception):
     """One failed attempt. `kind` names the failure; `retry_after` is the server's hint in seconds."""
 
-    def __init__(self, kind: str, detail: str = "", retry_after: float | None = None, retryable: bool = True):
+    def __init__(self, kind: str, detail: str = "", retry_after: float | None = None, *, retryable: bool = True):
         kind = str(kind)  # an Outcome's recorded name
         super().__init__(f"{kind}: {detail}" if detail else kind)
         self.kind = kind
@@ -86,7 +86,7 @@ class SseStream:
     usage, finish_reason, logprobs, a new `created` second) goes through json.loads and may become the new
     template."""
 
-    def __init__(self, keep_token_times: bool, on_delta: OnDelta | None = None):
+    def __init__(self, *, keep_token_times: bool, on_delta: OnDelta | None = None):
         self.parts: list[str] = []
         self.size = 0
         self.finish_reason: str | None = None
@@ -114,6 +114,10 @@ class SseStream:
                     if content:
                         self._take_content(content)
                     return
+        self._feed_json(payload)
+
+    def _feed_json(self, payload: bytes) -> None:
+        """The slow path: any event the template does not fit, parsed whole."""
         try:
             event = json.loads(payload)
         except ValueError as exc:
@@ -181,7 +185,7 @@ def status_error(status: int, body: str, retry_after: str | None) -> AttemptErro
         except ValueError:
             hint = None
     retryable = status in (408, 409, 425, 429) or status >= 500
-    return AttemptError(Outcome.http(status), body[:200].strip(), hint, retryable)
+    return AttemptError(Outcome.http(status), body[:200].strip(), hint, retryable=retryable)
 
 
 OnDelta = Callable[[str], None]

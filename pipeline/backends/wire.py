@@ -202,7 +202,7 @@ class _Exchange(asyncio.Protocol):
             self.done.set_exception(error)
         self.close(abort=True)
 
-    def close(self, abort: bool = False) -> None:
+    def close(self, *, abort: bool = False) -> None:
         self.timer.cancel()
         if self.transport is not None and not self.transport.is_closing():
             self.transport.abort() if abort else self.transport.close()
@@ -215,7 +215,7 @@ async def stream_chat(
     `read_timeout` bounds the connect and every wait for bytes."""
     t_sent = time.monotonic()
     target = target_of(backend.base_url)
-    stream = SseStream(request.keep_token_times, on_delta)
+    stream = SseStream(keep_token_times=request.keep_token_times, on_delta=on_delta)
     exchange = _Exchange(stream, http_request(target, backend, request), read_timeout)
     loop = exchange.loop
     try:

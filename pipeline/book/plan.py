@@ -34,7 +34,7 @@ from collections import Counter
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import anyio
 import numpy as np
@@ -319,7 +319,7 @@ class Coverage:
     the slots left after it could no longer hold. Among sections, the last slots are kept for them: once
     as few slots are left as asks are open, an item that carries none is refused."""
 
-    def __init__(self, embedder: Embedder, musts: list[str], leaf: bool) -> None:
+    def __init__(self, embedder: Embedder, musts: list[str], *, leaf: bool) -> None:
         self.embedder = embedder
         self.open = musts
         self.leaf = leaf
@@ -346,6 +346,16 @@ class Coverage:
         return nearest
 
 
+class OnItem(Protocol):
+    """Told of each item a node's ask settles on: whether it is a placeholder, and the asks its children carry."""
+
+    def __call__(self, item: PlanItem, *, placeholder: bool, musts: list[str]) -> None: ...
+
+
+class TakeItem(Protocol):
+    def __call__(self, item: PlanItem, *, placeholder: bool = False) -> None: ...
+
+
 @dataclass
 class NodeAsk:
     """One node's planning question: its template and values, what its titles must not echo, and where
@@ -357,7 +367,7 @@ class NodeAsk:
     count: int
     have: list[str]  # titles the node already has (a resumed run)
     ancestors: dict[str, str]  # 'the chapter title' -> its text
-    on_item: Callable[[PlanItem, bool, list[str]], None]  # (item, placeholder, the asks its children must carry)
+    on_item: OnItem
     node_id: str
     fallback_prefix: str = ""
     with_title: bool = False
@@ -390,6 +400,7 @@ class Planner:
     async def plan(
         self,
         outline: Outline | None = None,
+        *,
         barrier: bool = False,
         on_section: OnSection | None = None,
         on_change: Callable[[Outline], None] | None = None,
@@ -440,31 +451,12 @@ class Planner:
     async def _plan_pipelined(
         self, outline: Outline | None, group: TaskGroup, announce: OnSection, changed: OnChange
     ) -> Outline:
-        def start_chapter(book: Outline, part: Part, chapter: Chapter) -> None:
-            if len(chapter.sections) >= self.spec.sections:
-                for section in list(chapter.sections):
-                    announce(book, part, chapter, section)
-                return
-
-            def announce_all() -> None:
-                for s in list(chapter.sections):
-                    announce(book, part, chapter, s)
-
-            group.start_soon(partial(self._plan_chapter, book, part, chapter, announce_all, changed))
-
-        def start_part(book: Outline, part: Part) -> None:
-            for chapter in list(part.chapters):
-                start_chapter(book, part, chapter)
-            if len(part.chapters) < self.spec.chapters:
-                group.start_soon(
-                    partial(self._plan_part, book, part, lambda chapter: start_chapter(book, part, chapter), changed)
-                )
-
+        starter = _Starter(self, group, announce, changed)
         if outline is not None:
             for part in list(outline.parts):
-                start_part(outline, part)
+                starter.part(outline, part)
         if outline is None or len(outline.parts) < self.spec.parts:
-            outline = await self._plan_book(outline, start_part)
+            outline = await self._plan_book(outline, starter.part)
             changed(outline)
         return outline
 
@@ -490,7 +482,7 @@ class Planner:
         in, once the book title, which their own prompts need, is known."""
         waiting: list[tuple[PlanItem, bool, list[str]]] = []
 
-        def add_waiting(final: bool = False) -> None:
+        def add_waiting(*, final: bool = False) -> None:
             nonlocal outline
             if outline is None:
                 if not (self.book_title or final):
@@ -508,7 +500,7 @@ class Planner:
                     on_part(outline, part)
             waiting.clear()
 
-        def add(item: PlanItem, placeholder: bool, musts: list[str]) -> None:
+        def add(item: PlanItem, *, placeholder: bool, musts: list[str]) -> None:
             waiting.append((item, placeholder, musts))
             add_waiting()
 
@@ -538,7 +530,7 @@ class Planner:
         on_chapter: Callable[[Chapter], None] | None = None,
         changed: OnChange | None = None,
     ) -> None:
-        def add(item: PlanItem, placeholder: bool, musts: list[str]) -> None:
+        def add(item: PlanItem, *, placeholder: bool, musts: list[str]) -> None:
             chapter = Chapter(
                 id=next_id(part.id + ".", "c", part.chapters),
                 title=item.title,
@@ -584,7 +576,7 @@ class Planner:
         on_complete: Callable[[], None] | None = None,
         changed: OnChange | None = None,
     ) -> None:
-        def add(item: PlanItem, placeholder: bool, musts: list[str]) -> None:
+        def add(item: PlanItem, *, placeholder: bool, musts: list[str]) -> None:
             section = Section(
                 id=next_id(chapter.id + ".", "s", chapter.sections),
                 title=item.title,
@@ -640,10 +632,10 @@ class Planner:
         copied = example_words(ask.template) - content_words(own_words)
         coverage = Coverage(self.embedder, list(ask.musts), leaf=ask.level == "sections")
 
-        def take(item: PlanItem, placeholder: bool = False) -> None:
+        def take(item: PlanItem, *, placeholder: bool = False) -> None:
             chosen.append(item.title)
             units[item.title] = unit(item.title, item.point)
-            ask.on_item(item, placeholder, coverage.take(item, ask.count - len(chosen)))
+            ask.on_item(item, placeholder=placeholder, musts=coverage.take(item, ask.count - len(chosen)))
 
         def consider(item: PlanItem) -> None:
             if len(chosen) == ask.count or any(title_key(item.title) == title_key(t) for t in chosen):
@@ -672,8 +664,8 @@ class Planner:
                 need + SPARE_ITEMS,
                 f"plan:{ask.node_id}:{attempt}",
                 self._temperature(attempt),
-                ask.with_title,
-                consider,
+                with_title=ask.with_title,
+                consider=consider,
                 enough=lambda: len(chosen) == ask.count,
             )
             if len(chosen) < ask.count:
@@ -689,7 +681,7 @@ class Planner:
         chosen: list[str],
         spare: list[tuple[PlanItem, str]],
         copied: frozenset[str],
-        take: Callable[[PlanItem, bool], None],
+        take: TakeItem,
         units: dict[str, str],
     ) -> None:
         """Fill what the asks left: a refused item's point as its heading; then a title refused only for
@@ -702,7 +694,7 @@ class Planner:
                 and self._refusal(heading, ask, chosen, copied, None, list(units.values())) is None
             ):
                 self.stats.headings_from_points += 1
-                take(heading, False)
+                take(heading)
         for item, reason in spare:
             if (
                 len(chosen) < ask.count
@@ -711,9 +703,9 @@ class Planner:
                 and self._claim(ask.level, item, near=False) is None
             ):
                 self.stats.near_repeats_kept += 1
-                take(item, False)
+                take(item)
         for title in self._placeholders(ask.level, ask.fallback_prefix, ask.count, len(chosen)):
-            take(PlanItem(title), True)
+            take(PlanItem(title), placeholder=True)
 
     def _refusal(
         self,
@@ -746,7 +738,7 @@ class Planner:
             reason = coverage.refusal(item, ask.count - len(chosen))
         return reason or self._claim(ask.level, item)
 
-    def _claim(self, level: str, item: PlanItem, near: bool = True) -> str | None:
+    def _claim(self, level: str, item: PlanItem, *, near: bool = True) -> str | None:
         """Take a title for the book, or say why not: another node at any level has it, or (with `near`) one
         at this level nearly has it, by words or by meaning (a chapter: by its title and point too), as the
         audit's rules would find. The event loop makes this atomic."""
@@ -786,6 +778,7 @@ class Planner:
         need: int,
         tag: str,
         temperature: float,
+        *,
         with_title: bool,
         consider: Callable[[PlanItem], None],
         enough: Callable[[], bool],
@@ -831,3 +824,32 @@ def fallback_book_title(prompt: str) -> str:
     first = re.sub(r"(?i)^(?:please\s+)?(?:write|explain|create|make|give me|teach me)\s+(?:me\s+)?", "", first)
     title = clean_title(first)
     return title[:1].upper() + title[1:] if 2 <= len(title) <= 80 else "Handbook"
+
+
+@dataclass
+class _Starter:
+    """Starts each node's planning as soon as its parent's title is known (the pipelined schedule): a chapter
+    whose sections are all planned is announced at once, others are planned in `group`."""
+
+    planner: Planner
+    group: TaskGroup
+    announce: OnSection
+    changed: OnChange
+
+    def chapter(self, book: Outline, part: Part, chapter: Chapter) -> None:
+        if len(chapter.sections) >= self.planner.spec.sections:
+            self.announce_all(book, part, chapter)
+            return
+        done = partial(self.announce_all, book, part, chapter)
+        self.group.start_soon(partial(self.planner._plan_chapter, book, part, chapter, done, self.changed))
+
+    def part(self, book: Outline, part: Part) -> None:
+        for chapter in list(part.chapters):
+            self.chapter(book, part, chapter)
+        if len(part.chapters) < self.planner.spec.chapters:
+            on_chapter = partial(self.chapter, book, part)
+            self.group.start_soon(partial(self.planner._plan_part, book, part, on_chapter, self.changed))
+
+    def announce_all(self, book: Outline, part: Part, chapter: Chapter) -> None:
+        for section in list(chapter.sections):
+            self.announce(book, part, chapter, section)

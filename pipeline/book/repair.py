@@ -142,10 +142,10 @@ class Repairer:
             return failure
 
     async def _rewrite(
-        self, part: Part, chapter: Chapter, section: Section, escape_loops: bool = False
+        self, part: Part, chapter: Chapter, section: Section, *, escape_loops: bool = False
     ) -> SectionResult:
         """Ask again; a section whose loop left too little to continue is asked with loop-escaping sampling."""
-        request = self._section_request(part, chapter, section, escape_loops)
+        request = self._section_request(part, chapter, section, escape_loops=escape_loops)
         answer = await self._send(request)
         return failed(section, answer) if isinstance(answer, RequestFailed) else finished(section, answer, self.wall)
 
@@ -187,7 +187,7 @@ class Repairer:
             }
         )
 
-    def _section_request(self, part: Part, chapter: Chapter, section: Section, escape_loops: bool) -> ChatRequest:
+    def _section_request(self, part: Part, chapter: Chapter, section: Section, *, escape_loops: bool) -> ChatRequest:
         request = section_request(self.spec, self.outline, part, chapter, section, self.sampler)
         if escape_loops:
             request.extra.update(LOOP_ESCAPE_PENALTIES)

@@ -13,6 +13,7 @@ import logging
 import shutil
 import time
 from collections import ChainMap, Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,14 +32,13 @@ from pipeline.book.plan import OnSection, Planner, PlanStats, id_number
 from pipeline.book.profiles import Sampler, choose_profile
 from pipeline.book.repair import Repairer
 from pipeline.book.requestlog import RequestLog
-from pipeline.book.stats import backend_lines, book_stats
+from pipeline.book.stats import JobTally, backend_lines, book_stats
 from pipeline.book.write import SectionWriter
 from pipeline.config import Settings
 from pipeline.errors import UsageError
 from pipeline.files import OUTPUTS, output_path, write_atomic
 from pipeline.journal import Journal, read_journal
 from pipeline.records import (
-    Attempt,
     BookSpec,
     Chapter,
     EngineInfo,
@@ -48,7 +48,7 @@ from pipeline.records import (
     Section,
     SectionResult,
 )
-from pipeline.records.book import BackendLine, BookOutcome, BookStats, RepairSummary
+from pipeline.records.book import BookOutcome, BookStats, RepairSummary
 from pipeline.typeset.appendix import appendix_html
 from pipeline.typeset.book import typeset_html
 from pipeline.typeset.epub import typeset_epub
@@ -157,35 +157,39 @@ def adopt_journaled_sections(outline: Outline, journal: dict[str, SectionResult]
             chapter.sections.sort(key=lambda section: id_number(section.id))
 
 
+@dataclass(frozen=True)
+class RunOptions:
+    """How a book run goes, beyond what it writes."""
+
+    repair: bool = False  # repair what the audit found before typesetting (`fanout repair`)
+    keep_stats: bool = False  # leave an earlier run's stats.json in place (a repair of a finished run)
+    barrier: bool = False  # plan the whole outline before writing any section (the efficiency baseline)
+    incremental: bool = True  # typeset parts while writing (off: all at the end)
+
+
 class BookRun:
     def __init__(
-        self,
-        settings: Settings,
-        spec: BookSpec,
-        folder: RunFolder,
-        resumed: bool,
-        progress: BookListener,
-        barrier: bool = False,
-        incremental: bool = True,
-    ):
+        self, settings: Settings, spec: BookSpec, folder: RunFolder, *, resumed: bool, progress: BookListener,
+        options: RunOptions,
+    ):  # fmt: skip
         self.settings = settings
         self.spec = spec
         self.folder = folder
         self.resumed = resumed
         self.progress = progress
-        self.barrier = barrier
-        self.incremental = incremental  # typeset parts while writing (off: all at the end)
+        self.options = options
         self.plan_stats = PlanStats()
         self.requests_started: float | None = None
         self.embedder = open_embedder(settings.embeddings)
 
-    async def run(self, repair: bool = False, keep_stats: bool = False) -> BookOutcome:
+    async def run(self) -> BookOutcome:
         """Plan (unless outline.json exists), write what the journal lacks, optionally repair, then
-        assemble, audit and typeset. `keep_stats` leaves an earlier run's stats.json in place."""
+        assemble, audit and typeset."""
         started = time.monotonic()
         summary = None
         # Parts are typeset while the book is written, unless a repair will change them afterwards.
-        typesetter = IncrementalTypesetter(self.spec, self.folder.pdf) if self.incremental and not repair else None
+        incremental = self.options.incremental and not self.options.repair
+        typesetter = IncrementalTypesetter(self.spec, self.folder.pdf) if incremental else None
         request_log = RequestLog(self.folder.path)
         try:
             if typesetter is not None:
@@ -197,33 +201,25 @@ class BookRun:
                 writing, planning = self._samplers(fleet)
                 journal = read_journal(self.folder.journal)
                 outline, writer = await self._plan_and_write(fleet, journal, writing, planning, typesetter)
-                written, write_seconds = writer.results, writer.seconds
                 requests_started = self.requests_started
                 assert requests_started is not None, "_plan_and_write sets it before the first request"
-                generate_seconds = (writer.last_done or requests_started) - requests_started
-                journal.update(written)
-                if repair:
+                journal.update(writer.results)
+                if self.options.repair:
                     summary = await self._repair(fleet, outline, journal, writing)
-                lines = backend_lines(
-                    fleet.pool.snapshot(),
-                    {b.name: b.base_url for b in fleet.backends},
-                    {b.name: b.model for b in fleet.backends},
-                    fleet.engines,
+                tally = JobTally(
+                    written=writer.results,
+                    write_seconds=writer.seconds,
+                    generate_seconds=(writer.last_done or requests_started) - requests_started,
+                    attempts=fleet.pool.stats.attempts,
+                    backends=backend_lines(
+                        fleet.pool.snapshot(),
+                        {b.name: b.base_url for b in fleet.backends},
+                        {b.name: b.model for b in fleet.backends},
+                        fleet.engines,
+                    ),
                 )
-                attempts = fleet.pool.stats.attempts
-            return await self._finish(
-                outline,
-                journal,
-                written,
-                write_seconds,
-                generate_seconds,
-                attempts,
-                lines,
-                summary,
-                typesetter or IncrementalTypesetter(self.spec, self.folder.pdf),
-                started,
-                keep_stats,
-            )
+            typesetter = typesetter or IncrementalTypesetter(self.spec, self.folder.pdf)
+            return await self._finish(outline, journal, tally, summary, typesetter, started=started)
         finally:
             request_log.close()
             if typesetter is not None:
@@ -251,19 +247,9 @@ class BookRun:
         return writing, planning
 
     async def _finish(
-        self,
-        outline: Outline,
-        journal: dict[str, SectionResult],
-        written: dict[str, SectionResult],
-        write_seconds: float,
-        generate_seconds: float,
-        attempts: list[Attempt],
-        lines: list[BackendLine],
-        summary: RepairSummary | None,
-        typesetter: IncrementalTypesetter,
-        started: float,
-        keep_stats: bool,
-    ) -> BookOutcome:
+        self, outline: Outline, journal: dict[str, SectionResult], tally: JobTally, summary: RepairSummary | None,
+        typesetter: IncrementalTypesetter, *, started: float,
+    ) -> BookOutcome:  # fmt: skip
         """Assemble, audit, typeset (the stats and audit go in the appendix), and write stats.json last."""
         report = self._assemble_and_audit(outline, journal)
         if summary is not None:
@@ -271,21 +257,19 @@ class BookRun:
             write_atomic(self.folder.path / "repair.json", summary.model_dump_json(indent=2))
         stats = book_stats(
             self.plan_stats,
-            written,
+            tally,
             journal,
-            attempts,
-            len(outline.sections()),
-            write_seconds,
-            time.monotonic() - started,
-            lines,
-            self.resumed,
+            section_total=len(outline.sections()),
+            job_seconds=time.monotonic() - started,
+            resumed=self.resumed,
         )
+        generate_seconds = tally.generate_seconds
         stats.generate_seconds = round(generate_seconds, 2)
         stats.generate_tok_s = round(stats.tokens_written / generate_seconds, 1) if generate_seconds > 0 else 0.0
         stats.quality = report.quality
         stats = await self._typeset(outline, journal, stats, report, typesetter)
         stats.job_seconds = round(time.monotonic() - started, 2)
-        if not (keep_stats and self.folder.stats.exists()):
+        if not (self.options.keep_stats and self.folder.stats.exists()):
             write_atomic(self.folder.stats, stats.model_dump_json(indent=2))
         outcome = BookOutcome(folder=self.folder.path, stats=stats, audit=report, repair=summary)
         self.progress.finished(outcome)
@@ -382,7 +366,7 @@ class BookRun:
             write_atomic(self.folder.outline, outline.model_dump_json(indent=2))
             self.progress.outline_ready(outline)
 
-        outline = await planner.plan(partial, self.barrier, on_section, save)
+        outline = await planner.plan(partial, barrier=self.options.barrier, on_section=on_section, on_change=save)
         self.plan_stats = planner.stats
         log.info(
             "planned %s: %d sections in %.1f s (%d requests, %d re-asked, %d placeholder titles, "
@@ -437,10 +421,8 @@ async def book(
     out: Path | None,
     resume: Path | None,
     progress: BookListener,
-    repair: bool = False,
-    keep_stats: bool = False,
-    barrier: bool = False,
-    incremental: bool = True,
+    *,
+    options: RunOptions = RunOptions(),
 ) -> BookOutcome:
     if resume is not None:
         folder, spec = load_run_folder(resume)
@@ -451,8 +433,8 @@ async def book(
     handler = attach_run_log(folder)
     try:
         with progress:
-            run = BookRun(settings, spec, folder, resume is not None, progress, barrier, incremental)
-            outcome = await run.run(repair, keep_stats)
+            run = BookRun(settings, spec, folder, resumed=resume is not None, progress=progress, options=options)
+            outcome = await run.run()
     except UsageError:
         if resume is None:  # refused before any work (unreachable backend, wrong model): leave no folder
             shutil.rmtree(folder.path, ignore_errors=True)

@@ -7,6 +7,7 @@ wall-clock; every rate says so. The quality figures are the audit's, copied in b
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rich.table import Table
@@ -26,18 +27,28 @@ def word_count(results: dict[str, SectionResult]) -> int:
     return sum(len(r.text.split()) for r in results.values() if r.ok)
 
 
+@dataclass
+class JobTally:
+    """What a run's fleet did, gathered before the fleet closes: this run's sections, the write phase's and
+    the generation's seconds, every attempt (planning and writing) and each backend's counters."""
+
+    written: dict[str, SectionResult]
+    write_seconds: float
+    generate_seconds: float
+    attempts: list[Attempt]
+    backends: list[BackendLine]
+
+
 def book_stats(
     plan: PlanStats,
-    written: dict[str, SectionResult],
+    tally: JobTally,
     journal: dict[str, SectionResult],
-    attempts: list[Attempt],
+    *,
     section_total: int,
-    write_seconds: float,
     job_seconds: float,
-    backends: list[BackendLine],
     resumed: bool,
 ) -> BookStats:
-    """`attempts` is every attempt this run made, planning and writing."""
+    written, attempts, write_seconds, backends = tally.written, tally.attempts, tally.write_seconds, tally.backends
     tokens = sum((r.completion_tokens or 0) + r.discarded_tokens for r in written.values() if r.ok)
     candidates = sum(r.candidates for r in written.values())
     ok = sum(r.ok for r in journal.values())

@@ -77,7 +77,7 @@ def unmarked(line: str) -> str:
     return line.strip().strip("#*_\"'“”<>«»").strip()
 
 
-def is_preamble(line: str, has_more: bool) -> bool:
+def is_preamble(line: str, *, has_more: bool) -> bool:
     """A first line that is not the section: chatter, or a short title-like line with text after it."""
     if FENCE_LINE.match(line) or BLOCK_START.match(line):
         return False
@@ -118,7 +118,7 @@ def tidy_opening(text: str) -> str:
     lines = text.strip().splitlines()
     for _ in range(2):
         rest = [line for line in lines[1:] if line.strip()]
-        if lines and is_preamble(lines[0], bool(rest)):
+        if lines and is_preamble(lines[0], has_more=bool(rest)):
             lines = "\n".join(lines[1:]).strip().splitlines()
     body = "\n".join(lines)
     first, sep, after = body.partition("\n\n")
@@ -162,7 +162,7 @@ def loops(text: str, times: int = LOOP_REPEATS) -> bool:
     return bool(counts) and counts.most_common(1)[0][1] >= times
 
 
-def end_well(text: str, capped: bool) -> str:
+def end_well(text: str, *, capped: bool) -> str:
     """Nobody ships a looping section: a loop is cut where it starts (at its second coming in an answer that
     ran to the cap, its third in one that stopped), and an answer that ran to the cap, was cut, or stopped
     mid-sentence in prose ends on its last full sentence."""

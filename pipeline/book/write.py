@@ -215,7 +215,7 @@ class SectionWriter:
         ordered = [answers[number] for number in requests]
         return await anyio.to_thread.run_sync(with_margin, self.embedder, chapter, section, ordered)
 
-    async def _candidate(self, section: Section, request: ChatRequest, streamed: bool) -> SectionResult:
+    async def _candidate(self, section: Section, request: ChatRequest, *, streamed: bool) -> SectionResult:
         """One answer, finished; only the first candidate's text streams to a listener that wants it."""
         listener = self.listener
         on_delta = on_retry = None

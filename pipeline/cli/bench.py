@@ -281,7 +281,7 @@ def run_live(args: argparse.Namespace, settings, spec, engine_log: Path, argv: l
     from pipeline.bench.studies.ladder import bench
     from pipeline.watch.live import LiveFeed, serve_during
 
-    feed = LiveFeed(args.live_host, args.live_port, args.live_public)
+    feed = LiveFeed(args.live_host, args.live_port, allow_public=args.live_public)
     return anyio.run(
         serve_during,
         feed,
@@ -432,7 +432,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
         if args.ceiling:
             raise UsageError("--live shows an engine ladder; --ceiling runs no engine")
-        check_bind(args.live_host, args.live_public)
+        check_bind(args.live_host, allow_public=args.live_public)
     if args.ceiling:
         defaults = argparse.ArgumentParser()
         add_bench_flags(defaults)
@@ -458,7 +458,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         skip_gate=args.skip_gate,
     )
     record = anyio.run(run_sweep, settings_from(args), spec)
-    save_record("sweep", record, sweep_markdown(record), args.out, args.json)
+    save_record("sweep", record, sweep_markdown(record), args.out, as_json=args.json)
     return 1 if any(level.failed for level in record.levels) else 0
 
 
@@ -475,7 +475,7 @@ def cmd_identity(args: argparse.Namespace) -> int:
         if not spec.prompts:
             raise UsageError(f"--prompts {args.prompts}: no prompts in it")
     record = anyio.run(run_identity, settings_from(args), spec)
-    save_record("identity", record, identity_markdown(record), args.out, args.json)
+    save_record("identity", record, identity_markdown(record), args.out, as_json=args.json)
     return 0
 
 
@@ -489,7 +489,7 @@ def cmd_efficiency(args: argparse.Namespace) -> int:
     spec = BookSpec(prompt=args.prompt, parts=parts, chapters=chapters, sections=sections, max_tokens=args.max_tokens)
     with fast_loop():
         record = anyio.run(job_efficiency, settings_from(args), spec, args.window)
-    save_record("efficiency", record, efficiency_markdown(record), args.out, args.json)
+    save_record("efficiency", record, efficiency_markdown(record), args.out, as_json=args.json)
     return 0
 
 
@@ -501,7 +501,7 @@ def cmd_quality(args: argparse.Namespace) -> int:
     baseline = load_record(args.baseline) if args.baseline else None
     if args.score:
         record = score_runs(args.score)
-        save_record("quality", record, quality_markdown(record, baseline), args.out, args.json)
+        save_record("quality", record, quality_markdown(record, baseline), args.out, as_json=args.json)
         return 0
     require_positive(args, "words")
     shape = parse_shape(args.shape)
@@ -518,5 +518,5 @@ def cmd_quality(args: argparse.Namespace) -> int:
             folder,
             BookProgress(enabled=not args.quiet),
         )
-    save_record("quality", record, quality_markdown(record, baseline), folder, args.json)
+    save_record("quality", record, quality_markdown(record, baseline), folder, as_json=args.json)
     return 0

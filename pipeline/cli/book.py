@@ -48,7 +48,7 @@ def cmd_book(args: argparse.Namespace) -> int:
     from pipeline.audit.quality import quality_table
     from pipeline.audit.report import audit_table, parse_fail_on
     from pipeline.backends.loop import fast_loop
-    from pipeline.book.run import book
+    from pipeline.book.run import RunOptions, book
     from pipeline.book.stats import stats_table
     from pipeline.watch.terminal import BookProgress
 
@@ -58,14 +58,15 @@ def cmd_book(args: argparse.Namespace) -> int:
     progress = BookProgress(enabled=not args.quiet)
 
     async def job(listener=progress):
-        return await book(settings, spec, args.out, args.resume, listener, args.repair, barrier=args.barrier)
+        options = RunOptions(repair=args.repair, barrier=args.barrier)
+        return await book(settings, spec, args.out, args.resume, listener, options=options)
 
     with fast_loop():
         if args.live:
             from pipeline.watch.listeners import Listeners
             from pipeline.watch.live import LiveFeed, serve_during
 
-            feed = LiveFeed(args.live_host, args.live_port, args.live_public)
+            feed = LiveFeed(args.live_host, args.live_port, allow_public=args.live_public)
             result = anyio.run(serve_during, feed, lambda page: job(Listeners(progress, page)), args.live_linger)
         else:
             result = anyio.run(job)
@@ -150,12 +151,16 @@ def cmd_repair(args: argparse.Namespace) -> int:
 
     from pipeline.audit.quality import quality_table
     from pipeline.audit.report import audit_table
-    from pipeline.book.run import book
+    from pipeline.book.run import RunOptions, book
+    from pipeline.records.book import BookOutcome
     from pipeline.watch.terminal import BookProgress
 
-    result = anyio.run(
-        book, settings_from(args), None, None, args.run_dir, BookProgress(enabled=not args.quiet), True, True
-    )
+    async def repair_run() -> BookOutcome:
+        progress = BookProgress(enabled=not args.quiet)
+        options = RunOptions(repair=True, keep_stats=True)
+        return await book(settings_from(args), None, None, args.run_dir, progress, options=options)
+
+    result = anyio.run(repair_run)
     if not args.quiet:
         console = Console(stderr=True)
         console.print(audit_table(result.audit))

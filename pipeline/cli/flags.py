@@ -47,7 +47,7 @@ def add_live_flags(parser: argparse.ArgumentParser) -> None:
     live.add_argument("--live-linger", type=float, default=30.0, help="seconds the page stays up after the job")
 
 
-def add_fleet_flags(parser: argparse.ArgumentParser, planning: bool = False) -> None:
+def add_fleet_flags(parser: argparse.ArgumentParser, *, planning: bool = False) -> None:
     group = parser.add_argument_group("backends (none given: the embedded llama.cpp engine)")
     group.add_argument(
         "--backend",
@@ -181,7 +181,7 @@ def settings_from(args: argparse.Namespace):
     return load_settings(flags, args.config)
 
 
-def save_record(kind: str, record, markdown: str, out: Path | None, as_json: bool) -> None:
+def save_record(kind: str, record, markdown: str, out: Path | None, *, as_json: bool) -> None:
     from pipeline.files import output_path, write_atomic
 
     folder = out or output_path(kind)

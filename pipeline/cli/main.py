@@ -88,7 +88,7 @@ def build_parser() -> Parser:
     return parser
 
 
-def configure_logging(verbose: bool) -> None:
+def configure_logging(*, verbose: bool) -> None:
     """Our own logger only: libraries' INFO chatter (fontTools, WeasyPrint) stays out of the terminal."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("fanout: %(message)s"))
@@ -106,7 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)  # so SIGTERM unwinds like Ctrl-C and stops child engines
     try:
         args = build_parser().parse_args(argv)
-        configure_logging(args.verbose)
+        configure_logging(verbose=args.verbose)
         return args.run(args)
     except FanoutError as error:
         print(f"fanout: error: {flag_words(str(error))}", file=sys.stderr)

@@ -157,7 +157,7 @@ def assign_heading_ids(tokens: list[Token], prefix: str = "") -> list[Heading]:
     return headings
 
 
-def toc_html(entries: list[tuple[Heading, int | None]], target_counter: bool = False, title: bool = True) -> str:
+def toc_html(entries: list[tuple[Heading, int | None]], *, target_counter: bool = False, title: bool = True) -> str:
     """The contents list. Each entry is a heading and its page number (printed after a dotted leader), or
     None for no number; `target_counter` lets WeasyPrint fill the numbers in a single-document render."""
     items = []
@@ -229,11 +229,11 @@ def render_markdown(markdown: str, prefix: str = "") -> tuple[str, list[Heading]
     return md.renderer.render(tokens, md.options, env), headings
 
 
-def markdown_body(markdown: str, title: str, target_counter: bool = False) -> str:
+def markdown_body(markdown: str, title: str, *, target_counter: bool = False) -> str:
     """The whole book as one <body>: title page, table of contents, then the book."""
     text, h1, _ = untitled(markdown)
     body, headings = render_markdown(text)
-    contents = toc_html([(h, None) for h in headings], target_counter)
+    contents = toc_html([(h, None) for h in headings], target_counter=target_counter)
     return title_page_html(h1 or title, heading_counts(headings)) + contents + body
 
 

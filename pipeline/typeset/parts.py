@@ -375,7 +375,7 @@ class PartTypesetter:
             raise FanoutError(f"typesetting: part {index} submitted twice or negative")
         self._submit(index, markdown, is_html=False)
 
-    def _submit(self, index: int, source: str | MarkdownSource, is_html: bool) -> None:
+    def _submit(self, index: int, source: str | MarkdownSource, *, is_html: bool) -> None:
         if is_html:
             self.counts[index] = (0, 0, 0)
         elif isinstance(source, str):
@@ -411,7 +411,14 @@ class PartTypesetter:
         title = self.scheduler.submit(
             TOC_PRIORITY,
             render_front,
-            FrontJob(self.title, counts, (), False, str(self.scratch / "title.pdf"), str(self.scratch / "digits.pdf")),
+            FrontJob(
+                self.title,
+                counts,
+                (),
+                first=False,
+                out=str(self.scratch / "title.pdf"),
+                digits_out=str(self.scratch / "digits.pdf"),
+            ),
         )
         parts = [self.parts[i].result() for i in sorted(self.parts)]
         parts_done = time.perf_counter()

@@ -43,7 +43,7 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_bind(host: str, allow_public: bool) -> None:
+def check_bind(host: str, *, allow_public: bool) -> None:
     if not is_loopback(host) and not allow_public:
         raise UsageError(
             f"setting 'live_host' {host} is not a loopback address; add setting 'live_public' to serve it anyway"
@@ -55,8 +55,8 @@ class LiveFeed(BookListener, BenchListener):
 
     wants_deltas = True
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, allow_public: bool = False):
-        check_bind(host, allow_public)
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, allow_public: bool = False):
+        check_bind(host, allow_public=allow_public)
         self.host, self.port = host, port
         self.state: dict[str, Any] = {
             "title": "",

@@ -17,7 +17,7 @@ from pipeline.watch.listeners import BookListener
 
 
 class BookProgress(BookListener):
-    def __init__(self, enabled: bool = True):
+    def __init__(self, *, enabled: bool = True):
         self.enabled = enabled
         self.bars = Progress(
             TextColumn("{task.description}"),

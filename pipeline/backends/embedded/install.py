@@ -131,7 +131,7 @@ def log_tail(log: Path, lines: int = TAIL_LINES) -> list[str]:
         return [line.rstrip("\n") for line in deque(handle, maxlen=lines)]
 
 
-def pip_download(requirement: str, dest: Path, sdist: bool, log: Path) -> Path:
+def pip_download(requirement: str, dest: Path, *, sdist: bool, log: Path) -> Path:
     command = [sys.executable, "-m", "pip", "download", "--no-deps", "-d", str(dest), requirement]
     if sdist:
         command[4:4] = ["--no-binary", ":all:"]

@@ -108,7 +108,7 @@ class Dispatcher:
             self.freed.notify()
 
 
-def request_of(work: Work, target: Target, number: int, greedy: bool) -> ChatRequest:
+def request_of(work: Work, target: Target, number: int, *, greedy: bool) -> ChatRequest:
     extra = {**target.extra, **work.extra} if greedy else {**work.extra}
     temperature = float(extra.pop("temperature", 0.0))
     return ChatRequest(
@@ -141,7 +141,7 @@ class _Sender:
         try:
             if self.watcher is not None:
                 self.watcher.request_started(target.backend.name, number)
-            request = request_of(work, target, number, self.shard.greedy)
+            request = request_of(work, target, number, greedy=self.shard.greedy)
             sample = await send_request(target, request, number, self.shard.read_timeout, self._deltas(number))
         finally:
             await self.dispatcher.release(target)
@@ -175,7 +175,7 @@ def split(total: int | None, parts: int, index: int) -> int | None:
     return None if total is None else max(1, share(total, parts, index))
 
 
-def shards(targets: list[Target], slots: dict[str, int], plan: RatePlan, greedy: bool, arrivals: list[Arrival],
+def shards(targets: list[Target], slots: dict[str, int], plan: RatePlan, *, greedy: bool, arrivals: list[Arrival],
            parts: int) -> list[Shard]:  # fmt: skip
     """Arrivals dealt round-robin; each part holds its share of every cap and of the client limit."""
     caps = {t.backend.name: t.cap for t in targets} if plan.respect_caps else None
@@ -219,7 +219,7 @@ async def run_rate(
     pairs = [(t.backend, t.info) for t in targets]
     start = await sample_all(session, pairs)
     arrivals = schedule(plan, workload, runner.numbers)
-    parts = shards(targets, slots, plan, workload.greedy, arrivals, runner.parts)
+    parts = shards(targets, slots, plan, greedy=workload.greedy, arrivals=arrivals, parts=runner.parts)
     samples: list[CounterSample] = []
     stop = anyio.Event()
     t0 = time.monotonic() + START_DELAY_S

@@ -25,7 +25,7 @@ def _axes(title: str, ylabel: str, levels: list[int]):
     axes.set_ylabel(ylabel)
     axes.set_xscale("log", base=2)
     axes.set_xticks(levels, [str(n) for n in levels])
-    axes.grid(True, alpha=0.3)
+    axes.grid(visible=True, alpha=0.3)
     return figure, axes
 
 

@@ -41,7 +41,7 @@ def _panel(axes, lines: list[Line], figure_name: str, title: str, xlabel: str, t
     axes.set_xlabel(xlabel, fontsize=9)
     axes.set_ylabel("ms", fontsize=9)
     axes.set_ylim(bottom=0)
-    axes.grid(True, alpha=0.3)
+    axes.grid(visible=True, alpha=0.3)
 
 
 def _latency_grid(lines: list[Line], xlabel: str, title: str, top_q: float, path: Path) -> Path:
@@ -86,7 +86,7 @@ def served_chart(record: BenchRecord, path: Path) -> Path:
     axes.set_title("Open loop: served against offered")
     axes.set_xlabel("offered requests per second")
     axes.set_ylabel("completions per second")
-    axes.grid(True, alpha=0.3)
+    axes.grid(visible=True, alpha=0.3)
     axes.legend(fontsize=8)
     figure.tight_layout()
     figure.savefig(path, dpi=DPI)

@@ -32,7 +32,7 @@ def cell(dist: Distribution, percentiles: list[float]) -> str:
     return " · ".join(num(v, 0 if (v or 0) >= 100 else 1) for v in values)
 
 
-def latency_header(first: str, percentiles: list[float], goodput: bool) -> list[str]:
+def latency_header(first: str, percentiles: list[float], *, goodput: bool) -> list[str]:
     order = "mean · " + " · ".join(f"p{q:g}" for q in percentiles)
     header = [first, "Requests", f"TTFT ms ({order})", f"TPOT ms ({order})", f"ITL ms ({order})", f"E2EL ms ({order})"]
     return header + (["Goodput (share, req/s)"] if goodput else [])
@@ -46,7 +46,7 @@ def goodput_cell(summary: LatencySummary) -> str:
     return f"{share}, {num(g.rate, 2)}/s ({g.good}/{g.requests})"
 
 
-def latency_row(level: str, summary: LatencySummary, percentiles: list[float], goodput: bool) -> list[str]:
+def latency_row(level: str, summary: LatencySummary, percentiles: list[float], *, goodput: bool) -> list[str]:
     row = [level, str(summary.requests)] + [
         cell(getattr(summary, name), percentiles) for name in ("ttft", "tpot", "itl", "e2el")
     ]
@@ -69,10 +69,10 @@ def ladder_latency_table(record: BenchRecord, series: Series) -> Table | None:
     if not levels:
         return None
     qs, goodput = record.spec.percentiles, bool(record.spec.goodput_slo_ms)
-    rows = [latency_row(str(lv.streams), lv.total.latency, qs, goodput) for lv in levels if lv.total.latency]
+    rows = [latency_row(str(lv.streams), lv.total.latency, qs, goodput=goodput) for lv in levels if lv.total.latency]
     scope = levels[0].total.latency.scope if levels[0].total.latency else ""
     notes = [DEFINITIONS, f"Requests: {scope}; goodput per second of the window.", *goodput_note(record)]
-    return Table(f"Latency: {series.label} (closed loop)", latency_header("Streams", qs, goodput), rows, notes)
+    return Table(f"Latency: {series.label} (closed loop)", latency_header("Streams", qs, goodput=goodput), rows, notes)
 
 
 SWEEP_HEADER = [
@@ -155,9 +155,11 @@ def sweep_table(record: BenchRecord, sweep: RateSweep) -> Table:
 
 def rate_latency_table(record: BenchRecord, sweep: RateSweep) -> Table:
     qs, goodput = record.spec.percentiles, bool(record.spec.goodput_slo_ms)
-    rows = [latency_row(num(p.rate, 2), p.latency, qs, goodput) for p in sweep.points]
+    rows = [latency_row(num(p.rate, 2), p.latency, qs, goodput=goodput) for p in sweep.points]
     notes = [DEFINITIONS, "Requests: every arrival of the rate, its drain included.", *goodput_note(record)]
-    return Table(f"Latency: {sweep.label} (open loop)", latency_header("Offered req/s", qs, goodput), rows, notes)
+    return Table(
+        f"Latency: {sweep.label} (open loop)", latency_header("Offered req/s", qs, goodput=goodput), rows, notes
+    )
 
 
 def replay_table(record: BenchRecord, replay: ReplayCheck) -> Table:

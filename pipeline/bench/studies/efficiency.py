@@ -16,7 +16,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from pipeline.bench.studies.ladder import bench
-from pipeline.book.run import book
+from pipeline.book.run import RunOptions, book
 from pipeline.config import Settings
 from pipeline.records import BookSpec
 from pipeline.records.bench import BenchSpec
@@ -66,16 +66,15 @@ async def sustained_at_caps(settings: Settings, max_tokens: int, window_s: float
     return point.sustained, point.sustained_source
 
 
-async def job_row(settings: Settings, spec: BookSpec, barrier: bool, sustained: float) -> JobRow:
+async def job_row(settings: Settings, spec: BookSpec, *, barrier: bool, sustained: float) -> JobRow:
     # Seed 003's job: one request a section (no best of k, no off-point retries), so the figure measures the
     # schedule against the fleet, not how many candidates the text asked for.
     settings = settings.model_copy(update={"best_of": 1, "off_point_retries": 0})
     with tempfile.TemporaryDirectory(prefix="fanout-efficiency-") as folder:
         # Typesetting waits for the end here: on a machine that also hosts the backends (the embedded
         # engine, local fakes) its render processes would take CPU from them mid-job.
-        outcome = await book(
-            settings, spec, Path(folder) / "run", None, BookListener(), barrier=barrier, incremental=False
-        )
+        options = RunOptions(barrier=barrier, incremental=False)
+        outcome = await book(settings, spec, Path(folder) / "run", None, BookListener(), options=options)
     stats = outcome.stats
     return JobRow(
         schedule="barrier" if barrier else "pipelined",
@@ -94,7 +93,7 @@ async def job_row(settings: Settings, spec: BookSpec, barrier: bool, sustained: 
 async def job_efficiency(settings: Settings, spec: BookSpec, window_s: float) -> EfficiencyRecord:
     started = time.monotonic()
     sustained, source = await sustained_at_caps(settings, spec.max_tokens, window_s)
-    rows = [await job_row(settings, spec, barrier, sustained) for barrier in (False, True)]
+    rows = [await job_row(settings, spec, barrier=barrier, sustained=sustained) for barrier in (False, True)]
     return EfficiencyRecord(
         shape=spec.shape,
         caps=caps_of(settings),

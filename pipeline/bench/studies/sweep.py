@@ -91,7 +91,7 @@ class SweepRecord(BaseModel):
     provenance: dict = Field(default_factory=dict)
 
 
-async def coherence_gate(fleet: Fleet, skip: bool) -> GateResult:
+async def coherence_gate(fleet: Fleet, *, skip: bool) -> GateResult:
     pool = single_pool(fleet, 0)
     answers = []
     for question, _ in GATE:
@@ -117,7 +117,9 @@ def slot_count(fleet: Fleet, spec: SweepSpec) -> tuple[int, str]:
     return spec.slots, "given (engine_slots, not verifiable)"
 
 
-async def one_repetition(fleet: Fleet, prompts: PromptMaker, users: int, spec: SweepSpec, ignore_eos: bool) -> SweepRun:
+async def one_repetition(
+    fleet: Fleet, prompts: PromptMaker, users: int, spec: SweepSpec, *, ignore_eos: bool
+) -> SweepRun:
     pool = single_pool(fleet, 0)
     extra = {"ignore_eos": True} if ignore_eos else {}
     done: list[Completion] = []
@@ -177,14 +179,18 @@ async def run_sweep(settings, spec: SweepSpec) -> SweepRecord:
                 f"level {max(spec.levels)} exceeds the {min(slots, fleet.pool.states[0].cap)} slots/cap: "
                 "that would measure queueing, not batching"
             )
-        gate = await coherence_gate(fleet, spec.skip_gate)
+        gate = await coherence_gate(fleet, skip=spec.skip_gate)
         counter = await token_counter(fleet.session, backend)
         ignore_eos = engine(info.kind).ignore_eos
         levels, single = [], None
         for users in spec.levels:
             runs = [
                 await one_repetition(
-                    fleet, await sized_prompts(counter, spec.prompt_tokens, new_nonce()), users, spec, ignore_eos
+                    fleet,
+                    await sized_prompts(counter, spec.prompt_tokens, new_nonce()),
+                    users,
+                    spec,
+                    ignore_eos=ignore_eos,
                 )
                 for _ in range(spec.repetitions)
             ]

@@ -83,7 +83,7 @@ def test_a_book_from_two_worker_processes_sends_what_one_process_sends(tmp_path)
 async def test_a_lost_worker_fails_its_requests_and_the_pool_asks_them_again():
     from pipeline.backends.pool import BackendPool, RetryPolicy
     from pipeline.book.plan import PlanStats
-    from pipeline.book.stats import book_stats
+    from pipeline.book.stats import JobTally, book_stats
     from pipeline.records import Outcome
 
     engine = await FakeEngine(tokens=30, token_delay=0.02).start()
@@ -107,7 +107,8 @@ async def test_a_lost_worker_fails_its_requests_and_the_pool_asks_them_again():
             assert len(lost) == 3 and pool_workers.lost == {0}
             # the pool and the book's stats read the same outcome: not the backend's failure, not a request error
             assert pool.states[0].failed == 0
-            stats = book_stats(PlanStats(), {}, {}, attempts, 0, 1.0, 1.0, [], False)
+            tally = JobTally(written={}, write_seconds=1.0, generate_seconds=1.0, attempts=attempts, backends=[])
+            stats = book_stats(PlanStats(), tally, {}, section_total=0, job_seconds=1.0, resumed=False)
             assert stats.request_errors == 0 and stats.reissued_worker_lost == 3
     finally:
         await engine.stop()

@@ -68,7 +68,7 @@ def reference(payloads: list[bytes]) -> dict:
 
 def fed(payloads: list[bytes]) -> tuple[SseStream, list[str]]:
     seen: list[str] = []
-    stream = SseStream(False, seen.append)
+    stream = SseStream(keep_token_times=False, on_delta=seen.append)
     for payload in payloads:
         stream.feed(payload)
     return stream, seen
@@ -132,16 +132,16 @@ def test_events_split_anywhere_across_reads(size):
         + b"data: [DONE]\n\ndata: ignored after done\n\n"
     )
     pieces = [body[i : i + size] for i in range(0, len(body), size)]
-    stream = SseStream(False)
+    stream = SseStream(keep_token_times=False)
     assert asyncio.run(read_events(_Pieces(pieces), stream)) is True
     assert stream.parts == reference(TRICKY)["parts"]
 
 
 def test_no_done_and_too_long_line():
-    stream = SseStream(False)
+    stream = SseStream(keep_token_times=False)
     assert asyncio.run(read_events(_Pieces([b"data: " + TRICKY[0] + b"\n\n"]), stream)) is False
     with pytest.raises(AttemptError) as caught:
-        asyncio.run(read_events(_Pieces([b"data: " + b"y" * 70_000] * 3), SseStream(False)))
+        asyncio.run(read_events(_Pieces([b"data: " + b"y" * 70_000] * 3), SseStream(keep_token_times=False)))
     assert caught.value.kind == "oversized" and not caught.value.retryable
 
 

@@ -5,7 +5,7 @@ with the `small` sampling profile and two seeds each, and counts the headings fa
 (titles.refusal: no echo of the chapter or book title, no identifier, no near-repeat of a sibling) and how
 many came with a key point:
 
-- json: "Answer with JSON only" and a JSON schema with the exact count (the planner before issue 15);
+- json: "Answer with JSON only" and a JSON schema with the exact count (the planner's first format);
 - list: a numbered `Heading: sentence` list, described but not shown;
 - example: the same list after one worked example (a question and its answer as an earlier chat turn).
 

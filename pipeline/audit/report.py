@@ -4,7 +4,7 @@ Takes an AuditBook (loaded from a run folder — spec, outline, journal and book
 book, split at its headings) and returns an AuditReport: every defect names its rule, the section id and
 title, and the evidence; the report also carries the book's quality figures (audit.quality). The
 book is read by audit.source; the rules are audit.rules' ordered list, and the `rule` / `skip_rule` settings
-choose among them. The summary counts use seed 003's words and measures ("N section titles
+choose among them. The summary counts say what they measure in words ("N section titles
 occur more than once; M of K blocks (x%) end without closing punctuation").
 """
 

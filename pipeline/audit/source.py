@@ -41,7 +41,7 @@ class AuditBook:
     chapters: list[tuple[str, str]]
     sections: list[AuditSection]
     from_journal: bool
-    blocks: list[str] = field(default_factory=list)  # heading-delimited blocks of book.md, seed 003's unit
+    blocks: list[str] = field(default_factory=list)  # heading-delimited blocks of book.md, the unit the summary counts
     title: str = ""
     prompt: str | None = None  # what the user asked for: run folders only
     target_words: int | None = None  # words asked for per section: run folders only
@@ -111,7 +111,7 @@ def headings_of(markdown: str) -> list[tuple[int, int, str]]:
 
 
 def heading_blocks(markdown: str) -> list[str]:
-    """The text between consecutive headings (seed 003 counted its blocks this way)."""
+    """The text between consecutive headings."""
     lines = markdown.splitlines()
     starts = [line for line, _, _ in headings_of(markdown)] + [len(lines)]
     blocks = ["\n".join(lines[a + 1 : b]).strip() for a, b in zip(starts, starts[1:])]

@@ -1,8 +1,9 @@
 """Open-file limits: every request in flight holds a socket, so the caps need that many descriptors.
 
-Seed 003 §9: with the default 1,024 and 1,536 sockets needed, 520 sections came back empty and the job
-"finished". So at start we raise RLIMIT_NOFILE toward what the caps need and, if the hard limit is too low,
-lower the caps to fit and say so; a request never fails for want of a descriptor.
+With the default soft limit of 1,024 and 1,536 sockets needed, a client without this check gets sections back
+empty from failed connects while the job reports itself finished. So at start we raise RLIMIT_NOFILE toward what
+the caps need and, if the hard limit is too low, lower the caps to fit and say so; a request never fails for want
+of a descriptor.
 """
 
 from __future__ import annotations

@@ -2,12 +2,12 @@
 arrives, with no task wake-up per read.
 
 Takes a Backend and a ChatRequest, returns a Completion or raises AttemptError, exactly as the aiohttp path
-(aiohttp_chat.py) does (same SSE reader of sse.py, same failure kinds). Why it exists: aiohttp hands every
-read to a waiting task (a future, a loop callback and a coroutine resume per read), and against an engine each
-read carries one event, so at 1,536 streams that hand-off costs about as much as the parse (13 µs an event
-against 6 µs, shared/notes/machine-facts.md; issue 10). Here an asyncio Protocol passes each read straight
-to httptools (llhttp: status line, headers, chunked decoding) and on to the SSE reader inside the loop's
-own callback; the awaiting coroutine wakes once, at the end.
+(aiohttp_chat.py) does (same SSE reader of sse.py, same failure kinds). Why it exists: aiohttp hands every read to
+a waiting task (a future, a loop callback and a coroutine resume per read), and against an engine each read
+carries one event, so at 1,536 streams that hand-off costs about as much as the parse (13 µs an event against 6 µs
+on a 2-core machine; `python -m pipeline.bench.studies.ceiling` measures both). Here an asyncio Protocol passes
+each read straight to httptools (llhttp: status line, headers, chunked decoding) and on to the SSE reader inside
+the loop's own callback; the awaiting coroutine wakes once, at the end.
 
 One connection a request, closed after it (`Connection: close`): on loopback the connect costs a fraction
 of a microsecond an event over a few hundred tokens, and llama-server's habit of dropping idle keep-alive

@@ -1,4 +1,4 @@
-"""The planner: BookSpec -> Outline (seed 003 §8), pipelined or level by level.
+"""The planner: BookSpec -> Outline, pipelined or level by level.
 
 One request for the book title and its parts; one per part for its chapters; one per chapter for its
 sections. Every unit is planned with a title and a key point (one sentence on what it covers, so its

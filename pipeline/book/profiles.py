@@ -1,11 +1,11 @@
 """Sampling profiles: how a book's requests sample, chosen to fit the model that answers them.
 
 Takes the profile the user named (flag, TOML or env; None = choose), field overrides (the TOML `[sampling]`
-table), and what the engines report (their kinds and model names); returns a SamplingProfile, and for each
-request the body fields that every engine of the fleet honours. Tiny models loop at temperature 0
-(SmolLM2-135M: seq-rep-4 0.34-0.85 on one chapter at temperature 0, 0.00-0.06 with the `small` profile, see
-shared/notes), so a model named like one gets `small`; `greedy` is seed 003's temperature 0, kept so the
-efficiency figures stay comparable. A request's seed is derived from the profile's seed and the request's
+table), and what the engines report (their kinds and model names); returns a SamplingProfile, and for each request
+the body fields that every engine of the fleet honours. Tiny models loop at temperature 0 (SmolLM2-135M: seq-rep-4
+0.34-0.85 on one chapter at temperature 0, 0.00-0.06 with the `small` profile, measured on the embedded engine),
+so a model named like one gets `small`; `greedy` is temperature 0, the setting the efficiency figures were first
+measured with, kept so they stay comparable. A request's seed is derived from the profile's seed and the request's
 own tag (a section id), so a rerun on an engine that honours seeds asks every section the same way.
 """
 

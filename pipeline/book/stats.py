@@ -1,4 +1,4 @@
-"""Job statistics in the shape of seed 003 Table 5: stats.json and the table printed at the end.
+"""Job statistics: stats.json and the table printed at the end.
 
 Takes what the run measured (plan stats, this run's section results and write-phase times, the whole
 journal) and returns BookStats. Token counts come from the servers' usage fields; times are client
@@ -56,7 +56,7 @@ def book_stats(
     return BookStats(
         complete=ok == section_total,
         resumed=resumed,
-        shape=" -> ".join(str(n) for n in plan.levels) if plan.levels else "loaded from outline.json",
+        plan_requests_by_level=" -> ".join(str(n) for n in plan.levels) if plan.levels else "loaded from outline.json",
         sections=section_total,
         sections_ok=ok,
         requests_planning=plan.requests,
@@ -111,7 +111,7 @@ def stats_table(stats: BookStats) -> Table:
     table.add_column("measure")
     table.add_column("value", justify="right")
     rows = [
-        ("plan (requests per level)", stats.shape),
+        ("plan (requests per level)", stats.plan_requests_by_level),
         ("sections (ok / planned)", f"{stats.sections_ok:,} / {stats.sections:,}"),
         ("requests (planning + writing)", f"{stats.requests:,} ({stats.requests_planning} + {stats.requests_writing})"),
         (

@@ -255,6 +255,10 @@ def rate_line(label: str, point) -> None:
     )
 
 
+CEILING_RAMP_S = 3.0  # --ceiling: seconds for every stream to start before the window
+CEILING_WINDOW_S = 6.0  # --ceiling: measured seconds when --window is left at the ladder's default
+
+
 def run_ceiling_command(args: argparse.Namespace, parser_defaults: dict) -> int:
     from pipeline.bench.studies.ceiling import run_from_args
 
@@ -267,10 +271,10 @@ def run_ceiling_command(args: argparse.Namespace, parser_defaults: dict) -> int:
         args.ticks,
         str(given("streams", "1536")),
         args.workers,
-        args.max_tokens,
-        3.0,
-        float(given("window", 6.0)),
-        args.out,
+        max_tokens=args.max_tokens,
+        ramp_s=CEILING_RAMP_S,
+        window_s=float(given("window", CEILING_WINDOW_S)),
+        out=args.out,
     )
 
 
@@ -320,7 +324,7 @@ def run_command(args: argparse.Namespace, settings, argv: list[str]) -> int:
 
 def add_bench_command(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     bench = commands.add_parser(
-        "bench", help="throughput ladder (seed 003), open-loop rate sweep, book replay; latency and goodput"
+        "bench", help="throughput ladder, open-loop rate sweep, book replay; latency and goodput"
     )
     add_bench_flags(bench)
     add_live_flags(bench)
@@ -348,7 +352,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def add_sweep_command(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    sweep = commands.add_parser("sweep", help="concurrency sweep with repetitions and a coherence gate (seed 001)")
+    sweep = commands.add_parser("sweep", help="concurrency sweep with repetitions and a coherence gate")
     sweep.add_argument("--levels", default="1,2,4,8", help="concurrent users per level (1,2,4,8)")
     sweep.add_argument("--repetitions", type=int, default=5, help="runs per level, fresh nonces each (5)")
     sweep.add_argument("--prompt-tokens", type=int, default=128, help="prompt length as the engine counts it")
@@ -364,7 +368,7 @@ def add_sweep_command(commands: argparse._SubParsersAction) -> argparse.Argument
 def add_efficiency_command(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     efficiency = commands.add_parser("efficiency", help="a book job's tok/s against what the backends sustain")
     efficiency.add_argument("--shape", default="8x12x16", metavar="PxCxS")
-    efficiency.add_argument("--max-tokens", type=int, default=520, help="seed 003's section cap (520)")
+    efficiency.add_argument("--max-tokens", type=int, default=520, help="each section's token cap (520)")
     efficiency.add_argument("--window", type=float, default=30.0, help="seconds of the sustained-rate window")
     efficiency.add_argument(
         "--prompt", default="Write a complete software engineering handbook. Every topic, with examples."
@@ -372,7 +376,7 @@ def add_efficiency_command(commands: argparse._SubParsersAction) -> argparse.Arg
     efficiency.add_argument(
         "--profile",
         default="greedy",
-        help="sampling profile (greedy: seed 003's temperature 0, so the figures stay comparable)",
+        help="sampling profile (greedy: temperature 0, as the first efficiency figures, so they stay comparable)",
     )
     add_record_flags(efficiency)
     add_fleet_flags(efficiency)
@@ -409,7 +413,7 @@ def add_quality_command(commands: argparse._SubParsersAction) -> argparse.Argume
 
 
 def add_identity_command(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    identity = commands.add_parser("identity", help="answers under load against a single-user oracle (seed 000)")
+    identity = commands.add_parser("identity", help="answers under load against a single-user oracle")
     identity.add_argument("--levels", default="1,2,4,8", help="concurrent users per level (1,2,4,8)")
     identity.add_argument(
         "--mode",

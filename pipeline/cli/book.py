@@ -215,7 +215,7 @@ def add_book_command(commands: argparse._SubParsersAction) -> argparse.ArgumentP
     book.add_argument(
         "--barrier",
         action="store_true",
-        help="plan level by level before writing anything (seed 003's schedule; default: pipelined)",
+        help="plan level by level before writing anything (the level-by-level schedule; default: pipelined)",
     )
     book.add_argument(
         "--fail-on",

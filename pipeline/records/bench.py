@@ -298,7 +298,7 @@ class Provenance(BaseModel):
 
 
 class ComparisonRow(BaseModel):
-    """Seed 003 Table 2: a series (`label`) against the first series at each level both measured."""
+    """A series (`label`) against the first series at each level both measured."""
 
     label: str
     streams: int

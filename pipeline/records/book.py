@@ -28,7 +28,7 @@ class BackendLine(BaseModel):
 class BookStats(BaseModel):
     complete: bool
     resumed: bool
-    shape: str  # "1 -> P -> P*C" requests per planning level
+    plan_requests_by_level: str  # "1 -> P -> P*C": the planning requests of each level (BookSpec.shape is PxCxS)
     sections: int
     sections_ok: int
     requests_planning: int
@@ -42,7 +42,7 @@ class BookStats(BaseModel):
     write_seconds: float
     write_tok_s: float
     job_seconds: float
-    generate_seconds: float = 0.0  # first request to last section: plan + write, seed 003's "whole job"
+    generate_seconds: float = 0.0  # first request to last section: plan + write, the job the efficiency figures time
     generate_tok_s: float = 0.0
     words: int
     pages_at_300_words: float

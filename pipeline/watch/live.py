@@ -1,13 +1,13 @@
 """The live page: every stream of a book merged into one scrolling feed, with honest rates.
 
-A BookListener (and BenchListener) that serves templates/live.html and a Server-Sent Events stream on
-loopback. Four times a second it sends what changed: planning levels (or the bench ladder's levels),
-sections (or bench requests) started and their text so far, those done, each backend's load, tokens and
-the live rate. The rate comes from the engine's own generated-token
-counter where the engine counts every step (vLLM), otherwise from the client's token arrival times in
-this process — never from the browser's arrival times (seed 003 §9: those read 9% high); the page shows
-which. Model text travels as JSON and is put on the page as text, never as HTML. The page works offline:
-no external assets. After the run the final stats stay on the page until the command exits.
+A BookListener (and BenchListener) that serves templates/live.html and a Server-Sent Events stream on loopback.
+Four times a second it sends what changed: planning levels (or the bench ladder's levels), sections (or bench
+requests) started and their text so far, those done, each backend's load, tokens and the live rate. The rate comes
+from the engine's own generated-token counter where the engine counts every step (vLLM), otherwise from the
+client's token arrival times in this process — never from the browser's arrival times (a browser's clock batches
+SSE deliveries: rates from it read about 9% high); the page shows which. Model text travels as JSON and is put on
+the page as text, never as HTML. The page works offline: no external assets. After the run the final stats stay on
+the page until the command exits.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Load benchmark (issue 9 §4): `fanout book` as a real process against FAKE engines, each in its own process
+"""Load benchmark: `fanout book` as a real process against FAKE engines, each in its own process
 on 127.0.0.1, and the figures that say whether the client held up.
 
     python -m tests.fakes.load_bench --streams 1536 --engines 6 --shape 10x25x40

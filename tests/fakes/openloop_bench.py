@@ -1,4 +1,4 @@
-"""Open-loop benchmark (issue 17) against a FAKE step-law engine in its own process: does `fanout bench --rate`
+"""Open-loop benchmark against a FAKE step-law engine in its own process: does `fanout bench --rate`
 measure what the law and the engine's own per-request log say it should?
 
     python -m tests.fakes.openloop_bench [--duration 20] [--seqs 8] [--tokens 32]

@@ -63,7 +63,7 @@ def test_book_on_fake_engines_end_to_end(fake_fleet, tmp_path):
     )
     assert done.returncode == 0, done.stderr
     stats = json.loads(done.stdout)
-    assert stats["complete"] and stats["sections_ok"] == 24 and stats["shape"] == "1 -> 2 -> 6"
+    assert stats["complete"] and stats["sections_ok"] == 24 and stats["plan_requests_by_level"] == "1 -> 2 -> 6"
     assert stats["quality"] == json.loads((out / "audit.json").read_text())["quality"], "the audit's figures"
     journal = read_journal(out / "sections.jsonl")
     assert stats["requests_planning"] == 9 and stats["plan_reasked"] == 0

@@ -1,4 +1,4 @@
-"""Reliability with real processes on 127.0.0.1 (issue 9): a backend SIGKILLed mid-write and brought back,
+"""Reliability with real processes on 127.0.0.1: a backend SIGKILLed mid-write and brought back,
 bad input refused with one line and the documented exit code, and the embedded engine bound to loopback.
 Hostile backend modes and the API key are in test_reliability_modes.py, load in test_reliability_load.py.
 """
@@ -39,7 +39,7 @@ def wait_for(predicate, timeout: float, what: str) -> None:
 
 
 def test_a_backend_killed_mid_write_loses_nothing_and_is_used_again_when_it_returns(tmp_path):
-    """§1: three FAKE engines in their own processes; b1 is SIGKILLed while sections are being written and
+    """Three FAKE engines in their own processes; b1 is SIGKILLed while sections are being written and
     restarted on the same port. The job completes with every section, the cut and refused attempts are in
     stats.json and the journal, and once its rest is over (RetryPolicy.probe_after) b1 takes work again."""
     fakes = [fake_process(0.02, 0.0, "--title-prefix", f"Fleet {name} topic") for name in ("alpha", "bravo", "charlie")]
@@ -150,7 +150,7 @@ def refused(tmp_path_factory):
 
 @pytest.mark.parametrize("case", list(BAD_INPUT))
 def test_bad_input_gets_one_line_exit_2_and_no_run_folder(refused, case):
-    """§5: one line on stderr starting `fanout: error:`, exit 2 (README's table), and no folder at --out."""
+    """One line on stderr starting `fanout: error:`, exit 2 (README's table), and no folder at --out."""
     out, code, stdout, stderr = refused[case]
     assert code == 2, stderr
     assert stderr.startswith("fanout: error:") and stderr.count("\n") == 1, stderr
@@ -173,7 +173,7 @@ def listening_addresses(port: int) -> set[str]:
 
 @pytest.mark.engine
 def test_the_embedded_engine_binds_to_loopback_only(engine8):
-    """§6: the server fanout starts is told 127.0.0.1 and listens there alone."""
+    """The server fanout starts is told 127.0.0.1 and listens there alone."""
     argv = Path(f"/proc/{engine8.process.pid}/cmdline").read_bytes().split(b"\0")
     assert argv[argv.index(b"--host") + 1] == b"127.0.0.1"
     assert listening_addresses(engine8.port) == {"0100007F"}, "listening on 127.0.0.1 only"

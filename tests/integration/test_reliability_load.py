@@ -1,4 +1,4 @@
-"""Load at CI size (issue 9 §4): 256 streams over two FAKE engine processes and a 256-section book started
+"""Load at CI size: 256 streams over two FAKE engine processes and a 256-section book started
 under a soft open-file limit too low for the caps (fanout raises it), and a 96-section book under a hard limit
 too low (fanout lowers the caps and warns). Zero client errors either way; the client's peak memory is recorded.
 The full size is `python -m tests.fakes.load_bench --streams 1536 --engines 6 --shape 10x25x40`.

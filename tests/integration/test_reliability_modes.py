@@ -1,4 +1,4 @@
-"""Hostile backends at book level (issue 9, §3 and §6): `fanout book` runs as a real process against FAKE
+"""Hostile backends at book level: `fanout book` runs as a real process against FAKE
 engines on 127.0.0.1. In each run every fault is planted on its own "bad" backend (cap 1, listed first, so
 each takes one section and serves its fault once) beside a good backend with room to spare. Every fault is
 retried or flagged per policy, never crashes the job, and shows in stats.json, the journal and audit.json.
@@ -204,7 +204,7 @@ def test_a_wrong_model_name_is_a_usage_error_at_start(runs):
 
 @pytest.mark.parametrize("which", ["retried", "oversized"])
 def test_an_api_key_from_the_environment_is_sent_but_never_written(runs, which):
-    """§6: the key (key_env=) reaches every server, and appears in no file of the run folder, nor on stdout
+    """The key (key_env=) reaches every server, and appears in no file of the run folder, nor on stdout
     or stderr (the retried run logs with -v), though the echo_auth server sends it back in an error body."""
     run = runs[which]
     assert {h for bad in run.bads.values() for h in bad.authorizations} == {f"Bearer {SECRET}"}

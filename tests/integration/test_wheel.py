@@ -1,4 +1,4 @@
-"""The built wheel, installed into a fresh venv, runs `fanout typeset` and `fanout book` (issue 16, defect 1).
+"""The built wheel, installed into a fresh venv, runs `fanout typeset` and `fanout book` (the templates ship inside it).
 
 The wheel is built from a copy of the project's files (so the checkout gets no build/ folder) and installed
 with --no-deps into a venv made --without-pip; a .pth file lends it this interpreter's site-packages for the

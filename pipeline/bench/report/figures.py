@@ -341,7 +341,7 @@ def level_result(raw: LevelRaw, engines: dict[str, EngineInfo], spec: BenchSpec)
 
 
 def comparison_rows(series: list[Series]) -> list[ComparisonRow]:
-    """Seed 003 Table 2: each later series against the first, level by level."""
+    """Each later series against the first, level by level (the comparison table's ratio column)."""
     rows = []
     base = {level.streams: level.total for level in series[0].levels} if series else {}
     for other in series[1:]:

@@ -1,9 +1,9 @@
 """The bench report: tables of a BenchRecord as text/Markdown and HTML, with the charts, written to a folder.
 
-Takes a BenchRecord (and a folder); returns the Markdown text, the HTML text, and the paths written
-(bench.json, report.md, report.html, charts/*.png). The ladder table follows seed 003 Table 1, the fit
-its Section 4, several backends Table 3 with per-backend figures beside the total, and side-by-side series
-Table 2 with its ratio column. Under each table, every figure's source is named.
+Takes a BenchRecord (and a folder); returns the Markdown text, the HTML text, and the paths written (bench.json,
+report.md, report.html, charts/*.png). The ladder table gives per level the sustained, best-second and per-stream
+tok/s and the step time, then the step-time fit; several backends get their per-backend figures beside the total,
+and side-by-side series a ratio column. Under each table, every figure's source is named.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def sources(points: list[LadderPoint]) -> list[str]:
     first = points[0]
     notes = [
         f"Sustained and best second: {first.sustained_source}.",
-        "Per stream = sustained / streams; step ms = streams / sustained (seed 003 §3).",
+        "Per stream = sustained / streams; step ms = streams / sustained (one token a stream each engine step).",
         f"TTFT: {first.ttft_scope}.",
     ]
     if first.step_ms_server_source:
@@ -237,7 +237,7 @@ def comparison_table(record: BenchRecord) -> Table | None:
             "Running / waiting (series)",
         ],
         rows,
-        [f"Ratio = series sustained / {base} sustained at the same streams (seed 003 Table 2)."],
+        [f"Ratio = series sustained / {base} sustained at the same streams."],
     )
 
 

@@ -526,6 +526,7 @@ def run_ceiling(
     ticks: list[float],
     streams: list[int],
     workers: list[int],
+    *,
     max_tokens: int,
     ramp_s: float,
     window_s: float,
@@ -636,13 +637,21 @@ def main(argv: list[str] | None = None) -> int:
     add_ceiling_flags(parser)
     args = parser.parse_args(argv)
     return run_from_args(
-        args.clients, args.ticks, args.streams, args.workers, args.max_tokens, args.ramp, args.window, args.out
+        args.clients,
+        args.ticks,
+        args.streams,
+        args.workers,
+        max_tokens=args.max_tokens,
+        ramp_s=args.ramp,
+        window_s=args.window,
+        out=args.out,
     )
 
 
 def run_from_args(
-    clients: str, ticks: str, streams: str, workers: str, max_tokens: int, ramp: float, window: float, out: Path | None
-) -> int:
+    clients: str, ticks: str, streams: str, workers: str, *, max_tokens: int, ramp_s: float, window_s: float,
+    out: Path | None,
+) -> int:  # fmt: skip
     from pipeline.files import output_path
 
     load = Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() else []
@@ -652,9 +661,9 @@ def run_from_args(
         _numbers(ticks, float),
         _numbers(streams),
         _numbers(workers),
-        max_tokens,
-        ramp,
-        window,
+        max_tokens=max_tokens,
+        ramp_s=ramp_s,
+        window_s=window_s,
         echo=lambda line: print(line, file=sys.stderr, flush=True),
     )
     print(table(rows))

@@ -1,9 +1,9 @@
-"""Job efficiency (issue 10, P1): how much of what the backends sustain does a whole book job get?
+"""Job efficiency: how much of what the backends sustain does a whole book job get?
 
 Takes Settings (the backends and their caps, or the embedded engine) and a book shape; in one run it
-measures the ladder's sustained rate at the caps (every backend full, seed 003's closed loop), then writes
+measures the ladder's sustained rate at the caps (every backend full, closed loop), then writes
 the book pipelined and again with --barrier, and returns an EfficiencyRecord: plan + write tok/s ÷
-sustained (seed 003's "whole job", 0.73 there) and write-phase tok/s ÷ sustained (0.86 there). Tokens are
+sustained (the whole job: first request to last section) and write-phase tok/s ÷ sustained. Tokens are
 the servers' usage counts; times are the client's clock.
 """
 

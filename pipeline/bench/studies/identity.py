@@ -1,4 +1,4 @@
-"""Identity against a single-user oracle (seed 000): do answers change when the server gets busy?
+"""Identity against a single-user oracle: do answers change when the server gets busy?
 
 Takes a pool (one backend, or two for the two-servers mode) and a prompt set; returns an IdentityRecord.
 The oracle is each prompt answered alone, one request at a time, at temperature 0. Then, per level N, N

@@ -1,4 +1,4 @@
-"""The concurrency sweep with repetitions (seed 001): what N users get, each and together, measured R times.
+"""The concurrency sweep with repetitions: what N users get, each and together, measured R times.
 
 Takes Settings and a SweepSpec; returns a SweepRecord. A coherence gate first: three trivial questions
 with checkable answers; a model that fails is refused unless the gate is skipped (and the skip recorded).

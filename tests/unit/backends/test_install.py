@@ -1,4 +1,4 @@
-"""The engine set-up's output (issue 16, defect 4): commands write to a log in the cache, the build shows one
+"""The engine set-up's output: commands write to a log in the cache, the build shows one
 progress line, and a failure shows the log's last lines, its path and one error line. Nothing is compiled:
 a noisy Python one-liner stands in for cmake."""
 

@@ -93,6 +93,6 @@ async def test_the_real_engine_with_one_slot_is_identical_and_with_many_is_measu
         pool = BackendPool([engine.backend])
         oracle = await oracle_answers(pool, prompts, 32)
         levels = await concurrency_levels(pool, prompts, [1, 4], 32, oracle)
-    # Measured, not asserted: llama.cpp is known to diverge with several slots (notes/engines.md).
+    # Measured, not asserted: llama.cpp is known to diverge with several slots (they batch unlike one stream).
     print("identity with 4 slots:", [(lv.users, f"{lv.identical}/{lv.total}") for lv in levels])
     assert all(lv.total == max(lv.users, 3) for lv in levels)

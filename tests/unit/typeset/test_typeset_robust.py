@@ -200,7 +200,7 @@ def check_editions(folder: Path, markdown: str) -> None:
 
 @settings(max_examples=TYPESET_EXAMPLES, **ROBUST)
 @given(books)
-@example("# T\n# Part I\n## Chapter 1\nText.\n")  # issue 16, defect 3
+@example("# T\n# Part I\n## Chapter 1\nText.\n")  # the title and a part both level-1 headings
 @example("# Only a title\n")
 @example("")
 @example("[ref]: http://127.0.0.1:9/x\n\n## Part\n")
@@ -245,7 +245,7 @@ def test_undecodable_bytes_are_replaced_or_refused_in_one_line(tmp_path):
 
 
 def test_a_part_written_as_a_level_one_heading_keeps_its_text(tmp_path):
-    """Issue 16, defect 3: the title and a part both `# ` headings; the part used to be taken for a second
+    """The title and a part both `# ` headings; the part used to be taken for a second
     title, leaving an empty document that EbookLib refused (`lxml.etree.ParserError: Document is empty`)."""
     source = tmp_path / "book.md"
     source.write_text("# T\n# Part I\n## Chapter 1\nText.\n")

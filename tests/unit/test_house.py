@@ -1,0 +1,134 @@
+"""The house's shape, read from the source: every import of the package (inside functions and TYPE_CHECKING
+blocks too) points down the layers below, no module imports another's `_private` names, and no import
+circle exists. The layers, lowest first, are the DESIGN's: leaves, backends, audit and typeset, watch, book,
+bench (load, then report, then studies), the CLI."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "pipeline"
+
+# Module name prefix -> layer; the longest prefix that matches a module decides.
+LAYERS = {
+    "pipeline.errors": 0,
+    "pipeline.files": 0,
+    "pipeline.text": 0,
+    "pipeline.templating": 0,
+    "pipeline.journal": 0,
+    "pipeline.titles": 0,
+    "pipeline.records": 0,
+    "pipeline.config": 1,
+    "pipeline.backends": 2,
+    "pipeline.audit": 3,
+    "pipeline.typeset": 3,
+    "pipeline.records.book": 4,  # a book run's outcome records carry the audit's report
+    "pipeline.watch": 5,
+    "pipeline.book": 6,
+    "pipeline.ask": 6,
+    "pipeline.bench": 7,
+    "pipeline.bench.load": 7,
+    "pipeline.bench.report": 8,
+    "pipeline.bench.studies": 9,
+    "pipeline.cli": 10,
+    "pipeline": 11,
+}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def layer_of(module: str) -> int:
+    prefixes = [p for p in LAYERS if module == p or module.startswith(p + ".")]
+    return LAYERS[max(prefixes, key=len)]
+
+
+def imports_of(path: Path, module: str, known: set[str]) -> list[tuple[str, list[str]]]:
+    """(imported module, names taken from it) for every import in the file that names a package module."""
+    base = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, []) for alias in node.names if alias.name in known]
+        elif isinstance(node, ast.ImportFrom):
+            source = node.module or ""
+            if node.level:
+                source = ".".join(
+                    base.split(".")[: len(base.split(".")) - node.level + 1] + ([source] if source else [])
+                )
+            names = [alias.name for alias in node.names]
+            submodules = [f"{source}.{name}" for name in names if f"{source}.{name}" in known]
+            if source in known:
+                found.append((source, [n for n in names if f"{source}.{n}" not in known]))
+            found += [(sub, []) for sub in submodules]
+    return [(target, names) for target, names in found if target != module]
+
+
+def graph() -> dict[str, list[tuple[str, list[str]]]]:
+    files = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    return {module: imports_of(path, module, set(files)) for module, path in files.items()}
+
+
+def circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected groups of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in edges[node]:
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_every_import_points_down():
+    upward = [
+        f"{module} -> {target}"
+        for module, targets in graph().items()
+        for target, _ in targets
+        if layer_of(target) > layer_of(module)
+    ]
+    assert upward == []
+
+
+def test_no_import_circle():
+    edges = {module: {target for target, _ in targets} for module, targets in graph().items()}
+    assert circles(edges) == []
+
+
+def test_no_private_name_crosses_a_module():
+    private = [
+        f"{module} takes {name} from {target}"
+        for module, targets in graph().items()
+        for target, names in targets
+        for name in names
+        if name.startswith("_") and not name.startswith("__")
+    ]
+    assert private == []
+
+
+def test_the_circle_finder_finds_one():
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]

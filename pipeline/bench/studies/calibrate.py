@@ -26,7 +26,7 @@ from pipeline.audit.embed import Embedder, open_embedder
 from pipeline.audit.meaning import STOCK_POINTS, body_text, carries
 from pipeline.titles import near_duplicates
 
-DEFAULT_DIR = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "meaning"
+DEFAULT_DIR = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "meaning"  # repository root
 
 
 class Judgement(BaseModel):

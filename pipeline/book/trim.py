@@ -1,7 +1,7 @@
-"""Starting and ending well: the word budget's token cap, an answer's opening tidied, and an answer cut at
-the cap taken back to its last full sentence.
+"""Starting and ending well: an answer's opening tidied, and an answer cut at the cap taken back to its last
+full sentence (the cap itself is BookSpec's rule, pipeline/records/__init__.py's token_cap).
 
-Takes the words asked for (returns the token cap and paragraph count that fit them), an answer's text
+Takes the words asked for (returns the paragraph count that fits them), an answer's text
 (returns it without the chatter or the echoed title a small model puts before the section proper:
 "Here's a sample chapter:", a quoted title line, "Section: …", and without a label line it puts after it:
 "END OF THIS SECTION"), or a text that stopped at the cap (returns

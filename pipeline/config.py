@@ -22,7 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pipeline.errors import FanoutError, UsageError
-from pipeline.records import Backend, SamplingProfile
+from pipeline.records import Backend, PdfEngine, SamplingProfile
 
 # A backend's options, the same in a TOML table and in a spec (`URL,cap=N,...`), mapped to Backend's fields;
 # `key_env` and `api_key_env` are two documented spellings of one setting.
@@ -74,6 +74,7 @@ class Settings(BaseModel):
     embeddings: str | None = None  # the meaning model: None or 'wordllama' (built in), or URL[,model=NAME]
     best_of: int | None = Field(default=None, gt=0)  # section candidates; None: from the fleet's spare slots
     off_point_retries: int = Field(default=1, ge=0)  # more candidates for a section nearer a sibling's point
+    pdf_engine: PdfEngine = PdfEngine.TYPST  # what typesets the PDF
 
     def request_options(self, backend: Backend) -> Backend:
         """The backend with the run's client, headers and extra body fields (its own win on a clash)."""
@@ -98,6 +99,7 @@ ENV_FIELDS = {
     "embeddings": "FANOUT_EMBEDDINGS",
     "best_of": "FANOUT_BEST_OF",
     "off_point_retries": "FANOUT_OFF_POINT_RETRIES",
+    "pdf_engine": "FANOUT_PDF_ENGINE",
 }
 BACKEND_LISTS = {"backends": "FANOUT_BACKENDS", "planner_backends": "FANOUT_PLANNER_BACKENDS"}
 FILE_KEYS = [*ENV_FIELDS, *BACKEND_LISTS, "sampling", "headers", "extra_body"]

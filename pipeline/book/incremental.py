@@ -1,9 +1,11 @@
-"""Typesetting while the book is written: each part goes to the render pool the moment its last section
-lands, so the PDF is ready a few seconds after the last section rather than a whole render later.
+"""Typesetting while the book is written. With WeasyPrint, each part goes to the render pool the moment its
+last section lands, so the PDF is ready a few seconds after the last section rather than a whole render later.
+With Typst (the default), the whole book is one compile at the end: it takes seconds where WeasyPrint's
+parts take minutes, and a compile of the book so far would not be reused (typeset/typst.py).
 
-Takes the run's outline and results as they grow (`section_done`), and at the end (`finish`) submits
-whatever parts are still missing, adds the appendix and merges. `finish` returns the TypesetResult, whose
-`seconds` is the delay from the end of writing to the PDF on disk.
+Takes the run's outline and results as they grow (`section_done`), and at the end (`finish`) typesets what is
+still missing, adds the appendix and (WeasyPrint) merges. `finish` returns the TypesetResult, whose `seconds`
+is the delay from the end of writing to the PDF on disk.
 """
 
 from __future__ import annotations
@@ -11,13 +13,16 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping
+from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipeline.book.assemble import PartSource
+from pipeline.book.assemble import PartSource, assemble
 from pipeline.errors import FanoutError
-from pipeline.records import BookSpec, Outline, SectionResult
+from pipeline.records import BookSpec, Outline, PdfEngine, SectionResult
 from pipeline.typeset.markdown import TypesetResult
+from pipeline.typeset.shape import HANDBOOK
+from pipeline.typeset.typst import dejavu_folder, typeset_typst
 from pipeline.typeset.weasy import require_fonts
 
 if TYPE_CHECKING:
@@ -27,10 +32,13 @@ log = logging.getLogger("fanout")
 
 
 class IncrementalTypesetter:
-    def __init__(self, spec: BookSpec, out_pdf: Path, workers: int | None = None):
+    def __init__(
+        self, spec: BookSpec, out_pdf: Path, workers: int | None = None, *, engine: PdfEngine = PdfEngine.TYPST
+    ):
         self.spec = spec
         self.out_pdf = out_pdf
         self.workers = workers
+        self.engine = engine
         self.typesetter: PartTypesetter | None = None
         self.lock = threading.Lock()
         self.closed = False
@@ -39,7 +47,12 @@ class IncrementalTypesetter:
     def start(self) -> None:
         """Open the typesetter now (its font check fails before anything is asked) and start the render
         processes in the background, so their start-up (WeasyPrint's import, ~1 CPU-second) overlaps the
-        planning instead of landing in the middle of the last sections' streams."""
+        planning instead of landing in the middle of the last sections' streams. Typst: check its fonts and
+        load the compiler now."""
+        if self.engine is PdfEngine.TYPST:
+            dejavu_folder()
+            threading.Thread(target=lambda: import_module("typst"), name="typeset-warm", daemon=True).start()
+            return
         typesetter = self._open("")
         threading.Thread(target=self._warm, args=(typesetter,), name="typeset-warm", daemon=True).start()
 
@@ -65,6 +78,8 @@ class IncrementalTypesetter:
 
     def section_done(self, outline: Outline, results: Mapping[str, SectionResult], section_id: str) -> None:
         """Submit the section's part if this was its last section (planned and answered)."""
+        if self.engine is PdfEngine.TYPST:
+            return
         index = int(section_id.split(".")[0][1:]) - 1
         part = outline.parts[index]
         if index in self.submitted or len(part.chapters) < self.spec.chapters:
@@ -84,6 +99,10 @@ class IncrementalTypesetter:
 
     def finish(self, outline: Outline, results: dict[str, SectionResult], appendix_html: str) -> TypesetResult:
         """Blocking: run it in a thread. Parts not yet submitted (a resumed run, say) go now."""
+        if self.engine is PdfEngine.TYPST:
+            self.close()
+            markdown = assemble(outline, results)
+            return typeset_typst(markdown, outline.title, self.out_pdf, appendix_html, shape=HANDBOOK)
         for index in range(len(outline.parts)):
             if index not in self.submitted:
                 self._submit(outline, results, index)

@@ -189,7 +189,7 @@ class BookRun:
         summary = None
         # Parts are typeset while the book is written, unless a repair will change them afterwards.
         incremental = self.options.incremental and not self.options.repair
-        typesetter = IncrementalTypesetter(self.spec, self.folder.pdf) if incremental else None
+        typesetter = self._typesetter() if incremental else None
         request_log = RequestLog(self.folder.path)
         try:
             if typesetter is not None:
@@ -218,12 +218,15 @@ class BookRun:
                         fleet.engines,
                     ),
                 )
-            typesetter = typesetter or IncrementalTypesetter(self.spec, self.folder.pdf)
+            typesetter = typesetter or self._typesetter()
             return await self._finish(outline, journal, tally, summary, typesetter, started=started)
         finally:
             request_log.close()
             if typesetter is not None:
                 typesetter.close()
+
+    def _typesetter(self) -> IncrementalTypesetter:
+        return IncrementalTypesetter(self.spec, self.folder.pdf, engine=self.settings.pdf_engine)
 
     def _samplers(self, fleet: Fleet) -> tuple[Sampler, Sampler]:
         """Settle the sampling profiles (recorded in spec.json) and make the writers' and planners' samplers."""

@@ -9,7 +9,14 @@ from pathlib import Path
 
 import anyio
 
-from pipeline.cli.flags import add_embeddings_flag, add_fleet_flags, add_live_flags, require_positive, settings_from
+from pipeline.cli.flags import (
+    add_embeddings_flag,
+    add_fleet_flags,
+    add_live_flags,
+    add_pdf_engine_flag,
+    require_positive,
+    settings_from,
+)
 from pipeline.config import parse_shape
 from pipeline.errors import UsageError
 
@@ -180,7 +187,10 @@ def cmd_typeset(args: argparse.Namespace) -> int:
         raise UsageError("typeset needs a run folder or a Markdown file")
     if args.workers is not None and args.workers < 0:
         raise UsageError("--workers must be 0 or more")
-    result, html_path, epub_path = typeset_book(args.source, args.out, args.workers)
+    from pipeline.config import load_settings
+
+    engine = load_settings({"pdf_engine": args.pdf_engine}, args.config).pdf_engine
+    result, html_path, epub_path = typeset_book(args.source, args.out, args.workers, engine=engine)
     print(
         f"fanout: PDF:  {result.path} ({result.pages:,} pages, {result.seconds:.1f} s)\n"
         f"fanout: HTML: {html_path}\nfanout: EPUB: {epub_path}",
@@ -260,7 +270,9 @@ def add_typeset_command(commands: argparse._SubParsersAction) -> argparse.Argume
     )
     typeset.add_argument("source", nargs="?", type=Path, metavar="RUN_DIR|BOOK.md")
     typeset.add_argument("--out", type=Path, metavar="DIR", help="where the editions go (default: beside it)")
-    typeset.add_argument("--workers", type=int, help="render processes (default: one a core, at most 4)")
+    typeset.add_argument("--workers", type=int, help="weasyprint's render processes (default: one a core, at most 4)")
+    add_pdf_engine_flag(typeset)
+    typeset.add_argument("--config", type=Path, metavar="FILE.toml", help="settings (pdf_engine) from a TOML file")
     typeset.add_argument(
         "--bench",
         action="store_true",

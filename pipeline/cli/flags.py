@@ -68,6 +68,7 @@ def add_fleet_flags(parser: argparse.ArgumentParser, *, planning: bool = False) 
             help="sampling profile: greedy, small, default (default: chosen from the model the engines report)",
         )
         add_writing_flags(group)
+        add_pdf_engine_flag(group)
     group.add_argument("--config", type=Path, metavar="FILE.toml", help="backends and settings from a TOML file")
     add_engine_flags(group)
     add_request_flags(group)
@@ -88,6 +89,15 @@ def add_writing_flags(group: argparse._ActionsContainer) -> None:
         help="ask a section up to N more times while it is nearer a sibling's point than its own (default 1)",
     )
     add_embeddings_flag(group)
+
+
+def add_pdf_engine_flag(group: argparse._ActionsContainer) -> None:
+    group.add_argument(
+        "--pdf-engine",
+        choices=["typst", "weasyprint"],
+        help="what typesets the PDF: typst (default; one compile in seconds) or weasyprint (parts in a process "
+        "pool, merged)",
+    )
 
 
 def add_embeddings_flag(group: argparse._ActionsContainer) -> None:
@@ -177,6 +187,7 @@ def settings_from(args: argparse.Namespace):
         "embeddings": getattr(args, "embeddings", None),
         "best_of": getattr(args, "best_of", None),
         "off_point_retries": getattr(args, "off_point_retries", None),
+        "pdf_engine": getattr(args, "pdf_engine", None),
     }
     return load_settings(flags, args.config)
 

@@ -19,6 +19,14 @@ class EngineKind(str, Enum):
     UNKNOWN = "unknown"
 
 
+class PdfEngine(StrEnum):
+    """What typesets a book's PDF: Typst (one compile, pipeline/typeset/typst.py) or WeasyPrint (parts in a
+    process pool, merged: pipeline/typeset/parts.py). The HTML and EPUB editions are WeasyPrint's HTML either way."""
+
+    TYPST = "typst"
+    WEASYPRINT = "weasyprint"
+
+
 class Backend(BaseModel):
     """One OpenAI-compatible server. `base_url` ends in /v1; the API key is read from `api_key_env`."""
 

@@ -3,8 +3,9 @@
 - `typeset_html(markdown, title, out_html)`: the whole book as one HTML document (CSS inlined).
 - `typeset_pdf(markdown, title, out_pdf) -> TypesetResult`: the PDF, parts in a process pool
   (`typeset.parts`), then the front matter, then the merge (`typeset.merge`).
-- `typeset_book(source, out_dir)`: what `fanout typeset` does for a run folder or a Markdown file (the PDF,
-  the HTML edition and the EPUB edition of `typeset.epub`, with the appendix of `typeset.appendix`).
+- `typeset_book(source, out_dir, engine=)`: what `fanout typeset` does for a run folder or a Markdown file (the
+  PDF by Typst (`typeset.typst`) or WeasyPrint, the HTML edition and the EPUB edition of `typeset.epub`, with the
+  appendix of `typeset.appendix`).
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ from pathlib import Path
 
 from pipeline.errors import UsageError
 from pipeline.files import atomic_target
+from pipeline.records import PdfEngine
 from pipeline.templating import template_path
 from pipeline.typeset.appendix import appendix_html as make_appendix
 from pipeline.typeset.epub import typeset_epub
 from pipeline.typeset.markdown import TypesetResult, book_title, document, markdown_body
-from pipeline.typeset.parts import PartTypesetter, split_book
+from pipeline.typeset.parts import PartTypesetter, render_units, split_book
+from pipeline.typeset.typst import typeset_typst
 from pipeline.typeset.weasy import require_fonts
 
 
@@ -39,16 +42,17 @@ def typeset_pdf(
     `workers` None: one a core (at most 4), or none for a one-part book; 0 renders in this process."""
     require_fonts()
     book = split_book(markdown, title)
-    if workers is None and len(book.parts) + bool(appendix_html) < 2:
+    units = render_units(book)
+    if workers is None and len(units) + bool(appendix_html) < 2:
         workers = 0  # one document: a pool would only add its start-up
-    with PartTypesetter(book.title, out_pdf, workers=workers) as typesetter:
-        for index, part in enumerate(book.parts):
+    with PartTypesetter(book.title, out_pdf, workers=workers, shape=book.shape) as typesetter:
+        for index, part in enumerate(units):
             typesetter.submit_part(index, part)
         return typesetter.finish(appendix_html=appendix_html)
 
 
 def typeset_book(
-    source: Path, out_dir: Path | None = None, workers: int | None = None
+    source: Path, out_dir: Path | None = None, workers: int | None = None, *, engine: PdfEngine = PdfEngine.TYPST
 ) -> tuple[TypesetResult, Path, Path]:
     """`fanout typeset`: a run folder (its book.md, plus stats.json / audit.json as an appendix when there)
     or a Markdown file in; book.pdf, book.html and book.epub out (next to the source unless `out_dir`).
@@ -65,7 +69,10 @@ def typeset_book(
     appendix = (
         make_appendix(_read_json(folder / "stats.json"), _read_json(folder / "audit.json")) if source.is_dir() else ""
     )
-    result = typeset_pdf(markdown, title, out_dir / "book.pdf", workers=workers, appendix_html=appendix)
+    if engine is PdfEngine.TYPST:
+        result = typeset_typst(markdown, title, out_dir / "book.pdf", appendix_html=appendix)
+    else:
+        result = typeset_pdf(markdown, title, out_dir / "book.pdf", workers=workers, appendix_html=appendix)
     html_path = typeset_html(markdown, title, out_dir / "book.html", appendix)
     epub_path = typeset_epub(markdown, title, out_dir / "book.epub", appendix)
     return result, html_path, epub_path

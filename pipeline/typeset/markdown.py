@@ -24,13 +24,21 @@ from functools import lru_cache
 from pathlib import Path
 
 from markdown_it import MarkdownIt
+from markdown_it.rules_core import StateCore
 from markdown_it.token import Token
 
 from pipeline.templating import template_path
 from pipeline.typeset.code import highlight
+from pipeline.typeset.shape import (
+    CHAPTER,
+    PART,
+    SECTION,
+    drop_inline_comments,
+    printable,
+    structure,
+)
 
-TOC_LEVELS = (2, 3, 4)
-UNPRINTABLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+TOC_LEVELS = (PART, CHAPTER, SECTION)
 
 
 @dataclass(frozen=True)
@@ -60,7 +68,7 @@ class Heading:
 def _render_image_as_alt(renderer, tokens: list[Token], idx: int, options, env) -> str:
     """Images never become <img>: nothing may be fetched, so show the alt text instead."""
     token = tokens[idx]
-    alt = _inline_text(token.children or [])
+    alt = inline_text(token.children or [])
     return f'<span class="image-alt">{html.escape(alt)}</span>' if alt else ""
 
 
@@ -81,13 +89,18 @@ def _render_code_block(renderer, tokens: list[Token], idx: int, options, env) ->
     return highlight(tokens[idx].content, "")
 
 
-def _new_parser() -> MarkdownIt:
-    return MarkdownIt("commonmark", {"html": False}).enable("table")
+def _drop_comments(state: StateCore) -> None:
+    """HTML comments inside a paragraph render nothing (shape.without_comments takes out comment blocks)."""
+    for token in state.tokens:
+        for child in token.children or []:
+            if child.type == "text":
+                child.content = drop_inline_comments(child.content)
 
 
 @lru_cache(maxsize=1)
 def _markdown_parser() -> MarkdownIt:
-    md = _new_parser()
+    md = MarkdownIt("commonmark", {"html": False}).enable("table")
+    md.core.ruler.push("drop_comments", _drop_comments)
     md.add_render_rule("image", _render_image_as_alt)
     md.add_render_rule("link_open", _render_link_open)
     md.add_render_rule("fence", _render_fence)
@@ -95,30 +108,7 @@ def _markdown_parser() -> MarkdownIt:
     return md
 
 
-@lru_cache(maxsize=1)
-def _block_parser() -> MarkdownIt:
-    return _new_parser().disable("inline")
-
-
-def block_tokens(markdown: str) -> list[Token]:
-    """The book's block structure as the renderer reads it (headings, code, lists, quotes; inline text left
-    unparsed): the one source of where headings are, so no line pattern can disagree with the rendering."""
-    return _block_parser().parse(markdown)
-
-
-def printable(text: str) -> str:
-    """`text` without the control characters (and non-characters) XML 1.0 cannot hold: model text may carry
-    them, the EPUB's XHTML refuses them and the PDF would show each as an empty box."""
-    return UNPRINTABLE.sub("", text)
-
-
-def source_lines(markdown: str) -> list[str]:
-    """The lines as markdown-it numbers them in `Token.map`: split at \\n, \\r\\n and \\r only (not at the
-    form feeds or U+2028 that `str.splitlines` also splits at)."""
-    return re.split(r"\r\n?|\n", markdown)
-
-
-def _inline_text(children: list[Token]) -> str:
+def inline_text(children: list[Token]) -> str:
     """The plain text of inline tokens (what a heading or an image alt says, without markup)."""
     parts = []
     for child in children:
@@ -127,7 +117,7 @@ def _inline_text(children: list[Token]) -> str:
         elif child.type in ("softbreak", "hardbreak"):
             parts.append(" ")
         elif child.children:
-            parts.append(_inline_text(child.children))
+            parts.append(inline_text(child.children))
     return "".join(parts)
 
 
@@ -146,7 +136,7 @@ def assign_heading_ids(tokens: list[Token], prefix: str = "") -> list[Heading]:
     for i, token in enumerate(tokens):
         if token.type != "heading_open":
             continue
-        text = " ".join(_inline_text(tokens[i + 1].children or []).split())
+        text = " ".join(inline_text(tokens[i + 1].children or []).split())
         base = anchor = prefix + slugify(text)
         n = 2
         while anchor in seen:
@@ -180,10 +170,15 @@ def heading_counts(headings: list[Heading]) -> tuple[int, ...]:
     return tuple(sum(h.level == level for h in headings) for level in TOC_LEVELS)
 
 
+def held_line(counts: tuple[int, ...]) -> str:
+    """What the book holds, for its title page: "2 parts · 6 chapters · 24 sections"."""
+    names = [("part", "parts"), ("chapter", "chapters"), ("section", "sections")]
+    return " · ".join(f"{n:,} {one if n == 1 else many}" for n, (one, many) in zip(counts, names) if n)
+
+
 def title_page_html(title: str, counts: tuple[int, ...]) -> str:
     """The title page: the book's title and what it holds (parts, chapters, sections)."""
-    names = [("part", "parts"), ("chapter", "chapters"), ("section", "sections")]
-    held = " · ".join(f"{n:,} {one if n == 1 else many}" for n, (one, many) in zip(counts, names) if n)
+    held = held_line(counts)
     return (
         f'<section class="title-page"><h1 id="title">{html.escape(title)}</h1>\n'
         f'<p class="subtitle">A handbook</p>\n'
@@ -193,26 +188,15 @@ def title_page_html(title: str, counts: tuple[int, ...]) -> str:
 
 
 def untitled(markdown: str) -> tuple[str, str | None, list[Token]]:
-    """(the Markdown, `printable`, with its title's lines blanked; the title's plain text or None; the block
-    tokens of that Markdown). The title is the book's first top-level level-1 heading; any other `# `
-    heading (a part written as `# Part I`) stays in the book."""
-    markdown = printable(markdown)
-    tokens = block_tokens(markdown)
-    index = next(
-        (i for i, t in enumerate(tokens) if t.type == "heading_open" and t.tag == "h1" and t.level == 0 and t.map), None
-    )
-    if index is None:
-        return markdown, None, tokens
-    inline = _markdown_parser().parseInline(tokens[index + 1].content)
-    title = " ".join(_inline_text(inline[0].children or []).split()) if inline else ""
-    lines = source_lines(markdown)
-    span = tokens[index].map
-    assert span is not None  # the search above took a mapped heading
-    start, end = span
-    lines[start:end] = [""] * (end - start)
-    text = "\n".join(lines)
-    # Leading blank lines change nothing; blank lines after a list or a quote may join what follows to it.
-    return text, title, tokens if index == 0 else block_tokens(text)
+    """(the Markdown as typeset: printable, comments dropped, its title's lines blanked, its headings moved
+    so parts are level 2 (`shape.structure`); the title's plain text or None; the block tokens of that
+    Markdown)."""
+    book = structure(markdown)
+    if book.title is None:
+        return book.text, None, book.tokens
+    inline = _markdown_parser().parseInline(book.title)
+    title = " ".join(inline_text(inline[0].children or []).split()) if inline else ""
+    return book.text, title, book.tokens
 
 
 def book_title(markdown: str, fallback: str) -> str:

@@ -41,19 +41,17 @@ from pipeline.typeset.markdown import (
     TOC_LEVELS,
     Heading,
     TypesetResult,
-    block_tokens,
     css_link,
     document,
     heading_counts,
-    printable,
     render_markdown,
-    source_lines,
     title_page_html,
     toc_html,
     untitled,
 )
 from pipeline.typeset.merge import merge
 from pipeline.typeset.pages import PAGE_NUMBER_GLYPHS, FrontDone, MarkdownSource, PartDone, PlacedHeading, TocLink
+from pipeline.typeset.shape import HANDBOOK, BookShape, Break, block_tokens, book_shape, printable, source_lines
 from pipeline.typeset.weasy import render_gc_threshold, weasy_html
 
 log = logging.getLogger("fanout")
@@ -62,6 +60,8 @@ MAX_WORKERS = 4
 WORKER_NICE = 10
 OWNER_CHECK_S = 1.0  # how often a render worker checks that its fanout process still exists
 TOC_PRIORITY, PART_PRIORITY = 0, 1  # a waiting contents slice goes before a waiting part
+CHUNK_WORDS = 3_000  # run-on parts are rendered this many words at a time (about ten A5 pages)
+EMPTY_PART = re.compile(r"##[ \t]*#*[ \t]*(\n|$)")  # a part heading with no text
 DIGITS_PAGE = (
     '<style>@page{size:A5;margin:0} p{font-family:"DejaVu Sans",sans-serif;font-size:8pt;'
     f"margin:0}}</style><p>{PAGE_NUMBER_GLYPHS}</p>"
@@ -75,17 +75,41 @@ DIGITS_PAGE = (
 class SplitBook:
     title: str
     parts: list[str]  # Markdown: anything before the first part (if not blank), then one per `## ` part
+    shape: BookShape = HANDBOOK
 
 
 def split_book(markdown: str, title: str) -> SplitBook:
     """Split at every top-level `## ` heading (none inside code, a list or a quote); the book's title heading
-    is left out (`untitled`), every other heading stays, so no part loses its text."""
+    is left out (`untitled`), every other heading stays, so no part loses its text. The book's shape
+    (`shape.book_shape`) says where its parts and chapters start."""
     text, h1, tokens = untitled(markdown)
     lines = source_lines(text)
     cuts = [t.map[0] for t in tokens if t.type == "heading_open" and t.tag == "h2" and t.level == 0 and t.map]
     bounds = [0, *cuts, len(lines)]
-    parts = ["\n".join(lines[a:b]).lstrip("\n") + "\n" for a, b in pairwise(bounds)]
-    return SplitBook(title=h1 or printable(title), parts=[p for p in parts if p.strip()] or ["\n"])
+    parts = [p for p in ("\n".join(lines[a:b]).lstrip("\n") + "\n" for a, b in pairwise(bounds)) if p.strip()]
+    return SplitBook(title=h1 or printable(title), parts=parts or ["\n"], shape=book_shape(tokens, lines))
+
+
+def render_units(book: SplitBook) -> list[str]:
+    """What is rendered apart: each part, or for parts that do not open on a page of their own, CHUNK_WORDS
+    of them at a time (each rendered piece starts a page, so one a part would give a release-notes file
+    hundreds of near-empty pages)."""
+    return book.parts if book.shape.parts is Break.OPENER else _chunks(book.parts, CHUNK_WORDS)
+
+
+def _chunks(parts: list[str], words: int) -> list[str]:
+    """Consecutive parts joined until each piece holds at least `words` words (the last may hold fewer). A
+    part whose heading is empty starts a piece of its own: it has no bookmark, and in a piece of its own its
+    chapters' bookmarks stay at the top level rather than joining the part before."""
+    chunks: list[str] = []
+    held = words
+    for part in parts:
+        if held >= words or EMPTY_PART.match(part):
+            chunks.append("")
+            held = 0
+        chunks[-1] += part if not chunks[-1] else "\n" + part
+        held += len(part.split())
+    return chunks
 
 
 def toc_headings(markdown: str) -> list[Heading]:
@@ -108,6 +132,7 @@ class PartJob:
     source: str | MarkdownSource  # Markdown (or what the worker assembles it from), or HTML when is_html
     is_html: bool
     out: str
+    classes: str = ""  # the book shape's body classes (book.css: where parts and chapters start)
 
 
 @dataclass(frozen=True)
@@ -152,7 +177,7 @@ def render_part(job: PartJob) -> PartDone:
         else:
             source = job.source if isinstance(job.source, str) else job.source.markdown()
             body, headings = render_markdown(source, prefix)
-        rendered = weasy_html(document("part", css_link(), body, "part")).render()
+        rendered = weasy_html(document("part", css_link(), body, f"part {job.classes}".strip())).render()
         placed = _place(rendered, headings)
         rendered.write_pdf(job.out)
         pages = len(rendered.pages)
@@ -345,9 +370,10 @@ class PartTypesetter:
     at import time of a script needs the usual `if __name__ == "__main__":` guard (forkserver start).
     """
 
-    def __init__(self, title: str, out_pdf: Path, workers: int | None = None) -> None:
+    def __init__(self, title: str, out_pdf: Path, workers: int | None = None, shape: BookShape = HANDBOOK) -> None:
         workers = default_workers() if workers is None else workers
         self.title = title
+        self.shape = shape
         self.out_pdf = Path(out_pdf)
         self.scratch = Path(tempfile.mkdtemp(prefix="fanout-typeset-"))
         self.scheduler = _Scheduler(workers)
@@ -382,7 +408,7 @@ class PartTypesetter:
             self.counts[index] = heading_counts(toc_headings(source))
         else:
             self.counts[index] = source.heading_counts()
-        job = PartJob(index, source, is_html, str(self.scratch / f"part-{index:04d}.pdf"))
+        job = PartJob(index, source, is_html, str(self.scratch / f"part-{index:04d}.pdf"), self.shape.classes)
         self.parts[index] = self.scheduler.submit(PART_PRIORITY, render_part, job)
         self._advance()
 

@@ -1,18 +1,20 @@
-"""Typesetting benchmark: our part-parallel PDF beside one stock WeasyPrint document, same book, same run.
+"""Typesetting benchmark: Typst, our part-parallel WeasyPrint PDF and one stock WeasyPrint document, same book,
+same run.
 
     python -m pipeline.bench.studies.typeset [--shape 8x12x16] [--workers N] [--words 290] [--no-stock] [--keep DIR]
                                      [--floor]
 
 Builds a synthetic book (P x C x S sections of about `--words` words, a code block in three sections of
-four, a list or a table in some), then typesets it twice, each in its own child process so that memory is
-measured per process and neither run warms the other:
+four, a list or a table in some), then typesets it three times, each in its own child process so that memory
+is measured per process and no run warms another:
 
+- typst: `typeset_typst` (one compile in one process, templates/book.typ);
 - ours: `typeset_pdf` (parts in a pool of `--workers` processes, front matter, pypdf merge);
 - stock: the same book as ONE WeasyPrint document, the way a plain script would do it: pygments' stock
   HtmlFormatter (a span per token), the contents' page numbers by `target-counter`, default gc settings.
 
 It prints wall seconds, pages and peak resident memory of every process (ru_maxrss, as each process reports
-it at the end of its work), and the ratios ours/stock. The load average is printed before each run.
+it at the end of its work), and the ratios typst/ours and ours/stock. The load average is printed before each run.
 """
 
 from __future__ import annotations
@@ -159,6 +161,14 @@ def run_stock(markdown: str, out: Path) -> dict:
     }
 
 
+def run_typst(markdown: str, out: Path) -> dict:
+    from pipeline.typeset.typst import typeset_typst
+
+    started = time.perf_counter()
+    result = typeset_typst(markdown, "The Synthetic Handbook of Sourdough", out)
+    return {"wall_s": time.perf_counter() - started, "pages": result.pages, "rss_mb": {"one process": _rss_mb()}}
+
+
 def run_ours(markdown: str, out: Path, workers: int) -> dict:
     from pipeline.typeset.book import typeset_pdf
 
@@ -263,14 +273,19 @@ def main(argv: list[str] | None = None) -> int:
         "bare stylesheet in one process: WeasyPrint's cost a page, and the least wall time "
         "it allows for the whole book on this machine",
     )
-    parser.add_argument("--child", choices=["ours", "stock"], help=argparse.SUPPRESS)
+    parser.add_argument("--no-weasyprint", action="store_true", help="typst alone (neither WeasyPrint run)")
+    parser.add_argument("--child", choices=["typst", "ours", "stock"], help=argparse.SUPPRESS)
     parser.add_argument("--markdown", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--pdf", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         markdown = args.markdown.read_text(encoding="utf-8")
-        result = run_ours(markdown, args.pdf, args.workers) if args.child == "ours" else run_stock(markdown, args.pdf)
-        print(json.dumps(result))
+        runs = {
+            "typst": lambda: run_typst(markdown, args.pdf),
+            "ours": lambda: run_ours(markdown, args.pdf, args.workers),
+            "stock": lambda: run_stock(markdown, args.pdf),
+        }
+        print(json.dumps(runs[args.child]()))
         return 0
     from pipeline.config import parse_shape
 
@@ -284,9 +299,16 @@ def main(argv: list[str] | None = None) -> int:
         f"words, {markdown.count('```') // 2:,} code blocks; {os.cpu_count()} cores"
     )
     print(f"{'':<22} {'wall s':>8} {'pages':>7}   peak RSS per process (MB)")
+    print(f"load average before typst: {_load()}")
+    typst = _child("typst", folder / "book.md", folder / "typst.pdf", args.workers)
+    print(_line("typst (one compile)", typst), flush=True)
+    if args.no_weasyprint:
+        return _done(folder, keep=args.keep)
     print(f"load average before ours: {_load()}")
     ours = _child("ours", folder / "book.md", folder / "ours.pdf", args.workers)
     print(_line(f"ours ({args.workers} workers)", ours), flush=True)
+    print(f"ratio typst/ours: wall {typst['wall_s'] / ours['wall_s']:.2f} (goal <= 0.2); typst's process "
+          f"{max(typst['rss_mb'].values()):,.0f} MB (goal <= 2,048 MB)")  # fmt: skip
     if not args.no_stock:
         print(f"load average before stock: {_load()}")
         stock = _child("stock", folder / "book.md", folder / "stock.pdf", args.workers)
@@ -300,8 +322,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.floor:
         print(f"load average before the floor: {_load()}")
         floor(markdown, folder)
+    return _done(folder, keep=args.keep)
+
+
+def _done(folder: Path, *, keep: Path | None) -> int:
     print(f"load average after: {_load()}")
-    if args.keep:
+    if keep:
         print(f"files in {folder}")
     else:
         shutil.rmtree(folder, ignore_errors=True)

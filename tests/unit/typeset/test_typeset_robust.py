@@ -2,12 +2,14 @@
 headings and blocks (levels skipped and repeated, empty parts, text before the first heading, only a title,
 parts written as `# ` headings, deep nesting, headings in lists and quotes, raw HTML, huge code lines,
 unclosed fences, unicode and control characters) and check that each command either writes complete editions
-(the PDF's bookmarks are the book's h2-h4 headings as CommonMark reads them, nested by level; the HTML and
-every EPUB document parse; raw HTML stays escaped) or ends with one `fanout: error:` line and a documented
+(the PDF's bookmarks are the book's headings at part, chapter and section level as the README's rule reads
+them, nested by level, with one contents entry each; the HTML and every EPUB document parse; raw HTML stays
+escaped) or ends with one `fanout: error:` line and a documented
 exit code. Never a traceback.
 
-A PDF costs about a second, so the typeset property runs a small, derandomized set of examples (the same
-ones on every run, so CI is stable); the whole file takes about 20 s on one core.
+The typeset property runs for both PDF engines (Typst and WeasyPrint). A WeasyPrint PDF costs about a second,
+so it runs a small, derandomized set of examples (the same ones on every run, so CI is stable); the whole file
+takes about 40 s on one core.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import pypdf
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
@@ -32,7 +35,7 @@ from pipeline.cli import main
 TYPESET_EXAMPLES = 40
 AUDIT_EXAMPLES = 100
 EXIT_CODES = {1, 2}  # README, "Exit codes": a failed run, a usage or input error
-BOOKMARKED = {"h2": 0, "h3": 1, "h4": 2}  # book.css: parts, chapters, sections
+BOOKMARKED = {2: 0, 3: 1, 4: 2}  # levels as typeset (book.css): parts, chapters, sections
 CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f]")  # XML 1.0 cannot hold them: the typesetter drops them
 ROBUST = {"deadline": None, "derandomize": True, "database": None, "suppress_health_check": [HealthCheck.too_slow]}
 
@@ -137,24 +140,55 @@ def _plain(children) -> str:
     )
 
 
-def expected_bookmarks(markdown: str) -> list[tuple[int, str]]:
-    """(depth, text) of every h2-h4 heading CommonMark finds, nested under the nearest higher-level one in
-    its part (a top-level `##` opens a part); control characters dropped, a heading with no text has no
-    bookmark."""
+def expected_headings(markdown: str) -> list[tuple[int, str]]:
+    """(level as typeset, text) of every heading CommonMark finds, by the README's rule written out here
+    apart from the code: the first top-level `# ` is the title (left out) when it is the only one or no
+    heading stands between it and the next; the other top-level headings move together so the shallowest is
+    level 2 (a part); headings inside lists and quotes keep their level; HTML comment blocks are dropped."""
     tokens = _commonmark.parse(CONTROL.sub("", markdown))
+    heads = [(i, t) for i, t in enumerate(tokens) if t.type == "heading_open"]
+    top = [(i, t) for i, t in heads if t.level == 0]
+    ones = [i for i, t in top if t.tag == "h1"]
+    title = ones[0] if ones and not (len(ones) > 1 and any(ones[0] < i < ones[1] for i, _ in top)) else None
+    shift = 2 - min((int(t.tag[1]) for i, t in top if i != title), default=2)
+    return [
+        (max(1, min(6, int(t.tag[1]) + shift)) if t.level == 0 else int(t.tag[1]), _heading_text(tokens, i))
+        for i, t in heads
+        if i != title
+    ]
+
+
+def _heading_text(tokens, index: int) -> str:
+    return " ".join(_plain(tokens[index + 1].children).split())
+
+
+def expected_bookmarks(markdown: str) -> list[tuple[int, str]]:
+    """(depth, text) of every level 2-4 heading with text, nested under the nearest higher-level one in its
+    part (a part opens a new tree)."""
     found: list[tuple[int, str]] = []
     stack: list[int] = []
-    for i, token in enumerate(tokens):
-        text = " ".join(_plain(tokens[i + 1].children).split()) if token.type == "heading_open" else ""
-        if token.type == "heading_open" and token.tag == "h2" and token.level == 0:
+    for level, text in expected_headings(markdown):
+        if level == 2:
             stack.clear()
-        if text and token.tag in BOOKMARKED:
-            level = BOOKMARKED[token.tag]
-            while stack and stack[-1] >= level:
+        if text and level in BOOKMARKED:
+            depth = BOOKMARKED[level]
+            while stack and stack[-1] >= depth:
                 stack.pop()
             found.append((len(stack), text))
-            stack.append(level)
+            stack.append(depth)
     return found
+
+
+def contents_links(reader: pypdf.PdfReader) -> int:
+    """The places in the PDF itself that links lead to: one a contents entry (the books made here link
+    nowhere else inside); an entry that wraps or breaks across pages is one place, however many boxes."""
+    annotations = [a.get_object() for page in reader.pages for a in page.get("/Annots") or []]
+    targets = {
+        (a["/Dest"][0].idnum, *(round(float(v), 1) for v in a["/Dest"][2:4] if v is not None))
+        for a in annotations
+        if a.get("/Subtype") == "/Link" and "/Dest" in a
+    }
+    return len(targets)
 
 
 def pdf_bookmarks(outline, depth: int = 0) -> list[tuple[int, str]]:
@@ -187,7 +221,9 @@ def assert_one_error_line(code: int, err: str) -> None:
 def check_editions(folder: Path, markdown: str) -> None:
     reader = pypdf.PdfReader(folder / "book.pdf")
     assert len(reader.pages) >= 2
-    assert pdf_bookmarks(reader.outline) == expected_bookmarks(markdown)
+    bookmarks = expected_bookmarks(markdown)
+    assert pdf_bookmarks(reader.outline) == bookmarks
+    assert contents_links(reader) == len(bookmarks), "one contents entry a bookmarked heading"
     page = (folder / "book.html").read_text(encoding="utf-8")
     assert page.rstrip().endswith("</html>") and "<script" not in page.lower() and "<iframe" not in page.lower()
     package = zipfile.ZipFile(folder / "book.epub")
@@ -198,18 +234,21 @@ def check_editions(folder: Path, markdown: str) -> None:
             assert not {e.tag.rsplit("}", 1)[-1] for e in document.iter()} & {"script", "iframe", "img"}, name
 
 
+@pytest.mark.parametrize("engine", ["typst", "weasyprint"])
 @settings(max_examples=TYPESET_EXAMPLES, **ROBUST)
-@given(books)
-@example("# T\n# Part I\n## Chapter 1\nText.\n")  # the title and a part both level-1 headings
-@example("# Only a title\n")
-@example("")
-@example("[ref]: http://127.0.0.1:9/x\n\n## Part\n")
-@example("intro\n\n#### Deep\n\n## Part\n\n#### Skipped a level\n\n## Part\n\n## Part\n")
-def test_typeset_writes_complete_editions_or_one_error_line(markdown):
+@given(markdown=books)
+@example(markdown="# T\n# Part I\n## Chapter 1\nText.\n")  # the title and a part both level-1 headings
+@example(markdown="# Only a title\n")
+@example(markdown="")
+@example(markdown="[ref]: http://127.0.0.1:9/x\n\n## Part\n")
+@example(markdown="intro\n\n#### Deep\n\n## Part\n\n#### Skipped a level\n\n## Part\n\n## Part\n")
+@example(markdown="Version 2\n===\nLanguage\n---\n- a\n\nVersion 1\n===\nLibraries\n---\n- b\n")  # no title
+def test_typeset_writes_complete_editions_or_one_error_line(engine, markdown):
     with tempfile.TemporaryDirectory() as scratch:
         source = Path(scratch) / "book.md"
         source.write_text(markdown, encoding="utf-8", newline="")
-        code, _, err = run_cli(["typeset", str(source), "--out", str(Path(scratch) / "out"), "--workers", "0"])
+        out = str(Path(scratch) / "out")
+        code, _, err = run_cli(["typeset", str(source), "--out", out, "--workers", "0", "--pdf-engine", engine])
         if code == 0:
             check_editions(Path(scratch) / "out", markdown)
         else:

@@ -1,0 +1,174 @@
+"""A Markdown book's shape, read from the document itself: which heading is its title, which levels are its
+parts, chapters and sections, and which of them start a page.
+
+Takes any Markdown (fanout's `# Title` / `## Part` / `### Chapter` / `#### Section`, or a document no one
+wrote for fanout); `structure` returns it with the title's lines blanked, HTML comments dropped, and every other
+top-level heading moved so the shallowest one left is level 2, the level the typesetters read as a part. So
+`# T` / `# Part I` / `## Chapter 1` is typeset as `## Part I` / `### Chapter 1`, as `# T` / `## Part I` /
+`### Chapter 1` always was. Headings are found in markdown-it's own block tokens, never by a line pattern.
+
+The title is the first top-level `# ` heading when it is the only one, or when no heading stands between it
+and the next one (a title page followed by `# ` parts). A document of many `# ` headings each with its own
+subheadings (release notes: one `# ` a version) has no title heading: every `# ` is a part.
+
+`book_shape` decides from the words under each level what starts a page: a part opens on a right-hand page
+of its own only when a typical part fills several pages, a chapter starts a page only when a typical one
+fills most of a page; a reference's hundreds of short entries run on.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from dataclasses import dataclass
+from enum import StrEnum
+from functools import lru_cache
+
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+
+PART, CHAPTER, SECTION = 2, 3, 4  # the levels a book's structure is typeset at
+UNPRINTABLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
+OPENER_WORDS = 1_000  # a typical part this long (about four A5 pages) gets an opener page of its own
+PAGE_WORDS = 250  # a typical part or chapter this long (most of an A5 page) starts a new page
+
+
+class Break(StrEnum):
+    """Where a heading of one level starts: on a right-hand page of its own, on a new page, or in the text."""
+
+    OPENER = "opener"
+    PAGE = "page"
+    RUN_ON = "run-on"
+
+
+@dataclass(frozen=True)
+class BookShape:
+    parts: Break = Break.OPENER
+    chapters: Break = Break.PAGE
+
+    @property
+    def classes(self) -> str:
+        """The body classes book.css reads (none for fanout's own handbook layout)."""
+        names = [f"parts-{self.parts}"] if self.parts is not Break.OPENER else []
+        return " ".join(names + ([f"chapters-{self.chapters}"] if self.chapters is not Break.PAGE else []))
+
+
+HANDBOOK = BookShape()
+
+
+def _new_parser(*, html: bool = False) -> MarkdownIt:
+    return MarkdownIt("commonmark", {"html": html}).enable("table")
+
+
+@lru_cache(maxsize=1)
+def _block_parser() -> MarkdownIt:
+    return _new_parser().disable("inline")
+
+
+@lru_cache(maxsize=1)
+def _comment_parser() -> MarkdownIt:
+    return _new_parser(html=True).disable("inline")
+
+
+def block_tokens(markdown: str) -> list[Token]:
+    """The book's block structure as the renderer reads it (headings, code, lists, quotes; inline text left
+    unparsed): the one source of where headings are, so no line pattern can disagree with the rendering."""
+    return _block_parser().parse(markdown)
+
+
+def printable(text: str) -> str:
+    """`text` without the control characters (and non-characters) XML 1.0 cannot hold: model text may carry
+    them, the EPUB's XHTML refuses them and the PDF would show each as an empty box."""
+    return UNPRINTABLE.sub("", text)
+
+
+def source_lines(markdown: str) -> list[str]:
+    """The lines as markdown-it numbers them in `Token.map`: split at \\n, \\r\\n and \\r only (not at the
+    form feeds or U+2028 that `str.splitlines` also splits at)."""
+    return re.split(r"\r\n?|\n", markdown)
+
+
+def without_comments(markdown: str) -> str:
+    """HTML comments (`<!-- YAML added: v14.5.0 -->`) render nothing in a browser, so nothing here either: a
+    comment block's lines are blanked; a comment inside a paragraph is taken out of its text by
+    `drop_inline_comments`. Comments in code stay code."""
+    if "<!--" not in markdown:
+        return markdown
+    lines = source_lines(markdown)
+    for token in _comment_parser().parse(markdown):
+        if token.type == "html_block" and token.map and COMMENT.fullmatch(token.content.strip()):
+            start, end = token.map
+            lines[start:end] = [""] * (end - start)
+    return "\n".join(lines)
+
+
+def drop_inline_comments(text: str) -> str:
+    """A text run without the HTML comments it holds (the renderers call it on inline text tokens)."""
+    return COMMENT.sub("", text) if "<!--" in text else text
+
+
+def _top_headings(tokens: list[Token]) -> list[int]:
+    return [i for i, t in enumerate(tokens) if t.type == "heading_open" and t.level == 0 and t.map]
+
+
+def _title_index(tokens: list[Token], headings: list[int]) -> int | None:
+    ones = [i for i in headings if tokens[i].tag == "h1"]
+    if not ones:
+        return None
+    if len(ones) > 1 and any(ones[0] < i < ones[1] for i in headings):
+        return None  # the first `# ` has subheadings of its own: a part (a version of release notes)
+    return ones[0]
+
+
+def _heading_line(inline: Token, level: int) -> str:
+    text = " ".join(inline.content.split())
+    return "#" * level + (" " + text if text else "")
+
+
+@dataclass(frozen=True)
+class Structure:
+    text: str  # the Markdown, printable, comments dropped, title blanked, headings moved (parts at level 2)
+    title: str | None  # the title heading's inline source, or None
+    tokens: list[Token]  # the block tokens of `text`
+
+
+def structure(markdown: str) -> Structure:
+    """The book with its title taken out and its headings moved so the shallowest is level 2 (see above)."""
+    markdown = without_comments(printable(markdown))
+    tokens = block_tokens(markdown)
+    headings = _top_headings(tokens)
+    title_at = _title_index(tokens, headings)
+    rest = [i for i in headings if i != title_at]
+    shift = PART - min((int(tokens[i].tag[1]) for i in rest), default=PART)
+    if title_at is None and shift == 0:
+        return Structure(markdown, None, tokens)
+    lines = source_lines(markdown)
+    title = None
+    if title_at is not None:
+        title = tokens[title_at + 1].content
+        start, end = tokens[title_at].map or (0, 0)
+        lines[start:end] = [""] * (end - start)
+    for i in rest if shift else []:
+        start, end = tokens[i].map or (0, 0)
+        level = max(1, min(6, int(tokens[i].tag[1]) + shift))
+        lines[start:end] = [_heading_line(tokens[i + 1], level)] + [""] * (end - start - 1)
+    text = "\n".join(lines)
+    # Leading blank lines change nothing; blank lines after a list or a quote may join what follows to it.
+    return Structure(text, title, block_tokens(text))
+
+
+def book_shape(tokens: list[Token], lines: list[str]) -> BookShape:
+    """Where parts and chapters start, from the words under a typical one (the median; headings of deeper
+    levels count as the text they are)."""
+    starts = [(t.map[0], int(t.tag[1])) for t in tokens if t.type == "heading_open" and t.level == 0 and t.map]
+    words: dict[int, list[int]] = {PART: [], CHAPTER: []}
+    for index, (line, level) in enumerate(starts):
+        if level not in words:
+            continue
+        end = next((at for at, deeper in starts[index + 1 :] if deeper <= level), len(lines))
+        words[level].append(sum(len(text.split()) for text in lines[line + 1 : end]))
+    part_words = statistics.median(words[PART]) if words[PART] else OPENER_WORDS
+    chapter_words = statistics.median(words[CHAPTER]) if words[CHAPTER] else PAGE_WORDS
+    parts = Break.OPENER if part_words >= OPENER_WORDS else Break.PAGE if part_words >= PAGE_WORDS else Break.RUN_ON
+    return BookShape(parts=parts, chapters=Break.PAGE if chapter_words >= PAGE_WORDS else Break.RUN_ON)

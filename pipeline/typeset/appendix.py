@@ -92,7 +92,9 @@ def _audit_html(audit: dict) -> str:
     rest = {
         k: v
         for k, v in audit.items()
-        if k not in ("counts", "summary", "source", "defects", "quality", "section_quality")
+        # per-section records (section_quality, the meaning evidence) stay in audit.json: at 1,536 sections
+        # the evidence alone was 775 kB of appendix tables, 300 pages; the book's figures are in `quality`
+        if k not in ("counts", "summary", "source", "defects", "quality", "section_quality", "meaning")
     }
     if rest:
         out.append(_record_html(rest))

@@ -136,6 +136,8 @@ def test_a_stopped_run_resumes_without_asking_finished_sections_again(tmp_path, 
                 "--out",
                 str(out),
                 "--quiet",
+                "--pdf-engine",  # WeasyPrint's render pool starts with the run: it must end with the run too
+                "weasyprint",
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

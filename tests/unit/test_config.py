@@ -136,3 +136,16 @@ def test_a_correct_file_with_every_key_still_loads(tmp_path: Path):
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda path: path.name)
 def test_the_example_files_load(example: Path):
     assert load_settings({}, example, {}).backends
+
+
+def test_the_pdf_engine_is_a_setting(tmp_path):
+    from pipeline.records import PdfEngine
+
+    assert load_settings({}, environ={}).pdf_engine is PdfEngine.TYPST
+    assert load_settings({}, environ={"FANOUT_PDF_ENGINE": "weasyprint"}).pdf_engine is PdfEngine.WEASYPRINT
+    config = tmp_path / "fanout.toml"
+    config.write_text('pdf_engine = "weasyprint"\n')
+    assert load_settings({"pdf_engine": "typst"}, config, environ={}).pdf_engine is PdfEngine.TYPST
+    config.write_text('pdf_engine = "latex"\n')
+    with pytest.raises(UsageError, match="pdf_engine"):
+        load_settings({}, config, environ={})

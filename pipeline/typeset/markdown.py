@@ -187,11 +187,11 @@ def title_page_html(title: str, counts: tuple[int, ...]) -> str:
     )
 
 
-def untitled(markdown: str) -> tuple[str, str | None, list[Token]]:
+def untitled(markdown: str, *, with_tokens: bool = True) -> tuple[str, str | None, list[Token]]:
     """(the Markdown as typeset: printable, comments dropped, its title's lines blanked, its headings moved
     so parts are level 2 (`shape.structure`); the title's plain text or None; the block tokens of that
-    Markdown)."""
-    book = structure(markdown)
+    Markdown, unless `with_tokens` is False)."""
+    book = structure(markdown, with_tokens=with_tokens)
     if book.title is None:
         return book.text, None, book.tokens
     inline = _markdown_parser().parseInline(book.title)

@@ -277,8 +277,9 @@ def appendix_blocks(appendix_html: str) -> list[Block]:
 def book_data(markdown: str, title: str, appendix_html: str = "", shape: BookShape | None = None) -> dict[str, Any]:
     """What templates/book.typ lays out: the title, what the book holds, where parts and chapters start,
     the blocks of the book and of its appendix."""
-    text, heading, tokens = untitled(markdown)
-    blocks = markdown_blocks(text)
+    text, heading, _ = untitled(markdown, with_tokens=False)
+    tokens = _parser().parse(text)
+    blocks = _Blocks(tokens).until(None)
     levels = [b["l"] for b in _headings(blocks) if b["has-text"]]
     shape = shape or book_shape(tokens, source_lines(text))
     return {

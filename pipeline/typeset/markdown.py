@@ -1,16 +1,16 @@
 """Typesetting: book Markdown in, a PDF and a single-file HTML edition out.
 
 Takes the assembled book Markdown (`# Title`, `## Part`, `### Chapter`, `#### Section`; section bodies are
-untrusted model output) and a title. Any Markdown is a book: where its headings are is read from markdown-it's
-own block tokens (`block_tokens`), the first top-level `# ` heading is the title (`untitled`), every other
-heading is kept, and control characters XML cannot hold are dropped (`printable`).
+untrusted model output) and a title. Any Markdown is a book: `untitled` reads its shape with `typeset.shape`
+(which heading is the title, parts moved to level 2, HTML comments and control characters XML cannot hold
+dropped) and gives the title's plain text.
 
 - `markdown_to_html`: the whole book as one HTML document (stable heading ids, a table of contents, raw
   HTML escaped, images shown as their alt text, code highlighted by `typeset.code`), linking
   `templates/book.css`; `render_markdown` / `markdown_body` / `document`: the pieces the PDF parts
   (`typeset.parts`), the EPUB (`typeset.epub`) and the entry points (`typeset.book`) share.
 
-A leaf of typesetting: it imports nothing else of the package but `typeset.code`. WeasyPrint and its safety
+It imports nothing else of the package but `typeset.code` and `typeset.shape`. WeasyPrint and its safety
 (only templates/ files may be fetched) live in `typeset.weasy`; files are written atomically by the
 entry points in `typeset.book`.
 """

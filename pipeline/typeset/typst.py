@@ -130,18 +130,11 @@ class _Blocks:
                 out.append(block)
         return out
 
-    def one(self, token: Token) -> Block | None:  # noqa: C901 - one branch a block kind
+    def one(self, token: Token) -> Block | None:
+        """The block that starts at `token` (its tokens consumed), or None for a token that makes none."""
         kind = token.type
-        if kind == "heading_open":
-            inline = self.tokens[self.at]
-            self.at += 2
-            runs = _inline(inline.children or [], in_heading=True)
-            text = " ".join(inline_text(inline.children or []).split())
-            return {"t": "h", "l": int(token.tag[1]), "c": runs, "has-text": bool(text)}
-        if kind == "paragraph_open":
-            inline = self.tokens[self.at]
-            self.at += 2
-            return {"t": "p", "c": _inline(inline.children or [])}
+        if kind in ("heading_open", "paragraph_open"):
+            return self.text_block(token)
         if kind in ("fence", "code_block"):
             return _code(token.content, token.info if kind == "fence" else "")
         if kind in ("bullet_list_open", "ordered_list_open"):
@@ -150,11 +143,20 @@ class _Blocks:
             return {"t": "quote", "c": self.until("blockquote_close")}
         if kind == "table_open":
             return self.table()
-        if kind == "hr":
-            return {"t": "hr"}
-        if kind == "html_block":  # raw HTML is shown as text, as the HTML path shows it
-            return {"t": "p", "c": [drop_inline_comments(token.content.rstrip("\n"))]}
+        if kind in ("hr", "html_block"):  # raw HTML is shown as text, as the HTML path shows it
+            text = drop_inline_comments(token.content.rstrip("\n"))
+            return {"t": "hr"} if kind == "hr" else {"t": "p", "c": [text]}
         return None
+
+    def text_block(self, opening: Token) -> Block:
+        """A heading or a paragraph: its inline token, then its closing token."""
+        inline = self.tokens[self.at]
+        self.at += 2
+        if opening.type == "paragraph_open":
+            return {"t": "p", "c": _inline(inline.children or [])}
+        text = " ".join(inline_text(inline.children or []).split())
+        runs = _inline(inline.children or [], in_heading=True)
+        return {"t": "h", "l": int(opening.tag[1]), "c": runs, "has-text": bool(text)}
 
     def list(self, opening: Token) -> Block:
         ordered = opening.type == "ordered_list_open"

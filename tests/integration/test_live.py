@@ -46,9 +46,9 @@ def browser():
     return webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
 
 
-def fake_backend(reply: str) -> tuple[subprocess.Popen, str]:
+def fake_backend(reply: str, token_delay: float = 0.02) -> tuple[subprocess.Popen, str]:
     process = subprocess.Popen(
-        [sys.executable, "-m", "tests.fakes.fake_engine", "0.02", "0.0", "--section-text", reply],
+        [sys.executable, "-m", "tests.fakes.fake_engine", str(token_delay), "0.0", "--section-text", reply],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -73,7 +73,10 @@ def live_port(process: subprocess.Popen) -> str:
 
 
 def test_the_feed_shows_sections_arriving_and_tokens_rising_and_runs_no_model_script(tmp_path):
-    backend, url = fake_backend(HOSTILE)
+    # The browser starts first and the answers stream slowly: a busy machine takes seconds to start Chrome,
+    # and a book that was written by then (Typst typesets it in a tenth of a second) shows no tokens rising.
+    driver = browser()
+    backend, url = fake_backend(HOSTILE, token_delay=0.06)
     run = subprocess.Popen(
         [
             sys.executable,
@@ -95,7 +98,6 @@ def test_the_feed_shows_sections_arriving_and_tokens_rising_and_runs_no_model_sc
         stderr=subprocess.PIPE,
         text=True,
     )
-    driver = browser()
     try:
         page = live_port(run)
         driver.get(page)

@@ -83,8 +83,8 @@ def _inline(children: list[Token], *, in_heading: bool = False) -> list[Node]:
             here.append(" ")
         elif kind == "hardbreak":
             here.append({"t": "br"})
-        elif kind in ("code_inline", "html_inline"):
-            here.append({"t": "code", "s": token.content} if kind == "code_inline" else token.content)
+        elif kind == "code_inline":
+            here.append({"t": "code", "s": token.content})
         elif kind == "image":
             here.append({"t": "img", "alt": inline_text(token.children or [])})
         elif kind in ("em_open", "strong_open", "link_open"):
@@ -143,10 +143,9 @@ class _Blocks:
             return {"t": "quote", "c": self.until("blockquote_close")}
         if kind == "table_open":
             return self.table()
-        if kind in ("hr", "html_block"):  # raw HTML is shown as text, as the HTML path shows it
-            text = drop_inline_comments(token.content.rstrip("\n"))
-            return {"t": "hr"} if kind == "hr" else {"t": "p", "c": [text]}
-        return None
+        if kind == "hr":
+            return {"t": "hr"}
+        return None  # raw HTML never makes a block: the parser has html off, so it is paragraph text
 
     def text_block(self, opening: Token) -> Block:
         """A heading or a paragraph: its inline token, then its closing token."""
@@ -202,6 +201,9 @@ def markdown_blocks(markdown: str) -> list[Block]:
 # ---------------------------------------------------------------- the appendix (our own HTML)
 
 
+TEXT_TAGS = ("h2", "h3", "h4", "p", "li", "th", "td")  # the appendix's elements that hold a run of text
+
+
 class _AppendixReader(HTMLParser):
     """typeset.appendix's HTML (headings, paragraphs, lists, tables, code; every text escaped) as blocks."""
 
@@ -215,7 +217,7 @@ class _AppendixReader(HTMLParser):
         self.code = False
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag in ("h2", "h3", "h4", "p", "li", "th", "td"):
+        if tag in TEXT_TAGS:
             self.runs = []
             self.level = int(tag[1]) if tag[0] == "h" else 0
         elif tag == "ul":
@@ -230,7 +232,9 @@ class _AppendixReader(HTMLParser):
             self.code = True
 
     def handle_endtag(self, tag: str) -> None:
-        runs, self.runs = self.runs, None if tag in ("h2", "h3", "h4", "p", "li", "th", "td") else self.runs
+        runs = self.runs
+        if tag in TEXT_TAGS:
+            self.runs = None
         if tag in ("h2", "h3", "h4") and runs is not None:
             text = "".join(r for r in runs if isinstance(r, str)).strip()
             self.blocks.append({"t": "h", "l": self.level, "c": runs, "has-text": bool(text)})
@@ -282,11 +286,11 @@ def book_data(markdown: str, title: str, appendix_html: str = "", shape: BookSha
     text, heading, _ = untitled(markdown, with_tokens=False)
     tokens = _parser().parse(text)
     blocks = _Blocks(tokens).until(None)
-    levels = [b["l"] for b in _headings(blocks) if b["has-text"]]
+    headings = [Heading(b["l"], "", "") for b in _headings(blocks) if b["has-text"]]
     shape = shape or book_shape(tokens, source_lines(text))
     return {
         "title": heading or title,
-        "held": held_line(heading_counts_of(levels)),
+        "held": held_line(heading_counts(headings)),
         "shape": {"parts": str(shape.parts), "chapters": str(shape.chapters)},
         "blocks": blocks,
         "appendix": appendix_blocks(appendix_html),
@@ -294,23 +298,22 @@ def book_data(markdown: str, title: str, appendix_html: str = "", shape: BookSha
 
 
 def _headings(blocks: list[Block]) -> list[Block]:
+    """Every heading block, those inside quotes and list items too."""
     found = []
     for block in blocks:
         if block["t"] == "h":
             found.append(block)
-        for inner in (block.get("c") if block["t"] == "quote" else None) or []:
-            found += _headings([inner])
+        elif block["t"] == "quote":
+            found += _headings(block["c"])
         for item in block.get("items") or []:
             found += _headings(item)
     return found
 
 
-def heading_counts_of(levels: list[int]) -> tuple[int, ...]:
-    return heading_counts([Heading(level, "", "") for level in levels])
-
-
+@lru_cache(maxsize=1)
 def dejavu_folder() -> Path:
-    """The folder of the DejaVu fonts (fontconfig's answer, else the Debian path)."""
+    """The folder of the DejaVu fonts (fontconfig's answer, else the Debian path), asked once a process: a
+    book run checks it at start and every compile needs it."""
     try:
         found = subprocess.run(
             ["fc-match", "-f", "%{file}", "DejaVu Serif"], capture_output=True, text=True, timeout=10, check=False

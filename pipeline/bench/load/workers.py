@@ -36,7 +36,7 @@ class WorkerPool:
     """The worker-process runner (the Runner of runner.py), kept for the whole bench."""
 
     def __init__(self, count: int, numbers: Iterator[int], watcher: BenchListener | None = None):
-        self.count = self.parts = count
+        self.parts = count
         self.numbers = numbers
         self.watcher = watcher
         self.processes = Processes(count, worker_main, "bench worker")
@@ -60,7 +60,7 @@ class WorkerPool:
 
     async def gather(self) -> list[Any]:
         """Every worker's ("done", result), passing over a late ("full", t) of a ladder that gave up waiting."""
-        results: list[Any] = [None] * self.count
+        results: list[Any] = [None] * self.parts
 
         async def one(index: int) -> None:
             message = await self.receive(self.connections[index])
@@ -69,7 +69,7 @@ class WorkerPool:
             results[index] = message
 
         async with anyio.create_task_group() as group:
-            for index in range(self.count):
+            for index in range(self.parts):
                 group.start_soon(one, index)
         return results
 
@@ -84,8 +84,8 @@ class WorkerPool:
         """Every worker's streams on one window; returns the merged requests and the window."""
         base = next(self.numbers)
         for index, connection in enumerate(self.connections):
-            streams = [(t, share(plan.streams, self.count, index)) for t in targets]
-            connection.send(("ladder", streams, plan, prompts, base + index, self.count, t0))
+            streams = [(t, share(plan.streams, self.parts, index)) for t in targets]
+            connection.send(("ladder", streams, plan, prompts, base + index, self.parts, t0))
         fulls = await self.first_tokens(t0 + plan.ramp_limit_s)
         now = time.monotonic()
         full = None if None in fulls else max(f for f in fulls if f is not None)
@@ -105,7 +105,7 @@ class WorkerPool:
 
     async def first_tokens(self, deadline: float) -> list[float | None]:
         """Each worker's moment of full occupancy, None for one that did not get there by the deadline."""
-        fulls: list[float | None] = [None] * self.count
+        fulls: list[float | None] = [None] * self.parts
 
         async def one(index: int) -> None:
             with anyio.move_on_after(max(0.0, deadline - time.monotonic())):
@@ -115,7 +115,7 @@ class WorkerPool:
                 fulls[index] = message[1]
 
         async with anyio.create_task_group() as group:
-            for index in range(self.count):
+            for index in range(self.parts):
                 group.start_soon(one, index)
         return fulls
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 import time
 from collections import Counter
@@ -72,6 +73,8 @@ TOKENS_PER_ITEM = 48  # a heading and its sentence
 MAX_POINT_CHARS = 240
 SHOWN_REFUSALS = 30
 SPARE_ITEMS = 4  # asked for beyond the need: a refused line costs no round, and the answer is cut once enough
+MAX_ASKS_AT_ONCE = 3  # asks of one node sent side by side when its model's lines are being refused
+ACCEPTANCE_PRIOR_ITEMS = 4  # a node's own items weigh against the book's share as if the book had this many
 ELSEWHERE_NEAR = ", a title elsewhere in the book"
 
 
@@ -79,6 +82,8 @@ ELSEWHERE_NEAR = ", a title elsewhere in the book"
 class PlanStats:
     requests: int = 0
     reasked: int = 0
+    widened: int = 0  # asks sent beside another ask of the same node and round (lines were being refused)
+    rounds: int = 0  # rounds of asking, over every node: asks side by side are one round
     placeholders: int = 0
     cut_short: int = 0  # answers cancelled once they had given every title needed
     seconds: float = 0.0
@@ -93,6 +98,27 @@ class PlanStats:
     def refusals(self) -> Counter[str]:
         """Reason (without the title it names) -> titles refused for it."""
         return Counter(reason.split(' "')[0] for _, _, reason in self.refused)
+
+
+@dataclass
+class Acceptance:
+    """Of the plan items an answer gave (not counting repeats of titles already chosen), how many were taken."""
+
+    considered: int = 0
+    taken: int = 0
+
+    def share(self, prior: float = 1.0) -> float:
+        """The taken share, starting from `prior` and moving to what was seen as items come in."""
+        return (self.taken + ACCEPTANCE_PRIOR_ITEMS * prior) / (self.considered + ACCEPTANCE_PRIOR_ITEMS)
+
+
+def asks_at_once(need: int, share: float, asks_left: int) -> int:
+    """How many asks of one node to send side by side: enough that, at the taken share seen so far, their
+    items together are expected to hold `need` (each asks for SPARE_ITEMS more). A model whose lines are
+    rarely refused gets one ask; a small model that repeats itself gets up to MAX_ASKS_AT_ONCE, so a node
+    needs fewer rounds, one after another, to fill its titles."""
+    expected = (need + SPARE_ITEMS) * max(share, 0.05)
+    return max(1, min(MAX_ASKS_AT_ONCE, asks_left, math.ceil(need / expected)))
 
 
 @dataclass(frozen=True)
@@ -296,6 +322,7 @@ class MeaningIndex:
 
 
 OnSection = Callable[[Outline, Part, Chapter, Section], None]
+OnChapter = Callable[[Chapter], None]
 OnChange = Callable[[Outline], None]
 _T = TypeVar("_T")
 
@@ -389,6 +416,7 @@ class Planner:
         self.sampler = sampler
         self.embedder = embedder or open_embedder()
         self.stats = PlanStats()
+        self.acceptance = Acceptance()  # over the whole book: how many asks of a node go out at once
         self.book_keys: dict[str, set[str]] = {"parts": set(), "chapters": set(), "sections": set()}
         self.book_titles: dict[str, TitleIndex] = {level: TitleIndex() for level in ("parts", "chapters", "sections")}
         self.meanings: dict[str, MeaningIndex] = {level: MeaningIndex(self.embedder) for level in self.book_keys}
@@ -403,19 +431,22 @@ class Planner:
         *,
         barrier: bool = False,
         on_section: OnSection | None = None,
+        on_chapter: OnChapter | None = None,
         on_change: Callable[[Outline], None] | None = None,
     ) -> Outline:
         """Plan what `outline` (a partial one from an interrupted run, or None) still lacks.
 
         Pipelined (the default): items are read from each answer as it streams, so a part's chapters are
-        asked the moment the part has arrived, and a chapter's sections are announced to `on_section` the
-        moment the chapter has every one of them (each section's request carries its siblings), so writing
-        starts while the rest is still being planned. `barrier=True` waits for each whole level (seed
-        003's schedule) and announces every section at the end. `on_change` sees the outline after every
-        planned node, to save it."""
+        asked the moment the part has arrived, and each section is announced to `on_section` the moment its
+        title is taken (a section's request names only its book, chapter and own title and point), so
+        writing starts while the rest is still being planned; `on_chapter` hears when a chapter has every
+        section title (what scoring a section against its siblings waits for). `barrier=True` waits for each
+        whole level (seed 003's schedule) and announces every section and chapter at the end. `on_change`
+        sees the outline after every planned node, to save it."""
         started = time.monotonic()
         changed = on_change or (lambda _: None)
         announce = on_section or (lambda outline, part, chapter, section: None)
+        planned = on_chapter or (lambda chapter: None)
         if outline is not None:
             self._claim_existing(outline)
             self.book_title = outline.title
@@ -424,10 +455,13 @@ class Planner:
             outline = await self._plan_levels(outline, changed)
             for part, chapter, section in outline.sections():
                 announce(outline, part, chapter, section)
+            for part in outline.parts:
+                for chapter in part.chapters:
+                    planned(chapter)
         else:  # writing fills the slots meanwhile: keep one a backend for planning answers
             with self.pool.reserve_for_first():
                 async with anyio.create_task_group() as group:
-                    outline = await self._plan_pipelined(outline, group, announce, changed)
+                    outline = await self._plan_pipelined(outline, group, _Announcers(announce, planned), changed)
         assert outline is not None, "both schedules return the outline (a failed task raises out of the group)"
         outline.complete = True
         changed(outline)
@@ -449,9 +483,9 @@ class Planner:
         return outline
 
     async def _plan_pipelined(
-        self, outline: Outline | None, group: TaskGroup, announce: OnSection, changed: OnChange
+        self, outline: Outline | None, group: TaskGroup, announcers: _Announcers, changed: OnChange
     ) -> Outline:
-        starter = _Starter(self, group, announce, changed)
+        starter = _Starter(self, group, announcers, changed)
         if outline is not None:
             for part in list(outline.parts):
                 starter.part(outline, part)
@@ -573,6 +607,7 @@ class Planner:
         outline: Outline,
         part: Part,
         chapter: Chapter,
+        on_section: Callable[[Section], None] | None = None,
         on_complete: Callable[[], None] | None = None,
         changed: OnChange | None = None,
     ) -> None:
@@ -585,6 +620,8 @@ class Planner:
             )
             chapter.sections.append(section)
             chapter.sections.sort(key=lambda s: id_number(s.id))
+            if on_section is not None:
+                on_section(section)
             if on_complete is not None and len(chapter.sections) == self.spec.sections:
                 on_complete()
 
@@ -637,10 +674,15 @@ class Planner:
             units[item.title] = unit(item.title, item.point)
             ask.on_item(item, placeholder=placeholder, musts=coverage.take(item, ask.count - len(chosen)))
 
+        seen = Acceptance()  # this node's own items
+
         def consider(item: PlanItem) -> None:
             if len(chosen) == ask.count or any(title_key(item.title) == title_key(t) for t in chosen):
-                return  # a retried attempt repeating its streamed part
+                return  # a retried attempt repeating its streamed part, or an ask beside it giving the same
             reason = self._refusal(item, ask, chosen, copied, coverage, list(units.values()))
+            for counts in (seen, self.acceptance):
+                counts.considered += 1
+                counts.taken += reason is None
             if reason is not None:
                 refused.append((item.title, reason))
                 spare.append((item, reason))
@@ -649,25 +691,33 @@ class Planner:
             self.stats.missing_points += not item.point
             take(item)
 
-        for attempt in range(self.spec.plan_attempts):
-            if len(chosen) == ask.count:
-                break
+        asked = 0
+        while asked < self.spec.plan_attempts and len(chosen) < ask.count:
             need = ask.count - len(chosen)
+            width = asks_at_once(need, seen.share(self.acceptance.share()), self.spec.plan_attempts - asked)
             messages = render_chat(
                 ask.template,
                 **ask.values,
                 how_many=how_many(need + SPARE_ITEMS, ask.level[:-1]),
                 avoid=avoid_note(chosen, refused),
             )
-            await self._ask(
-                messages,
-                need + SPARE_ITEMS,
-                f"plan:{ask.node_id}:{attempt}",
-                self._temperature(attempt),
-                with_title=ask.with_title,
-                consider=consider,
-                enough=lambda: len(chosen) == ask.count,
-            )
+            async with anyio.create_task_group() as group:
+                for number in range(asked, asked + width):
+                    group.start_soon(
+                        partial(
+                            self._ask,
+                            messages,
+                            need + SPARE_ITEMS,
+                            f"plan:{ask.node_id}:{number}",
+                            self._temperature(number),
+                            with_title=ask.with_title,
+                            consider=consider,
+                            enough=lambda: len(chosen) == ask.count,
+                        )
+                    )
+            asked += width
+            self.stats.rounds += 1
+            self.stats.widened += width - 1
             if len(chosen) < ask.count:
                 self.stats.reasked += 1
         self._last_resorts(ask, chosen, spare, copied, take, units)
@@ -826,22 +876,33 @@ def fallback_book_title(prompt: str) -> str:
     return title[:1].upper() + title[1:] if 2 <= len(title) <= 80 else "Handbook"
 
 
+@dataclass(frozen=True)
+class _Announcers:
+    """Who hears of a section as its title is taken, and of a chapter once it has every section title."""
+
+    section: OnSection
+    chapter: OnChapter
+
+
 @dataclass
 class _Starter:
-    """Starts each node's planning as soon as its parent's title is known (the pipelined schedule): a chapter
-    whose sections are all planned is announced at once, others are planned in `group`."""
+    """Starts each node's planning as soon as its parent's title is known (the pipelined schedule): each
+    section is announced as its title is taken, and its chapter once it has every one."""
 
     planner: Planner
     group: TaskGroup
-    announce: OnSection
+    announcers: _Announcers
     changed: OnChange
 
     def chapter(self, book: Outline, part: Part, chapter: Chapter) -> None:
+        announce = partial(self.announcers.section, book, part, chapter)
+        for section in list(chapter.sections):  # planned before an interruption
+            announce(section)
+        planned = partial(self.announcers.chapter, chapter)
         if len(chapter.sections) >= self.planner.spec.sections:
-            self.announce_all(book, part, chapter)
+            planned()
             return
-        done = partial(self.announce_all, book, part, chapter)
-        self.group.start_soon(partial(self.planner._plan_chapter, book, part, chapter, done, self.changed))
+        self.group.start_soon(partial(self.planner._plan_chapter, book, part, chapter, announce, planned, self.changed))
 
     def part(self, book: Outline, part: Part) -> None:
         for chapter in list(part.chapters):
@@ -849,7 +910,3 @@ class _Starter:
         if len(part.chapters) < self.planner.spec.chapters:
             on_chapter = partial(self.chapter, book, part)
             self.group.start_soon(partial(self.planner._plan_part, book, part, on_chapter, self.changed))
-
-    def announce_all(self, book: Outline, part: Part, chapter: Chapter) -> None:
-        for section in list(chapter.sections):
-            self.announce(book, part, chapter, section)

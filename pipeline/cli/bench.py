@@ -367,6 +367,12 @@ def add_sweep_command(commands: argparse._SubParsersAction) -> argparse.Argument
 
 def add_efficiency_command(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     efficiency = commands.add_parser("efficiency", help="a book job's tok/s against what the backends sustain")
+    efficiency.add_argument(
+        "--workload",
+        type=Path,
+        metavar="RUN_DIR",
+        help="instead: a finished book run against its own requests replayed at once on the same fleet",
+    )
     efficiency.add_argument("--shape", default="8x12x16", metavar="PxCxS")
     efficiency.add_argument("--max-tokens", type=int, default=520, help="each section's token cap (520)")
     efficiency.add_argument("--window", type=float, default=30.0, help="seconds of the sustained-rate window")
@@ -485,9 +491,19 @@ def cmd_identity(args: argparse.Namespace) -> int:
 
 def cmd_efficiency(args: argparse.Namespace) -> int:
     from pipeline.backends.loop import fast_loop
-    from pipeline.bench.studies.efficiency import efficiency_markdown, job_efficiency
+    from pipeline.bench.studies.efficiency import (
+        efficiency_markdown,
+        job_efficiency,
+        workload_efficiency,
+        workload_markdown,
+    )
     from pipeline.records import BookSpec
 
+    if args.workload is not None:
+        with fast_loop():
+            mine = anyio.run(workload_efficiency, settings_from(args), args.workload)
+        save_record("efficiency", mine, workload_markdown(mine), args.out, as_json=args.json)
+        return 0
     parts, chapters, sections = parse_shape(args.shape)
     require_positive(args, "max_tokens", "window")
     spec = BookSpec(prompt=args.prompt, parts=parts, chapters=chapters, sections=sections, max_tokens=args.max_tokens)

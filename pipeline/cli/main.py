@@ -42,7 +42,7 @@ from pipeline.cli.book import (
 )
 from pipeline.cli.flags import Parser, flag_words
 from pipeline.cli.serve import add_ask_command, add_probe_command, add_serve_command, cmd_ask, cmd_probe, cmd_serve
-from pipeline.errors import FanoutError
+from pipeline.errors import FanoutError, fanout_error_in
 
 log = logging.getLogger("fanout")
 # The one registry of commands: how each adds its flags, and what runs it; `fanout -h` lists them in this order.
@@ -108,7 +108,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         configure_logging(verbose=args.verbose)
         return args.run(args)
-    except FanoutError as error:
+    except (FanoutError, BaseExceptionGroup) as caught:
+        error = fanout_error_in(caught)
+        if error is None:
+            raise
         print(f"fanout: error: {flag_words(str(error))}", file=sys.stderr)
         return error.exit_code
     except KeyboardInterrupt:

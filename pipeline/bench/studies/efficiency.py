@@ -5,10 +5,18 @@ measures the ladder's sustained rate at the caps (every backend full, closed loo
 the book pipelined and again with --barrier, and returns an EfficiencyRecord: plan + write tok/s ÷
 sustained (the whole job: first request to last section) and write-phase tok/s ÷ sustained. Tokens are
 the servers' usage counts; times are the client's clock.
+
+Against a book's own workload (`workload_efficiency`): a finished run folder's requests (requests.jsonl:
+every planning and section request as it was sent) replayed all at once on the same fleet, paced only by
+the caps, are the ceiling for that very mix (its prompt lengths, answers that end on their own, its
+sampling); the book's tok/s over its job ÷ the replay's tok/s says how much of it the book's schedule
+(planning before writing, re-asks one after another) left unused. That is the figure that counts where a
+ladder of fixed-length answers is not the book's load (the embedded engine).
 """
 
 from __future__ import annotations
 
+import json
 import tempfile
 import time
 from pathlib import Path
@@ -16,8 +24,10 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from pipeline.bench.studies.ladder import bench
+from pipeline.book.requestlog import REQUEST_LOG
 from pipeline.book.run import RunOptions, book
 from pipeline.config import Settings
+from pipeline.errors import UsageError
 from pipeline.records import BookSpec
 from pipeline.records.bench import BenchSpec
 from pipeline.watch.listeners import BookListener
@@ -124,3 +134,86 @@ def efficiency_markdown(record: EfficiencyRecord) -> str:
             f"{row.write_tok_s:,.1f} | {row.write_ratio:.3f} |"
         )
     return "\n".join(lines) + "\n"
+
+
+class WorkloadEfficiency(BaseModel):
+    """A finished book's job against its own requests replayed at once on the same fleet."""
+
+    run: str
+    shape: str
+    requests: int  # in the book's request log
+    book_seconds: float  # the book's job: first request to last section (stats.json generate_seconds)
+    book_tokens: int  # completion tokens the engines counted for the book's requests (cancelled ones: none)
+    book_tok_s: float
+    replay_seconds: float  # first send to last answer
+    replay_tokens: int
+    replay_tok_s: float
+    replay_failed: int
+    tok_s_ratio: float  # book tok/s ÷ replay tok/s: the share of its own mix's ceiling the book got
+    seconds_ratio: float  # replay seconds ÷ book seconds (the replay's answers may run longer: cut ones end)
+    duration_s: float
+
+
+def book_figures(run_dir: Path) -> tuple[str, float, int, int]:
+    """(shape, job seconds, completion tokens, requests) of a finished run folder."""
+    try:
+        stats = json.loads((run_dir / "stats.json").read_text())
+        spec = BookSpec.model_validate_json((run_dir / "spec.json").read_text())
+        rows = [json.loads(line) for line in (run_dir / REQUEST_LOG).read_text().splitlines() if line.strip()]
+        seconds = float(stats["generate_seconds"])
+    except (OSError, ValueError, KeyError, TypeError):
+        raise UsageError(
+            f"setting 'workload' {run_dir}: not a finished book run (spec.json, stats.json and {REQUEST_LOG})"
+        ) from None
+    tokens = sum(int(row.get("completion_tokens") or 0) for row in rows if isinstance(row, dict))
+    return spec.shape, seconds, tokens, len(rows)
+
+
+async def workload_efficiency(settings: Settings, run_dir: Path) -> WorkloadEfficiency:
+    started = time.monotonic()
+    shape, book_seconds, book_tokens, requests = book_figures(run_dir)
+    if book_seconds <= 0 or book_tokens <= 0:
+        raise UsageError(f"setting 'workload' {run_dir}: the run counted no tokens or time")
+    spec = BenchSpec(streams=[], workload=str(run_dir), replay_speed=0, label="book replay")
+    record = await bench(settings, spec)
+    point = record.replays[0].point
+    replay_seconds = point.duration_s_measured or 0.0
+    replay_tok_s = point.completion_tokens / replay_seconds if replay_seconds > 0 else 0.0
+    book_tok_s = book_tokens / book_seconds
+    return WorkloadEfficiency(
+        run=str(run_dir),
+        shape=shape,
+        requests=requests,
+        book_seconds=round(book_seconds, 2),
+        book_tokens=book_tokens,
+        book_tok_s=round(book_tok_s, 1),
+        replay_seconds=round(replay_seconds, 2),
+        replay_tokens=point.completion_tokens,
+        replay_tok_s=round(replay_tok_s, 1),
+        replay_failed=point.failed,
+        tok_s_ratio=round(book_tok_s / replay_tok_s, 3) if replay_tok_s > 0 else 0.0,
+        seconds_ratio=round(replay_seconds / book_seconds, 3),
+        duration_s=round(time.monotonic() - started, 1),
+    )
+
+
+def workload_markdown(record: WorkloadEfficiency) -> str:
+    return "\n".join(
+        [
+            f"# Job efficiency against its own workload: {record.run} ({record.shape})",
+            "",
+            f"The book's {record.requests} requests replayed at once on the same fleet, paced by the caps. Tokens "
+            "from server usage, times from the client clock; the book's cancelled planning answers count no "
+            "tokens, their replays run to their end.",
+            "",
+            "| | seconds | completion tokens | tok/s |",
+            "|---|---|---|---|",
+            f"| book job | {record.book_seconds:.1f} | {record.book_tokens:,} | {record.book_tok_s:,.1f} |",
+            f"| replay at once | {record.replay_seconds:.1f} | {record.replay_tokens:,} | {record.replay_tok_s:,.1f} |",
+            "",
+            f"Book tok/s ÷ replay tok/s: **{record.tok_s_ratio:.3f}**; replay seconds ÷ book seconds: "
+            f"{record.seconds_ratio:.3f}; {record.replay_failed} replayed requests failed; "
+            f"{record.duration_s:.0f} s in all.",
+            "",
+        ]
+    )

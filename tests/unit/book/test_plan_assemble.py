@@ -319,29 +319,34 @@ async def test_a_partial_outline_is_completed_without_planning_again():
 
 
 @pytest.mark.parametrize("barrier", [False, True])
-async def test_a_chapters_sections_are_announced_the_moment_it_has_them_all(barrier):
+async def test_each_section_is_announced_the_moment_its_title_is_taken_and_its_chapter_once_it_has_them_all(barrier):
     delay = 0.05  # the server sees a planner hang up at its next token: its clock lags the client's by one
     engine = await FakeEngine(reply=ScriptedPlanner({}), token_delay=delay).start()
     pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=16)])
     announced: dict[str, float] = {}
+    planned: dict[str, float] = {}
     planner = Planner(pool, BookSpec(prompt="p", parts=2, chapters=2, sections=4), GREEDY)
     outline = await planner.plan(
         barrier=barrier,
         on_section=lambda book, part, chapter, section: announced.setdefault(section.title, time.time()),
+        on_chapter=lambda chapter: planned.setdefault(chapter.id, time.time()),
     )
     await engine.stop()
     assert list(announced) == [s.title for _, _, s in outline.sections()] if barrier else len(announced) == 16
+    assert len(planned) == 4
     assert planner.stats.cut_short == planner.stats.requests == 7, "no answer was read past its last title"
     answers = {prompt: (start, end) for start, end, prompt in engine.timeline}
     for part in outline.parts:
         for chapter in part.chapters:
             start, end = next(v for k, v in answers.items() if f'chapter "{chapter.title}"' in k)
             times = [announced[section.title] for section in chapter.sections]
-            assert max(times) - min(times) < delay, "a chapter's sections start together, each knowing the others"
+            assert planned[chapter.id] >= max(times) - delay / 2, "a chapter is whole once its last title is in"
             if barrier:
                 assert min(times) >= max(start for start, _ in answers.values())
-            else:  # the answer (with a spare fifth line) is cut the moment the fourth title is whole
-                assert start < min(times) and end - min(times) < 2 * delay
+                assert max(times) - min(times) < delay, "at the end, together"
+            else:  # each line (a few tokens) starts its section; the answer is cut once the fourth is whole
+                assert start < min(times) and max(times) - min(times) > 2 * delay, "one after another"
+                assert end - planned[chapter.id] < 2 * delay
         part_end = next(v for k, v in answers.items() if f'part "{part.title}"' in k)[1]
         first_chapter_asked = next(v for k, v in answers.items() if f'chapter "{part.chapters[0].title}"' in k)[0]
         if barrier:

@@ -66,7 +66,7 @@ async def open_fleet(settings: Settings, engine_log: Path | None = None) -> Asyn
     backends = settings.backends
     if not backends:
         engine_settings = EngineSettings(
-            slots=settings.slots, threads=settings.threads, ctx_per_slot=settings.ctx_per_slot
+            slots=settings.slots, threads=settings.engine_threads, ctx_per_slot=settings.ctx_per_slot
         )
         embedded = EmbeddedEngine(engine_settings, log_path=engine_log)
         embedded.launch()  # from the event loop's thread, which outlives the server (see EmbeddedEngine.launch)

@@ -18,7 +18,10 @@ nothing of its own. The request's asks (its subject's parts, list items, span en
 plan (Coverage): each node takes along those the nodes after it could not hold, and the last section slots
 are kept for them. What is still missing is asked again with the refused titles and their reasons shown, up
 to `plan_attempts` times; every ask requests SPARE_ITEMS more than it needs (the answer is cut once enough
-are taken, so a spare costs nothing unless a line is refused). Then a refused item's own key point, short
+are taken, so a spare costs nothing unless a line is refused). Where the model's lines are being refused
+(the share taken so far, in the book and at the node), more than one ask of a node is kept in flight, so a
+small model that repeats itself needs fewer answers one after another (asks_at_once); a model whose lines
+pass gets one ask at a time. Then a refused item's own key point, short
 enough to read as a heading and passing the same checks, becomes its title; then a title refused only for
 nearly repeating one elsewhere in the book is kept (a lesser fault); only then is a numbered placeholder
 used, flagged in the outline and counted. Model output is untrusted: nothing in an answer raises.
@@ -81,9 +84,8 @@ ELSEWHERE_NEAR = ", a title elsewhere in the book"
 @dataclass
 class PlanStats:
     requests: int = 0
-    reasked: int = 0
-    widened: int = 0  # asks sent beside another ask of the same node and round (lines were being refused)
-    rounds: int = 0  # rounds of asking, over every node: asks side by side are one round
+    reasked: int = 0  # asks beyond each node's first
+    widened: int = 0  # asks sent while another ask of the same node was still answering
     placeholders: int = 0
     cut_short: int = 0  # answers cancelled once they had given every title needed
     seconds: float = 0.0
@@ -112,13 +114,13 @@ class Acceptance:
         return (self.taken + ACCEPTANCE_PRIOR_ITEMS * prior) / (self.considered + ACCEPTANCE_PRIOR_ITEMS)
 
 
-def asks_at_once(need: int, share: float, asks_left: int) -> int:
+def asks_at_once(need: int, share: float) -> int:
     """How many asks of one node to send side by side: enough that, at the taken share seen so far, their
     items together are expected to hold `need` (each asks for SPARE_ITEMS more). A model whose lines are
     rarely refused gets one ask; a small model that repeats itself gets up to MAX_ASKS_AT_ONCE, so a node
     needs fewer rounds, one after another, to fill its titles."""
     expected = (need + SPARE_ITEMS) * max(share, 0.05)
-    return max(1, min(MAX_ASKS_AT_ONCE, asks_left, math.ceil(need / expected)))
+    return max(1, min(MAX_ASKS_AT_ONCE, math.ceil(need / expected)))
 
 
 @dataclass(frozen=True)
@@ -691,39 +693,59 @@ class Planner:
             self.stats.missing_points += not item.point
             take(item)
 
-        asked = 0
-        while asked < self.spec.plan_attempts and len(chosen) < ask.count:
-            need = ask.count - len(chosen)
-            width = asks_at_once(need, seen.share(self.acceptance.share()), self.spec.plan_attempts - asked)
-            messages = render_chat(
-                ask.template,
-                **ask.values,
-                how_many=how_many(need + SPARE_ITEMS, ask.level[:-1]),
-                avoid=avoid_note(chosen, refused),
-            )
-            async with anyio.create_task_group() as group:
-                for number in range(asked, asked + width):
-                    group.start_soon(
-                        partial(
-                            self._ask,
-                            messages,
-                            need + SPARE_ITEMS,
-                            f"plan:{ask.node_id}:{number}",
-                            self._temperature(number),
-                            with_title=ask.with_title,
-                            consider=consider,
-                            enough=lambda: len(chosen) == ask.count,
-                        )
-                    )
-            asked += width
-            self.stats.rounds += 1
-            self.stats.widened += width - 1
-            if len(chosen) < ask.count:
-                self.stats.reasked += 1
+        await self._fill(ask, chosen, refused, consider, seen)
         self._last_resorts(ask, chosen, spare, copied, take, units)
         if coverage.open:
             self.stats.asks_dropped += len(coverage.open)
             log.info("under %s no %s carries %s", ask.node_id, ask.level[:-1], "; ".join(coverage.open))
+
+    async def _fill(
+        self,
+        ask: NodeAsk,
+        chosen: list[str],
+        refused: list[tuple[str, str]],
+        consider: Callable[[PlanItem], None],
+        seen: Acceptance,
+    ) -> None:
+        """Ask until `ask.count` titles are chosen or `plan_attempts` asks were made. As many asks stay in
+        flight as the taken share so far says the need takes (asks_at_once): when one ends short, the next
+        goes out at once, showing what was chosen and refused until then, without waiting for the others."""
+        asked = running = 0
+        ended = anyio.Event()
+
+        def full() -> bool:
+            return len(chosen) == ask.count
+
+        async def one(number: int, messages: list[dict[str, str]], items: int) -> None:
+            nonlocal running
+            try:
+                tag = f"plan:{ask.node_id}:{number}"
+                temperature = self._temperature(number)
+                await self._ask(
+                    messages, items, tag, temperature, with_title=ask.with_title, consider=consider, enough=full
+                )
+            finally:
+                running -= 1
+                ended.set()
+
+        async with anyio.create_task_group() as group:
+            while not full() and (asked < self.spec.plan_attempts or running):
+                need = ask.count - len(chosen)
+                width = asks_at_once(need, seen.share(self.acceptance.share()))
+                while running < width and asked < self.spec.plan_attempts:
+                    messages = render_chat(
+                        ask.template,
+                        **ask.values,
+                        how_many=how_many(need + SPARE_ITEMS, ask.level[:-1]),
+                        avoid=avoid_note(chosen, refused),
+                    )
+                    group.start_soon(one, asked, messages, need + SPARE_ITEMS)
+                    self.stats.widened += running > 0
+                    asked += 1
+                    running += 1
+                await ended.wait()
+                ended = anyio.Event()
+        self.stats.reasked += asked - 1
 
     def _last_resorts(
         self,

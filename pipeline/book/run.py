@@ -389,14 +389,15 @@ class BookRun:
         )
         self.plan_stats = planner.stats
         log.info(
-            "planned %s: %d sections in %.1f s (%d requests, %d re-asked, %d placeholder titles, "
-            "%d headings made from a refused title's point, %d near repeats kept, %d answers cut short once "
-            "they had every title, %d titles without a key point)",
+            "planned %s: %d sections in %.1f s (%d requests, %d re-asked, %d beside another ask, "
+            "%d placeholder titles, %d headings made from a refused title's point, %d near repeats kept, "
+            "%d answers cut short once they had every title, %d titles without a key point)",
             outline.title,
             len(outline.sections()),
             planner.stats.seconds,
             planner.stats.requests,
             planner.stats.reasked,
+            planner.stats.widened,
             planner.stats.placeholders,
             planner.stats.headings_from_points,
             planner.stats.near_repeats_kept,

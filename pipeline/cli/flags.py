@@ -150,7 +150,9 @@ def parse_extra_body(text: str | None) -> dict[str, Any] | None:
 
 def add_engine_flags(group: argparse._ActionsContainer) -> None:
     group.add_argument("--slots", type=int, help="embedded engine: parallel slots (default 16)")
-    group.add_argument("--threads", type=int, help="embedded engine: CPU threads (default: cores - 1)")
+    group.add_argument(
+        "--threads", type=int, help="embedded engine: CPU threads (default: every core; cores - 1 with WeasyPrint)"
+    )
     group.add_argument("--ctx-per-slot", type=int, help="embedded engine: context tokens per slot (default 2048)")
 
 

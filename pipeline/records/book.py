@@ -34,7 +34,7 @@ class BookStats(BaseModel):
     requests_planning: int
     requests_writing: int  # every candidate of every section written this run
     requests: int
-    plan_reasked: int = 0  # planning nodes asked again for titles their answer lacked
+    plan_reasked: int = 0  # planning asks beyond each node's first (for titles the earlier answers lacked)
     asks_dropped: int = 0  # asks of the request no planned section carries
     plan_seconds: float
     tokens_written: int

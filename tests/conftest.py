@@ -13,7 +13,10 @@ from pipeline.backends.embedded.install import installed_assets
 from pipeline.config import EngineSettings
 from tests.fakes.hostile import Listener
 
-ENGINE_THREADS = int(os.environ.get("FANOUT_THREADS", "1"))
+# llama-server's threads spin: beside the test process, every engine a test starts (directly or through
+# Settings) runs on one thread unless FANOUT_THREADS says otherwise.
+os.environ.setdefault("FANOUT_THREADS", "1")
+ENGINE_THREADS = int(os.environ["FANOUT_THREADS"])
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,8 @@ finishing.") and returns its asks (`woodworking with hand tools`, `sharpening`, 
 things a plan must carry somewhere for the book to be the one asked for. Read by rules on the request's own
 words, not by a model: the subject after "a handbook on", the items after a colon or "including" / "covering" /
 "such as", the ends of "from A to B", and "with X" (with code examples). How it is said ("short", "practical",
-"for curious readers") is not an ask. "All four seasons" names the four seasons, and is expanded to them.
+"for curious readers") is not an ask, nor is how much it covers ("every topic", "everything"): no one
+section could carry that. "All four seasons" names the four seasons, and is expanded to them.
 A leaf of the audit: the meaning figures and the planner read it.
 """
 
@@ -40,6 +41,12 @@ AUDIENCE = re.compile(
 STYLE_WORDS = frozenset(
     """practical practically short brief simple clear concise friendly readable examples example illustrated
     concrete detailed thorough hands-on step-by-step fun engaging plain english plainly accessible""".split()
+)
+# How much the book covers, not a thing it must cover: "Every topic", "all aspects", "everything".
+SCOPE = re.compile(
+    r"^(?:every|each|all|any)(?:\s+(?:the|of|the\s+main|major|key|important))*\s+(?:topics?|subjects?|areas?|"
+    r"aspects?|parts?|things?|sides?|details?|angles?)$|^(?:everything|anything|it all|all of it)$",
+    re.I,
 )
 SPLIT_ITEMS = re.compile(r"\s*(?:,|;|\band\b|\bor\b|&)\s*", re.I)
 ARTICLE = re.compile(r"^(?:the|a|an|its|their|your|our|to)\s+", re.I)
@@ -124,6 +131,6 @@ def request_asks(request: str) -> list[str]:
         for phrase in found:
             for ask in enumerated(phrase):
                 ask = clean(ARTICLE.sub("", ask))
-                if ask and not is_style(ask) and len(ask.split()) <= MAX_ASK_WORDS:
+                if ask and not is_style(ask) and not SCOPE.match(ask) and len(ask.split()) <= MAX_ASK_WORDS:
                     asks.setdefault(ask.casefold(), ask)
     return list(asks.values())

@@ -3,8 +3,9 @@
 Takes what the pool reports of each finished request (the request, its completion or None, when it was
 asked, its attempts); appends to requests.jsonl in the run folder. It is what `fanout bench --workload
 RUN_DIR` replays: the messages, the cap, the sampling fields, and when the request was asked (seconds after
-this job opened the log; a resumed run appends its own requests, timed from its own start). The engine's
-token counts and the outcome are kept beside them so a replay can be checked against the original.
+this job opened the log, and when it ended; a resumed run appends its own requests, timed from its own
+start). The engine's token counts and the outcome are kept beside them so a replay can be checked against
+the original.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class RequestLog:
             "tag": request.tag,
             "kind": request_kind(request.tag),
             "t_asked": round(t_asked - self.started, 4),
+            "t_done": round(time.monotonic() - self.started, 4),  # answered, failed or cancelled
             "messages": request.messages,
             "max_tokens": request.max_tokens,
             "extra": {"temperature": request.temperature, **request.extra},

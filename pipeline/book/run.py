@@ -13,7 +13,6 @@ import logging
 import shutil
 import time
 from collections import ChainMap, Counter
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -351,11 +350,8 @@ class BookRun:
                 if outline is None or not outline.complete:
                     if outline is not None:
                         adopt_journaled_sections(outline, journal)
-                    outline = await self._plan(fleet, planning, outline, start_section, writer.chapter_planned)
+                    outline = await self._plan(fleet, planning, outline, start_section)
                 else:
-                    for part in outline.parts:
-                        for chapter in part.chapters:
-                            writer.chapter_planned(chapter.id)
                     for part, chapter, section in outline.sections():
                         start_section(outline, part, chapter, section)
         finally:
@@ -365,14 +361,7 @@ class BookRun:
         log.info("wrote %d sections (%d were already in the journal)", len(writer.results), done)
         return outline, writer
 
-    async def _plan(
-        self,
-        fleet: Fleet,
-        sampler: Sampler,
-        partial: Outline | None,
-        on_section: OnSection,
-        on_chapter: Callable[[str], None],
-    ) -> Outline:
+    async def _plan(self, fleet: Fleet, sampler: Sampler, partial: Outline | None, on_section: OnSection) -> Outline:
         planner = Planner(fleet.planners, self.spec, sampler, on_node=self.progress.planned, embedder=self.embedder)
         self.progress.planning(self.spec)
 
@@ -380,13 +369,7 @@ class BookRun:
             write_atomic(self.folder.outline, outline.model_dump_json(indent=2))
             self.progress.outline_ready(outline)
 
-        outline = await planner.plan(
-            partial,
-            barrier=self.options.barrier,
-            on_section=on_section,
-            on_chapter=lambda chapter: on_chapter(chapter.id),
-            on_change=save,
-        )
+        outline = await planner.plan(partial, barrier=self.options.barrier, on_section=on_section, on_change=save)
         self.plan_stats = planner.stats
         log.info(
             "planned %s: %d sections in %.1f s (%d requests, %d re-asked, %d beside another ask, "

@@ -1,9 +1,8 @@
 """The writer: every section in its own request, through the pool, journaled as it lands.
 
-A SectionWriter is handed sections as soon as their titles are planned and keeps a SectionResult per
-section; a section is scored against its siblings once `chapter_planned` says its chapter has them all.
-Each request (templates/section.md) names the book and the chapter, the request's audience and what it
-asks every part to have ('with code examples'), and the section's own title and key point; it asks
+A SectionWriter is handed sections (as soon as their chapter is planned) and keeps a SectionResult per
+section. Each request (templates/section.md) names the book and the chapter, the request's audience and
+what it asks every part to have ('with code examples'), and the section's own title and key point; it asks
 for a number of paragraphs that fits the word budget and for a last full sentence. That form was chosen by
 measurement (examples/section_prompts.py, SmolLM2-135M): the siblings' titles and points as "covered
 elsewhere, so not here" led the model to write its siblings' sections (on point 11 of 36), leaving them
@@ -176,14 +175,6 @@ class SectionWriter:
         self.results: dict[str, SectionResult] = {}
         self.first_sent: float | None = None
         self.last_done: float | None = None
-        self.planned: dict[str, anyio.Event] = {}  # chapter id -> set once it has every section title
-
-    def chapter_planned(self, chapter_id: str) -> None:
-        """The chapter has every section title: its sections can be scored against their siblings."""
-        self._planned(chapter_id).set()
-
-    def _planned(self, chapter_id: str) -> anyio.Event:
-        return self.planned.setdefault(chapter_id, anyio.Event())
 
     @property
     def seconds(self) -> float:
@@ -222,7 +213,6 @@ class SectionWriter:
             for number in requests:
                 group.start_soon(one, number)
         ordered = [answers[number] for number in requests]
-        await self._planned(chapter.id).wait()  # the margin is measured against every sibling
         return await anyio.to_thread.run_sync(with_margin, self.embedder, chapter, section, ordered)
 
     async def _candidate(self, section: Section, request: ChatRequest, *, streamed: bool) -> SectionResult:

@@ -42,3 +42,35 @@ def test_efficiency_reports_both_schedules_against_the_sustained_rate(tmp_path):
         assert row["whole_ratio"] == round(row["generate_tok_s"] / record["sustained_tok_s"], 3)
         assert 0 < row["whole_ratio"] <= row["write_ratio"] * 1.05
     assert "÷ sustained" in (tmp_path / "efficiency.md").read_text()
+
+
+def run_fanout(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pipeline", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def test_a_finished_book_against_its_own_requests_replayed_at_once(tmp_path):
+    """A book on FAKE step-law engines, then `efficiency --workload` on its run folder: every logged request is
+    replayed on the same fleet, and the ratio is the book's tok/s over the replay's."""
+    with steplaw_process(2, 5, 0.2, 16) as urls:
+        backends = [arg for url in urls for arg in ("--backend", f"{url},cap=16")]
+        run = tmp_path / "run"
+        book = run_fanout("book", "Write a handbook on rope.", "--shape", "1x2x4", "--out", str(run), *backends)
+        assert book.returncode == 0, book.stderr
+        done = run_fanout("efficiency", "--workload", str(run), *backends, "--out", str(tmp_path / "eff"), "--json")
+    assert done.returncode == 0, done.stderr
+    record = json.loads(done.stdout)
+    logged = [json.loads(line) for line in (run / "requests.jsonl").read_text().splitlines()]
+    stats = json.loads((run / "stats.json").read_text())
+    assert record["requests"] == len(logged) and record["replay_failed"] == 0
+    assert record["book_tokens"] == sum(row["completion_tokens"] or 0 for row in logged)
+    assert record["book_seconds"] == round(stats["generate_seconds"], 2)
+    assert record["replay_tokens"] >= record["book_tokens"], "cut planning answers run to their end in the replay"
+    assert record["tok_s_ratio"] == round(record["book_tok_s"] / record["replay_tok_s"], 3)
+    assert all(row["t_asked"] <= row["t_done"] for row in logged)
+    assert "replay at once" in (tmp_path / "eff" / "efficiency.md").read_text()
+
+
+def test_efficiency_of_a_folder_that_is_not_a_finished_run_is_one_line_exit_2(tmp_path):
+    done = run_fanout("efficiency", "--workload", str(tmp_path), "--backend", "http://127.0.0.1:9/v1")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert "not a finished book run" in done.stderr

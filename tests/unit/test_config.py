@@ -4,13 +4,15 @@ take the same option names."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from pipeline.cli import main
-from pipeline.config import BACKEND_OPTIONS, load_settings, parse_backend_spec
-from pipeline.errors import UsageError
+from pipeline.config import BACKEND_OPTIONS, Settings, job_threads, load_settings, parse_backend_spec
+from pipeline.errors import UsageError, fanout_error_in
+from pipeline.records import PdfEngine
 
 EXAMPLES = sorted((Path(__file__).parents[2] / "examples").glob("*.toml"))
 BACKEND = '[[backends]]\nurl = "http://gpu1:8000/v1"\n'
@@ -149,3 +151,20 @@ def test_the_pdf_engine_is_a_setting(tmp_path):
     config.write_text('pdf_engine = "latex"\n')
     with pytest.raises(UsageError, match="pdf_engine"):
         load_settings({}, config, environ={})
+
+
+def test_the_engine_takes_every_core_unless_weasyprint_renders_beside_it(monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    assert job_threads(PdfEngine.TYPST) == 16 and job_threads(PdfEngine.WEASYPRINT) == 15
+    assert Settings(pdf_engine=PdfEngine.WEASYPRINT).engine_threads == 15
+    assert Settings(threads=3).engine_threads == 3, "a set count wins"
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    assert job_threads(PdfEngine.WEASYPRINT) == 1
+
+
+def test_a_fanout_error_inside_task_groups_is_found():
+    inner = UsageError("bad")
+    assert fanout_error_in(inner) is inner
+    assert fanout_error_in(ExceptionGroup("g", [ExceptionGroup("h", [inner])])) is inner
+    assert fanout_error_in(ExceptionGroup("g", [inner, ValueError("x")])) is None, "not only ours: re-raised"
+    assert fanout_error_in(ValueError("x")) is None

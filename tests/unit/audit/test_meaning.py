@@ -97,6 +97,11 @@ def test_an_embeddings_endpoint_is_asked_in_batches_and_its_rows_normalised():
             ["how vaccines train the immune system"],
         ),
         ("Write a book about jazz, including New Orleans, swing and bebop.", ["jazz", "New Orleans", "swing", "bebop"]),
+        (
+            "Write a complete software engineering handbook. Every topic, with examples.",
+            ["complete software engineering handbook"],
+        ),
+        ("Write a guide to knots covering everything, all the main aspects.", ["knots"]),
     ],
 )
 def test_what_a_request_asks_for(request_text, asks):

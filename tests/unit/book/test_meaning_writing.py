@@ -71,7 +71,6 @@ async def write_one(replies: SeededReplies, best_of: int, retries: int, tmp_path
             pool, spec, Journal(tmp_path / "sections.jsonl"), SMALL, BookListener(), open_embedder(), best_of, retries
         )
         outline, part, chapter = feeding_chapter()
-        writer.chapter_planned(chapter.id)
         await writer.write(outline, part, chapter, chapter.sections[0])
         writer.journal.close()
         return writer.results["p01.c01.s01"]

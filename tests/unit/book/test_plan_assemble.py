@@ -9,7 +9,16 @@ import pytest
 
 from pipeline.backends.pool import BackendPool, RetryPolicy
 from pipeline.book.assemble import assemble, demote_headings
-from pipeline.book.plan import SPARE_ITEMS, ItemStream, PlanItem, Planner, parse_items
+from pipeline.book.plan import (
+    MAX_ASKS_AT_ONCE,
+    SPARE_ITEMS,
+    Acceptance,
+    ItemStream,
+    PlanItem,
+    Planner,
+    asks_at_once,
+    parse_items,
+)
 from pipeline.book.profiles import PROFILES, Sampler
 from pipeline.records import Backend, BookSpec, Chapter, ChatRequest, EngineKind, Outline, Part, Section, SectionResult
 from pipeline.text import close_open_fence
@@ -319,34 +328,29 @@ async def test_a_partial_outline_is_completed_without_planning_again():
 
 
 @pytest.mark.parametrize("barrier", [False, True])
-async def test_each_section_is_announced_the_moment_its_title_is_taken_and_its_chapter_once_it_has_them_all(barrier):
+async def test_a_chapters_sections_are_announced_the_moment_it_has_them_all(barrier):
     delay = 0.05  # the server sees a planner hang up at its next token: its clock lags the client's by one
     engine = await FakeEngine(reply=ScriptedPlanner({}), token_delay=delay).start()
     pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=16)])
     announced: dict[str, float] = {}
-    planned: dict[str, float] = {}
     planner = Planner(pool, BookSpec(prompt="p", parts=2, chapters=2, sections=4), GREEDY)
     outline = await planner.plan(
         barrier=barrier,
         on_section=lambda book, part, chapter, section: announced.setdefault(section.title, time.time()),
-        on_chapter=lambda chapter: planned.setdefault(chapter.id, time.time()),
     )
     await engine.stop()
     assert list(announced) == [s.title for _, _, s in outline.sections()] if barrier else len(announced) == 16
-    assert len(planned) == 4
     assert planner.stats.cut_short == planner.stats.requests == 7, "no answer was read past its last title"
     answers = {prompt: (start, end) for start, end, prompt in engine.timeline}
     for part in outline.parts:
         for chapter in part.chapters:
             start, end = next(v for k, v in answers.items() if f'chapter "{chapter.title}"' in k)
             times = [announced[section.title] for section in chapter.sections]
-            assert planned[chapter.id] >= max(times) - delay / 2, "a chapter is whole once its last title is in"
+            assert max(times) - min(times) < delay, "a chapter's sections start together, each knowing the others"
             if barrier:
                 assert min(times) >= max(start for start, _ in answers.values())
-                assert max(times) - min(times) < delay, "at the end, together"
-            else:  # each line (a few tokens) starts its section; the answer is cut once the fourth is whole
-                assert start < min(times) and max(times) - min(times) > 2 * delay, "one after another"
-                assert end - planned[chapter.id] < 2 * delay
+            else:  # the answer (with a spare fifth line) is cut the moment the fourth title is whole
+                assert start < min(times) and end - min(times) < 2 * delay
         part_end = next(v for k, v in answers.items() if f'part "{part.title}"' in k)[1]
         first_chapter_asked = next(v for k, v in answers.items() if f'chapter "{part.chapters[0].title}"' in k)[0]
         if barrier:
@@ -478,3 +482,33 @@ async def test_a_word_of_the_worked_example_is_the_books_own_where_its_parent_us
     outline, planner = await plan_with(replies, BookSpec(prompt="A handbook on Go", parts=1, chapters=1, sections=2))
     assert [s.title for _, _, s in outline.sections()] == ["Cloud Costs", "Picking Regions"], planner.stats.refused
     assert "Cloud" in outline.parts[0].chapters[0].title, "'cloud': a word of the example's 'Clouds and Fronts'"
+
+
+def test_asks_at_once_follow_the_share_of_lines_taken():
+    assert asks_at_once(4, 1.0) == 1, "lines that pass: one ask at a time"
+    assert asks_at_once(4, 0.3) == 2, "8 lines asked, 2.4 expected to pass: two asks for 4 titles"
+    assert asks_at_once(16, 0.01) == MAX_ASKS_AT_ONCE, "never more than the cap"
+    assert asks_at_once(1, 0.25) == 1
+    seen = Acceptance(considered=8, taken=1)
+    assert seen.share(prior=1.0) == pytest.approx((1 + 4) / 12), "four items' worth of the prior"
+    assert Acceptance().share(prior=0.5) == 0.5
+
+
+async def test_a_node_whose_lines_are_refused_keeps_two_asks_in_flight():
+    """FAKE chapter answers with one usable title and seven sentences each (refused: not a short heading): once
+    the node has shown its lines are mostly refused, its next asks go out side by side."""
+    sentences = [f"Everything a reader could ever want to know about case {n} and a good deal more" for n in range(7)]
+    scripted = [plan_answer("chapter", [ScriptedPlanner.title(90 + n, 0), *sentences], "Book") for n in range(6)]
+    replies = ScriptedPlanner({"chapter": scripted})
+    engine = await FakeEngine(reply=replies, token_delay=0.01).start()
+    try:
+        pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=8)], RetryPolicy())
+        planner = Planner(pool, BookSpec(prompt="p", parts=1, chapters=1, sections=4), GREEDY)
+        outline = await planner.plan()
+    finally:
+        await engine.stop()
+    assert shape_of(outline) == (1, {1}, {4}) and planner.stats.placeholders == 0
+    assert planner.stats.widened >= 1
+    chapter_asks = sorted((start, end) for start, end, prompt in engine.timeline if plan_level(prompt) == "chapter")
+    assert 4 <= len(chapter_asks) <= 6, "one usable title an answer: four asks at least, plan_attempts at most"
+    assert any(b_start < a_end for (_, a_end), (b_start, _) in zip(chapter_asks, chapter_asks[1:])), "side by side"

@@ -374,7 +374,7 @@ class BookRun:
         log.info(
             "planned %s: %d sections in %.1f s (%d requests, %d re-asked, %d beside another ask, "
             "%d placeholder titles, %d headings made from a refused title's point, %d near repeats kept, "
-            "%d answers cut short once they had every title, %d titles without a key point)",
+            "%d answers cut short once they had every title, %d at the count asked, %d titles without a key point)",
             outline.title,
             len(outline.sections()),
             planner.stats.seconds,
@@ -385,6 +385,7 @@ class BookRun:
             planner.stats.headings_from_points,
             planner.stats.near_repeats_kept,
             planner.stats.cut_short,
+            planner.stats.cut_at_count,
             planner.stats.missing_points,
         )
         if planner.stats.refusals:

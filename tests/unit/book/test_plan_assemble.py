@@ -158,7 +158,10 @@ async def test_each_refusal_reason_is_given_to_the_re_ask():
             "chapter": [answer],
         }
     )
-    outline, planner = await plan_with(replies, BookSpec(prompt="Write about weather", parts=1, chapters=1, sections=4))
+    # asked for as many lines as the script has: an answer is read up to the count it was asked for
+    sections = len(REFUSED) - SPARE_ITEMS
+    spec = BookSpec(prompt="Write about weather", parts=1, chapters=1, sections=sections)
+    outline, planner = await plan_with(replies, spec)
     kept = [s.title for s in outline.parts[0].chapters[0].sections]
     assert kept[:2] == ["Staying Dry", "Fog at Dawn"]
     reask = next(p for p in replies.prompts[3:] if plan_level(p) == "chapter")
@@ -167,7 +170,7 @@ async def test_each_refusal_reason_is_given_to_the_re_ask():
             title = line.split(":")[0]
             assert f'"{title}" ({reason}' in reask, line
     assert 'Already chosen, do not repeat: "Staying Dry"; "Fog at Dawn"' in reask
-    assert f"List {2 + SPARE_ITEMS} sections" in reask, "the re-ask asks for what is missing and the spare"
+    assert f"List {sections - 2 + SPARE_ITEMS} sections" in reask, "the re-ask asks for what is missing and the spare"
     assert sum(planner.stats.refusals.values()) == sum(reason is not None for reason in REFUSED.values())
 
 
@@ -512,3 +515,21 @@ async def test_a_node_whose_lines_are_refused_keeps_two_asks_in_flight():
     chapter_asks = sorted((start, end) for start, end, prompt in engine.timeline if plan_level(prompt) == "chapter")
     assert 4 <= len(chapter_asks) <= 6, "one usable title an answer: four asks at least, plan_attempts at most"
     assert any(b_start < a_end for (_, a_end), (b_start, _) in zip(chapter_asks, chapter_asks[1:])), "side by side"
+
+
+async def test_an_answer_is_read_up_to_the_count_it_was_asked_for():
+    """A FAKE model that goes on past the lines it was asked for (refused ones, as a small model repeating
+    itself does): the answer is cut at the count, and the next ask goes out at once."""
+    rambling = [f"Everything a reader could ever want to know about case {n} and a good deal more" for n in range(40)]
+    first = plan_answer("chapter", [ScriptedPlanner.title(90, 0), *rambling], "Book")
+    replies = ScriptedPlanner({"chapter": [first]})
+    engine = await FakeEngine(reply=replies, token_delay=0.002).start()
+    try:
+        pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=8)], RetryPolicy())
+        planner = Planner(pool, BookSpec(prompt="p", parts=1, chapters=1, sections=2), GREEDY)
+        outline = await planner.plan()
+    finally:
+        await engine.stop()
+    assert shape_of(outline) == (1, {1}, {2}) and planner.stats.cut_at_count == 1
+    refused = [title for node, title, _ in planner.stats.refused if node == "p01.c01"]
+    assert len(refused) == 2 + SPARE_ITEMS - 1, "the lines it was asked for, one of them taken; none past them"

@@ -174,7 +174,10 @@ async def workload_efficiency(settings: Settings, run_dir: Path) -> WorkloadEffi
     shape, book_seconds, book_tokens, requests = book_figures(run_dir)
     if book_seconds <= 0 or book_tokens <= 0:
         raise UsageError(f"setting 'workload' {run_dir}: the run counted no tokens or time")
-    spec = BenchSpec(streams=[], workload=str(run_dir), replay_speed=0, label="book replay")
+    # as in the book, each backend runs as many as its cap lets in; for engines that cannot report their
+    # slots, the cap stands in for them
+    slots = {backend.name: backend.cap for backend in settings.backends}
+    spec = BenchSpec(streams=[], workload=str(run_dir), replay_speed=0, label="book replay", engine_slots=slots)
     record = await bench(settings, spec)
     point = record.replays[0].point
     replay_seconds = point.duration_s_measured or 0.0

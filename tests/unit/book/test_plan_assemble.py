@@ -45,6 +45,7 @@ class ScriptedPlanner:
         self.counter = 0
         self.prompts: list[str] = []
         self.bodies: list[dict] = []
+        self.timeline: list[tuple[float, float, str]] = []  # (start, end, prompt) as the engine saw them
 
     def __call__(self, body: dict) -> str:
         prompt = prompt_of(body)
@@ -63,14 +64,16 @@ class ScriptedPlanner:
         return fake_title(answer * 16 + item, "clean")
 
 
-async def plan_with(replies, spec: BookSpec) -> tuple[Outline, Planner]:
-    engine = await FakeEngine(reply=replies).start()
+async def plan_with(replies, spec: BookSpec, *, token_delay: float = 0.0) -> tuple[Outline, Planner]:
+    """Plan on a FAKE engine answering with `replies`; what the engine saw is left in `replies.timeline`."""
+    engine = await FakeEngine(reply=replies, token_delay=token_delay).start()
     try:
         pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=8)], RetryPolicy())
         planner = Planner(pool, spec, GREEDY)
         return await planner.plan(), planner
     finally:
         await engine.stop()
+        replies.timeline = engine.timeline
 
 
 def shape_of(outline: Outline) -> tuple[int, set[int], set[int]]:
@@ -503,16 +506,11 @@ async def test_a_node_whose_lines_are_refused_keeps_two_asks_in_flight():
     sentences = [f"Everything a reader could ever want to know about case {n} and a good deal more" for n in range(7)]
     scripted = [plan_answer("chapter", [ScriptedPlanner.title(90 + n, 0), *sentences], "Book") for n in range(6)]
     replies = ScriptedPlanner({"chapter": scripted})
-    engine = await FakeEngine(reply=replies, token_delay=0.01).start()
-    try:
-        pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=8)], RetryPolicy())
-        planner = Planner(pool, BookSpec(prompt="p", parts=1, chapters=1, sections=4), GREEDY)
-        outline = await planner.plan()
-    finally:
-        await engine.stop()
+    spec = BookSpec(prompt="p", parts=1, chapters=1, sections=4)
+    outline, planner = await plan_with(replies, spec, token_delay=0.01)
     assert shape_of(outline) == (1, {1}, {4}) and planner.stats.placeholders == 0
     assert planner.stats.widened >= 1
-    chapter_asks = sorted((start, end) for start, end, prompt in engine.timeline if plan_level(prompt) == "chapter")
+    chapter_asks = sorted((start, end) for start, end, prompt in replies.timeline if plan_level(prompt) == "chapter")
     assert 4 <= len(chapter_asks) <= 6, "one usable title an answer: four asks at least, plan_attempts at most"
     assert any(b_start < a_end for (_, a_end), (b_start, _) in zip(chapter_asks, chapter_asks[1:])), "side by side"
 
@@ -523,13 +521,9 @@ async def test_an_answer_is_read_up_to_the_count_it_was_asked_for():
     rambling = [f"Everything a reader could ever want to know about case {n} and a good deal more" for n in range(40)]
     first = plan_answer("chapter", [ScriptedPlanner.title(90, 0), *rambling], "Book")
     replies = ScriptedPlanner({"chapter": [first]})
-    engine = await FakeEngine(reply=replies, token_delay=0.002).start()
-    try:
-        pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=8)], RetryPolicy())
-        planner = Planner(pool, BookSpec(prompt="p", parts=1, chapters=1, sections=2), GREEDY)
-        outline = await planner.plan()
-    finally:
-        await engine.stop()
+    outline, planner = await plan_with(
+        replies, BookSpec(prompt="p", parts=1, chapters=1, sections=2), token_delay=0.002
+    )
     assert shape_of(outline) == (1, {1}, {2}) and planner.stats.cut_at_count == 1
     refused = [title for node, title, _ in planner.stats.refused if node == "p01.c01"]
     assert len(refused) == 2 + SPARE_ITEMS - 1, "the lines it was asked for, one of them taken; none past them"

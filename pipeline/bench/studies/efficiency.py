@@ -181,7 +181,7 @@ async def workload_efficiency(settings: Settings, run_dir: Path) -> WorkloadEffi
     record = await bench(settings, spec)
     point = record.replays[0].point
     replay_seconds = point.duration_s_measured or 0.0
-    replay_tok_s = point.completion_tokens / replay_seconds if replay_seconds > 0 else 0.0
+    replay_tok_s = point.output_throughput or 0.0  # usage completion tokens over the same seconds
     book_tok_s = book_tokens / book_seconds
     return WorkloadEfficiency(
         run=str(run_dir),

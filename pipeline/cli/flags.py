@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from pipeline.errors import UsageError
+from pipeline.records import PdfEngine
 
 SETTING = re.compile(r"setting '([a-z_]+)'")
 FLAG_OF = {  # where a flag is not --NAME
@@ -94,7 +95,7 @@ def add_writing_flags(group: argparse._ActionsContainer) -> None:
 def add_pdf_engine_flag(group: argparse._ActionsContainer) -> None:
     group.add_argument(
         "--pdf-engine",
-        choices=["typst", "weasyprint"],
+        choices=[engine.value for engine in PdfEngine],
         help="what typesets the PDF: typst (default; one compile in seconds) or weasyprint (parts in a process "
         "pool, merged)",
     )

@@ -12,7 +12,6 @@ import aiohttp
 from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 
 from pipeline.backends.sse import (
-    MAX_LINE_BYTES,
     AttemptError,
     OnDelta,
     SseStream,
@@ -81,25 +80,13 @@ async def stream_chat_aiohttp(
 
 
 async def read_events(response: aiohttp.ClientResponse, stream: SseStream) -> bool:
-    """Read SSE lines until [DONE]; True if it came. Reads whatever bytes arrived (one event per read
-    against a real engine) and splits lines here: aiohttp's per-line iteration costs more than the parse."""
-    pending = b""
+    """Read the SSE body until [DONE]; True if it came. Reads whatever bytes arrived (one event per read
+    against a real engine) and hands them to the reader: aiohttp's per-line iteration costs more than the parse."""
     content = response.content
     try:
         while data := await content.readany():
-            if pending:
-                data = pending + data
-            start = 0
-            while (end := data.find(b"\n", start)) >= 0:
-                if data.startswith(b"data:", start):
-                    payload = data[start + 5 : end].strip()
-                    if payload == b"[DONE]":
-                        return True
-                    stream.feed(payload)
-                start = end + 1  # blank separators, comments, event names are skipped
-            pending = data[start:]
-            if len(pending) > MAX_LINE_BYTES:
-                raise AttemptError(Outcome.OVERSIZED, "SSE line too long", retryable=False)
+            if stream.feed_bytes(data):
+                return True
     except (ValueError, LineTooLong) as exc:  # as aiohttp's own line reader said it (LineTooLong is not a
         # ClientError: uncaught, it crashed the whole job); our own AttemptError is neither
         raise AttemptError(Outcome.OVERSIZED, "SSE line too long", retryable=False) from exc

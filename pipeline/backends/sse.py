@@ -84,15 +84,24 @@ class SseStream:
     a string with no quote, backslash or control character, and the same tail is that same event with other
     text, so its content is the UTF-8 decoding of the middle, without json.loads. Anything else (escapes,
     usage, finish_reason, logprobs, a new `created` second) goes through json.loads and may become the new
-    template."""
+    template.
+
+    `feed_bytes` takes the body as it arrives and owns the SSE framing (lines, `data:` fields, [DONE]). A read
+    that is exactly one template event as engines write it (`data: `, the event, a blank line) with nothing
+    left over from the read before is the same event whole, so it is matched without splitting lines:
+    against an engine almost every read is one such event."""
+
+    __slots__ = (
+        "parts", "size", "finish_reason", "usage", "model", "t_first", "token_times", "on_delta", "logprobs",
+        "_head", "_tail", "_fixed", "_read_head", "_read_tail", "_read_head_len", "_read_tail_len", "_pending",
+    )  # fmt: skip
 
     def __init__(self, *, keep_token_times: bool, on_delta: OnDelta | None = None):
-        self.parts: list[str] = []
-        self.size = 0
+        self.parts: list[str] = []  # the content of each content event, in order
+        self.size = 0  # bytes of content so far
         self.finish_reason: str | None = None
         self.usage: dict[str, Any] | None = None
         self.model: str | None = None
-        self.chunks = 0
         self.t_first: float | None = None
         self.token_times: list[float] | None = [] if keep_token_times else None
         self.on_delta = on_delta
@@ -100,6 +109,56 @@ class SseStream:
         self._head = b""
         self._tail = b""
         self._fixed = 0  # len(head) + len(tail); 0: no template yet
+        self._read_head = b""  # the template as one whole read: b"data: " + head, tail + b"\n\n"
+        self._read_tail = b""
+        self._read_head_len = 0  # 0: no template yet
+        self._read_tail_len = 0
+        self._pending = b""  # what the last read left after its last newline
+
+    @property
+    def chunks(self) -> int:
+        """Content events so far."""
+        return len(self.parts)
+
+    def feed_bytes(self, data: bytes) -> bool:
+        """Feed SSE body bytes as they arrived; True once [DONE] came (nothing after it is read)."""
+        head_len = self._read_head_len
+        if (
+            head_len
+            and not self._pending
+            and len(data) >= head_len + self._read_tail_len
+            and data.startswith(self._read_head)
+            and data.endswith(self._read_tail)
+        ):
+            middle = data[head_len : len(data) - self._read_tail_len]
+            if _PLAIN.fullmatch(middle):
+                try:
+                    content = middle.decode()
+                except UnicodeDecodeError:
+                    pass  # the line path decides
+                else:
+                    if content:
+                        self._take_content(content, len(middle))
+                    return False
+        return self._feed_lines(data)
+
+    def _feed_lines(self, data: bytes) -> bool:
+        """Each `data:` line to `feed` until [DONE]; blank separators, comments and event names are skipped."""
+        if self._pending:
+            data = self._pending + data
+        start = 0
+        while (end := data.find(b"\n", start)) >= 0:
+            if data.startswith(b"data:", start):
+                payload = data[start + 5 : end].strip()
+                if payload == b"[DONE]":
+                    self._pending = b""
+                    return True
+                self.feed(payload)
+            start = end + 1
+        self._pending = data[start:]
+        if len(self._pending) > MAX_LINE_BYTES:
+            raise AttemptError(Outcome.OVERSIZED, "SSE line too long", retryable=False)
+        return False
 
     def feed(self, payload: bytes) -> None:
         fixed = self._fixed
@@ -112,7 +171,7 @@ class SseStream:
                     pass  # json.loads decides (it passes surrogates through; completion_of flags them)
                 else:
                     if content:
-                        self._take_content(content)
+                        self._take_content(content, len(middle))
                     return
         self._feed_json(payload)
 
@@ -126,12 +185,18 @@ class SseStream:
             raise AttemptError(Outcome.BAD_EVENT, "SSE data is not an object")
         if "error" in event:
             raise AttemptError(Outcome.STREAM_ERROR, str(event["error"])[:200])
-        self.model = self.model or event.get("model")
+        if self.model is None and isinstance(event.get("model"), str):
+            self.model = event["model"]
         if event.get("usage"):
+            if not isinstance(event["usage"], dict):
+                raise AttemptError(Outcome.BAD_EVENT, "usage is not an object")
             self.usage = event["usage"]
         choices: list[Any] = event.get("choices") or []
-        for choice in choices:
-            self._take_choice(choice)
+        try:
+            for choice in choices:
+                self._take_choice(choice)
+        except (AttributeError, TypeError) as exc:  # a choice, delta or logprobs of another shape
+            raise AttemptError(Outcome.BAD_EVENT, f"unexpected event shape: {exc}"[:200]) from exc
         if len(choices) == 1 and not event.get("usage"):
             self._learn(payload, choices[0])
 
@@ -152,13 +217,17 @@ class SseStream:
             return
         self._head, self._tail = payload[:start], payload[end:]
         self._fixed = len(self._head) + len(self._tail)
+        # `data: ` + head + middle + tail + a blank line splits into this one line (head and tail hold no
+        # newline, a plain middle none; strip() leaves them whole) and an empty one: the same event
+        self._read_head, self._read_tail = b"data: " + self._head, self._tail + b"\n\n"
+        self._read_head_len, self._read_tail_len = len(self._read_head), len(self._read_tail)
 
-    def _take_content(self, content: str) -> None:
+    def _take_content(self, content: str, size: int) -> None:
+        """One content event's text, `size` bytes of UTF-8."""
         if self.t_first is None:
             self.t_first = time.monotonic()
         self.parts.append(content)
-        self.size += len(content)
-        self.chunks += 1
+        self.size += size
         if self.token_times is not None:
             self.token_times.append(time.monotonic())
         if self.on_delta is not None:
@@ -169,8 +238,10 @@ class SseStream:
     def _take_choice(self, choice: dict[str, Any]) -> None:
         delta = choice.get("delta") or {}
         content = delta.get("content")
+        if content and not isinstance(content, str):
+            raise AttemptError(Outcome.BAD_EVENT, f"delta.content is a {type(content).__name__}, not text")
         if content:
-            self._take_content(content)
+            self._take_content(content, len(content.encode("utf-8", "surrogatepass")))
         if choice.get("logprobs"):
             self.logprobs.extend(choice["logprobs"].get("content") or ())
         if choice.get("finish_reason"):

@@ -29,7 +29,6 @@ from urllib.parse import urlsplit
 import httptools
 
 from pipeline.backends.sse import (
-    MAX_LINE_BYTES,
     AttemptError,
     OnDelta,
     SseStream,
@@ -94,6 +93,8 @@ class _Exchange(asyncio.Protocol):
         self.loop = asyncio.get_running_loop()
         self.done: asyncio.Future[None] = self.loop.create_future()
         self.stream = stream
+        self.feed = stream.feed_bytes
+        self.streaming = False  # a 200 answer until [DONE] or a failure: body bytes go to `feed`
         self.payload = payload
         self.read_timeout = read_timeout
         self.parser = httptools.HttpResponseParser(self)
@@ -102,7 +103,6 @@ class _Exchange(asyncio.Protocol):
         self.retry_after: str | None = None
         self.header_bytes = 0
         self.error_body = bytearray()
-        self.pending = b""
         self.reads = 0
         self.reads_seen = -1
         self.quiet_checks = 0
@@ -146,13 +146,14 @@ class _Exchange(asyncio.Protocol):
 
     def on_headers_complete(self) -> None:
         self.status = self.parser.get_status_code()
+        self.streaming = self.status == 200 and not self.done.done()
 
     def on_body(self, body: bytes) -> None:
-        if self.status != 200:
-            if len(self.error_body) < MAX_ERROR_BODY:
-                self.error_body += body
-        elif not self.done.done():
-            self._lines(body)
+        if self.streaming:
+            if self.feed(body):
+                self._finish()
+        elif self.status != 200 and len(self.error_body) < MAX_ERROR_BODY:
+            self.error_body += body
 
     def on_message_complete(self) -> None:
         if self.status != 200:
@@ -161,23 +162,6 @@ class _Exchange(asyncio.Protocol):
             self._fail(AttemptError(Outcome.STREAM_CUT, "stream ended without [DONE]"))  # no-op after [DONE]
 
     # ------------------------------------------------------------ the answer
-
-    def _lines(self, data: bytes) -> None:
-        """SSE lines to the reader until [DONE]; blank separators, comments and event names are skipped."""
-        if self.pending:
-            data = self.pending + data
-        start = 0
-        while (end := data.find(b"\n", start)) >= 0:
-            if data.startswith(b"data:", start):
-                payload = data[start + 5 : end].strip()
-                if payload == b"[DONE]":
-                    self._finish()
-                    return
-                self.stream.feed(payload)
-            start = end + 1
-        self.pending = data[start:]
-        if len(self.pending) > MAX_LINE_BYTES:
-            raise AttemptError(Outcome.OVERSIZED, "SSE line too long", retryable=False)
 
     def _status_error(self) -> AttemptError:
         return status_error(self.status, self.error_body.decode("utf-8", "replace"), self.retry_after)
@@ -203,6 +187,7 @@ class _Exchange(asyncio.Protocol):
         self.close(abort=True)
 
     def close(self, *, abort: bool = False) -> None:
+        self.streaming = False
         self.timer.cancel()
         if self.transport is not None and not self.transport.is_closing():
             self.transport.abort() if abort else self.transport.close()

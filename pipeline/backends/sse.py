@@ -86,10 +86,10 @@ class SseStream:
     usage, finish_reason, logprobs, a new `created` second) goes through json.loads and may become the new
     template.
 
-    `feed_bytes` takes the body as it arrives and owns the SSE framing (lines, `data:` fields, [DONE]). A read
-    that is exactly one template event as engines write it (`data: `, the event, a blank line) with nothing
-    left over from the read before is the same event whole, so it is matched without splitting lines:
-    against an engine almost every read is one such event."""
+    `feed_bytes` takes the body as it arrives and owns the SSE framing (lines, `data:` fields, [DONE]). Template
+    events as engines write them (`data: `, the event, a blank line) at the start of a read with nothing left
+    over from the read before are matched whole, without splitting lines: against an engine almost every read
+    is one such event, and a client that falls behind reads several at once."""
 
     __slots__ = (
         "parts", "size", "finish_reason", "usage", "model", "t_first", "token_times", "on_delta", "logprobs",
@@ -123,24 +123,46 @@ class SseStream:
     def feed_bytes(self, data: bytes) -> bool:
         """Feed SSE body bytes as they arrived; True once [DONE] came (nothing after it is read)."""
         head_len = self._read_head_len
-        if (
-            head_len
-            and not self._pending
-            and len(data) >= head_len + self._read_tail_len
-            and data.startswith(self._read_head)
-            and data.endswith(self._read_tail)
-        ):
-            middle = data[head_len : len(data) - self._read_tail_len]
-            if _PLAIN.fullmatch(middle):
-                try:
-                    content = middle.decode()
-                except UnicodeDecodeError:
-                    pass  # the line path decides
-                else:
-                    if content:
-                        self._take_content(content, len(middle))
-                    return False
+        if head_len and not self._pending and data.startswith(self._read_head):
+            if data.endswith(self._read_tail) and len(data) >= head_len + self._read_tail_len:
+                middle = data[head_len : len(data) - self._read_tail_len]  # one event, or several (then not plain)
+                if _PLAIN.fullmatch(middle):
+                    try:
+                        content = middle.decode()
+                    except UnicodeDecodeError:
+                        pass  # the line path decides
+                    else:
+                        if content:
+                            self._take_content(content, len(middle))
+                        return False
+            taken = self._take_whole_events(data)
+            if taken == len(data):
+                return False
+            data = data[taken:]
         return self._feed_lines(data)
+
+    def _take_whole_events(self, data: bytes) -> int:
+        """Content events at the start of `data` that are whole template events, taken; the bytes used.
+        The tail begins with a quote and a plain middle holds none, so the first tail after a head ends
+        the event if it is a template event at all; if it is not, the middle is not plain and this stops."""
+        head, tail = self._read_head, self._read_tail
+        head_len, tail_len = self._read_head_len, self._read_tail_len
+        at = 0
+        while data.startswith(head, at):
+            end = data.find(tail, at + head_len)
+            if end < 0:
+                break
+            middle = data[at + head_len : end]
+            if not _PLAIN.fullmatch(middle):
+                break
+            try:
+                content = middle.decode()
+            except UnicodeDecodeError:
+                break  # the line path decides
+            if content:
+                self._take_content(content, len(middle))
+            at = end + tail_len
+        return at
 
     def _feed_lines(self, data: bytes) -> bool:
         """Each `data:` line to `feed` until [DONE]; blank separators, comments and event names are skipped."""

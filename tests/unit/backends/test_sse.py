@@ -58,6 +58,17 @@ def test_any_reads_of_any_events_give_what_json_gives(contents, createds, cuts, 
     assert stream.size == sum(len(text.encode()) for text in contents)
 
 
+def test_reads_of_several_whole_events_and_a_part_read_the_same():
+    events = [content_event(text) for text in ("a", "b c", "", "dé", 'q"uote', "e")]
+    body = body_of(events)
+    half = len(body) // 2
+    stream = SseStream(keep_token_times=False)
+    assert not stream.feed_bytes(b"data: " + events[0] + b"\n\n")  # teaches the template
+    assert not stream.feed_bytes(body[len(events[0]) + 8 : half])
+    assert stream.feed_bytes(body[half:])
+    assert stream.parts == ["a", "b c", "dé", 'q"uote', "e"]
+
+
 def test_a_read_left_over_from_the_one_before_is_joined_first():
     first, second = content_event("Hel"), content_event("lo")
     stream = SseStream(keep_token_times=False)

@@ -18,6 +18,7 @@ from pipeline.backends.sse import (
     auth_headers,
     completion_of,
     hide_key,
+    new_request_id,
     request_body,
     status_error,
 )
@@ -43,13 +44,14 @@ async def stream_chat_aiohttp(
     server fails the attempt instead of hanging the job."""
     t_sent = time.monotonic()
     stream = SseStream(keep_token_times=request.keep_token_times, on_delta=on_delta)
+    request_id = new_request_id()
     got_bytes = False
     url = backend.base_url + "/chat/completions"
     try:
         async with session.post(
             url,
             json=request_body(backend, request),
-            headers=auth_headers(backend),
+            headers={"X-Request-Id": request_id, **auth_headers(backend)},
             timeout=aiohttp.ClientTimeout(sock_read=read_timeout),
         ) as response:
             if response.status != 200:
@@ -76,7 +78,7 @@ async def stream_chat_aiohttp(
         raise AttemptError(Outcome.BAD_RESPONSE, str(exc)[:200]) from exc
     if not done:
         raise AttemptError(Outcome.STREAM_CUT, "stream ended without [DONE]")
-    return completion_of(backend, request, stream, t_sent)
+    return completion_of(backend, request, stream, t_sent, request_id)
 
 
 async def read_events(response: aiohttp.ClientResponse, stream: SseStream) -> bool:

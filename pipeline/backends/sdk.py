@@ -13,7 +13,16 @@ import asyncio
 import time
 from typing import TYPE_CHECKING
 
-from pipeline.backends.sse import AttemptError, OnDelta, SseStream, api_key, completion_of, request_body, status_error
+from pipeline.backends.sse import (
+    AttemptError,
+    OnDelta,
+    SseStream,
+    api_key,
+    completion_of,
+    new_request_id,
+    request_body,
+    status_error,
+)
 from pipeline.records import Backend, ChatRequest, Completion, Outcome
 
 if TYPE_CHECKING:
@@ -50,7 +59,9 @@ async def close_sdk_clients() -> None:
         await _CLIENTS.pop(key).close()
 
 
-async def _stream(client: AsyncOpenAI, backend: Backend, request: ChatRequest, stream: SseStream) -> None:
+async def _stream(
+    client: AsyncOpenAI, backend: Backend, request: ChatRequest, stream: SseStream, request_id: str
+) -> None:
     body = request_body(backend, request)
     messages, model = body.pop("messages"), body.pop("model", backend.model or "default")
     chunks = await client.chat.completions.create(
@@ -61,6 +72,7 @@ async def _stream(client: AsyncOpenAI, backend: Backend, request: ChatRequest, s
         stream=True,
         stream_options=body.pop("stream_options"),
         extra_body={k: v for k, v in body.items() if k != "stream"},
+        extra_headers={"X-Request-Id": request_id},
     )
     async for chunk in chunks:
         stream.feed(chunk.model_dump_json(exclude_none=True).encode())
@@ -73,8 +85,9 @@ async def sdk_stream_chat(
 
     t_sent = time.monotonic()
     stream = SseStream(keep_token_times=request.keep_token_times, on_delta=on_delta)
+    request_id = new_request_id()
     try:
-        await _stream(shared_client(backend, read_timeout), backend, request, stream)
+        await _stream(shared_client(backend, read_timeout), backend, request, stream, request_id)
     except openai.APITimeoutError as exc:
         raise AttemptError(Outcome.TIMEOUT, str(exc)) from exc
     except openai.APIConnectionError as exc:
@@ -83,13 +96,14 @@ async def sdk_stream_chat(
     except openai.APIStatusError as exc:
         retry_after = exc.response.headers.get("retry-after") if exc.response is not None else None
         raise status_error(exc.status_code, str(exc.message), retry_after) from exc
-    return completion_of(backend, request, stream, t_sent)
+    return completion_of(backend, request, stream, t_sent, request_id)
 
 
 async def sdk_chat(backend: Backend, request: ChatRequest) -> Completion:
     """One request on a client of its own (model checks, tests)."""
     t_sent = time.monotonic()
     stream = SseStream(keep_token_times=request.keep_token_times)
+    request_id = new_request_id()
     async with sdk_client(backend) as client:
-        await _stream(client, backend, request, stream)
-    return completion_of(backend, request, stream, t_sent)
+        await _stream(client, backend, request, stream, request_id)
+    return completion_of(backend, request, stream, t_sent, request_id)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import time
 from collections.abc import Callable
 from typing import Any
@@ -93,6 +94,7 @@ class SseStream:
 
     __slots__ = (
         "parts", "size", "finish_reason", "usage", "model", "t_first", "token_times", "on_delta", "logprobs",
+        "response_id", "timings",
         "_head", "_tail", "_fixed", "_read_head", "_read_tail", "_read_head_len", "_read_tail_len", "_pending",
     )  # fmt: skip
 
@@ -106,6 +108,8 @@ class SseStream:
         self.token_times: list[float] | None = [] if keep_token_times else None
         self.on_delta = on_delta
         self.logprobs: list[dict[str, Any]] = []
+        self.response_id: str | None = None
+        self.timings: dict[str, Any] | None = None  # llama.cpp's per-request timings (prompt_ms, cache_n, ...)
         self._head = b""
         self._tail = b""
         self._fixed = 0  # len(head) + len(tail); 0: no template yet
@@ -207,12 +211,7 @@ class SseStream:
             raise AttemptError(Outcome.BAD_EVENT, "SSE data is not an object")
         if "error" in event:
             raise AttemptError(Outcome.STREAM_ERROR, str(event["error"])[:200])
-        if self.model is None and isinstance(event.get("model"), str):
-            self.model = event["model"]
-        if event.get("usage"):
-            if not isinstance(event["usage"], dict):
-                raise AttemptError(Outcome.BAD_EVENT, "usage is not an object")
-            self.usage = event["usage"]
+        self._take_about(event)
         choices: list[Any] = event.get("choices") or []
         try:
             for choice in choices:
@@ -221,6 +220,19 @@ class SseStream:
             raise AttemptError(Outcome.BAD_EVENT, f"unexpected event shape: {exc}"[:200]) from exc
         if len(choices) == 1 and not event.get("usage"):
             self._learn(payload, choices[0])
+
+    def _take_about(self, event: dict[str, Any]) -> None:
+        """What an event says about the answer as a whole: model, id, usage, llama.cpp's timings."""
+        if self.model is None and isinstance(event.get("model"), str):
+            self.model = event["model"]
+        if self.response_id is None and isinstance(event.get("id"), str):
+            self.response_id = event["id"][:200]
+        if isinstance(event.get("timings"), dict):
+            self.timings = event["timings"]
+        if event.get("usage"):
+            if not isinstance(event["usage"], dict):
+                raise AttemptError(Outcome.BAD_EVENT, "usage is not an object")
+            self.usage = event["usage"]
 
     def _learn(self, payload: bytes, choice: Any) -> None:
         """Remember this event as the template if it is a plain content event that can be split safely."""
@@ -284,9 +296,38 @@ def status_error(status: int, body: str, retry_after: str | None) -> AttemptErro
 OnDelta = Callable[[str], None]
 
 
-def completion_of(backend: Backend, request: ChatRequest, stream: SseStream, t_sent: float) -> Completion:
+def new_request_id() -> str:
+    """The X-Request-Id of one attempt: vLLM takes it as its own request id, and any proxy's log can be
+    joined with the rows by it."""
+    return "fanout-" + secrets.token_hex(8)
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def cached_prompt(usage: dict[str, Any], timings: dict[str, Any] | None) -> tuple[int | None, str | None]:
+    """Prompt tokens served from the engine's cache, and where the figure came from: the OpenAI usage field
+    (vLLM with --enable-prompt-tokens-details, SGLang, llama.cpp) or llama.cpp's own timings.cache_n."""
+    details = usage.get("prompt_tokens_details")
+    cached = _count(details.get("cached_tokens")) if isinstance(details, dict) else None
+    if cached is not None:
+        return cached, "usage.prompt_tokens_details.cached_tokens"
+    cached = _count((timings or {}).get("cache_n"))
+    return (cached, "timings.cache_n") if cached is not None else (None, None)
+
+
+def prefill_ms(timings: dict[str, Any] | None) -> float | None:
+    value = (timings or {}).get("prompt_ms")
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0 else None
+
+
+def completion_of(
+    backend: Backend, request: ChatRequest, stream: SseStream, t_sent: float, request_id: str | None = None
+) -> Completion:
     text = "".join(stream.parts)
     usage = stream.usage or {}
+    cached, cached_source = cached_prompt(usage, stream.timings)
     if not text.strip():
         raise AttemptError(Outcome.EMPTY, f"finish_reason={stream.finish_reason}")
     try:
@@ -299,12 +340,17 @@ def completion_of(backend: Backend, request: ChatRequest, stream: SseStream, t_s
         model=stream.model,
         text=text,
         finish_reason=stream.finish_reason,
-        prompt_tokens=usage.get("prompt_tokens"),
-        completion_tokens=usage.get("completion_tokens"),
+        prompt_tokens=_count(usage.get("prompt_tokens")),
+        completion_tokens=_count(usage.get("completion_tokens")),
         t_sent=t_sent,
         t_first_token=stream.t_first,
         t_done=time.monotonic(),
         chunks=stream.chunks,
         token_times=stream.token_times or [],
         logprobs=stream.logprobs or None,
+        cached_tokens=cached,
+        cached_source=cached_source,
+        prefill_ms=prefill_ms(stream.timings),
+        request_id=request_id,
+        response_id=stream.response_id,
     )

@@ -35,6 +35,7 @@ from pipeline.backends.sse import (
     auth_headers,
     completion_of,
     hide_key,
+    new_request_id,
     request_body,
     status_error,
 )
@@ -71,7 +72,7 @@ def _tls_context() -> ssl.SSLContext:
     return ssl.create_default_context()
 
 
-def http_request(target: Target, backend: Backend, request: ChatRequest) -> bytes:
+def http_request(target: Target, backend: Backend, request: ChatRequest, request_id: str | None = None) -> bytes:
     body = json.dumps(request_body(backend, request)).encode()
     headers = {
         "Host": target.host_header,
@@ -80,6 +81,7 @@ def http_request(target: Target, backend: Backend, request: ChatRequest) -> byte
         "Content-Type": "application/json",
         "Content-Length": str(len(body)),
         "Connection": "close",
+        **({"X-Request-Id": request_id} if request_id else {}),
         **auth_headers(backend),
     }
     head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
@@ -201,7 +203,8 @@ async def stream_chat(
     t_sent = time.monotonic()
     target = target_of(backend.base_url)
     stream = SseStream(keep_token_times=request.keep_token_times, on_delta=on_delta)
-    exchange = _Exchange(stream, http_request(target, backend, request), read_timeout)
+    request_id = new_request_id()
+    exchange = _Exchange(stream, http_request(target, backend, request, request_id), read_timeout)
     loop = exchange.loop
     try:
         try:
@@ -224,4 +227,4 @@ async def stream_chat(
         if not exchange.done.done():  # cancelled: drop the connection
             exchange.done.cancel()
         exchange.close(abort=True)
-    return completion_of(backend, request, stream, t_sent)
+    return completion_of(backend, request, stream, t_sent, request_id)

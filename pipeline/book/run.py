@@ -218,6 +218,7 @@ class BookRun:
                         fleet.engines,
                     ),
                 )
+            tally.prompt_cache = request_log.prompt_cache()
             typesetter = typesetter or self._typesetter()
             return await self._finish(outline, journal, tally, summary, typesetter, started=started)
         finally:

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from pipeline.book.plan import PlanStats
 from pipeline.records import Attempt, EngineInfo, Outcome, SectionResult
-from pipeline.records.book import BackendLine, BookStats
+from pipeline.records.book import BackendLine, BookStats, PromptCache
 from pipeline.text import ends_closed
 
 if TYPE_CHECKING:
@@ -30,13 +30,15 @@ def word_count(results: dict[str, SectionResult]) -> int:
 @dataclass
 class JobTally:
     """What a run's fleet did, gathered before the fleet closes: this run's sections, the write phase's and
-    the generation's seconds, every attempt (planning and writing) and each backend's counters."""
+    the generation's seconds, every attempt (planning and writing), each backend's counters and the prefix
+    cache as the answers told it."""
 
     written: dict[str, SectionResult]
     write_seconds: float
     generate_seconds: float
     attempts: list[Attempt]
     backends: list[BackendLine]
+    prompt_cache: PromptCache | None = None
 
 
 def book_stats(
@@ -84,6 +86,7 @@ def book_stats(
         extra_candidates=candidates - len(written),
         headings_removed=sum(r.headings_removed for r in written.values()),
         backends=backends,
+        prompt_cache=tally.prompt_cache,
     )
 
 
@@ -138,6 +141,15 @@ def stats_table(stats: BookStats) -> Table:
         ("placeholder titles", str(stats.placeholder_titles)),
         ("extra candidates / headings taken out", f"{stats.extra_candidates} / {stats.headings_removed}"),
     ]
+    cache = stats.prompt_cache
+    if cache is not None and cache.share is not None:
+        prefill = "" if cache.prefill_seconds is None else f", engine prefill {cache.prefill_seconds:.1f} s"
+        rows.append(
+            (
+                "prompt tokens from the engine's cache",
+                f"{cache.cached_tokens:,} / {cache.prompt_tokens:,} ({100 * cache.share:.0f}%{prefill})",
+            )
+        )
     if stats.pdf_pages is not None:
         rows.append(("PDF pages (ready s after the last section)", f"{stats.pdf_pages} ({stats.typeset_seconds:.1f})"))
     for backend in stats.backends:

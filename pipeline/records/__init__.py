@@ -150,6 +150,11 @@ class Completion(BaseModel):
     token_times: list[float] = Field(default_factory=list)
     logprobs: list[dict[str, Any]] | None = None  # per token, when asked for: id, token, logprob, top_logprobs
     attempts: list[Attempt] = Field(default_factory=list)
+    cached_tokens: int | None = None  # prompt tokens the engine took from its prefix cache (None: not told)
+    cached_source: str | None = None  # where cached_tokens came from: usage.prompt_tokens_details, timings.cache_n
+    prefill_ms: float | None = None  # the engine's own prompt-processing time (llama.cpp timings.prompt_ms)
+    request_id: str | None = None  # the X-Request-Id this answer's attempt was sent with
+    response_id: str | None = None  # the engine's id of the answer (the events' `id`), to join with its logs
 
     @property
     def ttft(self) -> float | None:

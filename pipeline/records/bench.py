@@ -149,6 +149,10 @@ class RequestSample(BaseModel):
     finish_reason: str | None = None
     reissued: int = 0
     error: str | None = None
+    cached_tokens: int | None = None  # the engine's cached prompt tokens for this request (usage or timings)
+    prefill_ms: float | None = None  # the engine's own prompt time (llama.cpp)
+    request_id: str | None = None  # the X-Request-Id sent
+    response_id: str | None = None  # the engine's id of the answer
     token_times: list[float] = Field(default_factory=list, exclude=True)
 
     @property
@@ -220,6 +224,10 @@ class LadderPoint(BaseModel):
     prompt_tokens_max: int | None = None
     cached_prompt_tokens: float | None = None  # engine's cached-prompt counter increase over the level
     cache_hit_rate: float | None = None  # cached / usage prompt tokens
+    cache_hit_rate_source: str | None = None  # which engine counter cache_hit_rate was read from
+    request_cached_tokens: int | None = None  # summed over the answers that told it (usage or llama.cpp timings)
+    request_cache_hit_rate: float | None = None  # those cached tokens / those answers' usage prompt tokens
+    prefill_ms_mean: float | None = None  # the engine's own prompt time per request (llama.cpp timings)
     power_w: float | None = None  # null where nvidia-smi is absent, never zero
     tokens_per_joule: float | None = None
     power_source: str | None = None

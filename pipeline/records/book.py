@@ -25,6 +25,18 @@ class BackendLine(BaseModel):
     reissued: int
 
 
+class PromptCache(BaseModel):
+    """The engines' prefix cache over a run's answered requests, as each answer told it."""
+
+    requests: int  # answered requests of this run
+    told: int  # of them, the ones whose engine said how many prompt tokens it took from its cache
+    prompt_tokens: int  # usage prompt tokens of the requests that told
+    cached_tokens: int
+    share: float | None  # cached / prompt tokens
+    prefill_seconds: float | None  # the engine's own prompt time summed (llama.cpp timings.prompt_ms)
+    sources: list[str]  # where the cached counts came from (usage.prompt_tokens_details, timings.cache_n)
+
+
 class BookStats(BaseModel):
     complete: bool
     resumed: bool
@@ -60,6 +72,7 @@ class BookStats(BaseModel):
     typeset_seconds: float | None = None
     pdf_pages: int | None = None
     quality: BookQuality | None = None  # the audit's book figures (pipeline.audit.quality)
+    prompt_cache: PromptCache | None = None
 
 
 class RepairSummary(BaseModel):

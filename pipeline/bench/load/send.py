@@ -28,6 +28,10 @@ def sample_of(target: Target, number: int, t_sent: float, completion: Completion
         chunks=completion.chunks,
         finish_reason=completion.finish_reason,
         reissued=reissued,
+        cached_tokens=completion.cached_tokens,
+        prefill_ms=completion.prefill_ms,
+        request_id=completion.request_id,
+        response_id=completion.response_id,
         token_times=completion.token_times,
     )
 

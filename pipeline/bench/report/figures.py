@@ -191,6 +191,19 @@ def level_counts(raw: LevelRaw, name: str, requests: list[RequestSample], spec: 
         "prompt_tokens_max": max(prompts, default=None),
         "cached_prompt_tokens": cached,
         "cache_hit_rate": None if cached is None or not prompts else cached / sum(prompts),
+    } | request_cache(done)
+
+
+def request_cache(done: list[RequestSample]) -> dict:
+    """The prefix cache as each answer told it (usage.prompt_tokens_details.cached_tokens or llama.cpp's
+    timings.cache_n), over the requests that told it."""
+    told = [r for r in done if r.cached_tokens is not None and r.prompt_tokens]
+    prompts = sum(r.prompt_tokens or 0 for r in told)
+    prefill = [r.prefill_ms for r in done if r.prefill_ms is not None]
+    return {
+        "request_cached_tokens": sum(r.cached_tokens or 0 for r in told) if told else None,
+        "request_cache_hit_rate": sum(r.cached_tokens or 0 for r in told) / prompts if prompts else None,
+        "prefill_ms_mean": statistics.fmean(prefill) if prefill else None,
     }
 
 
@@ -242,6 +255,9 @@ def backend_point(
     fields = rates(name, raw.streams, tokens, grid, grid.length)
     fields |= ttft_figures(requests, raw, spec) | gauge_figures(samples, raw, raw.streams)
     fields |= step_figures(samples, info, raw) | level_counts(raw, name, requests, spec)
+    names = metric_names(info.kind)
+    if names is not None and names.cached_prompt_tokens and fields["cached_prompt_tokens"] is not None:
+        fields["cache_hit_rate_source"] = f"{names.cached_prompt_tokens} (engine /metrics) / usage prompt tokens"
     fields |= window_extras(raw, name, requests, grid)
     return LadderPoint(**fields), tokens
 
@@ -317,6 +333,12 @@ def _summed_counts(points: list[LadderPoint]) -> dict:
         "prompt_tokens_max": max(maxes, default=None),
         "cached_prompt_tokens": cached,
         "cache_hit_rate": mean_or_none([p.cache_hit_rate for p in points if p.cache_hit_rate is not None]),
+        "cache_hit_rate_source": next((p.cache_hit_rate_source for p in points if p.cache_hit_rate_source), None),
+        "request_cached_tokens": _sum_optional([p.request_cached_tokens for p in points]),
+        "request_cache_hit_rate": mean_or_none(
+            [p.request_cache_hit_rate for p in points if p.request_cache_hit_rate is not None]
+        ),
+        "prefill_ms_mean": mean_or_none([p.prefill_ms_mean for p in points if p.prefill_ms_mean is not None]),
     }
 
 

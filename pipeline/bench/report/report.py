@@ -114,12 +114,19 @@ def level_notes(series: Series) -> list[str]:
         hits = [lv.total.cache_hit_rate for lv in series.levels if lv.total.cache_hit_rate is not None]
         if any(c is not None for c in cached):
             notes.append(
-                f"Prefix cache: the engine's cached-prompt counter rose by "
-                f"{', '.join(num(c, 0) for c in cached)} tokens per level "
+                f"Prefix cache: the engine's cached-prompt counter ({first.cache_hit_rate_source or 'engine'}) rose "
+                f"by {', '.join(num(c, 0) for c in cached)} tokens per level "
                 f"(hit rate up to {100 * max(hits, default=0):.1f}% of usage prompt tokens)."
             )
         else:
             notes.append("Prefix cache: the engine exposes no cached-prompt counter.")
+        told = [lv.total.request_cache_hit_rate for lv in series.levels]
+        if any(t is not None for t in told):
+            notes.append(
+                "Prefix cache as the answers told it (cached prompt tokens in usage or llama.cpp timings): "
+                + ", ".join("-" if t is None else f"{100 * t:.1f}%" for t in told)
+                + " of their prompt tokens per level."
+            )
         if first.prompt_tokens_median is not None:
             target = f"target {first.prompt_tokens_target}, " if first.prompt_tokens_target else ""
             notes.append(

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.backends.sse import AttemptError, SseStream
+from pipeline.backends.sse import AttemptError, SseStream, completion_of
+from pipeline.records import Backend, ChatRequest
 
 
 def content_event(content: str, *, created: int = 1, extra: dict | None = None) -> bytes:
@@ -94,3 +95,39 @@ def test_events_of_another_shape_are_a_bad_event(event):
     with pytest.raises(AttemptError) as raised:
         stream.feed_bytes(b"data: " + event + b"\n\n")
     assert raised.value.kind == "bad_event"
+
+
+LLAMA_TAIL = (
+    b'data: {"choices":[],"id":"chatcmpl-7","usage":{"completion_tokens":1,"prompt_tokens":152},'
+    b'"timings":{"cache_n":145,"prompt_n":7,"prompt_ms":69.3}}\n\n'
+)
+
+
+@pytest.mark.parametrize(
+    ("usage_details", "cached", "source"),
+    [
+        (b"", 145, "timings.cache_n"),  # llama.cpp builds that do not fill the usage field
+        (b',"prompt_tokens_details":{"cached_tokens":144}', 144, "usage.prompt_tokens_details.cached_tokens"),
+    ],
+)
+def test_the_engines_cache_prefill_time_and_answer_id_reach_the_completion(usage_details, cached, source):
+    stream = SseStream(keep_token_times=False)
+    stream.feed_bytes(b'data: {"id":"chatcmpl-7","choices":[{"index":0,"delta":{"content":"Hi"}}]}\n\n')
+    stream.feed_bytes(LLAMA_TAIL.replace(b'"prompt_tokens":152}', b'"prompt_tokens":152' + usage_details + b"}"))
+    assert stream.feed_bytes(b"data: [DONE]\n\n")
+    backend = Backend(name="b", base_url="http://127.0.0.1:1/v1")
+    request = ChatRequest(messages=[{"role": "user", "content": "hi"}])
+    completion = completion_of(backend, request, stream, t_sent=0.0, request_id="fanout-1")
+    assert (completion.cached_tokens, completion.cached_source) == (cached, source)
+    assert completion.prefill_ms == 69.3 and completion.prompt_tokens == 152
+    assert (completion.request_id, completion.response_id) == ("fanout-1", "chatcmpl-7")
+
+
+def test_usage_counts_that_are_not_counts_are_left_out():
+    stream = SseStream(keep_token_times=False)
+    stream.feed_bytes(b'data: {"choices":[{"index":0,"delta":{"content":"Hi"}}]}\n\n')
+    stream.feed_bytes(b'data: {"choices":[],"usage":{"prompt_tokens":"many","completion_tokens":-1}}\n\n')
+    backend = Backend(name="b", base_url="http://127.0.0.1:1/v1")
+    completion = completion_of(backend, ChatRequest(messages=[]), stream, t_sent=0.0)
+    assert completion.prompt_tokens is None and completion.completion_tokens is None
+    assert completion.cached_tokens is None and completion.prefill_ms is None

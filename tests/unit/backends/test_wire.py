@@ -89,6 +89,7 @@ async def test_an_answer_split_anywhere_reads_the_same(piece):
     assert answer.text == "Hello, world" and answer.chunks == 3 and answer.completion_tokens == 3
     sent = server.requests[0]
     assert sent.startswith(b"POST /v1/chat/completions HTTP/1.1\r\n") and b"Connection: close" in sent
+    assert f"X-Request-Id: {answer.request_id}\r\n".encode() in sent and answer.request_id.startswith("fanout-")
     assert json.loads(sent.split(b"\r\n\r\n", 1)[1])["model"] == "m"
 
 

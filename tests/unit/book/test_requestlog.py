@@ -1,0 +1,38 @@
+"""The book's request log (pipeline/book/requestlog.py): each row keeps the engine's cache figures and the
+ids to join it with the engine's log, and the run's prefix-cache tally counts only answers that told it."""
+
+from __future__ import annotations
+
+import json
+
+from pipeline.book.requestlog import RequestLog
+from pipeline.records import ChatRequest, Completion
+
+
+def answer(tag: str, prompt: int, cached: int | None, prefill_ms: float | None) -> Completion:
+    return Completion(
+        tag=tag, backend="b", text="Text.", finish_reason="stop", prompt_tokens=prompt, completion_tokens=3,
+        t_sent=0.0, t_first_token=0.1, t_done=0.2, cached_tokens=cached,
+        cached_source=None if cached is None else "timings.cache_n", prefill_ms=prefill_ms,
+        request_id=f"fanout-{tag}", response_id=f"chatcmpl-{tag}",
+    )  # fmt: skip
+
+
+def test_rows_carry_the_cache_and_ids_and_the_tally_counts_what_was_told(tmp_path):
+    log = RequestLog(tmp_path)
+    for tag, prompt, cached, prefill in (("1.1.1", 100, 0, 400.0), ("1.1.2", 100, 80, 80.0), ("1.1.3", 50, None, None)):
+        log.record(
+            ChatRequest(messages=[{"role": "user", "content": "x"}], tag=tag),
+            answer(tag, prompt, cached, prefill),
+            0.0,
+            [],
+        )
+    log.record(ChatRequest(messages=[], tag="plan:1"), None, 0.0, [])  # cancelled: no answer
+    log.close()
+    rows = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
+    assert rows[1]["cached_tokens"] == 80 and rows[1]["cached_source"] == "timings.cache_n"
+    assert rows[1]["prefill_ms"] == 80.0 and rows[1]["request_id"] == "fanout-1.1.2"
+    assert rows[1]["response_id"] == "chatcmpl-1.1.2" and rows[3]["cached_tokens"] is None
+    tally = log.prompt_cache()
+    assert (tally.requests, tally.told, tally.prompt_tokens, tally.cached_tokens) == (3, 2, 200, 80)
+    assert tally.share == 0.4 and tally.prefill_seconds == 0.48 and tally.sources == ["timings.cache_n"]

@@ -13,7 +13,11 @@ The forms:
 - none: no word of the siblings;
 - titles: the siblings' titles only, as the chapter's other sections;
 - focus: the section's point first and alone, asked as the one thing the section explains, with the
-  siblings' titles after it as what the reader finds elsewhere.
+  siblings' titles after it as what the reader finds elsewhere;
+- bare: the book and chapter, the section's title and point, then the instructions (templates/section.md
+  before the prefix cache);
+- cache-first: the same words with the instructions first and the section last, so every section of a
+  chapter shares its prompt up to its own title (templates/section.md now).
 """
 
 from __future__ import annotations
@@ -98,6 +102,12 @@ def prompt(form: str, request: str, book: str, chapter: str, sections: list, ind
         return f"{bare}{ask}\nThe book is written for this request: {request}"
     if form in ("bare", "bare-cool"):
         return f"{bare}{ask}"
+    if form == "cache-first":  # bare, reordered so that what every section shares comes first
+        return (
+            f"You are writing one section of a book. {foot}\n\n"
+            f'The book is "{book}". The chapter is "{chapter}".\n\n'
+            f'Write the section "{title}". It explains: {point}'
+        )
     if form == "question":
         wants = f'A reader of the section "{title}" wants to know: {point.rstrip(".")}?'
         return f"{head}\n{wants}\nWrite the section that answers them. {foot}"

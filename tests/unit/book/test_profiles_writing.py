@@ -4,6 +4,7 @@ backend: mechanisms on FAKE engines and fixed texts, never what a model writes."
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import urllib.request
@@ -127,6 +128,15 @@ def test_the_requests_audience_and_asks_for_every_part_reach_the_section_prompt(
         BookSpec(prompt="Sourdough. Practical, with examples."), outline, part, chapter, chapter.sections[0]
     )
     assert "The book is written" not in plain, "'practical, with examples' is said by the prompt already"
+
+
+def test_a_chapters_section_prompts_share_everything_before_their_own_title():
+    outline, part, chapter = chapter_of_four()
+    spec = BookSpec(prompt="Explain how vaccines work, for curious readers without a biology degree.")
+    prompts = [section_prompt(spec, outline, part, chapter, section) for section in chapter.sections]
+    shared = os.path.commonprefix(prompts)
+    assert shared.endswith('Write the section "') and chapter.title in shared and outline.title in shared
+    assert "complete sentence" in shared and "without a biology degree" in shared, "the instructions come first"
 
 
 def test_the_cap_follows_the_word_budget():

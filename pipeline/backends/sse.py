@@ -278,8 +278,8 @@ class SseStream:
             self._take_content(content, len(content.encode("utf-8", "surrogatepass")))
         if choice.get("logprobs"):
             self.logprobs.extend(choice["logprobs"].get("content") or ())
-        if choice.get("finish_reason"):
-            self.finish_reason = choice["finish_reason"]
+        if isinstance(choice.get("finish_reason"), str) and choice["finish_reason"]:
+            self.finish_reason = choice["finish_reason"][:40]
 
 
 def status_error(status: int, body: str, retry_after: str | None) -> AttemptError:

@@ -42,23 +42,35 @@ class RequestLog:
         self.path = folder / REQUEST_LOG
         self.started = time.monotonic()
         self.handle = self.path.open("a", encoding="utf-8")
-        self.answered: list[Completion] = []
+        self.answered = 0
+        self.told = 0  # answers whose engine said how many prompt tokens came from its cache
+        self.told_prompt_tokens = 0
+        self.cached_tokens = 0
+        self.prefill_ms: float | None = None
+        self.cache_sources: set[str] = set()
 
     def prompt_cache(self) -> PromptCache:
         """The prefix cache over this run's answered requests, as each answer told it."""
-        told = [c for c in self.answered if c.cached_tokens is not None and c.prompt_tokens is not None]
-        prompt = sum(c.prompt_tokens or 0 for c in told)
-        cached = sum(c.cached_tokens or 0 for c in told)
-        prefill = [c.prefill_ms for c in self.answered if c.prefill_ms is not None]
+        prompt = self.told_prompt_tokens
         return PromptCache(
-            requests=len(self.answered),
-            told=len(told),
+            requests=self.answered,
+            told=self.told,
             prompt_tokens=prompt,
-            cached_tokens=cached,
-            share=round(cached / prompt, 4) if prompt else None,
-            prefill_seconds=round(sum(prefill) / 1000, 2) if prefill else None,
-            sources=sorted({c.cached_source for c in told if c.cached_source}),
+            cached_tokens=self.cached_tokens,
+            share=round(self.cached_tokens / prompt, 4) if prompt else None,
+            prefill_seconds=None if self.prefill_ms is None else round(self.prefill_ms / 1000, 2),
+            sources=sorted(self.cache_sources),
         )
+
+    def _count_cache(self, completion: Completion) -> None:
+        self.answered += 1
+        if completion.prefill_ms is not None:
+            self.prefill_ms = (self.prefill_ms or 0.0) + completion.prefill_ms
+        if completion.cached_tokens is not None and completion.prompt_tokens is not None:
+            self.told += 1
+            self.told_prompt_tokens += completion.prompt_tokens
+            self.cached_tokens += completion.cached_tokens
+            self.cache_sources |= {completion.cached_source} if completion.cached_source else set()
 
     def record(
         self, request: ChatRequest, completion: Completion | None, t_asked: float, attempts: list[Attempt]
@@ -84,7 +96,7 @@ class RequestLog:
             "outcome": outcome(completion, attempts),
         }
         if completion is not None:
-            self.answered.append(completion)
+            self._count_cache(completion)
         self.handle.write(json.dumps(row, ensure_ascii=False) + "\n")
         self.handle.flush()
 

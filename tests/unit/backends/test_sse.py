@@ -123,11 +123,12 @@ def test_the_engines_cache_prefill_time_and_answer_id_reach_the_completion(usage
     assert (completion.request_id, completion.response_id) == ("fanout-1", "chatcmpl-7")
 
 
-def test_usage_counts_that_are_not_counts_are_left_out():
+def test_usage_counts_and_finish_reasons_of_another_type_are_left_out():
     stream = SseStream(keep_token_times=False)
     stream.feed_bytes(b'data: {"choices":[{"index":0,"delta":{"content":"Hi"}}]}\n\n')
+    stream.feed_bytes(b'data: {"choices":[{"index":0,"delta":{},"finish_reason":{"why":1}}]}\n\n')
     stream.feed_bytes(b'data: {"choices":[],"usage":{"prompt_tokens":"many","completion_tokens":-1}}\n\n')
     backend = Backend(name="b", base_url="http://127.0.0.1:1/v1")
     completion = completion_of(backend, ChatRequest(messages=[]), stream, t_sent=0.0)
     assert completion.prompt_tokens is None and completion.completion_tokens is None
-    assert completion.cached_tokens is None and completion.prefill_ms is None
+    assert completion.cached_tokens is None and completion.prefill_ms is None and completion.finish_reason is None

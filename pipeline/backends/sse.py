@@ -125,7 +125,9 @@ class SseStream:
         return len(self.parts)
 
     def feed_bytes(self, data: bytes) -> bool:
-        """Feed SSE body bytes as they arrived; True once [DONE] came (nothing after it is read)."""
+        """Feed SSE body bytes as they arrived; True once [DONE] came (nothing after it is read). A read of
+        exactly one template event is taken before the general search of _take_whole_events, which costs
+        a quarter more a read (examples/client_cost.py)."""
         head_len = self._read_head_len
         if head_len and not self._pending and data.startswith(self._read_head):
             if data.endswith(self._read_tail) and len(data) >= head_len + self._read_tail_len:

@@ -15,11 +15,11 @@ from pipeline.backends.sse import (
     AttemptError,
     OnDelta,
     SseStream,
-    auth_headers,
     completion_of,
     hide_key,
     new_request_id,
     request_body,
+    request_headers,
     status_error,
 )
 from pipeline.records import Backend, ChatRequest, Completion, Outcome
@@ -51,7 +51,7 @@ async def stream_chat_aiohttp(
         async with session.post(
             url,
             json=request_body(backend, request),
-            headers={"X-Request-Id": request_id, **auth_headers(backend)},
+            headers=request_headers(backend, request_id),
             timeout=aiohttp.ClientTimeout(sock_read=read_timeout),
         ) as response:
             if response.status != 200:

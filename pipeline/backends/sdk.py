@@ -14,6 +14,7 @@ import time
 from typing import TYPE_CHECKING
 
 from pipeline.backends.sse import (
+    REQUEST_ID_HEADER,
     AttemptError,
     OnDelta,
     SseStream,
@@ -72,7 +73,7 @@ async def _stream(
         stream=True,
         stream_options=body.pop("stream_options"),
         extra_body={k: v for k, v in body.items() if k != "stream"},
-        extra_headers={"X-Request-Id": request_id},
+        extra_headers={REQUEST_ID_HEADER: request_id},  # the backend's headers and key are the client's (sdk_client)
     )
     async for chunk in chunks:
         stream.feed(chunk.model_dump_json(exclude_none=True).encode())

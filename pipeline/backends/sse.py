@@ -21,6 +21,7 @@ from pipeline.records import Backend, ChatRequest, Completion, Outcome
 
 MAX_ANSWER_BYTES = 4 * 1024 * 1024  # model output is untrusted: a runaway answer is cut and flagged
 MAX_LINE_BYTES = 128 * 1024  # one SSE line (aiohttp's own line limit was the same): longer is `oversized`
+REQUEST_ID_HEADER = "X-Request-Id"
 
 
 class AttemptError(Exception):
@@ -49,6 +50,12 @@ def api_key(backend: Backend) -> str:
 def auth_headers(backend: Backend) -> dict[str, str]:
     key = api_key(backend)
     return {**backend.headers, **({"Authorization": f"Bearer {key}"} if key else {})}
+
+
+def request_headers(backend: Backend, request_id: str | None) -> dict[str, str]:
+    """Every header a chat request carries beyond the transport's own: its id (new_request_id), the backend's
+    headers and the key."""
+    return {**({REQUEST_ID_HEADER: request_id} if request_id else {}), **auth_headers(backend)}
 
 
 def hide_key(text: str, backend: Backend) -> str:

@@ -32,11 +32,11 @@ from pipeline.backends.sse import (
     AttemptError,
     OnDelta,
     SseStream,
-    auth_headers,
     completion_of,
     hide_key,
     new_request_id,
     request_body,
+    request_headers,
     status_error,
 )
 from pipeline.records import Backend, ChatRequest, Completion, Outcome
@@ -81,8 +81,7 @@ def http_request(target: Target, backend: Backend, request: ChatRequest, request
         "Content-Type": "application/json",
         "Content-Length": str(len(body)),
         "Connection": "close",
-        **({"X-Request-Id": request_id} if request_id else {}),
-        **auth_headers(backend),
+        **request_headers(backend, request_id),
     }
     head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
     return f"POST {target.path} HTTP/1.1\r\n{head}\r\n".encode("latin-1") + body

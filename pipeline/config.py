@@ -57,6 +57,7 @@ class EngineSettings:
     ctx_per_slot: int = 2048
     port: int | None = None
     host: str = "127.0.0.1"
+    ram_prompt_cache: bool = True  # off where a bench empties the cache between levels (no endpoint empties it)
 
     def __post_init__(self) -> None:
         for name in ("slots", "threads", "ctx_per_slot"):

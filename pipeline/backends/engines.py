@@ -1,12 +1,15 @@
 """What fanout knows of each engine kind, in one record a kind: the sampling fields it honours and their wire
 names, whether it has a thinking switch and honours ignore_eos, its Prometheus metric names and how its
-counters move, and how to recognise it (metric prefix, /v1/models owned_by, where it reports its version).
+counters move, how (and how far) it empties its prefix cache over HTTP, and how to recognise it (metric
+prefix, /v1/models owned_by, where it reports its version).
 
 The book's sampling (book/profiles.py), its thinking switch (book/run.py), the bench's ignore_eos
 (bench/studies/ladder.py, bench/studies/sweep.py) and the metric readers (backends/metrics.py, backends/fleet.py,
 bench/report/figures.py) all read `engine(kind)`. Names come from the engines' sources and docs: vLLM's and
 SGLang's sampling params and /metrics, llama.cpp's server README (`repeat_penalty`, `dry_multiplier`,
-`/props`), TGI's and Ollama's OpenAI-compatible routes. An unknown engine gets the OpenAI standard only.
+`/props`, `/slots/{id}?action=erase`), TGI's and Ollama's OpenAI-compatible routes; vLLM's
+`/reset_prefix_cache` is registered only in its dev mode (vllm/entrypoints/serve, `VLLM_SERVER_DEV_MODE`).
+An unknown engine gets the OpenAI standard only.
 """
 
 from __future__ import annotations
@@ -35,6 +38,17 @@ class MetricNames:
 
 
 @dataclass(frozen=True)
+class CacheReset:
+    """How an engine empties its prefix cache over HTTP: `path` is asked with `method`, once, or once a slot
+    with `{slot}` filled in (`per_slot`); `caveat` says what it needs or leaves behind."""
+
+    method: str
+    path: str
+    per_slot: bool = False
+    caveat: str = ""
+
+
+@dataclass(frozen=True)
 class Engine:
     kind: EngineKind
     sampling_fields: frozenset[str] = STANDARD_FIELDS  # body fields honoured, by their OpenAI/vLLM names
@@ -46,6 +60,8 @@ class Engine:
     owned_by: str | None = None  # its /v1/models `owned_by`
     version_at: tuple[str, str] | None = None  # (probe, key): where it reports its version
     slots_from_props: bool = False  # /props total_slots says how many sequences it runs at once
+    cache_reset: CacheReset | None = None  # None: it offers no way to empty its prefix cache
+    no_cache_reset: str = "no endpoint known to empty its prefix cache"  # said where cache_reset is None
 
 
 ENGINES: dict[EngineKind, Engine] = {
@@ -67,6 +83,11 @@ ENGINES: dict[EngineKind, Engine] = {
         metric_prefix="vllm:",
         owned_by="vllm",
         version_at=("version", "version"),
+        cache_reset=CacheReset(
+            "POST",
+            "/reset_prefix_cache",
+            caveat="served only when vLLM runs with VLLM_SERVER_DEV_MODE=1 (404 otherwise)",
+        ),
     ),
     EngineKind.SGLANG: Engine(
         kind=EngineKind.SGLANG,
@@ -86,6 +107,9 @@ ENGINES: dict[EngineKind, Engine] = {
         metric_prefix="sglang:",
         owned_by="sglang",
         version_at=("server_info", "version"),
+        cache_reset=CacheReset(
+            "POST", "/flush_cache", caveat="SGLang flushes only while no request runs (each level is drained first)"
+        ),
     ),
     EngineKind.LLAMACPP: Engine(
         kind=EngineKind.LLAMACPP,
@@ -108,6 +132,13 @@ ENGINES: dict[EngineKind, Engine] = {
         owned_by="llamacpp",
         version_at=("props", "build_info"),
         slots_from_props=True,
+        cache_reset=CacheReset(
+            "POST",
+            "/slots/{slot}?action=erase",
+            per_slot=True,
+            caveat="needs --slot-save-path (501 otherwise); the host-memory prompt cache (--cache-ram) is kept, "
+            "no endpoint empties it, so a full reset needs --cache-ram 0",
+        ),
     ),
     EngineKind.TGI: Engine(
         kind=EngineKind.TGI,
@@ -123,8 +154,14 @@ ENGINES: dict[EngineKind, Engine] = {
         ),
         metric_prefix="tgi_",
         version_at=("info", "version"),
+        no_cache_reset="TGI has no endpoint that empties its prefix cache",
     ),
-    EngineKind.OLLAMA: Engine(kind=EngineKind.OLLAMA, owned_by="library", version_at=("api_version", "version")),
+    EngineKind.OLLAMA: Engine(
+        kind=EngineKind.OLLAMA,
+        owned_by="library",
+        version_at=("api_version", "version"),
+        no_cache_reset="Ollama has no endpoint that empties a loaded model's cache (unloading it, keep_alive 0, does)",
+    ),
     EngineKind.UNKNOWN: Engine(kind=EngineKind.UNKNOWN),
 }
 

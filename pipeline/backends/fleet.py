@@ -61,12 +61,19 @@ def retry_policy(settings: Settings) -> RetryPolicy:
 
 
 @asynccontextmanager
-async def open_fleet(settings: Settings, engine_log: Path | None = None) -> AsyncIterator[Fleet]:
+async def open_fleet(
+    settings: Settings, engine_log: Path | None = None, *, ram_prompt_cache: bool = True
+) -> AsyncIterator[Fleet]:
+    """`ram_prompt_cache` False starts the embedded engine without its host-memory prompt cache, which no
+    endpoint empties (a bench that empties the cache between levels asks for that)."""
     embedded = None
     backends = settings.backends
     if not backends:
         engine_settings = EngineSettings(
-            slots=settings.slots, threads=settings.engine_threads, ctx_per_slot=settings.ctx_per_slot
+            slots=settings.slots,
+            threads=settings.engine_threads,
+            ctx_per_slot=settings.ctx_per_slot,
+            ram_prompt_cache=ram_prompt_cache,
         )
         embedded = EmbeddedEngine(engine_settings, log_path=engine_log)
         embedded.launch()  # from the event loop's thread, which outlives the server (see EmbeddedEngine.launch)

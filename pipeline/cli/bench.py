@@ -68,6 +68,7 @@ def add_bench_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-ignore-eos", action="store_true", help="let answers stop at end of sequence")
     add_latency_flags(parser)
     add_open_loop_flags(parser)
+    add_cache_flags(parser)
     parser.add_argument("--out", type=Path, metavar="DIR", help="run folder (default outputs/bench-<label>-<time>)")
     parser.add_argument("--json", action="store_true", help="print bench.json to stdout instead of the tables")
     ceiling = parser.add_argument_group(
@@ -142,6 +143,39 @@ def add_open_loop_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_cache_flags(parser: argparse.ArgumentParser, *, sweep: bool = False) -> None:
+    group = parser.add_argument_group("prefix cache")
+    group.add_argument(
+        "--prefix-len",
+        type=int,
+        metavar="N",
+        help="a shared prefix of N tokens (engine-counted) before every synthetic prompt, in addition to its length",
+    )
+    group.add_argument(
+        "--prefix-groups", type=int, default=1, metavar="G", help="G distinct shared prefixes, taken in turn (1)"
+    )
+    group.add_argument(
+        "--reset-cache",
+        action="store_true",
+        help="empty every engine's prefix cache before each "
+        + ("repetition" if sweep else "level")
+        + " where it offers a way (recorded either way)",
+    )
+    if sweep:
+        return
+    group.add_argument(
+        "--multi-turn",
+        action="store_true",
+        help="with a ShareGPT --dataset and --rate: each conversation turn by turn, the history resent",
+    )
+    group.add_argument(
+        "--stop-when-saturated",
+        action="store_true",
+        help="open loop: stop a rate, and the rates above it, once requests in flight and TTFT keep rising "
+        "(guidellm's over-saturation rule)",
+    )
+
+
 def parse_rates(text: str | None) -> list[float]:
     if not text:
         return []
@@ -185,7 +219,7 @@ def spec_from_args(args: argparse.Namespace):
     from pipeline.bench.studies.ladder import check_spec
     from pipeline.records.bench import BenchSpec
 
-    for name in ("max_tokens", "prompt_tokens", "num_requests", "max_concurrency"):
+    for name in ("max_tokens", "prompt_tokens", "num_requests", "max_concurrency", "prefix_len", "prefix_groups"):
         value = getattr(args, name)
         if value is not None and value <= 0:
             raise UsageError(f"--{name.replace('_', '-')} must be positive")
@@ -217,6 +251,11 @@ def spec_from_args(args: argparse.Namespace):
             workload=str(args.workload) if args.workload else None,
             replay_speed=args.replay_speed,
             workers=parse_workers(args.workers),
+            prefix_len=args.prefix_len,
+            prefix_groups=args.prefix_groups,
+            multi_turn=args.multi_turn,
+            reset_cache=args.reset_cache,
+            stop_when_saturated=args.stop_when_saturated,
         )
     except ValidationError as exc:
         first = exc.errors()[0]
@@ -360,6 +399,7 @@ def add_sweep_command(commands: argparse._SubParsersAction) -> argparse.Argument
     sweep.add_argument("--batch", type=int, default=200, help="questions in the batch-time table (200)")
     sweep.add_argument("--engine-slots", type=int, help="the server's slot count, for engines that cannot report it")
     sweep.add_argument("--skip-gate", action="store_true", help="measure even if the coherence gate fails (recorded)")
+    add_cache_flags(sweep, sweep=True)
     add_record_flags(sweep)
     add_fleet_flags(sweep)
     return sweep
@@ -457,7 +497,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from pipeline.bench.studies.sweep import SweepSpec, run_sweep, sweep_markdown
 
-    require_positive(args, "repetitions", "prompt_tokens", "max_tokens", "batch")
+    require_positive(args, "repetitions", "prompt_tokens", "max_tokens", "batch", "prefix_groups")
+    if args.prefix_len is not None:
+        require_positive(args, "prefix_len")
     spec = SweepSpec(
         levels=parse_levels(args.levels),
         repetitions=args.repetitions,
@@ -466,6 +508,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         batch=args.batch,
         slots=args.engine_slots,
         skip_gate=args.skip_gate,
+        prefix_len=args.prefix_len,
+        prefix_groups=args.prefix_groups,
+        reset_cache=args.reset_cache,
     )
     record = anyio.run(run_sweep, settings_from(args), spec)
     save_record("sweep", record, sweep_markdown(record), args.out, as_json=args.json)

@@ -62,6 +62,16 @@ class EngineInfo(BaseModel):
     slots: int | None = None  # only engines that report it (llama.cpp /props total_slots)
 
 
+class CacheResetDone(BaseModel):
+    """One backend's prefix cache emptied, or not, before a bench level or repetition."""
+
+    backend: str
+    asked: str | None  # e.g. "POST /reset_prefix_cache"; None: the engine offers no way
+    done: bool  # every call answered 2xx
+    statuses: list[int] = Field(default_factory=list)  # one a call (one a slot on llama.cpp)
+    note: str = ""  # the engine's caveat, why nothing was asked, or what failed
+
+
 class ChatRequest(BaseModel):
     """One chat completion to send. `extra` carries engine-specific body fields (response_format, ...)."""
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field, field_validator
 
+from pipeline.records import CacheResetDone
+
 SLO_METRICS = {"ttft": "ttft", "tpot": "tpot", "e2e": "e2el", "e2el": "e2el"}
 
 
@@ -80,6 +82,11 @@ class BenchSpec(BaseModel):
     dataset: str | None = None
     workload: str | None = None  # a book run folder
     replay_speed: float = Field(default=1.0, ge=0)  # 0: as fast as the caps allow
+    prefix_len: int | None = Field(default=None, gt=0)  # shared prefix tokens before each synthetic prompt
+    prefix_groups: int = Field(default=1, gt=0)  # distinct shared prefixes, taken in turn
+    multi_turn: bool = False  # a ShareGPT dataset's conversations turn by turn, the history resent
+    reset_cache: bool = False  # empty every backend's prefix cache before each level
+    stop_when_saturated: bool = False  # open loop: stop a level, and those above, once it over-saturates
 
     @field_validator("streams")
     @classmethod
@@ -153,6 +160,8 @@ class RequestSample(BaseModel):
     prefill_ms: float | None = None  # the engine's own prompt time (llama.cpp)
     request_id: str | None = None  # the X-Request-Id sent
     response_id: str | None = None  # the engine's id of the answer
+    turn: int | None = None  # --multi-turn: this request's turn in its conversation (1: the first)
+    answer: str | None = Field(default=None, exclude=True)  # the text, kept only where a next turn resends it
     token_times: list[float] = Field(default_factory=list, exclude=True)
 
     @property
@@ -228,6 +237,7 @@ class LadderPoint(BaseModel):
     request_cached_tokens: int | None = None  # summed over the answers that told it (usage or llama.cpp timings)
     request_cache_hit_rate: float | None = None  # those cached tokens / those answers' usage prompt tokens
     prefill_ms_mean: float | None = None  # the engine's own prompt time per request (llama.cpp timings)
+    prefix_planned_hit_rate: float | None = None  # --prefix-len: planned shared-prefix tokens / usage prompt tokens
     power_w: float | None = None  # null where nvidia-smi is absent, never zero
     tokens_per_joule: float | None = None
     power_source: str | None = None
@@ -235,6 +245,7 @@ class LadderPoint(BaseModel):
 
 class LevelResult(BaseModel):
     streams: int  # per backend
+    cache_reset: list[CacheResetDone] = Field(default_factory=list)  # --reset-cache: before this level
     total: LadderPoint
     backends: list[LadderPoint]
     grid_step_s: float
@@ -318,6 +329,34 @@ class ComparisonRow(BaseModel):
     other_waiting: float | None
 
 
+class SaturationCheck(BaseModel):
+    """Over-saturation as guidellm's detector defines it: the slopes of requests in flight (sampled) and of
+    TTFT (per request, at its first token) over a sliding window, each with its one-sided margin of error
+    (Student's t); over-saturated when both slopes stay positive past their margins."""
+
+    saturated: bool
+    stopped_at_s: float | None = None  # seconds into the level when the arrivals stopped
+    concurrent_slope: float | None = None  # requests in flight per second
+    concurrent_moe: float | None = None
+    concurrent_n: int = 0
+    ttft_slope: float | None = None  # seconds of TTFT per second
+    ttft_moe: float | None = None
+    ttft_n: int = 0
+    rule: str = ""
+
+
+class SharedPrefixPlan(BaseModel):
+    """--prefix-len: the shared prefixes every synthetic prompt started with."""
+
+    tokens: int  # each prefix's length, chat template left out
+    groups: int
+    counted_by: str  # the tokenizer that sized them
+    rule: str = (
+        "planned hit rate: each request's prefix tokens count as cached unless it is the first of its group "
+        "since the run began or the cache was last emptied; over the answers' usage prompt tokens"
+    )
+
+
 class RatePoint(BaseModel):
     """One open-loop level. Rates are requests per second; `*_source` names where a figure came from."""
 
@@ -353,6 +392,17 @@ class RatePoint(BaseModel):
     level_server_tokens: float | None = None
     tokens_match: bool | None = None
     latency: LatencySummary
+    cached_prompt_tokens: float | None = None  # engines' cached-prompt counters, summed increase over the level
+    cache_hit_rate: float | None = None  # that / usage prompt tokens
+    cache_hit_rate_source: str | None = None
+    request_cached_tokens: int | None = None  # as the answers told it (usage or llama.cpp timings)
+    request_cache_hit_rate: float | None = None
+    prefill_ms_mean: float | None = None
+    prefix_planned_hit_rate: float | None = None  # --prefix-len: planned shared-prefix tokens / usage prompt tokens
+    follow_up_cache_hit_rate: float | None = None  # --multi-turn: the same over second and later turns only
+    turns: int | None = None  # --multi-turn: requests that were a later turn of a conversation
+    cache_reset: list[CacheResetDone] = Field(default_factory=list)  # --reset-cache: before this level
+    saturation: SaturationCheck | None = None  # --stop-when-saturated: the detector's last verdict
 
 
 class RateSweep(BaseModel):
@@ -362,6 +412,8 @@ class RateSweep(BaseModel):
     points: list[RatePoint]
     knee_rate: float | None = None
     knee_rule: str = ""
+    saturated_rate: float | None = None  # --stop-when-saturated: the level that over-saturated
+    rates_skipped: list[float] = Field(default_factory=list)  # the levels above it, not run
 
 
 class ReplayCheck(BaseModel):
@@ -398,3 +450,4 @@ class BenchRecord(BaseModel):
     client: str = "fast"  # the HTTP client that sent the requests: fast (httptools) or sdk (openai)
     merged_from: list[MergedRun] = Field(default_factory=list)  # set by `fanout report DIR...`
     request_rows: list[dict] = Field(default_factory=list, exclude=True)  # --save-requests, written apart
+    shared_prefix: SharedPrefixPlan | None = None  # --prefix-len

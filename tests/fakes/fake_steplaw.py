@@ -6,6 +6,14 @@ clock, so a late wake-up is made good by the next step and the law holds on aver
 `max_seqs` requests (the rest wait), exposes `vllm:generation_tokens_total` updated every step, running, waiting,
 KV use and a per-step histogram count on /metrics, and names itself `owned_by: vllm`; like vLLM it cannot report
 its slot count. Answers are `max_tokens` tokens long (as with ignore_eos).
+
+A token is a word of the messages' contents. Like vLLM's automatic prefix caching it keeps full blocks of
+`BLOCK` tokens, each named by the hash of everything before it, in an LRU of `cache_blocks` blocks: a request
+admitted finds the longest run of its blocks already there (never its whole prompt: the last token is always
+computed), reports it as `usage.prompt_tokens_details.cached_tokens` and on `vllm:prefix_cache_hits_total` /
+`vllm:prefix_cache_queries_total`, and adds its blocks. Prefill costs `prefill_ms` per uncached token on the
+step that admits it (0 by default: the step law alone). POST /reset_prefix_cache empties the cache, and
+POST /tokenize counts the words of `prompt` or `messages`, as vLLM's does its tokens.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -26,6 +35,7 @@ import httptools
 from tests.fakes.fake_prompts import fake_title, plan_answer, plan_level, requested_count, section_point
 
 MODEL = "fake-steplaw"
+BLOCK = 16  # tokens a cache block holds (vLLM's default block size)
 MAX_BACKLOG_S = 0.5  # after a stall longer than this the clock restarts instead of catching up
 EVENT_HEAD = (
     'data: {"id":"x","object":"chat.completion.chunk","model":"' + MODEL + '","choices":[{"index":0,"delta":{"content":'
@@ -41,6 +51,43 @@ class _Running:
     prompt_tokens: int
     sent: int = 0
     log: dict | None = None  # this request's entry in the engine's own per-request log
+    tokens: list[str] | None = None  # the prompt's tokens, for the prefix cache at admission
+    cached: int = 0
+
+
+class PrefixCache:
+    """Full blocks of BLOCK tokens keyed by a hash of every token up to the block's end, least recently used
+    first out."""
+
+    def __init__(self, blocks: int) -> None:
+        self.capacity = blocks
+        self.blocks: OrderedDict[int, None] = OrderedDict()
+        self.queries = 0
+        self.hits = 0
+
+    def admit(self, tokens: list[str]) -> int:
+        """Tokens found cached (whole blocks, never the last token); every full block is then cached."""
+        keys, key = [], 0
+        for end in range(BLOCK, len(tokens) + 1, BLOCK):
+            key = hash((key, tuple(tokens[end - BLOCK : end])))
+            keys.append(key)
+        found = 0
+        for key in keys:
+            if key not in self.blocks:
+                break
+            found += 1
+        cached = min(found * BLOCK, (len(tokens) - 1) // BLOCK * BLOCK)
+        for key in keys:
+            self.blocks[key] = None
+            self.blocks.move_to_end(key)
+        while len(self.blocks) > self.capacity:
+            self.blocks.popitem(last=False)
+        self.queries += len(tokens)
+        self.hits += cached
+        return cached
+
+    def reset(self) -> None:
+        self.blocks.clear()
 
 
 class StepLawEngine:
@@ -48,8 +95,18 @@ class StepLawEngine:
     request's next event straight to its socket, so the fake's own CPU stays well below a client's and
     the law, not the fake, sets the pace at 1,536 streams."""
 
-    def __init__(self, a_ms: float = 12.94, b_ms: float = 0.2451, max_seqs: int = 256):
-        self.a_ms, self.b_ms, self.max_seqs = a_ms, b_ms, max_seqs
+    def __init__(
+        self,
+        a_ms: float = 12.94,
+        b_ms: float = 0.2451,
+        max_seqs: int = 256,
+        *,
+        prefill_ms: float = 0.0,
+        cache_blocks: int = 65536,
+    ):
+        self.a_ms, self.b_ms, self.max_seqs, self.prefill_ms = a_ms, b_ms, max_seqs, prefill_ms
+        self.cache = PrefixCache(cache_blocks)
+        self.prefill_due = 0  # uncached tokens admitted since the last step
         self.running: list[_Running] = []
         self.waiting: list[_Running] = []
         self.generated = 0
@@ -95,7 +152,8 @@ class StepLawEngine:
                 next_t = time.monotonic()
                 continue
             batch = list(self.running)
-            next_t += (self.a_ms + self.b_ms * len(batch)) / 1000
+            next_t += (self.a_ms + self.b_ms * len(batch) + self.prefill_ms * self.prefill_due) / 1000
+            self.prefill_due = 0
             now = time.monotonic()
             if now - next_t > MAX_BACKLOG_S:
                 next_t = now
@@ -104,7 +162,11 @@ class StepLawEngine:
 
     def _admit(self) -> None:
         while self.waiting and len(self.running) < self.max_seqs:
-            self.running.append(self.waiting.pop(0))
+            request = self.waiting.pop(0)
+            if request.tokens is not None:
+                request.cached = self.cache.admit(request.tokens)
+                self.prefill_due += len(request.tokens) - request.cached
+            self.running.append(request)
 
     def _step(self, batch: list[_Running]) -> None:
         for request in batch:
@@ -134,6 +196,7 @@ class StepLawEngine:
             "prompt_tokens": request.prompt_tokens,
             "completion_tokens": count,
             "total_tokens": request.prompt_tokens + count,
+            "prompt_tokens_details": {"cached_tokens": request.cached},
         }
         tail = (
             _sse({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
@@ -157,6 +220,11 @@ class StepLawEngine:
             )
         elif path == "/metrics":
             connection.reply(self.metrics(), "text/plain")
+        elif method == b"POST" and path == "/reset_prefix_cache":
+            self.cache.reset()
+            connection.reply("", "application/json")
+        elif method == b"POST" and path == "/tokenize":
+            self.tokenize(connection, json.loads(body))
         elif path == "/fake/prompts":
             connection.reply(json.dumps(self.prompts), "application/json")
         elif path == "/fake/log":
@@ -173,19 +241,29 @@ class StepLawEngine:
             f"vllm:num_requests_waiting{label} {len(self.waiting)}\n"
             f"vllm:kv_cache_usage_perc{label} {len(self.running) / self.max_seqs}\n"
             f"vllm:iteration_tokens_total_count{label} {self.steps}\n"
+            f"vllm:prefix_cache_queries_total{label} {self.cache.queries}\n"
+            f"vllm:prefix_cache_hits_total{label} {self.cache.hits}\n"
         )
+
+    def tokenize(self, connection: _Connection, body: dict) -> None:
+        if "prompt" not in body and "messages" not in body:  # vLLM's request has one of the two
+            connection.reply('{"error": "prompt or messages"}', "application/json", status=b"400 Bad Request")
+            return
+        tokens = prompt_tokens(body)
+        connection.reply(json.dumps({"count": len(tokens), "tokens": list(range(len(tokens)))}), "application/json")
 
     def chat(self, connection: _Connection, body: dict) -> None:
         self.requests += 1
         content = body["messages"][-1]["content"]
         self.prompts.append(content)
-        prompt = len(content.split())
+        tokens = prompt_tokens(body)
+        prompt = len(tokens)
         self.prompt_tokens += prompt
         connection.send(STREAM_HEAD + b"\r\n")
         entry = {"prompt": content[:24], "arrived": time.monotonic(), "events": [], "done": None}
         self.log.append(entry)
         self.waiting.append(
-            _Running(connection, answer_pieces(body), int(body.get("max_tokens", 16)), prompt, log=entry)
+            _Running(connection, answer_pieces(body), int(body.get("max_tokens", 16)), prompt, log=entry, tokens=tokens)
         )
         self.wake.set()
 
@@ -257,6 +335,13 @@ def _sse(payload: dict) -> bytes:
     )
 
 
+def prompt_tokens(body: dict) -> list[str]:
+    """The fake's tokens: the words of every message's content (or of `prompt`), in order."""
+    if isinstance(body.get("prompt"), str):
+        return body["prompt"].split()
+    return " ".join(str(m.get("content", "")) for m in body.get("messages", [])).split()
+
+
 def answer_pieces(body: dict) -> list[str]:
     """A planning prompt gets a numbered list of unique headings (one word a token); anything else gets
     `max_tokens` tokens, as with ignore_eos: a section its own point's words first (so it is on point by
@@ -280,7 +365,9 @@ _TITLES = 0
 
 
 @contextmanager
-def steplaw_in_thread(*laws: tuple[float, float]) -> Iterator[list[StepLawEngine]]:
+def steplaw_in_thread(
+    *laws: tuple[float, float], prefill_ms: float = 0.0, max_seqs: int = 256
+) -> Iterator[list[StepLawEngine]]:
     """FAKE step-law engines served from their own event loop in a thread, for tests that run the CLI
     (which starts its own loop)."""
     loop = asyncio.new_event_loop()
@@ -288,7 +375,7 @@ def steplaw_in_thread(*laws: tuple[float, float]) -> Iterator[list[StepLawEngine
     thread.start()
 
     async def make(a_ms: float, b_ms: float) -> StepLawEngine:
-        return await StepLawEngine(a_ms, b_ms).start()
+        return await StepLawEngine(a_ms, b_ms, max_seqs, prefill_ms=prefill_ms).start()
 
     engines = [asyncio.run_coroutine_threadsafe(make(a, b), loop).result(10) for a, b in laws]
     try:

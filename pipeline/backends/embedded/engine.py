@@ -33,7 +33,9 @@ STOP_GRACE_S = 5.0
 # slot is given another request and loads the best match into a slot a new request lands on, so a chapter's
 # sections reuse the book's shared opening on any slot. The demo book (2x3x4, 2 cores): 0.45 and 0.47 of
 # prompt tokens from the cache without it, 0.49 and 0.54 with it (stats.json prompt_cache). 512 MiB holds
-# about 20,000 tokens of SmolLM2-135M's cache.
+# about 20,000 tokens of SmolLM2-135M's cache. No endpoint empties that cache; `--slot-save-path` (a temporary
+# folder) lets the bench erase every slot's (`POST /slots/{id}?action=erase`), and a bench that empties the
+# cache between levels starts the engine without the RAM cache.
 PROMPT_CACHE_MIB = 512
 
 
@@ -59,6 +61,7 @@ class EmbeddedEngine:
         self.log_path = log_path
         self.process: subprocess.Popen[bytes] | None = None
         self.port: int | None = None
+        self.slot_dir: tempfile.TemporaryDirectory[str] | None = None
 
     @property
     def root_url(self) -> str:
@@ -91,7 +94,8 @@ class EmbeddedEngine:
             "--metrics",
             "--no-webui",
             "--cache-ram",
-            str(PROMPT_CACHE_MIB),
+            str(PROMPT_CACHE_MIB if s.ram_prompt_cache else 0),
+            *(["--slot-save-path", self.slot_dir.name] if self.slot_dir is not None else []),
         ]
 
     def start(self) -> Backend:
@@ -108,6 +112,7 @@ class EmbeddedEngine:
         if self.process is not None:
             return
         self.port = self.settings.port or free_port(self.settings.host)
+        self.slot_dir = tempfile.TemporaryDirectory(prefix="fanout-slots-")
         log = self._open_log()
         self.process = subprocess.Popen(
             self.command(self.port),
@@ -162,8 +167,13 @@ class EmbeddedEngine:
 
     def stop(self) -> None:
         process, self.process = self.process, None
-        if process is None or process.poll() is not None:
-            return
+        if process is not None and process.poll() is None:
+            self._stop(process)
+        if self.slot_dir is not None:
+            self.slot_dir.cleanup()
+            self.slot_dir = None
+
+    def _stop(self, process: subprocess.Popen[bytes]) -> None:
         self._signal_group(process, signal.SIGTERM)
         try:
             process.wait(STOP_GRACE_S)

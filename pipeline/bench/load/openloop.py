@@ -10,6 +10,11 @@ Each arrival goes to the backend with the fewest requests in flight per slot. No
 slot unless `max_concurrency` is set (then arrivals queue in the client, first come first served, and the
 wait is recorded as each request's send delay) or `respect_caps` (a replay "as fast as the caps allow"):
 past the engines' slots the engines queue, which the record labels as queueing.
+
+An arrival with follow-up turns is a conversation: each later turn is sent when the answer before it is
+in, to the same backend (where its prefix is cached), with the whole history (the answers as the engine
+wrote them); a failed turn ends its conversation. With `stop_when_saturated` each shard runs the
+over-saturation detector (saturation.py) and stops its arrivals once it fires; what was sent drains.
 """
 
 from __future__ import annotations
@@ -17,17 +22,18 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import aiohttp
 import anyio
 
 from pipeline.bench.load.runner import Arrival, RatePlan, Runner, Shard, ShardResult, Target, share
 from pipeline.bench.load.sampler import counter_loop, sample_all, settled_end, sleep_until
+from pipeline.bench.load.saturation import SaturationDetector
 from pipeline.bench.load.send import START_DELAY_S, send_request
 from pipeline.bench.load.workload import Work, Workload
 from pipeline.records import ChatRequest
-from pipeline.records.bench import CounterSample, RequestSample
+from pipeline.records.bench import CounterSample, RequestSample, SaturationCheck
 from pipeline.watch.listeners import BenchListener, request_id
 
 
@@ -43,6 +49,7 @@ class RateRaw:
     start: list[CounterSample]
     end: list[CounterSample]
     peak_in_flight: dict[str, int]
+    saturation: SaturationCheck | None = None
 
 
 def arrival_offsets(
@@ -92,11 +99,21 @@ class Dispatcher:
             return self.targets
         return [t for t in self.targets if self.in_flight[t.backend.name] < self.caps[t.backend.name]]
 
-    async def acquire(self) -> Target:
+    def _choices(self, pinned: Target | None) -> list[Target]:
+        return self._open() if pinned is None else [t for t in self._open() if t.backend.name == pinned.backend.name]
+
+    @property
+    def total_in_flight(self) -> int:
+        return sum(self.in_flight.values())
+
+    async def acquire(self, pinned: Target | None = None) -> Target:
+        """The least loaded open backend, or `pinned` (a conversation's) once it is open."""
         async with self.freed:
-            while not self._open():
+            while not self._choices(pinned):
                 await self.freed.wait()
-            target = min(self._open(), key=lambda t: self.in_flight[t.backend.name] / self.slots[t.backend.name])
+            target = min(
+                self._choices(pinned), key=lambda t: self.in_flight[t.backend.name] / self.slots[t.backend.name]
+            )
             name = target.backend.name
             self.in_flight[name] += 1
             self.peak[name] = max(self.peak[name], self.in_flight[name])
@@ -127,28 +144,54 @@ class _Sender:
     dispatcher: Dispatcher
     limiter: anyio.CapacityLimiter | None
     watcher: BenchListener | None
+    detector: SaturationDetector | None = None
     requests: list[RequestSample] = field(default_factory=list)
 
     async def send(self, work: Work, number: int, t_scheduled: float) -> None:
         if self.limiter is None:
-            await self._send(work, number, t_scheduled)
+            await self._conversation(work, number, t_scheduled)
             return
         async with self.limiter:
-            await self._send(work, number, t_scheduled)
+            await self._conversation(work, number, t_scheduled)
 
-    async def _send(self, work: Work, number: int, t_scheduled: float) -> None:
-        target = await self.dispatcher.acquire()
+    async def _conversation(self, work: Work, number: int, t_scheduled: float) -> None:
+        """One request, or a conversation's turns one after another on the backend of its first."""
+        turns: list[tuple[int, int, str | None]] = [(number, work.max_tokens, None)]
+        turns += [(n, cap, message) for n, (message, cap) in zip(work.turn_numbers, work.follow_ups)]
+        history, pinned = list(work.messages), None
+        for index, (turn_number, cap, message) in enumerate(turns, 1):
+            if message is not None:
+                history = [*history, {"role": "user", "content": message}]
+            last = index == len(turns)
+            turn = replace(work, messages=history, max_tokens=cap)
+            sample, pinned = await self._send(turn, turn_number, t_scheduled, pinned, keep_answer=not last)
+            if work.follow_ups:
+                sample.turn = index
+            if sample.error is not None or last:
+                return
+            history = [*history, {"role": "assistant", "content": sample.answer or ""}]
+            t_scheduled = time.monotonic()
+
+    async def _send(
+        self, work: Work, number: int, t_scheduled: float, pinned: Target | None, *, keep_answer: bool
+    ) -> tuple[RequestSample, Target]:
+        target = await self.dispatcher.acquire(pinned)
         try:
             if self.watcher is not None:
                 self.watcher.request_started(target.backend.name, number)
             request = request_of(work, target, number, greedy=self.shard.greedy)
-            sample = await send_request(target, request, number, self.shard.read_timeout, self._deltas(number))
+            sample = await send_request(
+                target, request, number, self.shard.read_timeout, self._deltas(number), keep_answer=keep_answer
+            )
         finally:
             await self.dispatcher.release(target)
         sample.t_scheduled = t_scheduled
         self.requests.append(sample)
+        if self.detector is not None and sample.t_first is not None and sample.ttft is not None:
+            self.detector.first_token(sample.t_first, sample.ttft)
         if self.watcher is not None:
             self.watcher.request_done(sample)
+        return sample, target
 
     def _deltas(self, number: int):
         watcher = self.watcher
@@ -159,15 +202,51 @@ class _Sender:
 
 
 async def send_arrivals(shard: Shard, t0: float, watcher: BenchListener | None = None) -> ShardResult:
-    """Every arrival of the shard sent at t0 + its offset (or later, held by a cap); every answer awaited."""
+    """Every arrival of the shard sent at t0 + its offset (or later, held by a cap); every answer awaited.
+    With the saturation detector on, the arrivals stop once it fires."""
     dispatcher = Dispatcher(shard.targets, shard.slots, shard.caps)
     limiter = anyio.CapacityLimiter(shard.max_concurrency) if shard.max_concurrency else None
-    sender = _Sender(shard, dispatcher, limiter, watcher)
+    detector = SaturationDetector(t0) if shard.stop_when_saturated else None
+    sender = _Sender(shard, dispatcher, limiter, watcher, detector)
+    saturated, arrivals_over = anyio.Event(), anyio.Event()
+    verdict: list[SaturationCheck] = []
     async with anyio.create_task_group() as senders:
+        if detector is not None:
+            senders.start_soon(
+                watch_saturation, detector, dispatcher, shard.interval_s, arrivals_over, saturated, verdict
+            )
         for offset, number, work in shard.arrivals:
-            await sleep_until(t0 + offset)
+            if detector is None:
+                await sleep_until(t0 + offset)
+            else:
+                with anyio.move_on_after(max(0.0, t0 + offset - time.monotonic())):
+                    await saturated.wait()
+                if saturated.is_set():
+                    break
             senders.start_soon(sender.send, work, number, t0 + offset)
-    return ShardResult(sender.requests, dispatcher.peak)
+        arrivals_over.set()
+    return ShardResult(sender.requests, dispatcher.peak, verdict[-1] if verdict else None)
+
+
+async def watch_saturation(
+    detector: SaturationDetector,
+    dispatcher: Dispatcher,
+    interval: float,
+    arrivals_over: anyio.Event,
+    saturated: anyio.Event,
+    verdict: list[SaturationCheck],
+) -> None:
+    """Sample the requests in flight every `interval` and judge, until the arrivals are over or it fires."""
+    while not arrivals_over.is_set():
+        with anyio.move_on_after(interval):
+            await arrivals_over.wait()
+        now = time.monotonic()
+        detector.in_flight(now, dispatcher.total_in_flight)
+        verdict[:] = [detector.check(now)]
+        if verdict[0].saturated:
+            verdict[0].stopped_at_s = round(now - detector.t0, 3)
+            saturated.set()
+            return
 
 
 def split(total: int | None, parts: int, index: int) -> int | None:
@@ -188,6 +267,8 @@ def shards(targets: list[Target], slots: dict[str, int], plan: RatePlan, *, gree
             greedy=greedy,
             read_timeout=plan.read_timeout,
             arrivals=arrivals[i::parts],
+            stop_when_saturated=plan.stop_when_saturated,
+            interval_s=plan.interval_s,
         )
         for i in range(parts)
     ]
@@ -202,7 +283,10 @@ def schedule(plan: RatePlan, workload: Workload, numbers: Iterator[int]) -> list
     arrivals = []
     for offset in offsets:
         number = next(numbers)
-        arrivals.append((offset, number, workload.item(number)))
+        item = workload.item(number)
+        if item.follow_ups:  # a conversation: its later turns numbered now, after its first
+            item = replace(item, turn_numbers=tuple(next(numbers) for _ in item.follow_ups))
+        arrivals.append((offset, number, item))
     return arrivals
 
 
@@ -242,4 +326,11 @@ async def run_rate(
         peak_in_flight={
             t.backend.name: sum(r.peak_in_flight[t.backend.name] for r in results) for t in targets
         },  # one process: the peak; several: the sum of their peaks (an upper bound)
+        saturation=first_verdict(results),
     )
+
+
+def first_verdict(results: list[ShardResult]) -> SaturationCheck | None:
+    """The verdict of the first shard that fired, else the first shard's last one."""
+    verdicts = [r.saturation for r in results if r.saturation is not None]
+    return next((v for v in verdicts if v.saturated), verdicts[0] if verdicts else None)

@@ -1,9 +1,13 @@
-"""Distinct numbered prompts for the closed loop, optionally of an exact token length.
+"""Distinct numbered prompts for the closed loop, optionally of an exact token length, optionally after a
+shared prefix.
 
 Takes a run nonce (and, for `--prompt-tokens N`, a backend to count with); returns one prompt per request
 number. Each prompt starts with its own number and the nonce, so no two requests share a prefix beyond the
 engine's chat template and the prefix cache cannot flatter the figure (the bench reports the engine's
-cached-prompt counter all the same).
+cached-prompt counter all the same). With `--prefix-len N` every prompt starts instead with one of
+`--prefix-groups G` shared prefixes of N tokens (request n takes prefix (n - 1) mod G), each prefix distinct
+from its first words and carrying the run's nonce, then the distinct prompt: the prefix comes in addition
+to the prompt's own length, as vLLM's `--random-prefix-len` and guidellm's `prefix_tokens` add theirs.
 
 Token lengths are counted as the engine counts them: its /tokenize endpoint (llama.cpp's `{"content"}`,
 after applying the chat template with /apply-template so the count is the whole prompt; vLLM's
@@ -141,29 +145,81 @@ async def token_counter(session: aiohttp.ClientSession, backend: Backend) -> Tok
     return TiktokenCounter()
 
 
+@dataclass(frozen=True)
+class SharedPrefixes:
+    """`groups` distinct prefixes of `tokens` tokens each (as `counter` counts them, chat template left out);
+    request n starts with prefix (n - 1) mod groups."""
+
+    texts: tuple[str, ...]
+    tokens: int
+    counter: str
+
+    @property
+    def groups(self) -> int:
+        return len(self.texts)
+
+    def group(self, number: int) -> int:
+        return (number - 1) % len(self.texts)
+
+    def before(self, number: int, prompt: str) -> str:
+        return self.texts[self.group(number)] + PREFIX_BREAK + prompt
+
+
+PREFIX_BREAK = "\n\n"
+
+
+def prefix_head(group: int, nonce: str) -> str:
+    """What makes each group's prefix its own from the first words on (zero-padded: every head as long)."""
+    return f"Shared context {group:04d} [{nonce}]. "
+
+
+async def shared_prefixes(counter: TokenCounter, tokens: int, groups: int, nonce: str) -> SharedPrefixes:
+    """Prefixes of `tokens` tokens each: the group head, then filler words fitted once (every head counts
+    alike). The chat template's own tokens (the count of an empty message) are not part of the length."""
+    if tokens <= 0 or groups <= 0:
+        raise UsageError("settings 'prefix_len' and 'prefix_groups' must be positive")
+    template = await counter.count("")
+    head = prefix_head(0, nonce)
+    if await counter.count(head) - template >= tokens:
+        raise UsageError(f"setting 'prefix_len' {tokens}: the prefix's own head takes that many tokens")
+    body = await fit_words(counter, head, tokens + template)
+    return SharedPrefixes(tuple(prefix_head(g, nonce) + body for g in range(groups)), tokens, counter.name)
+
+
 @dataclass
 class PromptMaker:
-    """Request number -> prompt text. With `body` set, the prompt is the numbered head plus that body."""
+    """Request number -> prompt text. With `body` set, the prompt is the numbered head plus that body; with
+    `prefixes`, that prompt after the request's shared prefix."""
 
     nonce: str
     body: str | None = None
+    prefixes: SharedPrefixes | None = None
 
     def prompt(self, number: int) -> str:
-        return short_prompt(number, self.nonce) if self.body is None else numbered(number, self.nonce) + self.body
+        own = short_prompt(number, self.nonce) if self.body is None else numbered(number, self.nonce) + self.body
+        return own if self.prefixes is None else self.prefixes.before(number, own)
 
 
 def new_nonce() -> str:
     return secrets.token_hex(3)
 
 
-async def sized_prompts(counter: TokenCounter, target: int, nonce: str) -> PromptMaker:
-    """A PromptMaker whose prompts count `target` tokens as `counter` counts them (for a sample number):
-    the longest run of filler words that fits, then single-token pads up to the target."""
+async def sized_prompts(
+    counter: TokenCounter, target: int, nonce: str, prefixes: SharedPrefixes | None = None
+) -> PromptMaker:
+    """A PromptMaker whose prompts count `target` tokens as `counter` counts them (for a sample number),
+    before any shared prefix."""
     head = numbered(1, nonce)
     if await counter.count(head) >= target:
         raise UsageError(
             f"setting 'prompt_tokens' {target}: the numbered head and the chat template alone take that many"
         )
+    return PromptMaker(nonce, await fit_words(counter, head, target), prefixes)
+
+
+async def fit_words(counter: TokenCounter, head: str, target: int) -> str:
+    """Filler to follow `head` so that the two count `target` tokens: the longest run of filler words that
+    fits (bisection), then single-token pads up to the target."""
     words = (FILLER * (target // 8 + 8)).split()
     low, high = 0, len(words)  # count(low words) <= target < count(high words), found by bisection
     while high - low > 1:
@@ -177,4 +233,4 @@ async def sized_prompts(counter: TokenCounter, target: int, nonce: str) -> Promp
         if await counter.count(head + body) >= target:
             break
         body += " a"
-    return PromptMaker(nonce, body)
+    return body

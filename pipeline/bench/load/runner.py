@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from pipeline.records import Backend, EngineInfo
-from pipeline.records.bench import RequestSample
+from pipeline.records.bench import RequestSample, SaturationCheck
 from pipeline.watch.listeners import BenchListener
 
 if TYPE_CHECKING:
@@ -53,6 +53,7 @@ class RatePlan:
     read_timeout: float
     speed: float = 1.0  # a replay's time scale: 2 runs it twice as fast; 0 sends all at once
     respect_caps: bool = False
+    stop_when_saturated: bool = False  # stop the arrivals once the level over-saturates (saturation.py)
 
 
 Arrival = tuple[float, int, "Work"]  # (seconds after t0, request number, what to send)
@@ -69,12 +70,15 @@ class Shard:
     greedy: bool
     read_timeout: float
     arrivals: list[Arrival]
+    stop_when_saturated: bool = False
+    interval_s: float = 0.5  # how often the saturation detector samples the requests in flight
 
 
 @dataclass
 class ShardResult:
     requests: list[RequestSample]
     peak_in_flight: dict[str, int]
+    saturation: SaturationCheck | None = None  # the detector's last verdict, where it ran
 
 
 @dataclass

@@ -16,7 +16,9 @@ REASK_BEFORE_FIRST_BYTE = 5
 START_DELAY_S = 0.2  # a level's t0 lies this far ahead, so every stream and sampler starts on it
 
 
-def sample_of(target: Target, number: int, t_sent: float, completion: Completion, reissued: int) -> RequestSample:
+def sample_of(
+    target: Target, number: int, t_sent: float, completion: Completion, reissued: int, *, keep_answer: bool = False
+) -> RequestSample:
     return RequestSample(
         backend=target.backend.name,
         number=number,
@@ -33,6 +35,7 @@ def sample_of(target: Target, number: int, t_sent: float, completion: Completion
         request_id=completion.request_id,
         response_id=completion.response_id,
         token_times=completion.token_times,
+        answer=completion.text if keep_answer else None,
     )
 
 
@@ -48,9 +51,16 @@ def failed_sample(target: Target, number: int, t_sent: float, reissued: int, err
 
 
 async def send_request(
-    target: Target, request: ChatRequest, number: int, read_timeout: float, on_delta: OnDelta | None = None
+    target: Target,
+    request: ChatRequest,
+    number: int,
+    read_timeout: float,
+    on_delta: OnDelta | None = None,
+    *,
+    keep_answer: bool = False,
 ) -> RequestSample:
-    """One request, asked again at once when the server closed the connection before the first byte."""
+    """One request, asked again at once when the server closed the connection before the first byte;
+    `keep_answer` keeps the answer's text in the sample (a conversation's next turn resends it)."""
     t_sent = time.monotonic()
     error = str(Outcome.CUT_BEFORE_FIRST_BYTE)
     for reissued in range(REASK_BEFORE_FIRST_BYTE):
@@ -61,5 +71,5 @@ async def send_request(
             if failure.outcome.asked_again_at_once:
                 continue
             return failed_sample(target, number, t_sent, reissued, error)
-        return sample_of(target, number, t_sent, completion, reissued)
+        return sample_of(target, number, t_sent, completion, reissued, keep_answer=keep_answer)
     return failed_sample(target, number, t_sent, REASK_BEFORE_FIRST_BYTE, error)

@@ -3,7 +3,8 @@
 Takes a spec's workload settings; returns a Workload, which gives request number n its messages, answer cap
 and (for a replay) the moment the original run asked it.
 
-- Synthetic: numbered, nonce'd prompts (no two share a prefix), of a token length drawn per request from
+- Synthetic: numbered, nonce'd prompts (no two share a prefix, unless shared prefixes are asked for: then
+  each starts with its group's prefix, prompts.py), of a token length drawn per request from
   `input_len` (N, or LO-HI uniform, seeded) as the engine counts it, with caps from `output_len`; the
   length is reached by a word count calibrated once against the engine's tokenizer, so each request lands
   within a few tokens of its draw and the record keeps the engine's own count (usage.prompt_tokens).
@@ -11,7 +12,8 @@ and (for a replay) the moment the original run asked it.
   JSON (a list of `{"conversations": [{"from": "human", "value": ...}, {"from": "gpt", ...}]}`; the first
   human turn is the prompt and the first reply's length in tiktoken cl100k tokens its cap, as vLLM's
   sharegpt dataset does with the model's tokenizer). Prompts go as written, in a seeded shuffle, cycled
-  when the run asks for more than the file holds.
+  when the run asks for more than the file holds. With multi-turn, a ShareGPT conversation's later
+  exchanges come along as follow-up turns (the open loop sends each after the answer before it).
 - Replay: a book run's requests.jsonl (every planning and section request, as sent: messages, cap,
   sampling fields, and when it was asked after the job began).
 """
@@ -25,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from pipeline.bench.load.prompts import FILLER, TokenCounter, numbered, short_prompt
+from pipeline.bench.load.prompts import FILLER, SharedPrefixes, TokenCounter, numbered, short_prompt
 from pipeline.book.requestlog import REQUEST_LOG
 from pipeline.errors import UsageError
 
@@ -38,6 +40,8 @@ class Work:
     offset_s: float | None = None  # replay: seconds after the original job began
     kind: str = "synthetic"  # synthetic, dataset, plan, section, repair
     prompt_tokens: int | None = None  # replay: the engine's count in the original run
+    follow_ups: tuple[tuple[str, int], ...] = ()  # a conversation's later turns: (user message, answer cap)
+    turn_numbers: tuple[int, ...] = ()  # the request numbers of those turns, given when scheduled
 
 
 class Workload(Protocol):
@@ -89,6 +93,7 @@ class SyntheticWorkload:
     words_per_token: float | None = None  # calibrated against the engine; None: the short numbered prompts
     head_tokens: int = 0
     input: Lengths | None = None
+    prefixes: SharedPrefixes | None = None  # shared prefixes before each prompt (--prefix-len)
     name: str = "synthetic"
     greedy: bool = True
 
@@ -96,16 +101,23 @@ class SyntheticWorkload:
         rng = random.Random(f"{self.seed}:{number}")
         cap = self.output.draw(rng)
         if self.input is None or self.words_per_token is None:
-            return Work(user(short_prompt(number, self.nonce)), cap)
-        words = max(0, round((self.input.draw(rng) - self.head_tokens) * self.words_per_token))
-        return Work(user(numbered(number, self.nonce) + filler_words(words)), cap)
+            own = short_prompt(number, self.nonce)
+        else:
+            words = max(0, round((self.input.draw(rng) - self.head_tokens) * self.words_per_token))
+            own = numbered(number, self.nonce) + filler_words(words)
+        return Work(user(own if self.prefixes is None else self.prefixes.before(number, own)), cap)
 
 
 async def synthetic_workload(
-    counter: TokenCounter | None, nonce: str, input_len: Lengths | None, output_len: Lengths, seed: int
+    counter: TokenCounter | None,
+    nonce: str,
+    input_len: Lengths | None,
+    output_len: Lengths,
+    seed: int,
+    prefixes: SharedPrefixes | None = None,
 ) -> SyntheticWorkload:
     """Calibrate words per token once, on a prompt as long as the longest draw."""
-    workload = SyntheticWorkload(nonce, output_len, seed, input=input_len)
+    workload = SyntheticWorkload(nonce, output_len, seed, input=input_len, prefixes=prefixes)
     if input_len is None or counter is None:
         return workload
     head = numbered(1, nonce)
@@ -125,28 +137,50 @@ class DatasetWorkload:
     name: str = "dataset"
     greedy: bool = True
     order: list[int] = field(default_factory=list)
+    conversations: bool = False  # rows are conversations: their later turns take request numbers too
+    first_turns: dict[int, int] = field(default_factory=dict)  # conversations: request number -> its draw
 
     def __post_init__(self) -> None:
         self.order = list(range(len(self.rows)))
         random.Random(self.seed).shuffle(self.order)
 
     def item(self, number: int) -> Work:
-        return self.rows[self.order[(number - 1) % len(self.rows)]]
+        """Row (number - 1) of the shuffle, cycled; conversations are drawn in the order their first turns
+        are numbered, since their later turns take the numbers in between."""
+        draw = self.first_turns.setdefault(number, len(self.first_turns)) if self.conversations else number - 1
+        return self.rows[self.order[draw % len(self.rows)]]
 
 
-def load_dataset(path: Path, default_cap: int, output_len: Lengths | None, seed: int) -> DatasetWorkload:
+def load_dataset(
+    path: Path, default_cap: int, output_len: Lengths | None, seed: int, *, multi_turn: bool = False
+) -> DatasetWorkload:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"setting 'dataset' {path}: cannot read it ({exc})") from None
     stripped = text.lstrip()
-    rows = sharegpt_rows(path, text) if stripped.startswith("[") else jsonl_rows(path, text, default_cap)
+    if multi_turn and not stripped.startswith("["):
+        raise UsageError(f"setting 'multi_turn': {path} is not a ShareGPT-style JSON list of conversations")
+    rows = (
+        sharegpt_rows(path, text, multi_turn=multi_turn)
+        if stripped.startswith("[")
+        else jsonl_rows(path, text, default_cap)
+    )
     if output_len is not None:
         rng = random.Random(seed)
-        rows = [Work(row.messages, output_len.draw(rng), kind="dataset") for row in rows]
+        rows = [
+            Work(
+                row.messages,
+                output_len.draw(rng),
+                kind="dataset",
+                follow_ups=tuple((message, output_len.draw(rng)) for message, _ in row.follow_ups),
+            )
+            for row in rows
+        ]
     if not rows:
         raise UsageError(f"setting 'dataset' {path}: no usable prompts in it")
-    return DatasetWorkload(rows, seed, name=f"dataset {path.name}")
+    kind = "conversations" if multi_turn else "dataset"
+    return DatasetWorkload(rows, seed, name=f"{kind} {path.name}", conversations=multi_turn)
 
 
 def jsonl_rows(path: Path, text: str, default_cap: int) -> list[Work]:
@@ -168,7 +202,32 @@ def jsonl_rows(path: Path, text: str, default_cap: int) -> list[Work]:
     return rows
 
 
-def sharegpt_rows(path: Path, text: str) -> list[Work]:
+HUMAN, MODEL = ("human", "user"), ("gpt", "assistant", "chatgpt", "bard", "bing")
+
+
+def exchanges(turns: list[dict]) -> list[tuple[str, str]]:
+    """(human message, model reply) pairs from the start of a conversation, while they alternate; a system
+    turn is skipped, and the conversation ends at the first turn out of order or without text."""
+    pairs, waiting = [], None
+    for turn in turns:
+        speaker, value = turn.get("from"), turn.get("value")
+        if speaker == "system":
+            continue
+        if not isinstance(value, str) or not value.strip():
+            break
+        if waiting is None and speaker in HUMAN:
+            waiting = value
+        elif waiting is not None and speaker in MODEL:
+            pairs.append((waiting, value))
+            waiting = None
+        else:
+            break
+    return pairs
+
+
+def sharegpt_rows(path: Path, text: str, *, multi_turn: bool = False) -> list[Work]:
+    """The first exchange of each conversation (vLLM's sharegpt dataset), or with `multi_turn` every
+    exchange while they alternate: later ones become follow-up turns, each capped at its reply's length."""
     from pipeline.bench.load.prompts import TiktokenCounter
 
     try:
@@ -181,13 +240,14 @@ def sharegpt_rows(path: Path, text: str) -> list[Work]:
         turns = entry.get("conversations") if isinstance(entry, dict) else None
         if not isinstance(turns, list) or not all(isinstance(t, dict) for t in turns):
             raise UsageError(f"setting 'dataset' {path} entry {index}: expected a 'conversations' list of turns")
-        human = next((t.get("value") for t in turns if t.get("from") in ("human", "user")), None)
-        reply = next((t.get("value") for t in turns if t.get("from") in ("gpt", "assistant")), None)
-        if not isinstance(human, str) or not isinstance(reply, str) or not human.strip():
+        pairs = exchanges(turns)
+        if not pairs:
             continue  # vLLM's sharegpt loader also skips conversations without a prompt and a reply
-        cap = len(encoding.encode(reply))
-        if cap >= 4:  # vLLM drops replies shorter than 4 tokens
-            rows.append(Work(user(human), cap, kind="dataset"))
+        caps = [len(encoding.encode(reply)) for _, reply in pairs]
+        if caps[0] < 4:  # vLLM drops replies shorter than 4 tokens
+            continue
+        follow_ups = tuple((human, max(cap, 1)) for (human, _), cap in zip(pairs[1:], caps[1:])) if multi_turn else ()
+        rows.append(Work(user(pairs[0][0]), caps[0], kind="dataset", follow_ups=follow_ups))
     return rows
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import statistics
 
 from pipeline.bench.load.openloop import RateRaw
+from pipeline.bench.report.cache import rate_cache_figures
 from pipeline.bench.report.latency import request_duration, summarise
 from pipeline.records.bench import CounterSample, RatePoint, RequestSample
 
@@ -74,7 +75,14 @@ def server_tokens(raw: RateRaw) -> float | None:
     return total
 
 
-def rate_point(raw: RateRaw, slots: int, percentiles: list[float], slo_ms: dict[str, float], scope: str) -> RatePoint:
+def rate_point(
+    raw: RateRaw,
+    slots: int,
+    percentiles: list[float],
+    slo_ms: dict[str, float],
+    scope: str,
+    cache_source: str | None = None,
+) -> RatePoint:
     requests = raw.requests
     done = [r for r in requests if not r.error]
     arrivals = [r.t_scheduled for r in requests if r.t_scheduled is not None]
@@ -117,6 +125,8 @@ def rate_point(raw: RateRaw, slots: int, percentiles: list[float], slo_ms: dict[
         tokens_match=None if server is None else abs(server - completion) < 0.5,
         latency=summarise(requests, scope, percentiles, slo_ms or None, duration),
         **gauges(raw.samples, raw.backends, raw.t0, raw.t_last_arrival, plan.interval_s),
+        **rate_cache_figures(raw, done, cache_source),
+        saturation=raw.saturation,
     )
 
 

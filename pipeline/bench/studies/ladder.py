@@ -24,7 +24,15 @@ from pipeline.backends.engines import engine
 from pipeline.backends.fleet import Fleet, open_fleet
 from pipeline.bench.load.closed import run_level
 from pipeline.bench.load.local import InProcessRunner
-from pipeline.bench.load.prompts import PromptMaker, Prompts, new_nonce, sized_prompts, token_counter
+from pipeline.bench.load.prompts import (
+    PromptMaker,
+    Prompts,
+    SharedPrefixes,
+    new_nonce,
+    shared_prefixes,
+    sized_prompts,
+    token_counter,
+)
 from pipeline.bench.load.runner import LevelPlan, Runner, Target
 from pipeline.bench.load.workers import WorkerPool
 from pipeline.bench.load.workload import Workload, WorkloadPrompts, load_dataset, load_replay, parse_lengths
@@ -46,6 +54,7 @@ from pipeline.records.bench import (
     RateSweep,
     ReplayCheck,
     Series,
+    SharedPrefixPlan,
 )
 from pipeline.watch.listeners import BenchListener
 
@@ -64,14 +73,28 @@ def check_spec(spec: BenchSpec) -> None:
         if getattr(spec, name):
             parse_lengths(getattr(spec, name), name)
     if spec.dataset:
-        load_dataset(Path(spec.dataset), spec.max_tokens, None, spec.seed)
+        load_dataset(Path(spec.dataset), spec.max_tokens, None, spec.seed, multi_turn=spec.multi_turn)
     if spec.workload:
         load_replay(Path(spec.workload))
+    check_cache_settings(spec)
     if spec.window_s < MIN_WINDOW_S:
         raise UsageError(
             f"setting 'window' {spec.window_s:g}: too short to hold full occupancy and a best second; "
             f"at least {MIN_WINDOW_S:g} s"
         )
+
+
+def check_cache_settings(spec: BenchSpec) -> None:
+    if spec.prefix_len and (spec.dataset or not (spec.streams or spec.rates)):
+        raise UsageError("setting 'prefix_len': shared prefixes go before synthetic prompts, not a dataset or replay")
+    if spec.prefix_groups > 1 and not spec.prefix_len:
+        raise UsageError("setting 'prefix_groups': give 'prefix_len' too (the length of each shared prefix)")
+    if spec.multi_turn and not spec.dataset:
+        raise UsageError("setting 'multi_turn': give a ShareGPT-style dataset (conversations sent turn by turn)")
+    if spec.multi_turn and spec.streams:
+        raise UsageError("setting 'multi_turn': conversations run in the open loop (request rates), not the ladder")
+    if spec.stop_when_saturated and not spec.rates:
+        raise UsageError("setting 'stop_when_saturated': it stops open-loop levels, so give request rates")
 
 
 def slots_for(name: str, info: EngineInfo, spec: BenchSpec) -> tuple[int, str]:
@@ -141,17 +164,26 @@ def embedded_settings(fleet: Fleet, name: str) -> dict[str, int] | None:
 
 
 async def prompt_maker(
-    fleet: Fleet, targets: list[Target], spec: BenchSpec, infos: list[BackendInfo], workload: Workload | None
+    run: BenchRun, targets: list[Target], infos: list[BackendInfo], workload: Workload | None
 ) -> Prompts:
     if workload is not None:  # --input-len or --dataset: the ladder sends the open loop's prompts
         return WorkloadPrompts(workload)
     nonce = new_nonce()
-    if spec.prompt_tokens is None:
-        return PromptMaker(nonce)
-    counter = await token_counter(fleet.session, targets[0].backend)
+    if run.spec.prompt_tokens is None:
+        return PromptMaker(nonce, prefixes=run.prefixes)
+    counter = await token_counter(run.fleet.session, targets[0].backend)
     for info in infos:
         info.tokenizer = f"{counter.name} of {targets[0].backend.name}"
-    return await sized_prompts(counter, spec.prompt_tokens, nonce)
+    return await sized_prompts(counter, run.spec.prompt_tokens, nonce, run.prefixes)
+
+
+async def prefixes_of(fleet: Fleet, targets: list[Target], spec: BenchSpec) -> SharedPrefixes | None:
+    """--prefix-len: the run's shared prefixes, sized by the first backend's tokenizer (one nonce a run, so
+    levels share them and only --reset-cache keeps one level's cache from serving the next)."""
+    if not spec.prefix_len:
+        return None
+    counter = await token_counter(fleet.session, targets[0].backend)
+    return await shared_prefixes(counter, spec.prefix_len, spec.prefix_groups, new_nonce())
 
 
 def level_plan(spec: BenchSpec, streams: int, read_timeout: float) -> LevelPlan:
@@ -172,11 +204,14 @@ async def run_series(run: BenchRun, label: str, targets: list[Target], prompts: 
     levels = []
     for streams in spec.streams:
         plan = level_plan(spec, streams, run.read_timeout)
+        resets = await run.empty_caches(targets)
         if watcher is not None:
             watcher.level_started(label, streams, list(engines), len(spec.streams))
         raw = await run_level(run.fleet.session, run.runner, targets, plan, prompts)
         run.keep(label, f"{streams} streams", raw.requests)
         levels.append(level_result(raw, engines, spec))
+        levels[-1].cache_reset = resets
+        levels[-1].total.prefix_planned_hit_rate = run.planned_hit_rate(raw.requests)
         run.level_done(label, levels[-1])
         if watcher is not None:
             watcher.level_done(label, levels[-1])
@@ -196,7 +231,7 @@ async def open_loop(
     slots = {info.name: info.slots for info in infos}
     sweeps, replays = [], []
     if spec.rates:
-        workload = shared if shared is not None else await workload_of(run.fleet, targets, spec)
+        workload = shared if shared is not None else await workload_of(run.fleet, targets, spec, run.prefixes)
         for label, group in groups(targets, spec):
             chosen = {t.backend.name: slots[t.backend.name] for t in group}
             sweeps.append(await run_rate_sweep(run, label, group, chosen, workload))
@@ -228,17 +263,17 @@ async def bench(
     host = host_info()
     started, wall = time.monotonic(), dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     rows = RowKeeper(started) if spec.save_requests else None
-    async with open_fleet(settings, engine_log) as fleet:
+    async with open_fleet(settings, engine_log, ram_prompt_cache=not spec.reset_cache) as fleet:
         targets, infos = targets_of(fleet, spec)
         if watcher is not None:
             watcher.fleet_opened(fleet)
         series = []
         with ExitStack() as stack:
             runner = runner_for(spec, itertools.count(1), watcher, stack)
-            run = BenchRun(fleet, spec, runner, rows, on_level)
-            shared = await workload_of(fleet, targets, spec) if spec.input_len or spec.dataset else None
+            run = BenchRun(fleet, spec, runner, rows, on_level, prefixes=await prefixes_of(fleet, targets, spec))
+            shared = await workload_of(fleet, targets, spec, run.prefixes) if spec.input_len or spec.dataset else None
             if spec.streams:
-                prompts = await prompt_maker(fleet, targets, spec, infos, shared)
+                prompts = await prompt_maker(run, targets, infos, shared)
                 for label, group in groups(targets, spec):
                     series.append(await run_series(run, label, group, prompts))
             sweeps, replays = await open_loop(run, targets, infos, shared)
@@ -259,6 +294,9 @@ async def bench(
         replays=replays,
         client=settings.client,
         request_rows=rows.rows if rows is not None else [],
+        shared_prefix=None
+        if run.prefixes is None
+        else SharedPrefixPlan(tokens=run.prefixes.tokens, groups=run.prefixes.groups, counted_by=run.prefixes.counter),
     )
     if watcher is not None:
         watcher.bench_finished(record)

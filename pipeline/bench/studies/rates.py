@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pipeline.backends.fleet import Fleet
 from pipeline.bench.load.openloop import run_rate
-from pipeline.bench.load.prompts import new_nonce, token_counter
+from pipeline.bench.load.prompts import SharedPrefixes, new_nonce, token_counter
 from pipeline.bench.load.runner import RatePlan, Target
 from pipeline.bench.load.workload import (
     Lengths,
@@ -22,20 +22,24 @@ from pipeline.bench.load.workload import (
     parse_lengths,
     synthetic_workload,
 )
+from pipeline.bench.report.cache import cache_counter_source
 from pipeline.bench.report.ratefigures import KNEE_RULE, mark_knee, rate_point
 from pipeline.bench.studies.context import BenchRun
 from pipeline.records.bench import BenchSpec, RatePoint, RateSweep, ReplayCheck
 
 
-async def workload_of(fleet: Fleet, targets: list[Target], spec: BenchSpec) -> Workload:
-    """The dataset, or synthetic prompts of the asked lengths (the engine's tokenizer sizes them)."""
+async def workload_of(
+    fleet: Fleet, targets: list[Target], spec: BenchSpec, prefixes: SharedPrefixes | None = None
+) -> Workload:
+    """The dataset, or synthetic prompts of the asked lengths (the engine's tokenizer sizes them), after the
+    shared prefixes where there are any."""
     output = parse_lengths(spec.output_len, "output_len") if spec.output_len else None
     if spec.dataset:
-        return load_dataset(Path(spec.dataset), spec.max_tokens, output, spec.seed)
+        return load_dataset(Path(spec.dataset), spec.max_tokens, output, spec.seed, multi_turn=spec.multi_turn)
     input_len = parse_lengths(spec.input_len, "input_len") if spec.input_len else None
     counter = await token_counter(fleet.session, targets[0].backend) if input_len else None
     return await synthetic_workload(
-        counter, new_nonce(), input_len, output or Lengths(spec.max_tokens, spec.max_tokens), spec.seed
+        counter, new_nonce(), input_len, output or Lengths(spec.max_tokens, spec.max_tokens), spec.seed, prefixes
     )
 
 
@@ -49,6 +53,7 @@ def rate_plan(spec: BenchSpec, rate: float | None, read_timeout: float, index: i
         seed=spec.seed * 1000 + index,
         interval_s=spec.sample_interval_s,
         read_timeout=read_timeout,
+        stop_when_saturated=spec.stop_when_saturated,
     )
 
 
@@ -57,17 +62,26 @@ async def run_rate_sweep(
 ) -> RateSweep:
     spec, watcher = run.spec, run.watcher
     points: list[RatePoint] = []
+    source = cache_counter_source([t.info for t in targets])
+    saturated: float | None = None
     for index, rate in enumerate(spec.rates):
         plan = rate_plan(spec, rate, run.read_timeout, index)
+        resets = await run.empty_caches(targets)
         if watcher is not None:
             watcher.rate_started(label, rate, slots, len(spec.rates))
         raw = await run_rate(run.fleet.session, run.runner, targets, slots, plan, workload)
         run.keep(label, f"rate {rate:g}/s", raw.requests)
         scope = f"client: every request of the {rate:g} req/s level, drain included"
-        points.append(rate_point(raw, sum(slots.values()), spec.percentiles, spec.goodput_slo_ms, scope))
-        run.level_done(label, points[-1])
+        point = rate_point(raw, sum(slots.values()), spec.percentiles, spec.goodput_slo_ms, scope, source)
+        point.cache_reset = resets
+        point.prefix_planned_hit_rate = run.planned_hit_rate(raw.requests)
+        points.append(point)
+        run.level_done(label, point)
         if watcher is not None:
-            watcher.rate_done(label, points[-1])
+            watcher.rate_done(label, point)
+        if point.saturation is not None and point.saturation.saturated:
+            saturated = rate
+            break
     knee = mark_knee(points)
     return RateSweep(
         label=label,
@@ -76,6 +90,8 @@ async def run_rate_sweep(
         points=points,
         knee_rate=knee,
         knee_rule=KNEE_RULE,
+        saturated_rate=saturated,
+        rates_skipped=[] if saturated is None else [r for r in spec.rates if r > saturated],
     )
 
 
@@ -90,10 +106,14 @@ async def run_replay(
         duration_s=None,
         speed=spec.replay_speed,
         respect_caps=spec.replay_speed == 0,
+        stop_when_saturated=False,  # a replay sends every logged request, to compare with the log
     )
     raw = await run_rate(run.fleet.session, run.runner, targets, slots, plan, workload)
     run.keep("replay", workload.name, raw.requests)
-    point = rate_point(raw, sum(slots.values()), spec.percentiles, spec.goodput_slo_ms, f"client: {workload.name}")
+    source = cache_counter_source([t.info for t in targets])
+    point = rate_point(
+        raw, sum(slots.values()), spec.percentiles, spec.goodput_slo_ms, f"client: {workload.name}", source
+    )
     first = min((r.number for r in raw.requests), default=0)
     pairs = [(workload.rows[r.number - first], r) for r in raw.requests]
     counted = [(row, r) for row, r in pairs if row.prompt_tokens is not None and not r.error]

@@ -10,6 +10,11 @@ done (client clock). Per level: mean ± standard deviation, per user, efficiency
 single-user aggregate), and the batch-time table (how long a B-question batch takes at that level). A
 level with any failed request is marked failed. The slot count is required where the engine cannot report
 it, and recorded.
+
+With `prefix_len` every prompt starts with one of `prefix_groups` shared prefixes, the same for the whole
+sweep (prompts.py), so a repetition finds the previous one's prefix cached unless `reset_cache` empties
+every cache before each repetition; each run records its mean TTFT and the cached prompt tokens the answers
+told, which shows the difference.
 """
 
 from __future__ import annotations
@@ -21,14 +26,15 @@ import time
 import anyio
 from pydantic import BaseModel, Field
 
+from pipeline.backends.cachereset import reset_prefix_cache
 from pipeline.backends.engines import engine
 from pipeline.backends.fleet import Fleet, open_fleet
 from pipeline.backends.pool import RequestFailed
-from pipeline.bench.load.prompts import PromptMaker, new_nonce, sized_prompts, token_counter
+from pipeline.bench.load.prompts import PromptMaker, new_nonce, shared_prefixes, sized_prompts, token_counter
 from pipeline.bench.report.provenance import host_info
 from pipeline.bench.studies.identity import single_pool
 from pipeline.errors import UsageError
-from pipeline.records import ChatRequest, Completion
+from pipeline.records import CacheResetDone, ChatRequest, Completion
 
 GATE = [
     ("What is 2 + 3? Answer with the number only.", r"\b5\b|\bfive\b"),
@@ -45,6 +51,9 @@ class SweepSpec(BaseModel):
     batch: int = Field(default=200, gt=0)  # questions in the batch-time table
     slots: int | None = None
     skip_gate: bool = False
+    prefix_len: int | None = Field(default=None, gt=0)
+    prefix_groups: int = Field(default=1, gt=0)
+    reset_cache: bool = False
 
 
 class GateResult(BaseModel):
@@ -59,6 +68,9 @@ class SweepRun(BaseModel):
     aggregate: float
     failed: int
     prompt_tokens: list[int]
+    ttft_ms_mean: float | None = None
+    cached_tokens: int | None = None  # summed over the answers that told it (usage or llama.cpp timings)
+    cache_reset: list[CacheResetDone] = Field(default_factory=list)  # reset_cache: before this run
 
 
 class SweepLevel(BaseModel):
@@ -80,6 +92,9 @@ class SweepRecord(BaseModel):
     slots: int
     slots_source: str
     prompt_tokens_target: int
+    prefix_len: int | None = None  # shared prefix tokens before every prompt, same for the whole sweep
+    prefix_groups: int = 1
+    reset_cache: bool = False
     prompt_tokens_reported: float | None  # median of the engine's usage.prompt_tokens
     max_tokens: int
     ignore_eos: bool
@@ -120,6 +135,7 @@ def slot_count(fleet: Fleet, spec: SweepSpec) -> tuple[int, str]:
 async def one_repetition(
     fleet: Fleet, prompts: PromptMaker, users: int, spec: SweepSpec, *, ignore_eos: bool
 ) -> SweepRun:
+    resets = await empty_cache(fleet) if spec.reset_cache else []
     pool = single_pool(fleet, 0)
     extra = {"ignore_eos": True} if ignore_eos else {}
     done: list[Completion] = []
@@ -144,13 +160,23 @@ async def one_repetition(
             group.start_soon(one, number)
     wall = (max(c.t_done for c in done) if done else time.monotonic()) - started
     tokens = sum(c.completion_tokens or 0 for c in done)
+    ttfts = [c.ttft for c in done if c.ttft is not None]
+    told = [c.cached_tokens for c in done if c.cached_tokens is not None]
     return SweepRun(
         tokens=tokens,
         wall_s=round(wall, 3),
         aggregate=round(tokens / wall, 2) if wall > 0 else 0.0,
         failed=failed,
         prompt_tokens=[c.prompt_tokens or 0 for c in done],
+        ttft_ms_mean=round(1000 * statistics.fmean(ttfts), 2) if ttfts else None,
+        cached_tokens=sum(told) if told else None,
+        cache_reset=resets,
     )
+
+
+async def empty_cache(fleet: Fleet) -> list[CacheResetDone]:
+    backend = fleet.backends[0]
+    return [await reset_prefix_cache(fleet.session, backend, fleet.engines[backend.name])]
 
 
 def summarise(users: int, runs: list[SweepRun], single: float | None, spec: SweepSpec) -> SweepLevel:
@@ -170,7 +196,7 @@ def summarise(users: int, runs: list[SweepRun], single: float | None, spec: Swee
 
 async def run_sweep(settings, spec: SweepSpec) -> SweepRecord:
     started = time.monotonic()
-    async with open_fleet(settings) as fleet:
+    async with open_fleet(settings, ram_prompt_cache=not spec.reset_cache) as fleet:
         backend = fleet.backends[0]
         info = fleet.engines[backend.name]
         slots, slots_source = slot_count(fleet, spec)
@@ -181,13 +207,18 @@ async def run_sweep(settings, spec: SweepSpec) -> SweepRecord:
             )
         gate = await coherence_gate(fleet, skip=spec.skip_gate)
         counter = await token_counter(fleet.session, backend)
+        prefixes = (
+            await shared_prefixes(counter, spec.prefix_len, spec.prefix_groups, new_nonce())
+            if spec.prefix_len
+            else None
+        )
         ignore_eos = engine(info.kind).ignore_eos
         levels, single = [], None
         for users in spec.levels:
             runs = [
                 await one_repetition(
                     fleet,
-                    await sized_prompts(counter, spec.prompt_tokens, new_nonce()),
+                    await sized_prompts(counter, spec.prompt_tokens, new_nonce(), prefixes),
                     users,
                     spec,
                     ignore_eos=ignore_eos,
@@ -206,6 +237,9 @@ async def run_sweep(settings, spec: SweepSpec) -> SweepRecord:
         slots=slots,
         slots_source=slots_source,
         prompt_tokens_target=spec.prompt_tokens,
+        prefix_len=spec.prefix_len,
+        prefix_groups=spec.prefix_groups,
+        reset_cache=spec.reset_cache,
         prompt_tokens_reported=statistics.median(reported) if reported else None,
         max_tokens=spec.max_tokens,
         ignore_eos=ignore_eos,
@@ -237,4 +271,31 @@ def sweep_markdown(record: SweepRecord) -> str:
             f"| {level.users} | {level.mean:.1f} ± {level.sd:.1f} | {level.per_user:.1f} | {efficiency} | "
             f"{level.batch_seconds} | {'FAILED' if level.failed else 'ok'} |"
         )
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + run_lines(record)) + "\n"
+
+
+def run_lines(record: SweepRecord) -> list[str]:
+    """Each run's mean TTFT and cached prompt tokens, in order: a cache left warm shows as a falling TTFT."""
+    prefix = (
+        f"a {record.prefix_len}-token shared prefix in {record.prefix_groups} group(s)"
+        if record.prefix_len
+        else "no shared prefix"
+    )
+    reset = "each run after emptying the prefix cache" if record.reset_cache else "the prefix cache left as it was"
+    lines = [
+        "",
+        f"Per run, in order ({prefix}; {reset}):",
+        "",
+        "| users | TTFT ms mean per run | cached prompt tokens per run |",
+        "|---|---|---|",
+    ]
+    for level in record.levels:
+        ttft = ", ".join("–" if r.ttft_ms_mean is None else f"{r.ttft_ms_mean:,.0f}" for r in level.runs)
+        cached = ", ".join("–" if r.cached_tokens is None else str(r.cached_tokens) for r in level.runs)
+        lines.append(f"| {level.users} | {ttft} | {cached} |")
+    failed = {d.note for level in level_runs(record) for d in level.cache_reset if not d.done}
+    return lines + [f"Cache not emptied: {note}" for note in sorted(failed)]
+
+
+def level_runs(record: SweepRecord) -> list[SweepRun]:
+    return [run for level in record.levels for run in level.runs]

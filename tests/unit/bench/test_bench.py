@@ -26,6 +26,7 @@ from pipeline.config import Settings
 from pipeline.errors import UsageError
 from pipeline.records import Backend
 from pipeline.records.bench import BenchSpec, RequestSample
+from tests.fakes.fake_engine import FakeEngine
 from tests.fakes.fake_steplaw import StepLawEngine, prompts_of, steplaw_in_thread, steplaw_process
 
 pytestmark = pytest.mark.anyio
@@ -139,10 +140,10 @@ def test_least_squares_recovers_a_line():
 
 
 async def test_prompts_of_n_tokens_fall_back_to_offline_tiktoken():
-    engine = await StepLawEngine().start()
+    engine = await FakeEngine().start()  # a FAKE with no /tokenize
     try:
         async with new_session(4) as session:
-            counter = await token_counter(session, Backend(name="f", base_url=engine.url, model="fake-steplaw"))
+            counter = await token_counter(session, Backend(name="f", base_url=engine.url, model="fake"))
     finally:
         await engine.stop()
     assert isinstance(counter, TiktokenCounter) and counter.name.startswith("tiktoken")

@@ -19,7 +19,7 @@ from pipeline.errors import UsageError
 from pipeline.records import Backend, EngineInfo, EngineKind
 from pipeline.records.bench import BenchSpec
 from tests.fakes.fake_engine import FakeEngine
-from tests.fakes.fake_steplaw import StepLawEngine, prompts_of, steplaw_in_thread
+from tests.fakes.fake_steplaw import StepLawEngine, steplaw_in_thread
 
 pytestmark = pytest.mark.anyio
 

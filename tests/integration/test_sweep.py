@@ -93,3 +93,29 @@ def test_a_short_sweep_on_the_real_engine(tmp_path):
     assert record["gate"]["passed"] and record["slots"] == 2 and record["ignore_eos"]
     assert record["prompt_tokens_reported"] == 48, "prompts are sized by the engine's own tokenizer"
     assert all(run["tokens"] == 24 * level["users"] for level in record["levels"] for run in level["runs"])
+
+
+@pytest.mark.engine
+def test_the_real_engine_empties_its_slots_between_repetitions_when_asked(tmp_path):
+    """llama-server keeps each slot's last prompt: without --reset-cache the second repetition finds the shared
+    prefix in its slots; with it every slot is erased first (the embedded engine then runs without its RAM
+    prompt cache, which no endpoint empties)."""
+    from tests.conftest import ENGINE_THREADS
+
+    records = {}
+    for reset in (False, True):
+        done = sweep(
+            *("--levels", "2", "--repetitions", "2", "--max-tokens", "4", "--prompt-tokens", "48"),
+            *("--prefix-len", "64", "--slots", "2", "--threads", str(ENGINE_THREADS), "--skip-gate"),
+            *(["--reset-cache"] if reset else []),
+            *("--out", str(tmp_path / str(reset)), "--json"),
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr
+        records[reset] = json.loads(done.stdout)["levels"][0]["runs"]
+    warm, emptied = records[False], records[True]
+    assert warm[1]["cached_tokens"] >= 2 * 64 and not warm[1]["cache_reset"]
+    for run in emptied:
+        (reset,) = run["cache_reset"]
+        assert reset["done"] and reset["statuses"] == [200, 200] and "slots" in reset["asked"]
+        assert run["cached_tokens"] < 64, "the erased slots held none of the shared prefix"

@@ -7,6 +7,7 @@ header adds for the open loop and for merged runs. Every figure's source and def
 
 from __future__ import annotations
 
+from pipeline.bench.report.cachereport import ladder_cache_table, rate_cache_table, saturation_notes
 from pipeline.bench.report.ratefigures import KNEE_RULE
 from pipeline.bench.report.table import Table, num
 from pipeline.records.bench import (
@@ -145,7 +146,7 @@ def sweep_notes(record: BenchRecord, sweep: RateSweep) -> list[str]:
         notes.append(
             f"The engine's token counter did not match usage at {', '.join(num(p.rate, 2) for p in mismatched)} req/s."
         )
-    return notes
+    return notes + saturation_notes(sweep)
 
 
 def sweep_table(record: BenchRecord, sweep: RateSweep) -> Table:
@@ -191,8 +192,9 @@ def replay_table(record: BenchRecord, replay: ReplayCheck) -> Table:
 
 def load_tables(record: BenchRecord) -> list[Table]:
     found: list[Table | None] = [ladder_latency_table(record, series) for series in record.series]
+    found += ladder_cache_table(record)
     for sweep in record.sweeps:
-        found += [sweep_table(record, sweep), rate_latency_table(record, sweep)]
+        found += [sweep_table(record, sweep), rate_latency_table(record, sweep), rate_cache_table(record, sweep)]
     found += [replay_table(record, replay) for replay in record.replays]
     return [t for t in found if t is not None]
 

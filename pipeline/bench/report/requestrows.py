@@ -35,11 +35,16 @@ COLUMNS = [
     "e2e_ms",
     "prompt_tokens",
     "completion_tokens",
+    "cached_tokens",
+    "prefill_ms",
+    "turn",
     "content_events",
     "finish_reason",
     "retries",
     "error_kind",
     "error",
+    "request_id",
+    "response_id",
 ]
 
 
@@ -70,11 +75,16 @@ def request_row(sample: RequestSample, series: str, level: str, origin: float) -
         "e2e_ms": _ms(sample.t_done - sample.t_sent) if done and sample.t_done is not None else None,
         "prompt_tokens": sample.prompt_tokens,
         "completion_tokens": sample.completion_tokens,
+        "cached_tokens": sample.cached_tokens,
+        "prefill_ms": sample.prefill_ms,
+        "turn": sample.turn,
         "content_events": sample.chunks,
         "finish_reason": sample.finish_reason,
         "retries": sample.reissued,
         "error_kind": sample.error_kind,
         "error": sample.error,
+        "request_id": sample.request_id,
+        "response_id": sample.response_id,
     }
 
 

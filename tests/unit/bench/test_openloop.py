@@ -98,6 +98,7 @@ def test_request_rows_a_merged_report_and_the_cli_flags(tmp_path, capsys):
     assert len(rows) == sum(p["scheduled"] for p in record["sweeps"][0]["points"])
     assert {r["level"] for r in rows} == {"rate 5/s", "rate 10/s"}
     assert all(r["completion_tokens"] == 16 and r["error_kind"] is None and r["t_scheduled"] is not None for r in rows)
+    assert all(r["request_id"].startswith("fanout-") and r["response_id"] and r["cached_tokens"] == 0 for r in rows)
     with (tmp_path / "o" / "requests.csv").open() as handle:
         table = list(csv.DictReader(handle))
     assert len(table) == len(rows) and float(table[0]["ttft_ms"]) > 0

@@ -273,6 +273,7 @@ class Series(BaseModel):
     backends: list[str]
     levels: list[LevelResult]
     fit: Fit | None = None
+    answer_cap: str = ""  # which cap each answer had
 
 
 class GpuInfo(BaseModel):
@@ -412,6 +413,7 @@ class RateSweep(BaseModel):
     points: list[RatePoint]
     knee_rate: float | None = None
     knee_rule: str = ""
+    answer_cap: str = ""  # which cap each answer had
     saturated_rate: float | None = None  # --stop-when-saturated: the level that over-saturated
     rates_skipped: list[float] = Field(default_factory=list)  # the levels above it, not run
 

@@ -53,7 +53,7 @@ class StreamLoop:
 def chat_request(plan: LevelPlan, prompts: Prompts, target: Target, number: int) -> ChatRequest:
     return ChatRequest(
         messages=[{"role": "user", "content": prompts.prompt(number)}],
-        max_tokens=plan.max_tokens,
+        max_tokens=prompts.cap(number) or plan.max_tokens,
         temperature=0.0,
         extra=target.extra,
         keep_token_times=True,

@@ -58,9 +58,12 @@ def short_prompt(number: int, nonce: str) -> str:
 
 
 class Prompts(Protocol):
-    """Request number -> the prompt the closed loop sends (PromptMaker, or a workload's prompts)."""
+    """Request number -> the prompt the closed loop sends (PromptMaker, or a workload's prompts), and its own
+    answer cap where it brings one (a dataset row's), else None: the ladder's --max-tokens."""
 
     def prompt(self, number: int) -> str: ...
+
+    def cap(self, number: int) -> int | None: ...
 
 
 class TokenCounter(Protocol):
@@ -198,6 +201,9 @@ class PromptMaker:
     def prompt(self, number: int) -> str:
         own = short_prompt(number, self.nonce) if self.body is None else numbered(number, self.nonce) + self.body
         return own if self.prefixes is None else self.prefixes.before(number, own)
+
+    def cap(self, number: int) -> int | None:
+        return None
 
 
 def new_nonce() -> str:

@@ -294,9 +294,14 @@ def load_replay(run_dir: Path) -> ReplayWorkload:
 
 @dataclass
 class WorkloadPrompts:
-    """A synthetic or dataset workload as the closed loop's prompts (the ladder keeps its own cap)."""
+    """A synthetic or dataset workload as the closed loop's prompts; a dataset's rows keep their own caps
+    (their max_tokens, a ShareGPT reply's length, or --output-len), synthetic prompts take the ladder's."""
 
     workload: Workload
+    own_caps: bool = False
 
     def prompt(self, number: int) -> str:
         return self.workload.item(number).messages[-1]["content"]
+
+    def cap(self, number: int) -> int | None:
+        return self.workload.item(number).max_tokens if self.own_caps else None

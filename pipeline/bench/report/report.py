@@ -257,8 +257,10 @@ def provenance_lines(record: BenchRecord) -> list[str]:
         if record.series
         else ""
     )
+    caps = {s.answer_cap for s in record.series if s.answer_cap} | {s.answer_cap for s in record.sweeps if s.answer_cap}
+    cap = f"answer caps: {'; '.join(sorted(caps))}" if caps else f"max tokens {spec.max_tokens}"
     lines = [
-        f"Started {p.started_at}, {p.duration_s:,.0f} s in all; {ladder}max tokens {spec.max_tokens}; "
+        f"Started {p.started_at}, {p.duration_s:,.0f} s in all; {ladder}{cap}; "
         f"temperature 0 (a replay: the run's own sampling); counters sampled every {spec.sample_interval_s:g} s.",
         f"Host: {host.cpu_model}, {host.cores} cores, {host.ram_gib:g} GiB RAM; GPUs: {gpus}; load average "
         f"{host.loadavg_start} at start, {host.loadavg_end} at end; {host.platform}; fanout {host.fanout_version}.",

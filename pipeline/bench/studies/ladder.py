@@ -41,7 +41,7 @@ from pipeline.bench.report.fit import fit_levels
 from pipeline.bench.report.provenance import host_info, loadavg
 from pipeline.bench.report.requestrows import RowKeeper
 from pipeline.bench.studies.context import BenchRun, OnLevel
-from pipeline.bench.studies.rates import run_rate_sweep, run_replay, workload_of
+from pipeline.bench.studies.rates import cap_rule, run_rate_sweep, run_replay, workload_of
 from pipeline.config import Settings
 from pipeline.errors import UsageError
 from pipeline.records import EngineInfo
@@ -167,7 +167,7 @@ async def prompt_maker(
     run: BenchRun, targets: list[Target], infos: list[BackendInfo], workload: Workload | None
 ) -> Prompts:
     if workload is not None:  # --input-len or --dataset: the ladder sends the open loop's prompts
-        return WorkloadPrompts(workload)
+        return WorkloadPrompts(workload, own_caps=bool(run.spec.dataset or run.spec.output_len))
     nonce = new_nonce()
     if run.spec.prompt_tokens is None:
         return PromptMaker(nonce, prefixes=run.prefixes)
@@ -215,7 +215,13 @@ async def run_series(run: BenchRun, label: str, targets: list[Target], prompts: 
         run.level_done(label, levels[-1])
         if watcher is not None:
             watcher.level_done(label, levels[-1])
-    return Series(label=label, backends=list(engines), levels=levels, fit=fit_levels(levels, len(targets)))
+    return Series(
+        label=label,
+        backends=list(engines),
+        levels=levels,
+        fit=fit_levels(levels, len(targets)),
+        answer_cap=cap_rule(spec),
+    )
 
 
 def groups(targets: list[Target], spec: BenchSpec) -> list[tuple[str, list[Target]]]:

@@ -43,6 +43,18 @@ async def workload_of(
     )
 
 
+def cap_rule(spec: BenchSpec) -> str:
+    """Which cap each answer had, in the ladder and the open loop alike."""
+    if spec.output_len:
+        return f"--output-len {spec.output_len} (drawn per request, seeded)"
+    if spec.dataset:
+        return (
+            f"each dataset row's own: JSONL max_tokens (--max-tokens {spec.max_tokens} where a row has none), "
+            "a ShareGPT reply's length in tiktoken cl100k tokens"
+        )
+    return f"--max-tokens {spec.max_tokens}"
+
+
 def rate_plan(spec: BenchSpec, rate: float | None, read_timeout: float, index: int) -> RatePlan:
     return RatePlan(
         rate=rate,
@@ -90,6 +102,7 @@ async def run_rate_sweep(
         points=points,
         knee_rate=knee,
         knee_rule=KNEE_RULE,
+        answer_cap=cap_rule(spec),
         saturated_rate=saturated,
         rates_skipped=[] if saturated is None else [r for r in spec.rates if r > saturated],
     )

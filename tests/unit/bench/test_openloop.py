@@ -182,3 +182,17 @@ async def test_worker_processes_send_exactly_what_one_process_sends():
     assert point.tokens_match and point.requests_failed == 0
     assert point.running_mean == pytest.approx(5, abs=0.3)  # five streams in all, split 3 + 2, one window
     assert point.level_client_tokens == point.requests_done * TOKENS
+
+
+async def test_the_ladder_keeps_a_dataset_rows_own_caps_and_says_which_applied(tmp_path):
+    dataset = tmp_path / "rows.jsonl"
+    dataset.write_text('{"prompt": "short one", "max_tokens": 4}\n{"prompt": "longer one", "max_tokens": 12}\n')
+    with steplaw_in_thread((1.0, 0.01)) as (engine,):
+        asked = open_spec([], streams=[2], window_s=2.0, warmup_s=0.2, dataset=str(dataset), save_requests=True)
+        record = await bench(fleet(engine.url), asked.model_copy(update={"max_tokens": 512}))
+        prompts = list(engine.prompts)
+    caps = {"short one": 4, "longer one": 12}
+    tokens = {row["number"]: row["completion_tokens"] for row in record.request_rows if row["completion_tokens"]}
+    assert tokens and set(tokens.values()) == {4, 12}  # not 512: each row's own cap
+    assert len(prompts) >= len(tokens) and set(prompts) == set(caps)
+    assert "each dataset row's own" in record.series[0].answer_cap

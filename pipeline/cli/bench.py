@@ -66,6 +66,12 @@ def add_bench_flags(parser: argparse.ArgumentParser) -> None:
         "TGI); NAME is a backend name, none means every backend",
     )
     parser.add_argument("--no-ignore-eos", action="store_true", help="let answers stop at end of sequence")
+    parser.add_argument(
+        "--audit-answers",
+        action="store_true",
+        help="keep every answer and report per level the share capped mid-sentence, looping, empty or "
+        "duplicated (turns ignore_eos off, so answers end where the model ends them)",
+    )
     add_latency_flags(parser)
     add_open_loop_flags(parser)
     add_cache_flags(parser)
@@ -235,7 +241,7 @@ def spec_from_args(args: argparse.Namespace):
             label=args.label or "bench",
             compare=args.compare,
             engine_slots=parse_engine_slots(args.engine_slots),
-            ignore_eos=not args.no_ignore_eos,
+            ignore_eos=not (args.no_ignore_eos or args.audit_answers),
             percentiles=parse_percentiles(args.percentiles),
             goodput_slo_ms=parse_goodput(args.goodput) if args.goodput else {},
             save_requests=args.save_requests,
@@ -256,6 +262,7 @@ def spec_from_args(args: argparse.Namespace):
             multi_turn=args.multi_turn,
             reset_cache=args.reset_cache,
             stop_when_saturated=args.stop_when_saturated,
+            audit_answers=args.audit_answers,
         )
     except ValidationError as exc:
         first = exc.errors()[0]

@@ -5,6 +5,8 @@ figure that could come from more than one place carries a `*_source` label sayin
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from pydantic import BaseModel, Field, field_validator
 
 from pipeline.records import CacheResetDone
@@ -87,6 +89,7 @@ class BenchSpec(BaseModel):
     multi_turn: bool = False  # a ShareGPT dataset's conversations turn by turn, the history resent
     reset_cache: bool = False  # empty every backend's prefix cache before each level
     stop_when_saturated: bool = False  # open loop: stop a level, and those above, once it over-saturates
+    audit_answers: bool = False  # keep each answer's text and audit every level's answers
 
     @field_validator("streams")
     @classmethod
@@ -161,7 +164,9 @@ class RequestSample(BaseModel):
     request_id: str | None = None  # the X-Request-Id sent
     response_id: str | None = None  # the engine's id of the answer
     turn: int | None = None  # --multi-turn: this request's turn in its conversation (1: the first)
-    answer: str | None = Field(default=None, exclude=True)  # the text, kept only where a next turn resends it
+    answer: str | None = Field(default=None, exclude=True)  # the text, kept for a next turn or --audit-answers
+    prompt_key: str | None = None  # --audit-answers: names the prompt, so answers to the same one are told apart
+    answer_flags: list[str] | None = None  # --audit-answers: capped, looping, empty, duplicate
     token_times: list[float] = Field(default_factory=list, exclude=True)
 
     @property
@@ -191,6 +196,24 @@ class LevelRaw(BaseModel):
     power: list[PowerSample] = Field(default_factory=list)
     start: list[CounterSample] = Field(default_factory=list)  # one scrape per backend before the level
     end: list[CounterSample] = Field(default_factory=list)  # one per backend after the drain, counters settled
+
+
+class AnswerAudit(BaseModel):
+    """--audit-answers: what one level's answers were (bench/report/answers.py defines each flag)."""
+
+    FLAGS: ClassVar[tuple[str, ...]] = ("capped", "looping", "empty", "duplicate")
+
+    answers: int  # answered requests audited
+    capped: int = 0
+    looping: int = 0
+    empty: int = 0
+    duplicate: int = 0
+    capped_share: float | None = None
+    looping_share: float | None = None
+    empty_share: float | None = None
+    duplicate_share: float | None = None
+    ignore_eos: bool = False  # on: every answer runs to its cap by construction, so "capped" says little
+    rule: str = ""
 
 
 class LadderPoint(BaseModel):
@@ -238,6 +261,7 @@ class LadderPoint(BaseModel):
     request_cache_hit_rate: float | None = None  # those cached tokens / those answers' usage prompt tokens
     prefill_ms_mean: float | None = None  # the engine's own prompt time per request (llama.cpp timings)
     prefix_planned_hit_rate: float | None = None  # --prefix-len: planned shared-prefix tokens / usage prompt tokens
+    answers: AnswerAudit | None = None  # --audit-answers
     power_w: float | None = None  # null where nvidia-smi is absent, never zero
     tokens_per_joule: float | None = None
     power_source: str | None = None
@@ -404,6 +428,7 @@ class RatePoint(BaseModel):
     turns: int | None = None  # --multi-turn: requests that were a later turn of a conversation
     cache_reset: list[CacheResetDone] = Field(default_factory=list)  # --reset-cache: before this level
     saturation: SaturationCheck | None = None  # --stop-when-saturated: the detector's last verdict
+    answers: AnswerAudit | None = None  # --audit-answers
 
 
 class RateSweep(BaseModel):

@@ -91,7 +91,7 @@ async def stream_worker(
             current = request_id(number)
             watcher.request_started(target.backend.name, number)
         request = chat_request(plan, prompts, target, number)
-        sample = await send_request(target, request, number, plan.read_timeout, on_delta)
+        sample = await send_request(target, request, number, plan.read_timeout, on_delta, keep_answer=plan.keep_answers)
         if watcher is not None:
             watcher.request_done(sample)
         loop.requests.append(sample)

@@ -164,7 +164,8 @@ class _Sender:
                 history = [*history, {"role": "user", "content": message}]
             last = index == len(turns)
             turn = replace(work, messages=history, max_tokens=cap)
-            sample, pinned = await self._send(turn, turn_number, t_scheduled, pinned, keep_answer=not last)
+            keep = self.shard.keep_answers or not last
+            sample, pinned = await self._send(turn, turn_number, t_scheduled, pinned, keep_answer=keep)
             if work.follow_ups:
                 sample.turn = index
             if sample.error is not None or last:
@@ -269,6 +270,7 @@ def shards(targets: list[Target], slots: dict[str, int], plan: RatePlan, *, gree
             arrivals=arrivals[i::parts],
             stop_when_saturated=plan.stop_when_saturated,
             interval_s=plan.interval_s,
+            keep_answers=plan.keep_answers,
         )
         for i in range(parts)
     ]

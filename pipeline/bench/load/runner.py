@@ -39,6 +39,7 @@ class LevelPlan:
     interval_s: float
     ramp_limit_s: float
     read_timeout: float
+    keep_answers: bool = False  # keep each answer's text in its sample (--audit-answers)
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class RatePlan:
     speed: float = 1.0  # a replay's time scale: 2 runs it twice as fast; 0 sends all at once
     respect_caps: bool = False
     stop_when_saturated: bool = False  # stop the arrivals once the level over-saturates (saturation.py)
+    keep_answers: bool = False  # keep each answer's text in its sample (--audit-answers)
 
 
 Arrival = tuple[float, int, "Work"]  # (seconds after t0, request number, what to send)
@@ -72,6 +74,7 @@ class Shard:
     arrivals: list[Arrival]
     stop_when_saturated: bool = False
     interval_s: float = 0.5  # how often the saturation detector samples the requests in flight
+    keep_answers: bool = False
 
 
 @dataclass

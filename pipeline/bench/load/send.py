@@ -4,6 +4,8 @@ and turned into a RequestSample with the client's send, first-token and per-even
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 
 from pipeline.backends.chat import chat
@@ -39,6 +41,11 @@ def sample_of(
     )
 
 
+def prompt_key(request: ChatRequest) -> str:
+    """A short digest of the messages: equal for the same prompt (and history), apart otherwise."""
+    return hashlib.blake2b(json.dumps(request.messages, sort_keys=True).encode(), digest_size=8).hexdigest()
+
+
 def failed_sample(target: Target, number: int, t_sent: float, reissued: int, error: str) -> RequestSample:
     return RequestSample(
         backend=target.backend.name,
@@ -60,7 +67,8 @@ async def send_request(
     keep_answer: bool = False,
 ) -> RequestSample:
     """One request, asked again at once when the server closed the connection before the first byte;
-    `keep_answer` keeps the answer's text in the sample (a conversation's next turn resends it)."""
+    `keep_answer` keeps the answer's text in the sample (a conversation's next turn resends it, the answer
+    audit reads it) with a key naming its prompt."""
     t_sent = time.monotonic()
     error = str(Outcome.CUT_BEFORE_FIRST_BYTE)
     for reissued in range(REASK_BEFORE_FIRST_BYTE):
@@ -71,5 +79,8 @@ async def send_request(
             if failure.outcome.asked_again_at_once:
                 continue
             return failed_sample(target, number, t_sent, reissued, error)
-        return sample_of(target, number, t_sent, completion, reissued, keep_answer=keep_answer)
+        sample = sample_of(target, number, t_sent, completion, reissued, keep_answer=keep_answer)
+        if keep_answer:
+            sample.prompt_key = prompt_key(request)
+        return sample
     return failed_sample(target, number, t_sent, REASK_BEFORE_FIRST_BYTE, error)

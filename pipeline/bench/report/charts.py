@@ -12,6 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
+from pipeline.bench.report.answerreport import answers_chart  # noqa: E402
 from pipeline.bench.report.latencycharts import draw_latency_charts  # noqa: E402
 from pipeline.records.bench import BenchRecord, Series  # noqa: E402
 
@@ -142,4 +143,5 @@ def draw_charts(record: BenchRecord, folder: Path) -> dict[str, Path]:
             "step_time": step_chart(record, folder / "step_time.png"),
             "ttft": ttft_chart(record, folder / "ttft.png"),
         }
-    return charts | draw_latency_charts(record, folder)
+    answers = answers_chart(record, folder / "answers.png")
+    return charts | draw_latency_charts(record, folder) | ({"answers": answers} if answers else {})

@@ -7,6 +7,7 @@ header adds for the open loop and for merged runs. Every figure's source and def
 
 from __future__ import annotations
 
+from pipeline.bench.report.answerreport import answer_tables
 from pipeline.bench.report.cachereport import ladder_cache_table, rate_cache_table, saturation_notes
 from pipeline.bench.report.ratefigures import KNEE_RULE
 from pipeline.bench.report.table import Table, num
@@ -196,7 +197,7 @@ def load_tables(record: BenchRecord) -> list[Table]:
     for sweep in record.sweeps:
         found += [sweep_table(record, sweep), rate_latency_table(record, sweep), rate_cache_table(record, sweep)]
     found += [replay_table(record, replay) for replay in record.replays]
-    return [t for t in found if t is not None]
+    return [t for t in found if t is not None] + answer_tables(record)
 
 
 def open_loop_lines(record: BenchRecord) -> list[str]:

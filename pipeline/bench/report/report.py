@@ -301,6 +301,7 @@ CHART_TITLES = {
     "latency_streams": "Latency against streams",
     "latency_rate": "Latency against offered rate",
     "served_rate": "Served against offered rate",
+    "answers": "Answers capped, looping, empty or duplicated against load",
 }
 
 

@@ -45,6 +45,7 @@ COLUMNS = [
     "error",
     "request_id",
     "response_id",
+    "answer_flags",
 ]
 
 
@@ -85,6 +86,7 @@ def request_row(sample: RequestSample, series: str, level: str, origin: float) -
         "error": sample.error,
         "request_id": sample.request_id,
         "response_id": sample.response_id,
+        "answer_flags": None if sample.answer_flags is None else " ".join(sample.answer_flags) or "ok",
     }
 
 

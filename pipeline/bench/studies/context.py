@@ -14,10 +14,11 @@ from pipeline.backends.cachereset import reset_prefix_cache
 from pipeline.backends.fleet import Fleet
 from pipeline.bench.load.prompts import SharedPrefixes
 from pipeline.bench.load.runner import Runner, Target
+from pipeline.bench.report.answers import audit_answers
 from pipeline.bench.report.cache import planned_prefix_hit_rate
 from pipeline.bench.report.requestrows import RowKeeper
 from pipeline.records import CacheResetDone
-from pipeline.records.bench import BenchSpec, RequestSample
+from pipeline.records.bench import AnswerAudit, BenchSpec, RequestSample
 from pipeline.watch.listeners import BenchListener
 
 OnLevel = Callable[[str, Any], None]  # (series label, a LevelResult or an open-loop RatePoint)
@@ -62,3 +63,9 @@ class BenchRun:
         if self.prefixes is None:
             return None
         return planned_prefix_hit_rate(requests, self.prefixes.tokens, self.prefixes.group, self.prefixes_cached)
+
+    def audit(self, requests: list[RequestSample], targets: list[Target]) -> AnswerAudit | None:
+        """--audit-answers: the level's answers flagged (before their rows are kept) and summed up."""
+        if not self.spec.audit_answers:
+            return None
+        return audit_answers(requests, ignore_eos=any(t.extra.get("ignore_eos") for t in targets))

@@ -195,6 +195,7 @@ def level_plan(spec: BenchSpec, streams: int, read_timeout: float) -> LevelPlan:
         interval_s=spec.sample_interval_s,
         ramp_limit_s=spec.ramp_limit_s,
         read_timeout=read_timeout,
+        keep_answers=spec.audit_answers,
     )
 
 
@@ -208,10 +209,12 @@ async def run_series(run: BenchRun, label: str, targets: list[Target], prompts: 
         if watcher is not None:
             watcher.level_started(label, streams, list(engines), len(spec.streams))
         raw = await run_level(run.fleet.session, run.runner, targets, plan, prompts)
+        answers = run.audit(raw.requests, targets)
         run.keep(label, f"{streams} streams", raw.requests)
         levels.append(level_result(raw, engines, spec))
         levels[-1].cache_reset = resets
         levels[-1].total.prefix_planned_hit_rate = run.planned_hit_rate(raw.requests)
+        levels[-1].total.answers = answers
         run.level_done(label, levels[-1])
         if watcher is not None:
             watcher.level_done(label, levels[-1])

@@ -66,6 +66,7 @@ def rate_plan(spec: BenchSpec, rate: float | None, read_timeout: float, index: i
         interval_s=spec.sample_interval_s,
         read_timeout=read_timeout,
         stop_when_saturated=spec.stop_when_saturated,
+        keep_answers=spec.audit_answers,
     )
 
 
@@ -82,11 +83,13 @@ async def run_rate_sweep(
         if watcher is not None:
             watcher.rate_started(label, rate, slots, len(spec.rates))
         raw = await run_rate(run.fleet.session, run.runner, targets, slots, plan, workload)
+        answers = run.audit(raw.requests, targets)
         run.keep(label, f"rate {rate:g}/s", raw.requests)
         scope = f"client: every request of the {rate:g} req/s level, drain included"
         point = rate_point(raw, sum(slots.values()), spec.percentiles, spec.goodput_slo_ms, scope, source)
         point.cache_reset = resets
         point.prefix_planned_hit_rate = run.planned_hit_rate(raw.requests)
+        point.answers = answers
         points.append(point)
         run.level_done(label, point)
         if watcher is not None:
@@ -122,11 +125,13 @@ async def run_replay(
         stop_when_saturated=False,  # a replay sends every logged request, to compare with the log
     )
     raw = await run_rate(run.fleet.session, run.runner, targets, slots, plan, workload)
+    answers = run.audit(raw.requests, targets)
     run.keep("replay", workload.name, raw.requests)
     source = cache_counter_source([t.info for t in targets])
     point = rate_point(
         raw, sum(slots.values()), spec.percentiles, spec.goodput_slo_ms, f"client: {workload.name}", source
     )
+    point.answers = answers
     first = min((r.number for r in raw.requests), default=0)
     pairs = [(workload.rows[r.number - first], r) for r in raw.requests]
     counted = [(row, r) for row, r in pairs if row.prompt_tokens is not None and not r.error]

@@ -6,8 +6,9 @@ RUN_DIR` replays: the messages, the cap, the sampling fields, and when the reque
 this job opened the log, and when it ended; a resumed run appends its own requests, timed from its own
 start). The engine's token counts and the outcome are kept beside them so a replay can be checked against
 the original, with what the engine said of its prefix cache (cached prompt tokens and where that figure
-came from, llama.cpp's prefill time) and the ids to join a row with the engine's own log (the X-Request-Id
-sent, the answer's id).
+came from, llama.cpp's prefill time), the ids to join a row with the engine's own log (the X-Request-Id
+sent, the answer's id), and the answer's text as the engine sent it (what `fanout identity --book` compares
+with the same request asked alone).
 """
 
 from __future__ import annotations
@@ -94,6 +95,7 @@ class RequestLog:
             "response_id": completion.response_id if completion else None,
             "attempts": len(attempts),
             "outcome": outcome(completion, attempts),
+            "text": completion.text if completion else None,
         }
         if completion is not None:
             self._count_cache(completion)

@@ -467,7 +467,9 @@ def add_quality_command(commands: argparse._SubParsersAction) -> argparse.Argume
 
 def add_identity_command(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     identity = commands.add_parser("identity", help="answers under load against a single-user oracle")
-    identity.add_argument("--levels", default="1,2,4,8", help="concurrent users per level (1,2,4,8)")
+    identity.add_argument(
+        "--levels", default=None, help="concurrent users per level (1,2,4,8; with --book: none unless given)"
+    )
     identity.add_argument(
         "--mode",
         default="concurrency",
@@ -476,6 +478,13 @@ def add_identity_command(commands: argparse._SubParsersAction) -> argparse.Argum
     )
     identity.add_argument("--max-tokens", type=int, default=96)
     identity.add_argument("--prompts", type=Path, metavar="FILE", help="one prompt a line (default: 12 built in)")
+    identity.add_argument(
+        "--book",
+        type=Path,
+        metavar="RUN_DIR",
+        help="a finished book run: each section request asked again alone and compared with what the book got "
+        "under its own load (--levels: also at N in flight; default none)",
+    )
     add_record_flags(identity)
     add_fleet_flags(identity)
     return identity
@@ -528,7 +537,9 @@ def cmd_identity(args: argparse.Namespace) -> int:
     from pipeline.bench.studies.identity import IdentitySpec, identity_markdown, run_identity
 
     require_positive(args, "max_tokens")
-    spec = IdentitySpec(levels=parse_levels(args.levels), mode=args.mode, max_tokens=args.max_tokens)
+    if args.book is not None:
+        return book_identity(args)
+    spec = IdentitySpec(levels=parse_levels(args.levels or "1,2,4,8"), mode=args.mode, max_tokens=args.max_tokens)
     if args.prompts is not None:
         try:
             spec.prompts = [line.strip() for line in args.prompts.read_text().splitlines() if line.strip()]
@@ -538,6 +549,18 @@ def cmd_identity(args: argparse.Namespace) -> int:
             raise UsageError(f"--prompts {args.prompts}: no prompts in it")
     record = anyio.run(run_identity, settings_from(args), spec)
     save_record("identity", record, identity_markdown(record), args.out, as_json=args.json)
+    return 0
+
+
+def book_identity(args: argparse.Namespace) -> int:
+    from pipeline.bench.studies.bookidentity import book_identity_markdown, load_asked, run_book_identity
+
+    if args.prompts is not None or args.mode != "concurrency":
+        raise UsageError("--book asks the book's own section requests: --prompts and --mode do not apply")
+    levels = parse_levels(args.levels) if args.levels else []
+    load_asked(args.book)  # a bad folder fails before any engine starts
+    record = anyio.run(run_book_identity, settings_from(args), args.book, levels)
+    save_record("identity", record, book_identity_markdown(record), args.out, as_json=args.json)
     return 0
 
 

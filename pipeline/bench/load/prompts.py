@@ -71,6 +71,10 @@ class TokenCounter(Protocol):
 
     async def count(self, content: str) -> int: ...
 
+    async def ids(self, text: str) -> list[int] | None:
+        """The token ids of bare text (no chat template); None when the tokenizer will not say."""
+        ...
+
 
 @dataclass
 class EngineTokenizer:
@@ -96,6 +100,17 @@ class EngineTokenizer:
             raise FanoutError(f"{self.backend.name}: /tokenize failed while sizing prompts")
         return len(body["tokens"])
 
+    async def ids(self, text: str) -> list[int] | None:
+        if self.style == "vllm":
+            payload = {"model": self.backend.model, "prompt": text, "add_special_tokens": False}
+        else:
+            payload = {"content": text, "add_special": False}
+        body = await _post(self.session, self.backend, "/tokenize", payload)
+        tokens = (body or {}).get("tokens")
+        return (
+            [int(t) for t in tokens] if isinstance(tokens, list) and all(isinstance(t, int) for t in tokens) else None
+        )
+
 
 @dataclass
 class TiktokenCounter:
@@ -116,6 +131,9 @@ class TiktokenCounter:
 
     async def count(self, content: str) -> int:
         return len(self.encoding.encode(content))
+
+    async def ids(self, text: str) -> list[int] | None:
+        return list(self.encoding.encode(text))
 
 
 async def _post(session: aiohttp.ClientSession, backend: Backend, path: str, body: dict) -> dict | None:

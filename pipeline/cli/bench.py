@@ -465,6 +465,29 @@ def add_quality_command(commands: argparse._SubParsersAction) -> argparse.Argume
     return quality
 
 
+def add_frontier_command(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    frontier = commands.add_parser(
+        "frontier", help="one book under several settings: quality against tok/s, the Pareto front marked"
+    )
+    frontier.add_argument(
+        "prompt",
+        nargs="?",
+        default="Write a short handbook on keeping a sourdough starter alive. Practical, with examples.",
+        help="what the books are about (default: the demo's prompt)",
+    )
+    frontier.add_argument("--profiles", default="greedy,small,default", help="sampling profiles (greedy,small,default)")
+    frontier.add_argument("--best-of", dest="best_ofs", default="1,2", metavar="K,K", help="candidates a section (1,2)")
+    frontier.add_argument("--shape", default="2x3x4", metavar="PxCxS", help="each book's shape (2x3x4)")
+    frontier.add_argument("--words", type=int, default=250, help="words asked for per section (250)")
+    frontier.add_argument(
+        "--figure", default="on_point", help="the quality figure ranked against tok/s (on_point; any audit figure)"
+    )
+    frontier.add_argument("--quiet", action="store_true", help="no live progress")
+    add_record_flags(frontier)
+    add_fleet_flags(frontier)
+    return frontier
+
+
 def add_identity_command(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     identity = commands.add_parser("identity", help="answers under load against a single-user oracle")
     identity.add_argument(
@@ -561,6 +584,41 @@ def book_identity(args: argparse.Namespace) -> int:
     load_asked(args.book)  # a bad folder fails before any engine starts
     record = anyio.run(run_book_identity, settings_from(args), args.book, levels)
     save_record("identity", record, book_identity_markdown(record), args.out, as_json=args.json)
+    return 0
+
+
+def cmd_frontier(args: argparse.Namespace) -> int:
+    from pipeline.backends.loop import fast_loop
+    from pipeline.bench.studies.frontier import check_figure, frontier_chart, frontier_markdown, run_frontier
+    from pipeline.book.profiles import PROFILES
+    from pipeline.records import BookSpec
+    from pipeline.watch.terminal import BookProgress
+
+    require_positive(args, "words")
+    check_figure(args.figure)
+    profiles = [name.strip() for name in args.profiles.split(",") if name.strip()]
+    unknown = [name for name in profiles if name not in PROFILES]
+    if unknown or not profiles:
+        raise UsageError(f"--profiles {args.profiles!r}: profiles are {', '.join(PROFILES)}")
+    best_ofs = parse_levels(args.best_ofs, "best_of")
+    parts, chapters, sections = parse_shape(args.shape)
+    fields = {"prompt": args.prompt, "parts": parts, "chapters": chapters, "sections": sections, "words": args.words}
+    spec = BookSpec.model_validate(fields)  # max_tokens from the words, as `fanout book` takes it
+    folder = args.out or output_path("frontier")
+    with fast_loop():
+        record = anyio.run(
+            run_frontier,
+            settings_from(args),
+            spec,
+            profiles,
+            best_ofs,
+            args.figure,
+            folder,
+            BookProgress(enabled=not args.quiet),
+        )
+    folder.mkdir(parents=True, exist_ok=True)
+    frontier_chart(record, folder / "frontier.png")
+    save_record("frontier", record, frontier_markdown(record), folder, as_json=args.json)
     return 0
 
 

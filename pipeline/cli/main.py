@@ -19,12 +19,14 @@ from typing import Any
 from pipeline.cli.bench import (
     add_bench_command,
     add_efficiency_command,
+    add_frontier_command,
     add_identity_command,
     add_quality_command,
     add_report_command,
     add_sweep_command,
     cmd_bench,
     cmd_efficiency,
+    cmd_frontier,
     cmd_identity,
     cmd_quality,
     cmd_report,
@@ -59,6 +61,7 @@ COMMANDS: tuple[tuple[Callable[[Any], argparse.ArgumentParser], Callable[[argpar
     (add_sweep_command, cmd_sweep),
     (add_efficiency_command, cmd_efficiency),
     (add_quality_command, cmd_quality),
+    (add_frontier_command, cmd_frontier),
     (add_identity_command, cmd_identity),
 )
 EXIT_CODES = "exit codes: 0 ok, 1 run failed, 2 usage/config error, 3 audit gate, 130 interrupted"

@@ -1,0 +1,181 @@
+"""The price of quality: the same book written under several settings, each setting's quality beside the
+throughput it cost, and the settings no other beats on both marked (the Pareto front), as
+`vllm bench sweep plot_pareto` marks throughput against latency.
+
+Takes Settings (the fleet), one prompt, the book's shape and words, the sampling profiles and best-of counts
+to cross, and the quality figure to rank by; writes one book a setting (each its own run folder under the
+record's folder) and returns a FrontierRecord: per setting the fleet's tok/s (the run's generate_tok_s:
+usage tokens over the seconds from the first request to the last answer, planning included), the job's
+seconds, and the audit's figures (pipeline/audit/quality.py). A setting is on the front when no other has
+both more tok/s and a better figure (better as quality.py's columns say: higher on_point, lower seq-rep-4, …).
+The chart (matplotlib) puts the figure against tok/s with the front joined.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
+from pydantic import BaseModel  # noqa: E402
+
+from pipeline.audit.quality import BookQuality  # noqa: E402
+from pipeline.bench.report.provenance import host_info  # noqa: E402
+from pipeline.bench.studies.quality import MEANING_COLUMNS, WORD_COLUMNS, read_stats  # noqa: E402
+from pipeline.book.run import book  # noqa: E402
+from pipeline.config import Settings  # noqa: E402
+from pipeline.errors import UsageError  # noqa: E402
+from pipeline.records import BookSpec  # noqa: E402
+from pipeline.records.bench import HostInfo  # noqa: E402
+from pipeline.watch.listeners import BookListener  # noqa: E402
+
+DPI = 110
+RANKABLE = {figure: better.startswith("higher") for _, figure, _, better in WORD_COLUMNS + MEANING_COLUMNS
+            if better.split()[0] in ("higher", "lower")}  # fmt: skip  # figure -> higher is better
+
+
+class FrontierPoint(BaseModel):
+    setting: str  # "greedy, best of 2"
+    profile: str
+    best_of: int
+    run: str
+    tok_s: float | None  # the run's generate_tok_s
+    job_seconds: float | None
+    tokens_written: int | None
+    value: float | None  # the ranked figure
+    on_front: bool = False
+    quality: BookQuality
+
+
+class FrontierRecord(BaseModel):
+    prompt: str
+    shape: str
+    words: int
+    figure: str
+    higher_is_better: bool
+    points: list[FrontierPoint]
+    host: HostInfo
+    started: str
+    duration_s: float
+    rule: str = "on the front: no other setting has both more tok/s and a better figure"
+
+
+def check_figure(figure: str) -> bool:
+    if figure not in RANKABLE:
+        raise UsageError(f"setting 'figure' {figure!r}: one of {', '.join(sorted(RANKABLE))}")
+    return RANKABLE[figure]
+
+
+def mark_front(points: list[FrontierPoint], *, higher_is_better: bool) -> None:
+    """Flag every point that no other point dominates (more tok/s and a better figure, or equal on one and
+    better on the other); points without both numbers are never on the front."""
+
+    def better(a: float, b: float) -> bool:
+        return a > b if higher_is_better else a < b
+
+    for point in points:
+        if point.tok_s is None or point.value is None:
+            continue
+        point.on_front = not any(
+            other is not point
+            and other.tok_s is not None
+            and other.value is not None
+            and other.tok_s >= point.tok_s
+            and (better(other.value, point.value) or other.value == point.value)
+            and (other.tok_s > point.tok_s or better(other.value, point.value))
+            for other in points
+        )
+
+
+async def run_frontier(
+    settings: Settings,
+    spec: BookSpec,
+    profiles: list[str],
+    best_ofs: list[int],
+    figure: str,
+    folder: Path,
+    listener: BookListener,
+) -> FrontierRecord:
+    higher = check_figure(figure)
+    started, clock = datetime.now().isoformat(timespec="seconds"), time.monotonic()
+    points = []
+    for profile in profiles:
+        for best_of in best_ofs:
+            chosen = settings.model_copy(update={"profile": profile, "best_of": best_of})
+            outcome = await book(chosen, spec, folder / f"{profile}-best-of-{best_of}", None, listener)
+            points.append(point_of(outcome.folder, outcome.audit.quality, profile, best_of, figure))
+    mark_front(points, higher_is_better=higher)
+    return FrontierRecord(
+        prompt=spec.prompt,
+        shape=spec.shape,
+        words=spec.words,
+        figure=figure,
+        higher_is_better=higher,
+        points=points,
+        host=host_info(),
+        started=started,
+        duration_s=round(time.monotonic() - clock, 1),
+    )
+
+
+def point_of(run: Path, quality: BookQuality, profile: str, best_of: int, figure: str) -> FrontierPoint:
+    stats = read_stats(run)
+    return FrontierPoint(
+        setting=f"{profile}, best of {best_of}",
+        profile=profile,
+        best_of=best_of,
+        run=str(run),
+        tok_s=stats.get("generate_tok_s"),
+        job_seconds=stats.get("job_seconds"),
+        tokens_written=stats.get("tokens_written"),
+        value=getattr(quality, figure),
+        quality=quality,
+    )
+
+
+def frontier_chart(record: FrontierRecord, path: Path) -> Path:
+    figure, axes = plt.subplots(figsize=(7, 4.5))
+    shown = [(p.tok_s, p.value, p) for p in record.points if p.tok_s is not None and p.value is not None]
+    for x, y, point in shown:
+        axes.plot(x, y, "o" if point.on_front else "x", color="C0" if point.on_front else "C7")
+        axes.annotate(point.setting, (x, y), fontsize=8, xytext=(4, 4), textcoords="offset points")
+    front = sorted((x, y) for x, y, point in shown if point.on_front)
+    axes.plot([x for x, _ in front], [y for _, y in front], "-", color="C0", alpha=0.6, label="Pareto front")
+    axes.set_xlabel("fleet tok/s (usage tokens over the job's generating seconds)")
+    axes.set_ylabel(f"{record.figure} ({'higher' if record.higher_is_better else 'lower'} is better)")
+    axes.set_title(f"Quality against throughput: {record.prompt[:60]}", fontsize=10)
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=DPI)
+    plt.close(figure)
+    return path
+
+
+def frontier_markdown(record: FrontierRecord) -> str:
+    columns = [c for c in WORD_COLUMNS + MEANING_COLUMNS if c[1] in ("on_point", "seq_rep_4_median", "unfinished_share",
+               "distinct_2", "repeated_content", "length_ratio_median")]  # fmt: skip
+    head = ["setting", "tok/s", "job s", "tokens", f"{record.figure} (ranked)", "front"] + [c[0] for c in columns]
+    lines = [
+        f"# The price of quality: {record.prompt}",
+        "",
+        f"Shape {record.shape}, {record.words} words a section; ranked by {record.figure} "
+        f"({'higher' if record.higher_is_better else 'lower'} is better) against tok/s; {record.rule}. "
+        f"{record.host.cpu_model} ({record.host.cores} cores), {record.duration_s:.0f} s.",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
+    for p in record.points:
+        figures = []
+        for _, name, fmt, _ in columns:
+            value = getattr(p.quality, name)
+            figures.append("–" if value is None else fmt.format(value))
+        value = "–" if p.value is None else f"{p.value:.3f}"
+        cells = [p.setting, f"{p.tok_s or 0:.1f}", f"{p.job_seconds or 0:.0f}", str(p.tokens_written or 0), value]
+        lines.append("| " + " | ".join([*cells, "yes" if p.on_front else "", *figures]) + " |")
+    return "\n".join(lines + ["", "![Quality against throughput](frontier.png)"]) + "\n"

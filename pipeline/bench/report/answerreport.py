@@ -8,16 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
-
-from pipeline.bench.report.table import Table  # noqa: E402
-from pipeline.records.bench import AnswerAudit, BenchRecord  # noqa: E402
+from pipeline.bench.report.plotting import plt, save_figure
+from pipeline.bench.report.table import Table
+from pipeline.records.bench import AnswerAudit, BenchRecord
 
 HEADER = ["Level", "Answers", "Capped mid-sentence", "Looping", "Empty", "Duplicate"]
-DPI = 110
 
 
 def cell(count: int, share: float | None) -> str:
@@ -75,7 +70,4 @@ def answers_chart(record: BenchRecord, path: Path) -> Path | None:
         axes.set_ylim(-2, 102)
         axes.grid(alpha=0.3)
         axes.legend(fontsize=8)
-    figure.tight_layout()
-    figure.savefig(path, dpi=DPI)
-    plt.close(figure)
-    return path
+    return save_figure(figure, path)

@@ -6,17 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+from matplotlib.ticker import FuncFormatter
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
-from matplotlib.ticker import FuncFormatter  # noqa: E402
-
-from pipeline.bench.report.answerreport import answers_chart  # noqa: E402
-from pipeline.bench.report.latencycharts import draw_latency_charts  # noqa: E402
-from pipeline.records.bench import BenchRecord, Series  # noqa: E402
-
-DPI = 110
+from pipeline.bench.report.answerreport import answers_chart
+from pipeline.bench.report.latencycharts import draw_latency_charts
+from pipeline.bench.report.plotting import plt, save_figure
+from pipeline.records.bench import BenchRecord, Series
 
 
 def _axes(title: str, ylabel: str, levels: list[int]):
@@ -32,13 +27,6 @@ def _axes(title: str, ylabel: str, levels: list[int]):
 
 def _levels(record: BenchRecord) -> list[int]:
     return sorted({level.streams for series in record.series for level in series.levels})
-
-
-def _save(figure, path: Path) -> Path:
-    figure.tight_layout()
-    figure.savefig(path, dpi=DPI)
-    plt.close(figure)
-    return path
 
 
 def _xs(series: Series) -> list[int]:
@@ -69,7 +57,7 @@ def throughput_chart(record: BenchRecord, path: Path) -> Path:
             )
     axes.set_ylim(bottom=0)
     axes.legend(fontsize=8)
-    return _save(figure, path)
+    return save_figure(figure, path)
 
 
 def per_stream_chart(record: BenchRecord, path: Path) -> Path:
@@ -78,7 +66,7 @@ def per_stream_chart(record: BenchRecord, path: Path) -> Path:
         axes.plot(_xs(series), [lv.total.per_stream for lv in series.levels], "o-", label=series.label)
     axes.set_ylim(bottom=0)
     axes.legend(fontsize=8)
-    return _save(figure, path)
+    return save_figure(figure, path)
 
 
 def step_chart(record: BenchRecord, path: Path) -> Path:
@@ -101,7 +89,7 @@ def step_chart(record: BenchRecord, path: Path) -> Path:
             )
     axes.set_ylim(bottom=0)
     axes.legend(fontsize=8)
-    return _save(figure, path)
+    return save_figure(figure, path)
 
 
 def ttft_chart(record: BenchRecord, path: Path) -> Path:
@@ -130,7 +118,7 @@ def ttft_chart(record: BenchRecord, path: Path) -> Path:
     axes.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
     axes.yaxis.set_minor_formatter(FuncFormatter(lambda value, _: f"{value:g}" if f"{value:g}"[0] in "25" else ""))
     axes.legend(fontsize=8)
-    return _save(figure, path)
+    return save_figure(figure, path)
 
 
 def draw_charts(record: BenchRecord, folder: Path) -> dict[str, Path]:

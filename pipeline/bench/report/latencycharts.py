@@ -7,19 +7,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
-
-from pipeline.records.bench import (  # noqa: E402
-    BenchRecord,  # noqa: E402
+from pipeline.bench.report.plotting import plt, save_figure
+from pipeline.records.bench import (
+    BenchRecord,
     Distribution,
     LatencySummary,
     percentile_key,
 )
 
-DPI = 110
 FIGURES = (("ttft", "Time to first token"), ("tpot", "Time per output token"), ("itl", "Inter-token latency"),
            ("e2el", "End-to-end latency"))  # fmt: skip
 Line = tuple[str, list[float], list[LatencySummary]]  # label, x values, their summaries
@@ -50,10 +45,7 @@ def _latency_grid(lines: list[Line], xlabel: str, title: str, top_q: float, path
         _panel(axes, lines, name, label, xlabel, top_q)
     grid.flat[0].legend(fontsize=7)
     figure.suptitle(title)
-    figure.tight_layout()
-    figure.savefig(path, dpi=DPI)
-    plt.close(figure)
-    return path
+    return save_figure(figure, path)
 
 
 def ladder_lines(record: BenchRecord) -> list[Line]:
@@ -88,10 +80,7 @@ def served_chart(record: BenchRecord, path: Path) -> Path:
     axes.set_ylabel("completions per second")
     axes.grid(visible=True, alpha=0.3)
     axes.legend(fontsize=8)
-    figure.tight_layout()
-    figure.savefig(path, dpi=DPI)
-    plt.close(figure)
-    return path
+    return save_figure(figure, path)
 
 
 def draw_latency_charts(record: BenchRecord, folder: Path) -> dict[str, Path]:

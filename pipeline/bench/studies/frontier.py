@@ -17,23 +17,19 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-import matplotlib
+from pydantic import BaseModel
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
-from pydantic import BaseModel  # noqa: E402
+from pipeline.audit.quality import BookQuality
+from pipeline.bench.report.plotting import plt, save_figure
+from pipeline.bench.report.provenance import host_info
+from pipeline.bench.studies.quality import MEANING_COLUMNS, WORD_COLUMNS, read_stats
+from pipeline.book.run import book
+from pipeline.config import Settings
+from pipeline.errors import UsageError
+from pipeline.records import BookSpec
+from pipeline.records.bench import HostInfo
+from pipeline.watch.listeners import BookListener
 
-from pipeline.audit.quality import BookQuality  # noqa: E402
-from pipeline.bench.report.provenance import host_info  # noqa: E402
-from pipeline.bench.studies.quality import MEANING_COLUMNS, WORD_COLUMNS, read_stats  # noqa: E402
-from pipeline.book.run import book  # noqa: E402
-from pipeline.config import Settings  # noqa: E402
-from pipeline.errors import UsageError  # noqa: E402
-from pipeline.records import BookSpec  # noqa: E402
-from pipeline.records.bench import HostInfo  # noqa: E402
-from pipeline.watch.listeners import BookListener  # noqa: E402
-
-DPI = 110
 RANKABLE = {figure: better.startswith("higher") for _, figure, _, better in WORD_COLUMNS + MEANING_COLUMNS
             if better.split()[0] in ("higher", "lower")}  # fmt: skip  # figure -> higher is better
 
@@ -150,10 +146,7 @@ def frontier_chart(record: FrontierRecord, path: Path) -> Path:
     axes.set_title(f"Quality against throughput: {record.prompt[:60]}", fontsize=10)
     axes.grid(alpha=0.3)
     axes.legend(fontsize=8)
-    figure.tight_layout()
-    figure.savefig(path, dpi=DPI)
-    plt.close(figure)
-    return path
+    return save_figure(figure, path)
 
 
 def frontier_markdown(record: FrontierRecord) -> str:

@@ -57,6 +57,35 @@ def render(name: str, **values: object) -> str:
     return template(name).substitute({key: str(value) for key, value in values.items()}).strip()
 
 
+SECTION_FIELDS = ("book_title", "chapter_title", "style", "section_title", "section_point", "paragraphs", "words")
+SECTION_NEEDS = ("section_title", "section_point")  # without these a section prompt cannot say which section
+
+
+def section_template(text: str, source: str) -> str:
+    """A user's own section prompt, checked: $placeholders only from SECTION_FIELDS, and the two that say
+    which section it is. Returns the text; a bad one is a UsageError naming what is wrong."""
+    from pipeline.errors import UsageError
+
+    checked = Template(text)
+    if not checked.is_valid():
+        raise UsageError(f"section template {source}: a '$' that starts no placeholder (write $$ for a dollar sign)")
+    names = set(checked.get_identifiers())
+    unknown = sorted(names - set(SECTION_FIELDS))
+    if unknown:
+        raise UsageError(
+            f"section template {source}: unknown placeholders {unknown} (known: {', '.join(SECTION_FIELDS)})"
+        )
+    missing = [name for name in SECTION_NEEDS if name not in names]
+    if missing:
+        raise UsageError(f"section template {source}: it must use ${' and $'.join(missing)}")
+    return text
+
+
+def render_text(text: str, **values: object) -> str:
+    """Fill a template given as text (a user's own section prompt), as `render` fills a shipped one."""
+    return Template(text).substitute({key: str(value) for key, value in values.items()}).strip()
+
+
 def render_chat(name: str, **values: object) -> list[dict[str, str]]:
     """A template as chat messages: its `<<role>>` turns, or one user turn if it has none."""
     text = render(name, **values)

@@ -39,7 +39,7 @@ from pipeline.book.profiles import Sampler
 from pipeline.book.trim import end_well, paragraphs_for, tidy_closing, tidy_opening, without_headings
 from pipeline.journal import Journal
 from pipeline.records import BookSpec, Chapter, ChatRequest, Completion, Outline, Part, Section, SectionResult
-from pipeline.templating import render
+from pipeline.templating import render, render_text
 from pipeline.watch.listeners import BookListener
 
 
@@ -50,8 +50,8 @@ def style_note(request: str) -> str:
 
 
 def section_prompt(spec: BookSpec, outline: Outline, part: Part, chapter: Chapter, section: Section) -> str:
-    return render(
-        "section.md",
+    """templates/section.md filled, or the spec's own section template (`--section-template`)."""
+    values = dict(
         book_title=outline.title,
         chapter_title=chapter.title,
         style=style_note(spec.prompt),
@@ -60,6 +60,7 @@ def section_prompt(spec: BookSpec, outline: Outline, part: Part, chapter: Chapte
         paragraphs=paragraphs_for(spec.words),
         words=spec.words,
     )
+    return render_text(spec.section_template, **values) if spec.section_template else render("section.md", **values)
 
 
 def section_request(

@@ -483,6 +483,18 @@ def add_frontier_command(commands: argparse._SubParsersAction) -> argparse.Argum
         "--figure", default="on_point", help="the quality figure ranked against tok/s (on_point; any audit figure)"
     )
     frontier.add_argument("--quiet", action="store_true", help="no live progress")
+    frontier.add_argument(
+        "--section-templates",
+        metavar="FILE,FILE",
+        help="section prompt variants to cross (each as `fanout book --section-template` takes it; "
+        "'shipped' names templates/section.md)",
+    )
+    frontier.add_argument(
+        "--planner-backend",
+        action="append",
+        metavar="URL[,cap=N][,model=NAME]",
+        help="also write each setting with planning on these servers (the planner-apart axis)",
+    )
     add_record_flags(frontier)
     add_fleet_flags(frontier)
     return frontier
@@ -587,6 +599,19 @@ def book_identity(args: argparse.Namespace) -> int:
     return 0
 
 
+def section_variants(text: str | None) -> list[tuple[str, str | None]]:
+    """--section-templates a.md,shipped: (name, template text) each, read and checked before any engine."""
+    from pipeline.cli.book import read_section_template
+
+    if not text:
+        return []
+    named = [item.strip() for item in text.split(",") if item.strip()]
+    return [
+        ("templates/section.md", None) if item == "shipped" else (item, read_section_template(Path(item)))
+        for item in named
+    ]
+
+
 def cmd_frontier(args: argparse.Namespace) -> int:
     from pipeline.backends.loop import fast_loop
     from pipeline.bench.studies.frontier import check_figure, frontier_chart, frontier_markdown, run_frontier
@@ -601,6 +626,7 @@ def cmd_frontier(args: argparse.Namespace) -> int:
     if unknown or not profiles:
         raise UsageError(f"--profiles {args.profiles!r}: profiles are {', '.join(PROFILES)}")
     best_ofs = parse_levels(args.best_ofs, "best_of")
+    variants = section_variants(args.section_templates)
     parts, chapters, sections = parse_shape(args.shape)
     fields = {"prompt": args.prompt, "parts": parts, "chapters": chapters, "sections": sections, "words": args.words}
     spec = BookSpec.model_validate(fields)  # max_tokens from the words, as `fanout book` takes it
@@ -615,6 +641,7 @@ def cmd_frontier(args: argparse.Namespace) -> int:
             args.figure,
             folder,
             BookProgress(enabled=not args.quiet),
+            variants,
         )
     folder.mkdir(parents=True, exist_ok=True)
     frontier_chart(record, folder / "frontier.png")

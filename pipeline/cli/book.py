@@ -46,7 +46,21 @@ def book_spec(args: argparse.Namespace):
         sections=sections,
         words=args.words,
         max_tokens=args.max_tokens,
+        section_template=read_section_template(args.section_template),
     )
+
+
+def read_section_template(path: Path | None) -> str | None:
+    """--section-template FILE: its text, checked (templating.section_template); None: the shipped one."""
+    from pipeline.templating import section_template
+
+    if path is None:
+        return None
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--section-template {path}: cannot read it ({exc})") from None
+    return section_template(text, str(path))
 
 
 def cmd_book(args: argparse.Namespace) -> int:
@@ -209,6 +223,13 @@ def add_book_command(commands: argparse._SubParsersAction) -> argparse.ArgumentP
         type=int,
         help="cap on each section's answer (default: the word budget "
         "x 1.4 tokens a word x 1.3 headroom; 455 for 250 words)",
+    )
+    book.add_argument(
+        "--section-template",
+        type=Path,
+        metavar="FILE",
+        help="your own section prompt ($book_title, $chapter_title, $style, $section_title, $section_point, "
+        "$paragraphs, $words; default templates/section.md)",
     )
     book.add_argument("--out", type=Path, metavar="DIR", help="run folder (default outputs/<slug>-<time>)")
     book.add_argument("--resume", type=Path, metavar="DIR", help="finish an interrupted run; asks nothing again")

@@ -224,6 +224,7 @@ class BookSpec(BaseModel):
     words: int = Field(default=DEFAULT_WORDS, gt=0)
     max_tokens: int = Field(gt=0)
     plan_attempts: int = Field(default=6, gt=0)
+    section_template: str | None = None  # the user's own section prompt (its text); None: templates/section.md
     profile: SamplingProfile | None = None  # chosen once the engines are known; a resume keeps it
     planner_profile: SamplingProfile | None = None  # when planning has backends of its own
 

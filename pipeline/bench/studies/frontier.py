@@ -2,19 +2,22 @@
 throughput it cost, and the settings no other beats on both marked (the Pareto front), as
 `vllm bench sweep plot_pareto` marks throughput against latency.
 
-Takes Settings (the fleet), one prompt, the book's shape and words, the sampling profiles and best-of counts
-to cross, and the quality figure to rank by; writes one book a setting (each its own run folder under the
-record's folder) and returns a FrontierRecord: per setting the fleet's tok/s (the run's generate_tok_s:
-usage tokens over the seconds from the first request to the last answer, planning included), the job's
-seconds, and the audit's figures (pipeline/audit/quality.py). A setting is on the front when no other has
-both more tok/s and a better figure (better as quality.py's columns say: higher on_point, lower seq-rep-4, …).
-The chart (matplotlib) puts the figure against tok/s with the front joined.
+Takes Settings (the fleet, and planner backends where given), one prompt, the book's shape and words, the
+sampling profiles and best-of counts to cross, and the quality figure to rank by; with planner backends each
+setting is written twice, planning on the fleet and planning apart on those; with section prompt variants
+(`--section-templates`), once with each. Writes one book a setting (each
+its own run folder under the record's folder) and returns a FrontierRecord: per setting the fleet's tok/s
+(the run's generate_tok_s: usage tokens over the seconds from the first request to the last answer, planning
+included), the job's seconds, and the audit's figures (pipeline/audit/quality.py). A setting is on the front
+when no other has both more tok/s and a better figure (better as quality.py's columns say: higher on_point,
+lower seq-rep-4, …). The chart (matplotlib) puts the figure against tok/s with the front joined.
 """
 
 from __future__ import annotations
 
 import time
 from datetime import datetime
+from itertools import product
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -26,6 +29,7 @@ from pipeline.bench.studies.quality import MEANING_COLUMNS, WORD_COLUMNS, read_s
 from pipeline.book.run import book
 from pipeline.config import Settings
 from pipeline.errors import UsageError
+from pipeline.files import slug
 from pipeline.records import BookSpec
 from pipeline.records.bench import HostInfo
 from pipeline.watch.listeners import BookListener
@@ -35,9 +39,11 @@ RANKABLE = {figure: better.startswith("higher") for _, figure, _, better in WORD
 
 
 class FrontierPoint(BaseModel):
-    setting: str  # "greedy, best of 2"
+    setting: str  # "greedy, best of 2" (", planner apart")
     profile: str
     best_of: int
+    planner: str = "the fleet"  # where planning ran: the fleet, or the planner backends by name
+    section_prompt: str = "templates/section.md"  # the section prompt variant it was written with
     run: str
     tok_s: float | None  # the run's generate_tok_s
     job_seconds: float | None
@@ -95,15 +101,31 @@ async def run_frontier(
     figure: str,
     folder: Path,
     listener: BookListener,
+    variants: list[tuple[str, str | None]] | None = None,
 ) -> FrontierRecord:
+    """`variants`: (name, section template text) pairs; None or empty: the shipped template only."""
     higher = check_figure(figure)
     started, clock = datetime.now().isoformat(timespec="seconds"), time.monotonic()
     points = []
-    for profile in profiles:
-        for best_of in best_ofs:
-            chosen = settings.model_copy(update={"profile": profile, "best_of": best_of})
-            outcome = await book(chosen, spec, folder / f"{profile}-best-of-{best_of}", None, listener)
-            points.append(point_of(outcome.folder, outcome.audit.quality, profile, best_of, figure))
+    planners = [[], settings.planner_backends] if settings.planner_backends else [[]]
+    prompts = variants or [("templates/section.md", None)]
+    for profile, best_of, planner, (variant, text) in product(profiles, best_ofs, planners, prompts):
+        update = {"profile": profile, "best_of": best_of, "planner_backends": planner}
+        name = (
+            f"{profile}-best-of-{best_of}"
+            + ("-planner-apart" if planner else "")
+            + (f"-{slug(variant, 24)}" if text else "")
+        )
+        written = spec.model_copy(update={"section_template": text})
+        outcome = await book(settings.model_copy(update=update), written, folder / name, None, listener)
+        point = point_of(outcome.folder, outcome.audit.quality, profile, best_of, figure)
+        point.section_prompt = variant
+        if planner:
+            point.setting += ", planner apart"
+            point.planner = ", ".join(b.name for b in planner)
+        if len(prompts) > 1:
+            point.setting += f", prompt {variant}"
+        points.append(point)
     mark_front(points, higher_is_better=higher)
     return FrontierRecord(
         prompt=spec.prompt,

@@ -42,14 +42,17 @@ def test_the_front_holds_exactly_the_settings_no_other_beats_on_both(higher):
 
 
 def test_frontier_writes_a_book_a_setting_and_marks_the_front(tmp_path, capsys):
-    with steplaw_in_thread((1.0, 0.01)) as (engine,):
+    with steplaw_in_thread((1.0, 0.01), (1.0, 0.01)) as (engine, planner):
         args = ["frontier", "A handbook on bees", "--shape", "1x2x2", "--words", "20", "--profiles", "greedy,small"]
         args += ["--best-of", "1,2", "--figure", "seq_rep_4_median", "--backend", f"{engine.url},cap=16"]
+        args += ["--planner-backend", f"{planner.url},cap=4,name=planner"]
         assert main([*args, "--quiet", "--out", str(tmp_path), "--json"]) == 0
     record = json.loads(capsys.readouterr().out)
     assert [p["setting"] for p in record["points"]] == [
-        "greedy, best of 1", "greedy, best of 2", "small, best of 1", "small, best of 2",
+        f"{profile}, best of {k}{apart}"
+        for profile in ("greedy", "small") for k in (1, 2) for apart in ("", ", planner apart")
     ]  # fmt: skip
+    assert {p["planner"] for p in record["points"]} == {"the fleet", "planner"}
     assert all(p["tok_s"] and p["job_seconds"] and (tmp_path / p["run"]).exists() for p in record["points"])
     assert any(p["on_front"] for p in record["points"]) and not record["higher_is_better"]
     assert (tmp_path / "frontier.png").exists() and "| greedy, best of 2 |" in (tmp_path / "frontier.md").read_text()
@@ -59,3 +62,22 @@ def test_an_unknown_profile_or_figure_is_refused_before_any_engine(capsys):
     assert main(["frontier", "--profiles", "greedy,wild", "--backend", "http://127.0.0.1:9/v1"]) == 2
     assert main(["frontier", "--figure", "sections", "--backend", "http://127.0.0.1:9/v1"]) == 2
     assert "profiles are greedy" in capsys.readouterr().err
+
+
+def test_section_prompt_variants_are_an_axis_and_reach_the_engine(tmp_path, capsys):
+    variant = tmp_path / "terse.md"
+    variant.write_text(
+        'Be terse. Book: "$book_title".\n\nWrite the section "$section_title". It explains: $section_point\n'
+    )
+    with steplaw_in_thread((1.0, 0.01)) as (engine,):
+        args = ["frontier", "A handbook on bees", "--shape", "1x1x2", "--words", "20", "--profiles", "greedy"]
+        args += ["--best-of", "1", "--section-templates", f"shipped,{variant}", "--figure", "seq_rep_4_median"]
+        assert main([*args, "--backend", f"{engine.url},cap=8", "--quiet", "--out", str(tmp_path / "f"), "--json"]) == 0
+        prompts = list(engine.prompts)
+    record = json.loads(capsys.readouterr().out)
+    assert [p["section_prompt"] for p in record["points"]] == ["templates/section.md", str(variant)]
+    assert record["points"][1]["setting"] == f"greedy, best of 1, prompt {variant}"
+    terse = [p for p in prompts if p.startswith("Be terse.")]
+    assert len(terse) == 2 and all("Write the section" in p for p in terse)  # the variant's two sections
+    spec = json.loads((tmp_path / record["points"][1]["run"] / "spec.json").read_text())
+    assert spec["section_template"].startswith("Be terse."), "a resume writes with the same prompt"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import urllib.request
@@ -18,6 +19,7 @@ from pipeline.book.write import WallClock, finished, section_prompt, section_req
 from pipeline.config import load_settings
 from pipeline.errors import UsageError
 from pipeline.records import BookSpec, Chapter, Completion, EngineKind, Outline, Part, Section, token_cap
+from pipeline.templating import section_template
 from tests.fakes.fake_prompts import plan_level, section_title
 
 
@@ -137,6 +139,30 @@ def test_a_chapters_section_prompts_share_everything_before_their_own_title():
     shared = os.path.commonprefix(prompts)
     assert shared.endswith('Write the section "') and chapter.title in shared and outline.title in shared
     assert "complete sentence" in shared and "without a biology degree" in shared, "the instructions come first"
+
+
+def test_a_users_own_section_template_is_filled_and_a_bad_one_refused_in_one_line(tmp_path: Path):
+    outline, part, chapter = chapter_of_four()
+    own = "Section of $book_title: $section_title. Point: $section_point. About $words words; $$5 is a price."
+    spec = BookSpec(prompt="Sourdough.", words=120, section_template=section_template(own, "own.md"))
+    prompt = section_prompt(spec, outline, part, chapter, chapter.sections[1])
+    assert (
+        prompt
+        == f"Section of {outline.title}: The Feeding Ratio. Point: How to weigh 1:1:1.. About 120 words; $5 is a price."
+    )
+    for bad, message in [
+        ("Write $section_title about $topic. $section_point", "unknown placeholders ['topic']"),
+        ("Write about $section_point.", "must use $section_title"),
+        ("Write $section_title ($section_point) for $ 5.", "starts no placeholder"),
+    ]:
+        with pytest.raises(UsageError, match=re.escape(message)):
+            section_template(bad, "bad.md")
+    (tmp_path / "bad.md").write_text("Write about $topic.")
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline", "book", "Bees", "--section-template", str(tmp_path / "bad.md")],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and "bad.md" in done.stderr
 
 
 def test_the_cap_follows_the_word_budget():

@@ -39,6 +39,8 @@ def test_the_front_holds_exactly_the_settings_no_other_beats_on_both(higher):
     ]
     mark_front(points, higher_is_better=higher)
     assert [p.setting for p in points if p.on_front] == ["fast, poor", "slow, good", "middle"]
+    # every setting took 1 s a book, so by job time only the best figure is on the front (tok/s aside)
+    assert [p.setting for p in points if p.on_front_by_job_time] == ["unmeasured"]
 
 
 def test_frontier_writes_a_book_a_setting_and_marks_the_front(tmp_path, capsys):

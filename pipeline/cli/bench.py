@@ -93,6 +93,14 @@ def add_bench_flags(parser: argparse.ArgumentParser) -> None:
         help="with --ceiling: source tick per event, 0 unpaced (20,10,0)",
     )
     parser.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        metavar="ADDRESS",
+        help="run the --workers as Ray actors: on the cluster at ADDRESS (or RAY_ADDRESS), else on a local Ray "
+        "instance started for the run (pip install 'fanout[ray]')",
+    )
+    parser.add_argument(
         "--workers",
         default="1",
         metavar="N",
@@ -263,6 +271,8 @@ def spec_from_args(args: argparse.Namespace):
             reset_cache=args.reset_cache,
             stop_when_saturated=args.stop_when_saturated,
             audit_answers=args.audit_answers,
+            ray=args.ray is not None,
+            ray_address=args.ray or None,
         )
     except ValidationError as exc:
         first = exc.errors()[0]

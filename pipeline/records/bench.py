@@ -90,6 +90,8 @@ class BenchSpec(BaseModel):
     reset_cache: bool = False  # empty every backend's prefix cache before each level
     stop_when_saturated: bool = False  # open loop: stop a level, and those above, once it over-saturates
     audit_answers: bool = False  # keep each answer's text and audit every level's answers
+    ray: bool = False  # the workers are Ray actors (a cluster, or a local instance)
+    ray_address: str | None = None  # the cluster to join; None: RAY_ADDRESS, else a local instance
 
     @field_validator("streams")
     @classmethod
@@ -467,6 +469,27 @@ class MergedRun(BaseModel):
     provenance: Provenance
 
 
+class ActorClock(BaseModel):
+    """One Ray worker's clock against the driver's (bench/load/raypool.py measures it)."""
+
+    node: str
+    offset_s: float  # the actor's monotonic clock minus the driver's at the same instant
+    uncertainty_ms: float  # half the tightest round trip
+
+
+class RayInfo(BaseModel):
+    """What the record says of the cluster a bench ran its workers on (--ray)."""
+
+    address: str  # "local" for an instance started for the run
+    nodes: int
+    actors: list[ActorClock]
+    start_seconds: float  # connecting (or starting) Ray and the actors, clocks measured
+
+    @property
+    def worst_uncertainty_ms(self) -> float:
+        return max((a.uncertainty_ms for a in self.actors), default=0.0)
+
+
 class BenchRecord(BaseModel):
     spec: BenchSpec
     provenance: Provenance
@@ -478,3 +501,4 @@ class BenchRecord(BaseModel):
     merged_from: list[MergedRun] = Field(default_factory=list)  # set by `fanout report DIR...`
     request_rows: list[dict] = Field(default_factory=list, exclude=True)  # --save-requests, written apart
     shared_prefix: SharedPrefixPlan | None = None  # --prefix-len
+    ray: RayInfo | None = None  # --ray: the cluster the workers ran on, each actor's clock

@@ -87,10 +87,7 @@ class WorkerPool:
             streams = [(t, share(plan.streams, self.parts, index)) for t in targets]
             connection.send(("ladder", streams, plan, prompts, base + index, self.parts, t0))
         fulls = await self.first_tokens(t0 + plan.ramp_limit_s)
-        now = time.monotonic()
-        full = None if None in fulls else max(f for f in fulls if f is not None)
-        start = now if full is None else max(t0 + plan.warmup_s, full)
-        end = now if full is None else start + plan.window_s
+        start, end, full = level_window(fulls, time.monotonic(), t0, plan)
         for connection in self.connections:
             connection.send(end)
         requests = [r for message in await self.gather() for r in message[1]]
@@ -118,6 +115,16 @@ class WorkerPool:
             for index in range(self.parts):
                 group.start_soon(one, index)
         return fulls
+
+
+def level_window(
+    fulls: list[float | None], now: float, t0: float, plan: LevelPlan
+) -> tuple[float, float, float | None]:
+    """(start, end, full occupancy) of a ladder level run from several workers: the window opens once every
+    worker is full and the warm-up has passed; a worker that never got full closes it at once (full None)."""
+    full = None if None in fulls else max(f for f in fulls if f is not None)
+    start = now if full is None else max(t0 + plan.warmup_s, full)
+    return start, now if full is None else start + plan.window_s, full
 
 
 def advance(numbers: Iterator[int], past: int) -> None:

@@ -15,7 +15,7 @@ import itertools
 import logging
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack
+from contextlib import AsyncExitStack
 from pathlib import Path
 
 import anyio
@@ -250,7 +250,13 @@ async def open_loop(
     return sweeps, replays
 
 
-def runner_for(spec: BenchSpec, numbers: Iterator[int], watcher: BenchListener | None, stack: ExitStack) -> Runner:
+async def runner_for(
+    spec: BenchSpec, numbers: Iterator[int], watcher: BenchListener | None, stack: AsyncExitStack
+) -> Runner:
+    if spec.ray:
+        from pipeline.bench.load.raypool import RayPool
+
+        return await stack.enter_async_context(RayPool(spec.workers, numbers, watcher, address=spec.ray_address))
     if spec.workers > 1:
         return stack.enter_context(WorkerPool(spec.workers, numbers, watcher))
     return InProcessRunner(numbers, watcher)
@@ -272,20 +278,21 @@ async def bench(
     host = host_info()
     started, wall = time.monotonic(), dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     rows = RowKeeper(started) if spec.save_requests else None
-    async with open_fleet(settings, engine_log, ram_prompt_cache=not spec.reset_cache) as fleet:
+    async with AsyncExitStack() as stack:  # the runner first: a cluster out of reach fails before any engine starts
+        runner = await runner_for(spec, itertools.count(1), watcher, stack)
+        fleet = await stack.enter_async_context(open_fleet(settings, engine_log, ram_prompt_cache=not spec.reset_cache))
         targets, infos = targets_of(fleet, spec)
         if watcher is not None:
             watcher.fleet_opened(fleet)
         series = []
-        with ExitStack() as stack:
-            runner = runner_for(spec, itertools.count(1), watcher, stack)
-            run = BenchRun(fleet, spec, runner, rows, on_level, prefixes=await prefixes_of(fleet, targets, spec))
-            shared = await workload_of(fleet, targets, spec, run.prefixes) if spec.input_len or spec.dataset else None
-            if spec.streams:
-                prompts = await prompt_maker(run, targets, infos, shared)
-                for label, group in groups(targets, spec):
-                    series.append(await run_series(run, label, group, prompts))
-            sweeps, replays = await open_loop(run, targets, infos, shared)
+        run = BenchRun(fleet, spec, runner, rows, on_level, prefixes=await prefixes_of(fleet, targets, spec))
+        shared = await workload_of(fleet, targets, spec, run.prefixes) if spec.input_len or spec.dataset else None
+        if spec.streams:
+            prompts = await prompt_maker(run, targets, infos, shared)
+            for label, group in groups(targets, spec):
+                series.append(await run_series(run, label, group, prompts))
+        sweeps, replays = await open_loop(run, targets, infos, shared)
+        cluster = getattr(runner, "info", None)  # the Ray runner's: its nodes and each actor's clock
     host.loadavg_end = loadavg()
     provenance = Provenance(
         host=host,
@@ -303,6 +310,7 @@ async def bench(
         replays=replays,
         client=settings.client,
         request_rows=rows.rows if rows is not None else [],
+        ray=cluster,
         shared_prefix=None
         if run.prefixes is None
         else SharedPrefixPlan(tokens=run.prefixes.tokens, groups=run.prefixes.groups, counted_by=run.prefixes.counter),

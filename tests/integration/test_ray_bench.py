@@ -1,0 +1,52 @@
+"""The bench's workers as Ray actors (`--workers N --ray`) on a real local Ray instance the run starts and
+stops itself, against a FAKE step-law engine (tests/fakes/fake_steplaw.py) in its own process: the same
+requests and tokens as process workers would send, every time put back on the driver's clock."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from pipeline.bench.studies.ladder import bench
+from pipeline.config import Settings
+from pipeline.records import Backend
+from pipeline.records.bench import BenchSpec
+from tests.fakes.fake_steplaw import steplaw_process
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+async def test_a_ladder_and_an_open_loop_from_two_ray_actors_count_exactly(tmp_path):
+    with steplaw_process(1, 2.0, 0.01, 64) as (url,):
+        settings = Settings(backends=[Backend(name="e0", base_url=url, cap=16)], read_timeout=20)
+        spec = BenchSpec(
+            streams=[4], window_s=2.0, warmup_s=0.2, rates=[20.0], duration_s=2.0, max_tokens=16,
+            engine_slots={"*": 64}, workers=2, ray=True, save_requests=True,
+        )  # fmt: skip
+        record = await bench(settings, spec)
+    assert record.ray is not None and record.ray.nodes == 1 and len(record.ray.actors) == 2
+    assert record.ray.worst_uncertainty_ms < 50 and record.ray.start_seconds > 0
+    (level,) = record.series[0].levels
+    assert level.total.requests_failed == 0 and level.total.tokens_match
+    (point,) = record.sweeps[0].points
+    assert point.completed == point.scheduled > 0 and point.failed == 0 and point.tokens_match
+    numbers = [row["number"] for row in record.request_rows]
+    assert len(numbers) == len(set(numbers)), "every request numbered apart across the actors"
+    for row in record.request_rows:  # on the driver's clock: sent after the bench began, answered after sent
+        assert 0 <= row["t_sent"] <= row["t_done"] and row["completion_tokens"] == 16
+
+
+def test_ray_is_refused_in_one_line_when_the_cluster_cannot_be_reached():
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline", "bench", "--ray", "127.0.0.1:9", "--workers", "2", "--rate", "1",
+         "--backend", "http://127.0.0.1:9/v1", "--engine-slots", "1"],
+        capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert done.returncode == 2 and "--ray 127.0.0.1:9" in done.stderr, done.stderr[-1500:]

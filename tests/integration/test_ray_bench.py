@@ -50,3 +50,27 @@ def test_ray_is_refused_in_one_line_when_the_cluster_cannot_be_reached():
         capture_output=True, text=True, timeout=180,
     )  # fmt: skip
     assert done.returncode == 2 and "--ray 127.0.0.1:9" in done.stderr, done.stderr[-1500:]
+
+
+async def test_two_ray_nodes_on_one_machine_each_run_an_actor():
+    """ray.cluster_utils.Cluster: a head and a second node, as `ray start --head` and `ray start --address`
+    give on two machines; SPREAD puts one actor on each, and both clocks are measured."""
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    cluster.add_node(num_cpus=1)
+    address = cluster.address
+    try:
+        with steplaw_process(1, 2.0, 0.01, 64) as (url,):
+            settings = Settings(backends=[Backend(name="e0", base_url=url, cap=16)], read_timeout=20)
+            spec = BenchSpec(
+                streams=[], rates=[10.0], duration_s=2.0, max_tokens=8, engine_slots={"*": 64}, workers=2,
+                ray=True, ray_address=address,
+            )  # fmt: skip
+            record = await bench(settings, spec)
+    finally:
+        cluster.shutdown()
+    assert record.ray is not None and record.ray.nodes == 2 and record.ray.address == address
+    assert len({actor.node for actor in record.ray.actors}) == 2, "one actor on each node"
+    (point,) = record.sweeps[0].points
+    assert point.completed == point.scheduled > 0 and point.failed == 0 and point.tokens_match

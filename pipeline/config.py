@@ -78,6 +78,7 @@ class Settings(BaseModel):
     attempts: int = Field(default=4, gt=0)
     read_timeout: float = Field(default=120.0, gt=0)
     workers: int = Field(default=1, gt=0)  # client processes that read the streams (book)
+    ray_address: str | None = None  # the book's workers as Ray actors: "" a local instance, else the cluster
     client: Literal["fast", "sdk"] = "fast"  # sdk: the openai SDK (httpx: proxies, custom TLS), slower
     headers: dict[str, str] = Field(default_factory=dict)  # sent to every backend
     extra_body: dict[str, Any] = Field(default_factory=dict)  # merged into every request body

@@ -25,7 +25,8 @@ from pipeline.backends.embedded.engine import EmbeddedEngine
 from pipeline.backends.engines import metric_names
 from pipeline.backends.limits import plan_open_files
 from pipeline.backends.metrics import detect_engine, scrape
-from pipeline.backends.pool import BackendPool, RetryPolicy
+from pipeline.backends.pool import BackendPool, RetryPolicy, Transport
+from pipeline.backends.raychat import RayChatWorkers
 from pipeline.backends.sdk import close_sdk_clients
 from pipeline.config import EngineSettings, Settings
 from pipeline.errors import UsageError
@@ -98,12 +99,10 @@ async def open_fleet(
                 planner_pool.rest(planners_down)
             with ExitStack() as stack:
                 if settings.workers > 1:
-                    workers = ChatWorkers(settings.workers)
-                    stack.callback(workers.__exit__)
-                    await anyio.to_thread.run_sync(workers.__enter__)
+                    transport = await start_workers(settings, stack)
                     for each in (pool, planner_pool):
                         if each is not None:
-                            each.transport = workers.chat
+                            each.transport = transport
                 try:
                     yield Fleet(pool, engines, session, embedded, planner_pool)
                 finally:
@@ -111,6 +110,18 @@ async def open_fleet(
     finally:
         if embedded is not None:
             await anyio.to_thread.run_sync(embedded.stop)
+
+
+async def start_workers(settings: Settings, stack: ExitStack) -> Transport:
+    """The streams' readers: worker processes, or Ray actors (`ray_address` set: "" a local instance)."""
+    if settings.ray_address is not None:
+        actors = await anyio.to_thread.run_sync(RayChatWorkers(settings.workers, settings.ray_address or None).start)
+        stack.callback(actors.stop)
+        return actors.chat
+    workers = ChatWorkers(settings.workers)
+    stack.callback(workers.__exit__)
+    await anyio.to_thread.run_sync(workers.__enter__)
+    return workers.chat
 
 
 async def check_backends(

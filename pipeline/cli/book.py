@@ -244,6 +244,15 @@ def add_book_command(commands: argparse._SubParsersAction) -> argparse.ArgumentP
         help="client processes that read the answers' streams, each with its share of every cap (1)",
     )
     book.add_argument(
+        "--ray",
+        dest="book_ray",
+        nargs="?",
+        const="",
+        metavar="ADDRESS",
+        help="with --workers N: the workers as Ray actors on the cluster at ADDRESS (or RAY_ADDRESS), else on a "
+        "local Ray instance (pip install 'fanout[ray]')",
+    )
+    book.add_argument(
         "--barrier",
         action="store_true",
         help="plan level by level before writing anything (the level-by-level schedule; default: pipelined)",

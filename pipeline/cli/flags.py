@@ -185,6 +185,7 @@ def settings_from(args: argparse.Namespace):
         "profile": getattr(args, "profile", None),
         "client": getattr(args, "client", None),
         "workers": getattr(args, "book_workers", None),
+        "ray_address": getattr(args, "book_ray", None),
         "headers": parse_headers(getattr(args, "header", None)),
         "extra_body": parse_extra_body(getattr(args, "extra_body", None)),
         "embeddings": getattr(args, "embeddings", None),

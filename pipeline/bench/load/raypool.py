@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
-import socket
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,18 +27,17 @@ from typing import Any
 
 import anyio
 
+from pipeline.backends.raycluster import connect
 from pipeline.bench.load.closed import StreamLoop, stream_worker
 from pipeline.bench.load.openloop import send_arrivals
 from pipeline.bench.load.prompts import Prompts
 from pipeline.bench.load.runner import ClosedResult, LevelPlan, Shard, ShardResult, Target, share
 from pipeline.bench.load.workers import advance, level_window, tell
-from pipeline.errors import BackendError, FanoutError, UsageError
+from pipeline.errors import BackendError, FanoutError
 from pipeline.records.bench import ActorClock, RayInfo, RequestSample
 from pipeline.watch.listeners import BenchListener
 
 CLOCK_ROUNDS = 9
-PROBE_TIMEOUT_S = 5.0
-NOT_INSTALLED = "--ray: Ray is not installed (pip install 'fanout[ray]')"
 
 
 def shifted(sample: RequestSample, offset: float) -> RequestSample:
@@ -194,41 +192,6 @@ class RayPool:
             for index in range(self.parts):
                 group.start_soon(one, index)
         return fulls
-
-
-def connect(address: str | None, workers: int):
-    """Ray, joined to the cluster at `address` (or RAY_ADDRESS), else a local instance for this run."""
-    try:
-        import ray
-    except ImportError:
-        raise UsageError(NOT_INSTALLED) from None
-    if ray.is_initialized():
-        return ray
-    given = address or os.environ.get("RAY_ADDRESS")
-    if given:
-        check_reachable(given)
-    try:
-        if given:
-            ray.init(address=address or None, log_to_driver=False)
-        else:
-            ray.init(num_cpus=max(workers, os.cpu_count() or 1), include_dashboard=False, log_to_driver=False)
-    except (ConnectionError, RuntimeError, ValueError) as exc:
-        raise UsageError(
-            f"--ray {address or os.environ.get('RAY_ADDRESS', '')}: cannot join the cluster ({exc})"
-        ) from None
-    return ray
-
-
-def check_reachable(address: str) -> None:
-    """A HOST:PORT cluster address answers a TCP connect within PROBE_TIMEOUT_S (Ray itself retries for
-    minutes); "auto" and other forms are left to Ray."""
-    host, sep, port = address.removeprefix("ray://").rpartition(":")
-    if not sep or not port.isdigit():
-        return
-    try:
-        socket.create_connection((host, int(port)), timeout=PROBE_TIMEOUT_S).close()
-    except OSError as exc:
-        raise UsageError(f"--ray {address}: no Ray cluster answers there ({exc.strerror or exc})") from None
 
 
 async def measure_clock(handle: Any) -> ActorClock:

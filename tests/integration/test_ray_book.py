@@ -1,0 +1,63 @@
+"""A book's streams read by Ray actors (`fanout book --workers N --ray`) on a real local Ray instance, against a
+FAKE step-law engine (tests/fakes/fake_steplaw.py): the same sections and tokens as one process, and an actor
+killed mid-book loses no request (its requests fail as client_worker_lost and are asked again)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+from pipeline.cli import main
+from tests.fakes.fake_steplaw import steplaw_in_thread
+
+
+def kinds(folder) -> list[str]:
+    logged = [json.loads(line) for line in (folder / "requests.jsonl").read_text().splitlines()]
+    return sorted(row["kind"] for row in logged if row["outcome"] == "ok")
+
+
+def test_a_book_from_two_ray_actors_sends_what_one_process_sends(tmp_path):
+    runs = {}
+    with steplaw_in_thread((1.0, 0.01)) as (engine,):
+        for ray in (False, True):
+            folder = tmp_path / f"ray-{ray}"
+            args = ["book", "A handbook on bees", "--shape", "2x2x3", "--backend", f"{engine.url},cap=8"]
+            args += ["--out", str(folder), "--quiet", "--workers", "2", *(["--ray"] if ray else [])]
+            assert main(args) == 0
+            runs[ray] = (json.loads((folder / "stats.json").read_text()), kinds(folder))
+    (plain, kinds_plain), (ray, kinds_ray) = runs[False], runs[True]
+    assert ray["complete"] and ray["sections"] == plain["sections"] == 12
+    assert kinds_ray.count("section") == kinds_plain.count("section") == 12
+    assert ray["tokens_written"] == plain["tokens_written"] and ray["requests_writing"] == plain["requests_writing"]
+
+
+def test_an_actor_killed_mid_book_loses_no_request(tmp_path):
+    import ray as ray_api
+
+    killed: list[str] = []
+
+    def kill_one(engine) -> None:
+        """Once sections are streaming, stop one of the book's actors the way a dead node would."""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and engine.requests < 12:
+            time.sleep(0.05)
+        names = [
+            a["name"]
+            for a in ray_api.util.list_named_actors(all_namespaces=True)
+            if a["name"].startswith("fanout-chat-")
+        ]
+        if names:
+            ray_api.kill(ray_api.get_actor(sorted(names)[0]))
+            killed.append(sorted(names)[0])
+
+    with steplaw_in_thread((20.0, 0.05)) as (engine,):  # 20 ms a step: sections take long enough to be cut
+        killer = threading.Thread(target=kill_one, args=(engine,), daemon=True)
+        killer.start()
+        args = ["book", "A handbook on bees", "--shape", "2x2x3", "--words", "60", "--backend", f"{engine.url},cap=8"]
+        assert main([*args, "--out", str(tmp_path / "b"), "--quiet", "--workers", "2", "--ray"]) == 0
+        killer.join(5)
+    stats = json.loads((tmp_path / "b" / "stats.json").read_text())
+    assert killed, "an actor was there to kill"
+    assert stats["complete"] and stats["sections_ok"] == 12 and stats["failed_sections"] == 0
+    assert stats["reissued_worker_lost"] >= 1, "its requests were asked again on the other actor"

@@ -118,7 +118,8 @@ ENV_FIELDS = {
     "pdf_engine": "FANOUT_PDF_ENGINE",
 }
 BACKEND_LISTS = {"backends": "FANOUT_BACKENDS", "planner_backends": "FANOUT_PLANNER_BACKENDS"}
-FILE_KEYS = [*ENV_FIELDS, *BACKEND_LISTS, "sampling", "headers", "extra_body"]
+FILE_KEYS = [*ENV_FIELDS, *BACKEND_LISTS, "sampling", "headers", "extra_body", "ray"]
+RAY_KEYS = ["address"]  # [ray] address = "HEAD:6379": the cluster the workers run on
 SAMPLING_KEYS = [name for name in SamplingProfile.model_fields if name != "name"]
 
 
@@ -223,6 +224,12 @@ def file_layer(data: dict[str, Any], path: Path) -> dict[str, Any]:
     check_keys(sampling, SAMPLING_KEYS, f"{path}: [sampling]")
     if sampling:
         layer["sampling"] = sampling
+    ray = data.get("ray", {})
+    if not isinstance(ray, dict) or not isinstance(ray.get("address", ""), str):
+        raise UsageError(f"{path}: `ray` must be a table ([ray]) with a text `address`")
+    check_keys(ray, RAY_KEYS, f"{path}: [ray]")
+    if "address" in ray:
+        layer["ray_address"] = ray["address"]
     return layer
 
 

@@ -55,7 +55,7 @@ def test_the_cli_exits_2_with_one_line_on_a_config_typo(tmp_path: Path, capsys, 
 
 def test_a_key_with_nothing_near_lists_the_known_keys(tmp_path: Path):
     with pytest.raises(
-        UsageError, match=r"unknown key 'colour' \(known: slots, threads, .*sampling, headers, extra_body\)"
+        UsageError, match=r"unknown key 'colour' \(known: slots, threads, .*sampling, headers, extra_body, ray\)"
     ):
         load_settings({}, write(tmp_path, 'colour = "red"\n'), {})
 
@@ -168,3 +168,14 @@ def test_a_fanout_error_inside_task_groups_is_found():
     assert fanout_error_in(ExceptionGroup("g", [ExceptionGroup("h", [inner])])) is inner
     assert fanout_error_in(ExceptionGroup("g", [inner, ValueError("x")])) is None, "not only ours: re-raised"
     assert fanout_error_in(ValueError("x")) is None
+
+
+def test_a_ray_table_names_the_cluster_and_a_typo_in_it_is_named(tmp_path: Path):
+    good = tmp_path / "ray.toml"
+    good.write_text('[ray]\naddress = "10.0.0.5:6379"\n')
+    assert load_settings({}, good, environ={}).ray_address == "10.0.0.5:6379"
+    assert load_settings({"ray_address": ""}, good, environ={}).ray_address == "", "the flag wins over the file"
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[ray]\nadress = "10.0.0.5:6379"\n')
+    with pytest.raises(UsageError, match=r"\[ray\].*adress.*address"):
+        load_settings({}, bad, environ={})

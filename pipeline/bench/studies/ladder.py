@@ -251,12 +251,14 @@ async def open_loop(
 
 
 async def runner_for(
-    spec: BenchSpec, numbers: Iterator[int], watcher: BenchListener | None, stack: AsyncExitStack
+    spec: BenchSpec, settings: Settings, numbers: Iterator[int], watcher: BenchListener | None, stack: AsyncExitStack
 ) -> Runner:
-    if spec.ray:
+    """Ray actors (--ray, or a TOML [ray] address), worker processes (--workers N), or this process."""
+    if spec.ray or settings.ray_address is not None:
         from pipeline.bench.load.raypool import RayPool
 
-        return await stack.enter_async_context(RayPool(spec.workers, numbers, watcher, address=spec.ray_address))
+        address = spec.ray_address or settings.ray_address or None
+        return await stack.enter_async_context(RayPool(spec.workers, numbers, watcher, address=address))
     if spec.workers > 1:
         return stack.enter_context(WorkerPool(spec.workers, numbers, watcher))
     return InProcessRunner(numbers, watcher)
@@ -279,7 +281,7 @@ async def bench(
     started, wall = time.monotonic(), dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     rows = RowKeeper(started) if spec.save_requests else None
     async with AsyncExitStack() as stack:  # the runner first: a cluster out of reach fails before any engine starts
-        runner = await runner_for(spec, itertools.count(1), watcher, stack)
+        runner = await runner_for(spec, settings, itertools.count(1), watcher, stack)
         fleet = await stack.enter_async_context(open_fleet(settings, engine_log, ram_prompt_cache=not spec.reset_cache))
         targets, infos = targets_of(fleet, spec)
         if watcher is not None:

@@ -61,3 +61,36 @@ def test_an_actor_killed_mid_book_loses_no_request(tmp_path):
     assert killed, "an actor was there to kill"
     assert stats["complete"] and stats["sections_ok"] == 12 and stats["failed_sections"] == 0
     assert stats["reissued_worker_lost"] >= 1, "its requests were asked again on the other actor"
+
+
+def test_the_8x12x16_book_on_a_two_node_cluster_matches_one_process(tmp_path):
+    """ray.cluster_utils.Cluster: a head and a second node on this machine, one actor on each; six FAKE engines
+    (tests/fakes/fake_engine.py, answers that depend on the prompt only) write the same 1,536 sections."""
+    from ray.cluster_utils import Cluster
+
+    from tests.fakes.fake_engine import BookReplies, FakeEngine, FakeEngineThread
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    cluster.add_node(num_cpus=1)
+    address = cluster.address
+    runs = {}
+    replies = BookReplies(words=20)
+    engines = [FakeEngine(reply=replies) for _ in range(6)]
+    try:
+        with FakeEngineThread(*engines):
+            backends = [arg for i, e in enumerate(engines) for arg in ("--backend", f"{e.url},cap=256,name=f{i}")]
+            for ray in (False, True):
+                replies.counter = 0  # the same titles in both books (in the order they are asked for)
+                folder = tmp_path / f"ray-{ray}"
+                args = ["book", "A handbook on bees", "--shape", "8x12x16", "--words", "20", "--profile", "greedy"]
+                args += ["--best-of", "1", "--out", str(folder), "--quiet", *backends]
+                assert main([*args, *(["--workers", "2", "--ray", address] if ray else [])]) == 0
+                runs[ray] = json.loads((folder / "stats.json").read_text())
+    finally:
+        cluster.shutdown()
+    one, two = runs[False], runs[True]
+    assert two["complete"] and two["sections_ok"] == one["sections_ok"] == 1536 and two["failed_sections"] == 0
+    assert two["requests_writing"] == one["requests_writing"] and two["requests_planning"] == one["requests_planning"]
+    # the FAKE planner hands its titles out in the order the planning requests arrive, which concurrency may
+    # change between any two runs: a section's text (and so its tokens) follows its title's length
+    assert abs(two["tokens_written"] - one["tokens_written"]) <= 0.001 * one["tokens_written"]

@@ -316,7 +316,7 @@ CEILING_WINDOW_S = 6.0  # --ceiling: measured seconds when --window is left at t
 
 
 def run_ceiling_command(args: argparse.Namespace, parser_defaults: dict) -> int:
-    from pipeline.bench.studies.ceiling import run_from_args
+    from pipeline.bench.studies.ceiling import Timing, run_from_args
 
     def given(name: str, fallback):
         value = getattr(args, name)
@@ -327,9 +327,7 @@ def run_ceiling_command(args: argparse.Namespace, parser_defaults: dict) -> int:
         args.ticks,
         str(given("streams", "1536")),
         args.workers,
-        max_tokens=args.max_tokens,
-        ramp_s=CEILING_RAMP_S,
-        window_s=float(given("window", CEILING_WINDOW_S)),
+        timing=Timing(args.max_tokens, CEILING_RAMP_S, float(given("window", CEILING_WINDOW_S))),
         out=args.out,
     )
 

@@ -74,3 +74,16 @@ async def test_two_ray_nodes_on_one_machine_each_run_an_actor():
     assert len({actor.node for actor in record.ray.actors}) == 2, "one actor on each node"
     (point,) = record.sweeps[0].points
     assert point.completed == point.scheduled > 0 and point.failed == 0 and point.tokens_match
+
+
+def test_the_ceiling_bench_runs_its_workers_as_ray_actors_beside_processes():
+    from pipeline.bench.studies import ceiling
+
+    rows = ceiling.run_ceiling(
+        ["ours"], [5.0], [12], [2], timing=ceiling.Timing(max_tokens=40, ramp_s=0.8, window_s=1.2),
+        echo=lambda _line: None, runners=("processes", "ray"),
+    )  # fmt: skip
+    assert [r.case.runner for r in rows] == ["processes", "ray"]
+    for row in rows:
+        assert row.receiving == 12 and row.exact == row.completed > 0 and not row.mismatches and row.errors == 0
+    assert "Ray actors take in" in ceiling.runner_ratios(rows)[0]

@@ -13,6 +13,10 @@ CPU (core-seconds per second), CPU µs per event, server CPU, streams actually r
 answer is checked exactly (text, event count == usage.completion_tokens == max_tokens, finish_reason).
 A row says `client` when the client was the limit: delivered < 97% of offered or a worker at >= 0.95 of a
 core while the source was not saturated. Prints a table; writes a JSON record.
+
+`--runners processes,ray` runs the same workers as Ray actors as well (a local Ray instance: the source is
+on this machine), side by side: each actor runs the worker's own code on its own uvloop in its own process,
+so the difference is Ray's (its core worker's threads count in the actor's CPU time).
 """
 
 from __future__ import annotations
@@ -34,6 +38,15 @@ WORKER_GRACE_S = 30.0  # a worker whose loop is this late past the window's end 
 DELIVERED_SHARE = 0.97
 
 
+@dataclass(frozen=True)
+class Timing:
+    """Every case's answer length and clock: events per answer, seconds before the window, the window."""
+
+    max_tokens: int
+    ramp_s: float
+    window_s: float
+
+
 @dataclass
 class Case:
     client: str  # ours | sdk
@@ -43,6 +56,7 @@ class Case:
     max_tokens: int
     ramp_s: float
     window_s: float
+    runner: str = "processes"  # processes | ray
 
 
 @dataclass
@@ -453,7 +467,44 @@ def merge(case: Case, parts: list[dict], server_cpu: float, server_events: int) 
     return row
 
 
+class CeilingActor:
+    """A ceiling worker as a Ray actor: the worker process's code on its own uvloop, in the actor's process."""
+
+    def run(self, client: str, port: int, streams: int, offset: int, total: int, max_tokens: int,
+            start_at: float, end_at: float) -> dict:  # fmt: skip
+        from pipeline.backends.loop import fast_loop
+
+        with fast_loop():
+            return asyncio.run(_worker_main(client, port, streams, offset, total, max_tokens, start_at, end_at))
+
+
+def run_case_on_ray(source: SourceProcess, case: Case) -> Row:
+    """The case's workers as Ray actors on a local instance, on the same wall-clock window as processes."""
+    from pipeline.backends.raycluster import connect
+
+    ray = connect(None, case.workers)
+    remote = ray.remote(num_cpus=1)(CeilingActor)
+    actors = [remote.remote() for _ in shards(case.streams, case.workers)]
+    ray.get([a.__ray_ready__.remote() for a in actors])  # started before the clock runs
+    t0 = time.time() + 0.5
+    start_at, end_at = t0 + case.ramp_s, t0 + case.ramp_s + case.window_s
+    refs = [
+        actor.run.remote(case.client, source.port, count, offset, case.streams, case.max_tokens, start_at, end_at)
+        for actor, (offset, count) in zip(actors, shards(case.streams, case.workers))
+    ]
+    time.sleep(max(start_at - time.time(), 0))
+    before = source.stats()
+    time.sleep(max(end_at - time.time(), 0))
+    after = source.stats()
+    parts = ray.get(refs, timeout=case.window_s + WORKER_GRACE_S)
+    for actor in actors:
+        ray.kill(actor)
+    return merge(case, parts, after["cpu_s"] - before["cpu_s"], after["events"] - before["events"])
+
+
 def run_case(source: SourceProcess, case: Case) -> Row:
+    if case.runner == "ray":
+        return run_case_on_ray(source, case)
     children = []
     for offset, count in shards(case.streams, case.workers):
         argv = [
@@ -521,29 +572,38 @@ def run_case(source: SourceProcess, case: Case) -> Row:
     return merge(case, parts, after["cpu_s"] - before["cpu_s"], after["events"] - before["events"])
 
 
+def case_of(client: str, tick: float, streams: int, workers: int, timing: Timing, runner: str) -> Case:
+    return Case(client, tick, streams, workers, timing.max_tokens, timing.ramp_s, timing.window_s, runner)
+
+
 def run_ceiling(
     clients: list[str],
     ticks: list[float],
     streams: list[int],
     workers: list[int],
     *,
-    max_tokens: int,
-    ramp_s: float,
-    window_s: float,
+    timing: Timing,
     echo=print,
+    runners: tuple[str, ...] = ("processes",),
 ) -> list[Row]:
     rows = []
-    for tick in ticks:
-        source = SourceProcess(tick)
-        try:
-            for count in streams:
-                for client in clients:
-                    for n in workers:
-                        row = run_case(source, Case(client, tick, count, n, max_tokens, ramp_s, window_s))
-                        rows.append(row)
-                        echo(format_row(row))
-        finally:
-            source.close()
+    try:
+        for tick in ticks:
+            source = SourceProcess(tick)
+            try:
+                for count in streams:
+                    for client in clients:
+                        for n in workers:
+                            for runner in runners:
+                                rows.append(run_case(source, case_of(client, tick, count, n, timing, runner)))
+                                echo(format_row(rows[-1]))
+            finally:
+                source.close()
+    finally:
+        if "ray" in runners:
+            import ray
+
+            ray.shutdown()
     return rows
 
 
@@ -562,7 +622,8 @@ def format_row(row: Row) -> str:
     implausible = row.events_per_read is None or row.events_per_read > c.max_tokens + 4  # recv(2) readers
     per_read = "–" if implausible else f"{row.events_per_read:.2f}"
     return (
-        f"| {c.client} | {pacing} | {c.streams:,} | {c.workers} | {offered} | {row.tokens_per_s:,.0f} "
+        f"| {c.client} | {pacing} | {c.streams:,} | {c.workers}{' (Ray)' if c.runner == 'ray' else ''} "
+        f"| {offered} | {row.tokens_per_s:,.0f} "
         f"| {row.client_cpu:.2f} ({row.sys_share:.0%}) | {row.us_per_event:.1f} | {per_read} "
         f"| {row.server_cpu:.2f} | {row.receiving:,} | {exact} "
         f"| {row.limit} |"
@@ -583,7 +644,7 @@ def ratios(rows: list[Row]) -> list[str]:
             c, o = row.case, other.case
             if (
                 o.client != "ours"
-                and (o.tick_ms, o.streams, o.workers) == (c.tick_ms, c.streams, c.workers)
+                and (o.tick_ms, o.streams, o.workers, o.runner) == (c.tick_ms, c.streams, c.workers, c.runner)
                 and row.us_per_event > 0
                 and other.events > 0
             ):
@@ -593,6 +654,23 @@ def ratios(rows: list[Row]) -> list[str]:
                     f"{other.us_per_event / row.us_per_event:.1f}x less CPU per event, "
                     f"{row.tokens_per_s / max(other.tokens_per_s, 1):.1f}x the tokens/s"
                 )
+    return lines + runner_ratios(rows)
+
+
+def runner_ratios(rows: list[Row]) -> list[str]:
+    """Each Ray row against the process row of the same case."""
+    lines = []
+    for row in rows:
+        c = row.case
+        twin = next((r for r in rows if r.case.runner == "processes" and asdict(r.case) == {**asdict(c),
+                     "runner": "processes"}), None)  # fmt: skip
+        if c.runner == "ray" and twin is not None and twin.tokens_per_s > 0:
+            pacing = f"{c.tick_ms:g} ms tick" if c.tick_ms > 0 else "unpaced"
+            lines.append(
+                f"{c.client}, {pacing}, {c.streams} streams, {c.workers} worker(s): Ray actors take in "
+                f"{row.tokens_per_s / twin.tokens_per_s:.3f} of what worker processes do "
+                f"({row.exact:,}/{row.completed:,} exact)"
+            )
     return lines
 
 
@@ -615,6 +693,12 @@ def add_ceiling_flags(parser: argparse.ArgumentParser, prefix: str = "") -> None
         default="1",
         metavar="N,N,...",
         help="client processes, streams sharded over them (1; 1,2 prints both side by side)",
+    )
+    parser.add_argument(
+        f"--{prefix}runners",
+        default="processes",
+        metavar="processes,ray",
+        help="how the workers run: processes, Ray actors on a local instance, or both side by side (processes)",
     )
     parser.add_argument(f"--{prefix}max-tokens", type=int, default=512, help="events per answer (512)")
     parser.add_argument(f"--{prefix}ramp", type=float, default=3.0, help="seconds before the window (3)")
@@ -641,18 +725,22 @@ def main(argv: list[str] | None = None) -> int:
         args.ticks,
         args.streams,
         args.workers,
-        max_tokens=args.max_tokens,
-        ramp_s=args.ramp,
-        window_s=args.window,
+        timing=Timing(args.max_tokens, args.ramp, args.window),
         out=args.out,
+        runners=args.runners,
     )
 
 
 def run_from_args(
-    clients: str, ticks: str, streams: str, workers: str, *, max_tokens: int, ramp_s: float, window_s: float,
-    out: Path | None,
+    clients: str, ticks: str, streams: str, workers: str, *, timing: Timing, out: Path | None,
+    runners: str = "processes",
 ) -> int:  # fmt: skip
+    from pipeline.errors import UsageError
     from pipeline.files import output_path
+
+    chosen = tuple(_numbers(runners, str))
+    if not chosen or set(chosen) - {"processes", "ray"}:
+        raise UsageError(f"--runners {runners!r}: processes, ray or both")
 
     load = Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() else []
     print(f"load average before: {' '.join(load)}; {os.cpu_count()} cores", file=sys.stderr)
@@ -661,10 +749,9 @@ def run_from_args(
         _numbers(ticks, float),
         _numbers(streams),
         _numbers(workers),
-        max_tokens=max_tokens,
-        ramp_s=ramp_s,
-        window_s=window_s,
+        timing=timing,
         echo=lambda line: print(line, file=sys.stderr, flush=True),
+        runners=chosen,
     )
     print(table(rows))
     for line in ratios(rows):

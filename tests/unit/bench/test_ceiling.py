@@ -182,9 +182,7 @@ def test_ceiling_harness_exact_counts_one_and_two_workers():
         [5.0],
         [12],
         [1, 2],
-        max_tokens=40,
-        ramp_s=0.8,
-        window_s=1.2,
+        timing=ceiling.Timing(max_tokens=40, ramp_s=0.8, window_s=1.2),
         echo=lambda _line: None,
     )
     assert [(r.case.client, r.case.workers) for r in rows] == [

@@ -32,8 +32,8 @@ from pipeline.bench.load.closed import StreamLoop, stream_worker
 from pipeline.bench.load.openloop import send_arrivals
 from pipeline.bench.load.prompts import Prompts
 from pipeline.bench.load.runner import ClosedResult, LevelPlan, Shard, ShardResult, Target, share
-from pipeline.bench.load.workers import advance, level_window, tell
-from pipeline.errors import BackendError, FanoutError
+from pipeline.bench.load.workers import finish_level, level_window, tell
+from pipeline.errors import FanoutError
 from pipeline.records.bench import ActorClock, RayInfo, RequestSample
 from pipeline.watch.listeners import BenchListener
 
@@ -167,17 +167,10 @@ class RayPool:
                                                            t0 + actor.clock.offset_s))  # fmt: skip
         await gather(starts)
         fulls = await self.first_tokens(t0 + plan.ramp_limit_s)
-        start, end, full = level_window(fulls, time.monotonic(), t0, plan)
-        ends = [a.handle.ladder_end.remote(end + a.clock.offset_s) for a in self.actors]
+        window = level_window(fulls, time.monotonic(), t0, plan)
+        ends = [a.handle.ladder_end.remote(window[1] + a.clock.offset_s) for a in self.actors]
         requests = [shifted(r, a.clock.offset_s) for a, got in zip(self.actors, await gather(ends)) for r in got]
-        advance(self.numbers, max((r.number for r in requests), default=base))
-        tell(self.watcher, requests)
-        if full is None:
-            raise BackendError(
-                f"{plan.streams} streams on {', '.join(t.backend.name for t in targets)}: not every stream got "
-                f"a first token within {plan.ramp_limit_s:.0f} s, so the engine is not running them at once"
-            )
-        return ClosedResult(requests, start, end)
+        return finish_level(self.numbers, self.watcher, targets, plan, requests, base, window)
 
     async def first_tokens(self, deadline: float) -> list[float | None]:
         fulls: list[float | None] = [None] * self.parts

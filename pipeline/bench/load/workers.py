@@ -87,18 +87,11 @@ class WorkerPool:
             streams = [(t, share(plan.streams, self.parts, index)) for t in targets]
             connection.send(("ladder", streams, plan, prompts, base + index, self.parts, t0))
         fulls = await self.first_tokens(t0 + plan.ramp_limit_s)
-        start, end, full = level_window(fulls, time.monotonic(), t0, plan)
+        window = level_window(fulls, time.monotonic(), t0, plan)
         for connection in self.connections:
-            connection.send(end)
+            connection.send(window[1])
         requests = [r for message in await self.gather() for r in message[1]]
-        advance(self.numbers, max((r.number for r in requests), default=base))
-        tell(self.watcher, requests)
-        if full is None:
-            raise BackendError(
-                f"{plan.streams} streams on {', '.join(t.backend.name for t in targets)}: not every stream got "
-                f"a first token within {plan.ramp_limit_s:.0f} s, so the engine is not running them at once"
-            )
-        return ClosedResult(requests, start, end)
+        return finish_level(self.numbers, self.watcher, targets, plan, requests, base, window)
 
     async def first_tokens(self, deadline: float) -> list[float | None]:
         """Each worker's moment of full occupancy, None for one that did not get there by the deadline."""
@@ -125,6 +118,28 @@ def level_window(
     full = None if None in fulls else max(f for f in fulls if f is not None)
     start = now if full is None else max(t0 + plan.warmup_s, full)
     return start, now if full is None else start + plan.window_s, full
+
+
+def finish_level(
+    numbers: Iterator[int],
+    watcher: BenchListener | None,
+    targets: list[Target],
+    plan: LevelPlan,
+    requests: list[RequestSample],
+    base: int,
+    window: tuple[float, float, float | None],
+) -> ClosedResult:
+    """A multi-worker ladder level's end: the numbering moved past every worker's, the watcher told, and a
+    level that never reached full occupancy refused (after its requests were kept)."""
+    start, end, full = window
+    advance(numbers, max((r.number for r in requests), default=base))
+    tell(watcher, requests)
+    if full is None:
+        raise BackendError(
+            f"{plan.streams} streams on {', '.join(t.backend.name for t in targets)}: not every stream got "
+            f"a first token within {plan.ramp_limit_s:.0f} s, so the engine is not running them at once"
+        )
+    return ClosedResult(requests, start, end)
 
 
 def advance(numbers: Iterator[int], past: int) -> None:

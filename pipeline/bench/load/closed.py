@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import aiohttp
 import anyio
+from anyio.abc import TaskGroup
 
 from pipeline.bench.load.prompts import Prompts
 from pipeline.bench.load.runner import ClosedResult, LevelPlan, Runner, Target
@@ -118,6 +119,20 @@ async def open_window(loop: StreamLoop, plan: LevelPlan, t0: float, names: list[
     start = max(t0 + plan.warmup_s, loop.t_full)
     loop.stop_at = start + plan.window_s
     return start, loop.stop_at
+
+
+def start_share(
+    group: TaskGroup, loop: StreamLoop, counts: list[tuple[Target, int]], plan: LevelPlan,
+    prompts: Prompts, t0: float,
+) -> None:  # fmt: skip
+    """One worker's share of a level's streams (so many a backend) started in `group`; a share of none is
+    full at once, so it never holds the level's window back."""
+    for target, count in counts:
+        for _ in range(count):
+            group.start_soon(stream_worker, loop, target, plan, prompts, t0)
+    if loop.total_streams == 0:
+        loop.t_full = t0
+        loop.full.set()
 
 
 async def local_streams(

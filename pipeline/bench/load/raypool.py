@@ -28,7 +28,7 @@ from typing import Any
 import anyio
 
 from pipeline.backends.raycluster import connect
-from pipeline.bench.load.closed import StreamLoop, stream_worker
+from pipeline.bench.load.closed import StreamLoop, start_share
 from pipeline.bench.load.openloop import send_arrivals
 from pipeline.bench.load.prompts import Prompts
 from pipeline.bench.load.runner import ClosedResult, LevelPlan, Shard, ShardResult, Target, share
@@ -98,12 +98,7 @@ class BenchActor:
 async def run_streams(loop: StreamLoop, counts: list[tuple[Target, int]], plan: LevelPlan, prompts: Prompts,
                       t0: float) -> None:  # fmt: skip
     async with anyio.create_task_group() as streams:
-        for target, count in counts:
-            for _ in range(count):
-                streams.start_soon(stream_worker, loop, target, plan, prompts, t0)
-        if loop.total_streams == 0:
-            loop.t_full = t0
-            loop.full.set()
+        start_share(streams, loop, counts, plan, prompts, t0)
 
 
 @dataclass

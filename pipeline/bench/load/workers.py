@@ -23,7 +23,7 @@ from typing import Any
 import anyio
 
 from pipeline.backends.processes import Processes
-from pipeline.bench.load.closed import StreamLoop, stream_worker
+from pipeline.bench.load.closed import StreamLoop, start_share
 from pipeline.bench.load.openloop import send_arrivals
 from pipeline.bench.load.prompts import Prompts
 from pipeline.bench.load.runner import ClosedResult, LevelPlan, Shard, ShardResult, Target, share
@@ -198,12 +198,7 @@ async def ladder_task(
 
     async with anyio.create_task_group() as streams:
         streams.start_soon(report_full)
-        for target, count in counts:
-            for _ in range(count):
-                streams.start_soon(stream_worker, loop, target, plan, prompts, t0)
-        if loop.total_streams == 0:
-            loop.t_full = t0
-            loop.full.set()
+        start_share(streams, loop, counts, plan, prompts, t0)
         loop.stop_at = await anyio.to_thread.run_sync(connection.recv)
         if not loop.full.is_set():
             streams.cancel_scope.cancel()

@@ -15,6 +15,19 @@ LOOP_REPEATS = 3
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 
 
+# Where a CommonMark link points, not what it says: an inline destination `](https://…)` (a title after it too),
+# or a reference label `][label]`. The link text before it, brackets and all, is left.
+LINK_TARGET = re.compile(
+    r"\]\(\s*(?:<[^<>\n]*>|(?:[^\s()]|\([^\s()]*\))*)(?:\s+(?:\"[^\"]*\"|'[^']*'|\([^()]*\)))?\s*\)|\]\[[^\[\]]*\]"
+)
+
+
+def without_link_targets(text: str) -> str:
+    """The text as a reader reads its links: `[the text](https://…)` keeps `[the text]`, so a URL's parts are
+    not counted as words (nor, repeated from link to link, as a loop)."""
+    return LINK_TARGET.sub("]", text) if "](" in text or "][" in text else text
+
+
 def words_of(text: str) -> list[str]:
     return re.findall(r"[a-z0-9']+", text.lower())
 

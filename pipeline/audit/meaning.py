@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field
 from pipeline.audit.asks import request_asks
 from pipeline.audit.embed import Embedder, Vectors, unit_rows
 from pipeline.audit.source import AuditBook, AuditSection, headings_of
-from pipeline.titles import TitleIndex, content_words, near_duplicates
+from pipeline.titles import TitleIndex, content_words, near_duplicates, title_key
 
 # Calibrated thresholds (tests/fixtures/meaning/; python -m pipeline.bench.studies.calibrate)
 SIMILAR_TITLE = 0.63  # two titles of one level at or above this say the same thing
@@ -200,18 +200,24 @@ class Family:
 
 
 def families(book: AuditBook) -> list[Family]:
-    chapters = {
-        chapter_id: Family(chapter_id, unit(title, book.points.get(chapter_id, "")))
-        for chapter_id, title in book.chapters
-    }
+    """The sections grouped by parent (a run's chapters; a Markdown file's enclosing headings), each parent's
+    title and point what they share; sections with no parent last, under the book's title."""
+    titles = book.titles()
+    grouped: dict[str, Family] = {}
     loose = Family("", book.title)
     for section in book.sections:
-        family = chapters.get(book.parents.get(section.id, ""), loose)
+        parent = book.parents.get(section.id)
+        if parent is None:
+            family = loose
+        else:
+            family = grouped.setdefault(
+                parent, Family(parent, unit(titles.get(parent, ""), book.points.get(parent, "")))
+            )
         point = book.points.get(section.id, "")
         family.sections.append(section)
         family.units.append(unit(section.title, point))
         family.points.append(point or section.title)
-    return [f for f in [*chapters.values(), loose] if f.sections]
+    return [f for f in [*grouped.values(), loose] if f.sections]
 
 
 def margins(texts: Vectors, units: Vectors) -> tuple[list[float], list[int]]:
@@ -237,7 +243,8 @@ def section_meanings(book: AuditBook, embedder: Embedder) -> list[SectionMeaning
             if written[index]:
                 meaning.to_book = round(float(texts[index] @ anchor), DIGITS)
                 meaning.to_chapter = round(float(texts[index] @ chapter), DIGITS)
-                meaning.off_book = max(meaning.to_book, meaning.to_chapter) < OFF_BOOK
+                # off the book needs a book that says what it is about: a request, or a title heading
+                meaning.off_book = bool(request) and max(meaning.to_book, meaning.to_chapter) < OFF_BOOK
                 first = SENTENCE.split(bodies[index].strip(), maxsplit=1)[0]
                 meaning.opens_restating = restating(first, content_words(family.points[index]))
                 if len(family.sections) > 1:
@@ -279,17 +286,14 @@ def repeated_paragraphs(book: AuditBook, embedder: Embedder, block: int = 2048) 
 
 
 def level_titles(book: AuditBook) -> list[tuple[str, list[tuple[str, str]]]]:
-    return [
-        ("part", book.parts),
-        ("chapter", book.chapters),
-        ("section", [(s.id, s.title) for s in book.sections]),
-    ]
+    return book.levels()
 
 
 def similar_title_pairs(book: AuditBook, embedder: Embedder) -> list[str]:
     """'level id ~ id: title / title (cosine)' for every pair of titles of one level that say the same thing by
     meaning, and every title with the earliest one it nearly repeats by words (found through a TitleIndex, so
-    a book of 1,536 sections is not a million comparisons in Python)."""
+    a book of 1,536 sections is not a million comparisons in Python). In a Markdown file, the same title under
+    two parents is left to the repeated_title rule."""
     found = []
     for level, items in level_titles(book):
         if len(items) < 2:
@@ -306,6 +310,12 @@ def similar_title_pairs(book: AuditBook, embedder: Embedder) -> list[str]:
             position.setdefault(title, later)
         for i, j in sorted(pairs):
             (a_id, a), (b_id, b) = items[i], items[j]
+            if (
+                not book.from_journal
+                and title_key(a) == title_key(b)
+                and book.parents.get(a_id) != book.parents.get(b_id)
+            ):
+                continue  # a Markdown file's same entry under two parents: the repeated_title rule counts it
             found.append(f"{level} {a_id} ~ {b_id}: {a!r} / {b!r} ({scores[i, j]:.2f})")
     return found
 
@@ -321,17 +331,16 @@ def vague_point_list(book: AuditBook, embedder: Embedder) -> list[str]:
 
 
 def overlapping(book: AuditBook, embedder: Embedder) -> list[str]:
-    """Chapters (and parts) whose sections' titles and points, pooled, cover the same ground as another's."""
-    by_chapter: dict[str, list[str]] = {}
+    """Nodes of one level (chapters, parts; a Markdown file's headings) whose sections' titles and points, pooled,
+    cover the same ground as another's; the deepest level with sections under it first."""
+    pools: dict[str, list[str]] = {}
     for section in book.sections:
-        by_chapter.setdefault(book.parents.get(section.id, ""), []).append(
-            unit(section.title, book.points.get(section.id, ""))
-        )
-    by_part: dict[str, list[str]] = {}
-    for chapter_id, units in by_chapter.items():
-        by_part.setdefault(book.parents.get(chapter_id, ""), []).extend(units)
+        text, parent = unit(section.title, book.points.get(section.id, "")), book.parents.get(section.id)
+        while parent is not None:
+            pools.setdefault(parent, []).append(text)
+            parent = book.parents.get(parent)
     found = []
-    for level, items, pools in (("chapter", book.chapters, by_chapter), ("part", book.parts, by_part)):
+    for level, items in reversed(book.levels()):
         groups = [(node_id, title, pools[node_id]) for node_id, title in items if pools.get(node_id)]
         if len(groups) < 2:
             continue
@@ -346,7 +355,7 @@ def overlapping(book: AuditBook, embedder: Embedder) -> list[str]:
 
 def plan_units(book: AuditBook) -> list[str]:
     """What the plan promises: the book's title, and every part's, chapter's and section's title and point."""
-    nodes = [*book.parts, *book.chapters, *((s.id, s.title) for s in book.sections)]
+    nodes = [node for _, items in book.levels() for node in items]
     return [book.title, *(unit(title, book.points.get(node_id, "")) for node_id, title in nodes)]
 
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, Field
 
 from pipeline.audit.meaning import BookMeaning
-from pipeline.audit.source import AuditBook, AuditSection
+from pipeline.audit.source import TITLE_LEVEL, AuditBook, AuditSection
 from pipeline.errors import UsageError
 from pipeline.text import ends_closed, shingles, words_of
 from pipeline.titles import echoes, near_duplicates
@@ -156,12 +156,11 @@ def share(count: int, total: int) -> float:
 
 
 def title_nodes(book: AuditBook) -> list[tuple[str, str, str]]:
-    """(level, id, title) of every part, chapter and section."""
-    return (
-        [("part", node_id, title) for node_id, title in book.parts]
-        + [("chapter", node_id, title) for node_id, title in book.chapters]
-        + [("section", section.id, section.title) for section in book.sections]
-    )
+    """(level, id, title) of every part, chapter and section (every heading of a Markdown file but its title:
+    the book's own title cannot echo it)."""
+    return [
+        (level, node_id, title) for level, items in book.levels() if level != TITLE_LEVEL for node_id, title in items
+    ]
 
 
 def ancestors_of(

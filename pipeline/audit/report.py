@@ -19,8 +19,8 @@ from pydantic import BaseModel, Field
 from pipeline.audit.embed import Embedder, open_embedder
 from pipeline.audit.meaning import BookMeaning, analyse
 from pipeline.audit.quality import FIGURES, BookQuality, SectionQuality, Threshold, measure, parse_threshold
-from pipeline.audit.rules import RULE_NAMES, Defect, choose_rules, find_defects, rule_repeated_passages
-from pipeline.audit.source import AuditBook, code_block_count
+from pipeline.audit.rules import RULE_NAMES, Defect, choose_rules, figure_rules, find_defects, rule_repeated_passages
+from pipeline.audit.source import AuditBook, BookStructure
 from pipeline.errors import UsageError
 from pipeline.text import ends_closed
 from pipeline.titles import title_key
@@ -37,6 +37,8 @@ class AuditReport(BaseModel):
     code_blocks: int
     rules: list[str]
     counts: dict[str, int]
+    figure_rules: list[str] = Field(default_factory=list)  # rules whose findings here are figures, not defects
+    structure: BookStructure | None = None  # what the book was read as, and its words and code over the whole
     defects: list[Defect] = Field(default_factory=list)
     summary: list[str] = Field(default_factory=list)
     quality: BookQuality
@@ -74,9 +76,11 @@ def audit(
         sections=len(book.sections),
         blocks=len(book.blocks),
         blocks_unpunctuated=unpunctuated,
-        code_blocks=code_block_count(book),
+        code_blocks=book.structure.code_blocks,
         rules=rules,
         counts=counts,
+        figure_rules=[name for name in figure_rules(book) if name in rules],
+        structure=book.structure,
         defects=defects,
         quality=quality,
         section_quality=per_section,
@@ -97,8 +101,9 @@ def summary_lines(report: AuditReport, book: AuditBook) -> list[str]:
         f"{report.code_blocks} fenced code blocks",
     ]
     section_ids = {s.id for s in book.sections}
-    flawed = {d.section_id for d in report.defects if d.section_id in section_ids}
-    lines.append(f"{len(flawed)} of {report.sections} sections have at least one defect")
+    defects = [d for d in report.defects if d.section_id in section_ids and d.rule not in report.figure_rules]
+    lines.append(f"{len({d.section_id for d in defects})} of {report.sections} sections have at least one defect")
+    lines += [f"{name}: {report.counts[name]} (a figure here)" for name in report.figure_rules if report.counts[name]]
     return lines
 
 
@@ -145,6 +150,7 @@ def audit_table(report: AuditReport) -> Table:
     for name in report.rules:
         first = next((d for d in report.defects if d.rule == name), None)
         example = f"{first.section_id} {first.title!r}: {first.detail}" if first else ""
-        table.add_row(name, str(report.counts[name]), example[:100])
-    table.caption = "; ".join(report.summary)
+        count = f"{report.counts[name]} (figure)" if name in report.figure_rules else str(report.counts[name])
+        table.add_row(name, count, example[:100])
+    table.caption = "; ".join(([report.structure.line()] if report.structure else []) + report.summary)
     return table

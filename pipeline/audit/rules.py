@@ -3,6 +3,11 @@ model).
 
 Each rule takes an AuditBook and returns its Defects; every defect names its rule, the section id and title,
 and the evidence. `choose_rules` picks among them by name (the `rule` / `skip_rule` settings).
+
+A run and a Markdown file are judged by what each says of itself: titles by path (the same title under one
+parent is a duplicate, under two parents a repeated title); the near-empty floor from the words a run asked
+for, or from a Markdown block's peers (its siblings, else its heading level, else the file); what is a figure
+rather than a defect in a file no run wrote (FIGURE_RULES).
 """
 
 from __future__ import annotations
@@ -20,7 +25,10 @@ from pipeline.errors import UsageError
 from pipeline.text import LOOP_REPEATS, LOOP_WORDS, close_open_fence, ends_closed, shingles, words_of
 from pipeline.titles import title_key
 
-WORD_FLOOR = 40  # a section below this many words is near-empty
+WORD_FLOOR = 40  # a section below this many words is near-empty, when nothing says what it should hold
+EMPTY_SHARE = 0.16  # ... or below this share of the words it was asked for (40 of the default 250)
+SHORT_SHARE = 0.1  # a Markdown block below this share of its peers' median words is near-empty
+MIN_PEERS = 3  # blocks a Markdown block is compared with, at the least, before a wider group is taken
 NEAR_DUPLICATE_JACCARD = 0.75
 SHARED_PASSAGE_WORDS = 12  # a run of this many words in two sections is a repeated passage
 OUTLIER_FACTOR = 3.0
@@ -38,32 +46,43 @@ def defect(rule: str, section: AuditSection, detail: str) -> Defect:
 
 
 def rule_duplicate_titles(book: AuditBook) -> list[Defect]:
+    """The same title twice among the children of one parent (a part's chapters, a chapter's sections)."""
+    return [found for found, same_parent in title_repeats(book) if same_parent]
+
+
+def rule_repeated_titles(book: AuditBook) -> list[Defect]:
+    """The same title at one level under different parents, with both paths: a defect in a fanout book, whose
+    plan gives every title once; in a reference (`Event: 'close'` of two classes) or release notes
+    (`Language` of every version) what the document is made of, so a Markdown file's are figures
+    (FIGURE_RULES)."""
+    return [found for found, same_parent in title_repeats(book) if not same_parent]
+
+
+def title_repeats(book: AuditBook) -> list[tuple[Defect, bool]]:
+    """Each title that an earlier one of its level already has, with whether the earlier one shares its parent
+    (a title repeated under its own parent is a duplicate even when it also occurs elsewhere)."""
     found = []
-    for level, items in (
-        ("part", book.parts),
-        ("chapter", book.chapters),
-        ("section", [(s.id, s.title) for s in book.sections]),
-    ):
-        first_seen: dict[str, str] = {}
+    for level, items in book.levels():
+        first_seen: dict[str, str] = {}  # title key -> the first id with it
+        under_parent: dict[tuple[str | None, str], str] = {}  # (parent, title key) -> the first id there
         for item_id, title in items:
-            key = title_key(title)
-            if key in first_seen:
-                found.append(
-                    Defect(
-                        rule="duplicate",
-                        section_id=item_id,
-                        title=title,
-                        detail=f"{level} title also at {first_seen[key]}",
-                    )
-                )
-            else:
-                first_seen[key] = item_id
+            key, parent = title_key(title), book.parents.get(item_id)
+            sibling = under_parent.setdefault((parent, key), item_id)
+            if sibling != item_id:
+                detail = f"{level} title also at {sibling}, under the same parent"
+                found.append((Defect(rule="duplicate", section_id=item_id, title=title, detail=detail), True))
+            elif key in first_seen:
+                other = first_seen[key]
+                detail = f"{level} title also at {other}: {book.path(other)!r} and {book.path(item_id)!r}"
+                found.append((Defect(rule="repeated_title", section_id=item_id, title=title, detail=detail), False))
+            first_seen.setdefault(key, item_id)
     return found
 
 
 def rule_near_duplicate_titles(book: AuditBook) -> list[Defect]:
+    """Titles of one level, below the top one, whose words nearly match an earlier title's."""
     found = []
-    for level, items in (("chapter", book.chapters), ("section", [(s.id, s.title) for s in book.sections])):
+    for level, items in book.levels()[1:]:
         for (id_b, title_b), (id_a, title_a) in near_pairs(items):
             found.append(
                 Defect(
@@ -116,11 +135,63 @@ def rule_truncated(book: AuditBook) -> list[Defect]:
 
 
 def rule_empty(book: AuditBook) -> list[Defect]:
-    return [
-        defect("empty", s, f"{s.words} words (floor {WORD_FLOOR})")
-        for s in book.sections
-        if s.error is None and s.words < WORD_FLOOR
-    ]
+    found = []
+    for section, (floor, why) in zip(book.sections, word_floors(book)):
+        if section.error is None and (section.words == 0 or section.words < floor):
+            found.append(defect("empty", section, f"{section.words} words (floor {floor:g}: {why})"))
+    return found
+
+
+def word_floor(target_words: int | None) -> float:
+    """The near-empty floor of a section asked for `target_words` words: EMPTY_SHARE of them (40 at the
+    default 250), or WORD_FLOOR when the words asked are not known."""
+    return round(target_words * EMPTY_SHARE) if target_words else WORD_FLOOR
+
+
+def word_floors(book: AuditBook) -> list[tuple[float, str]]:
+    """(floor, where it comes from) for each section: from the words asked in a run; in a Markdown file,
+    SHORT_SHARE of the median of its peers (a block far below its siblings), never above WORD_FLOOR, so a
+    reference's 5-word entry among 30-word ones passes and a 2-word one does not."""
+    if book.from_journal:
+        floor = word_floor(book.target_words)
+        why = f"{EMPTY_SHARE:.0%} of the {book.target_words} words asked" if book.target_words else "no words asked"
+        return [(floor, why)] * len(book.sections)
+    found = []
+    for words, group in peer_words(book):
+        if not words:
+            found.append((float(WORD_FLOOR), "no other block to compare"))
+            continue
+        median = statistics.median(words)
+        found.append(
+            (round(min(WORD_FLOOR, SHORT_SHARE * median), 1), f"{SHORT_SHARE:.0%} of {group} median {median:g}")
+        )
+    return found
+
+
+def peer_words(book: AuditBook) -> list[tuple[list[int], str]]:
+    """For each section of a Markdown file, the words of the blocks it is compared with, and what they are: its
+    siblings with text when it has MIN_PEERS of them, else the blocks of its heading level, else every other
+    block."""
+    levels = {node.id: node.level for node in book.nodes}
+    by_parent: dict[str | None, list[AuditSection]] = {}
+    by_level: dict[str, list[AuditSection]] = {}
+    for section in book.sections:
+        if section.words:
+            by_parent.setdefault(book.parents.get(section.id), []).append(section)
+            by_level.setdefault(levels.get(section.id, ""), []).append(section)
+    every = [s for s in book.sections if s.words]
+    found = []
+    for section in book.sections:
+        for group, name in (
+            (by_parent.get(book.parents.get(section.id), []), "its siblings'"),
+            (by_level.get(levels.get(section.id, ""), []), f"the {levels.get(section.id)} blocks'"),
+            (every, "the book's blocks'"),
+        ):
+            others = [s.words for s in group if s is not section]
+            if len(others) >= MIN_PEERS or group is every:
+                found.append((others, name))
+                break
+    return found
 
 
 def rule_failed(book: AuditBook) -> list[Defect]:
@@ -175,13 +246,21 @@ def rule_heading_outranks(book: AuditBook) -> list[Defect]:
 
 
 def rule_word_count_outliers(book: AuditBook) -> list[Defect]:
-    counts = [s.words for s in book.sections if s.error is None and s.words]
-    if len(counts) < 4:
-        return []
-    median = statistics.median(counts)
+    """Sections OUTLIER_FACTOR times longer or shorter than the median: of the whole book in a run (every
+    section was asked for the same words), of its peers in a Markdown file (peer_words)."""
+    if book.from_journal:
+        counts = [s.words for s in book.sections if s.error is None and s.words]
+        if len(counts) < 4:
+            return []
+        medians = [(float(statistics.median(counts)), "a median")] * len(book.sections)
+    else:
+        medians = [
+            (float(statistics.median(words)), f"{group} median") if len(words) >= MIN_PEERS else (math.nan, "")
+            for words, group in peer_words(book)
+        ]
     return [
-        defect("word_count_outliers", s, f"{s.words} words against a median of {median:g}")
-        for s in book.sections
+        defect("word_count_outliers", s, f"{s.words} words against {group} of {median:g}")
+        for s, (median, group) in zip(book.sections, medians)
         if s.error is None and s.words and (s.words > median * OUTLIER_FACTOR or s.words < median / OUTLIER_FACTOR)
     ]
 
@@ -236,6 +315,7 @@ Rule = Callable[[AuditBook], list[Defect]]
 MeaningRule = Callable[[AuditBook, BookMeaning], list[Defect]]
 RULES: list[tuple[str, Rule]] = [
     ("duplicate", rule_duplicate_titles),
+    ("repeated_title", rule_repeated_titles),
     ("near_duplicate", rule_near_duplicate_titles),
     ("truncated", rule_truncated),
     ("empty", rule_empty),
@@ -255,6 +335,15 @@ MEANING_RULES: list[tuple[str, MeaningRule]] = [
 
 
 RULE_NAMES = [name for name, _ in RULES] + [name for name, _ in MEANING_RULES]
+# What these rules find in a Markdown file no fanout run wrote is a figure, not a defect: it is counted and
+# listed, but gates only when the fail_on setting names the rule. A run plans every title once and asks every
+# section for the same words; a reference repeats `Event: 'close'` under each class and its entries run from
+# two words to two pages.
+FIGURE_RULES = ("repeated_title", "word_count_outliers")
+
+
+def figure_rules(book: AuditBook) -> list[str]:
+    return [] if book.from_journal else list(FIGURE_RULES)
 
 
 def choose_rules(only: list[str] | None, skip: list[str] | None) -> list[str]:

@@ -3,7 +3,7 @@
 Takes an open Fleet, the run's spec, outline and journal, and an AuditReport; returns a RepairOutcome
 with the repaired SectionResults and the action taken for each. Per section, one action:
 - failed or empty: asked again;
-- duplicate title: re-titled (siblings and taken titles shown), then written again under the new title;
+- duplicate or repeated title: re-titled (siblings and taken titles shown), then written again under the new title;
 - truncated or looping: the text is cut where it starts repeating itself, then the model is asked to
   continue from where the text stopped (the text so far sent back as its own answer), sampling with
   penalties so that it does not loop again; the continuation is appended. If the cut leaves a near-empty
@@ -23,7 +23,7 @@ import anyio
 
 from pipeline.audit.embed import Embedder
 from pipeline.audit.report import AuditReport
-from pipeline.audit.rules import WORD_FLOOR
+from pipeline.audit.rules import word_floor
 from pipeline.backends.pool import BackendPool, RequestFailed
 from pipeline.book.plan import parse_book_title
 from pipeline.book.profiles import Sampler
@@ -44,6 +44,7 @@ ACTIONS = {
     "failed": "rewrite",
     "empty": "rewrite",
     "duplicate": "retitle",
+    "repeated_title": "retitle",
     "truncated": "continue",
     "repetition_loop": "continue",
     "unclosed_fence": "continue",
@@ -130,7 +131,7 @@ class Repairer:
             return await self._refocus(part, chapter, section, previous)
         if action == "continue" and previous is not None and previous.ok:
             so_far = cut_repeats(previous.text)
-            if len(so_far.split()) >= WORD_FLOOR:
+            if len(so_far.split()) >= word_floor(self.spec.words):
                 return await self._continue(part, chapter, section, so_far)
             return await self._rewrite(part, chapter, section, escape_loops=True)
         return await self._rewrite(part, chapter, section)

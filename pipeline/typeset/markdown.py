@@ -27,13 +27,13 @@ from markdown_it import MarkdownIt
 from markdown_it.rules_core import StateCore
 from markdown_it.token import Token
 
+from pipeline.document import drop_inline_comments
 from pipeline.templating import template_path
 from pipeline.typeset.code import highlight
 from pipeline.typeset.shape import (
     CHAPTER,
     PART,
     SECTION,
-    drop_inline_comments,
     printable,
     structure,
 )
@@ -90,7 +90,8 @@ def _render_code_block(renderer, tokens: list[Token], idx: int, options, env) ->
 
 
 def _drop_comments(state: StateCore) -> None:
-    """HTML comments inside a paragraph render nothing (shape.without_comments takes out comment blocks)."""
+    """HTML comments inside a paragraph render nothing (pipeline/document.py's without_comments takes out
+    comment blocks)."""
     for token in state.tokens:
         for child in token.children or []:
             if child.type == "text":

@@ -36,6 +36,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+from pipeline.document import block_tokens, source_lines
 from pipeline.errors import FanoutError
 from pipeline.typeset.markdown import (
     TOC_LEVELS,
@@ -51,7 +52,7 @@ from pipeline.typeset.markdown import (
 )
 from pipeline.typeset.merge import merge
 from pipeline.typeset.pages import PAGE_NUMBER_GLYPHS, FrontDone, MarkdownSource, PartDone, PlacedHeading, TocLink
-from pipeline.typeset.shape import HANDBOOK, BookShape, Break, block_tokens, book_shape, printable, source_lines
+from pipeline.typeset.shape import HANDBOOK, BookShape, Break, book_shape, printable
 from pipeline.typeset.weasy import render_gc_threshold, weasy_html
 
 log = logging.getLogger("fanout")

@@ -5,11 +5,13 @@ Takes any Markdown (fanout's `# Title` / `## Part` / `### Chapter` / `#### Secti
 wrote for fanout); `structure` returns it with the title's lines blanked, HTML comments dropped, and every other
 top-level heading moved so the shallowest one left is level 2, the level the typesetters read as a part. So
 `# T` / `# Part I` / `## Chapter 1` is typeset as `## Part I` / `### Chapter 1`, as `# T` / `## Part I` /
-`### Chapter 1` always was. Headings are found in markdown-it's own block tokens, never by a line pattern.
+`### Chapter 1` always was. Headings, comments and the title are found by pipeline/document.py, in
+markdown-it's own block tokens, never by a line pattern.
 
 The title is the first top-level `# ` heading when it is the only one, or when no heading stands between it
-and the next one (a title page followed by `# ` parts). A document of many `# ` headings each with its own
-subheadings (release notes: one `# ` a version) has no title heading: every `# ` is a part.
+and the next one (a title page followed by `# ` parts) and the two are not numbered alike. A document of many
+`# ` headings each with its own subheadings (release notes: one `# ` a version) has no title heading: every
+`# ` is a part (pipeline/document.py's `title_index`).
 
 `book_shape` decides from the words under each level what starts a page: a part opens on a right-hand page
 of its own only when a typical part fills several pages, a chapter starts a page only when a typical one
@@ -22,14 +24,13 @@ import re
 import statistics
 from dataclasses import dataclass
 from enum import StrEnum
-from functools import lru_cache
 
-from markdown_it import MarkdownIt
 from markdown_it.token import Token
+
+from pipeline.document import block_tokens, source_lines, title_index, top_headings, without_comments
 
 PART, CHAPTER, SECTION = 2, 3, 4  # the levels a book's structure is typeset at
 UNPRINTABLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
-COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 OPENER_WORDS = 1_000  # a typical part this long (about four A5 pages) gets an opener page of its own
 PAGE_WORDS = 250  # a typical part or chapter this long (most of an A5 page) starts a new page
 
@@ -57,68 +58,10 @@ class BookShape:
 HANDBOOK = BookShape()
 
 
-def _new_parser(*, html: bool = False) -> MarkdownIt:
-    return MarkdownIt("commonmark", {"html": html}).enable("table")
-
-
-@lru_cache(maxsize=1)
-def _block_parser() -> MarkdownIt:
-    return _new_parser().disable("inline")
-
-
-@lru_cache(maxsize=1)
-def _comment_parser() -> MarkdownIt:
-    return _new_parser(html=True).disable("inline")
-
-
-def block_tokens(markdown: str) -> list[Token]:
-    """The book's block structure as the renderer reads it (headings, code, lists, quotes; inline text left
-    unparsed): the one source of where headings are, so no line pattern can disagree with the rendering."""
-    return _block_parser().parse(markdown)
-
-
 def printable(text: str) -> str:
     """`text` without the control characters (and non-characters) XML 1.0 cannot hold: model text may carry
     them, the EPUB's XHTML refuses them and the PDF would show each as an empty box."""
     return UNPRINTABLE.sub("", text)
-
-
-def source_lines(markdown: str) -> list[str]:
-    """The lines as markdown-it numbers them in `Token.map`: split at \\n, \\r\\n and \\r only (not at the
-    form feeds or U+2028 that `str.splitlines` also splits at)."""
-    return re.split(r"\r\n?|\n", markdown)
-
-
-def without_comments(markdown: str) -> str:
-    """HTML comments (`<!-- YAML added: v14.5.0 -->`) render nothing in a browser, so nothing here either: a
-    comment block's lines are blanked; a comment inside a paragraph is taken out of its text by
-    `drop_inline_comments`. Comments in code stay code."""
-    if "<!--" not in markdown:
-        return markdown
-    lines = source_lines(markdown)
-    for token in _comment_parser().parse(markdown):
-        if token.type == "html_block" and token.map and COMMENT.fullmatch(token.content.strip()):
-            start, end = token.map
-            lines[start:end] = [""] * (end - start)
-    return "\n".join(lines)
-
-
-def drop_inline_comments(text: str) -> str:
-    """A text run without the HTML comments it holds (the renderers call it on inline text tokens)."""
-    return COMMENT.sub("", text) if "<!--" in text else text
-
-
-def _top_headings(tokens: list[Token]) -> list[int]:
-    return [i for i, t in enumerate(tokens) if t.type == "heading_open" and t.level == 0 and t.map]
-
-
-def _title_index(tokens: list[Token], headings: list[int]) -> int | None:
-    ones = [i for i in headings if tokens[i].tag == "h1"]
-    if not ones:
-        return None
-    if len(ones) > 1 and any(ones[0] < i < ones[1] for i in headings):
-        return None  # the first `# ` has subheadings of its own: a part (a version of release notes)
-    return ones[0]
 
 
 def _heading_line(inline: Token, level: int) -> str:
@@ -139,8 +82,8 @@ def structure(markdown: str, *, with_tokens: bool = True) -> Structure:
     cost a parse of the whole book: 0.3 s at 1,536 sections) and `Structure.tokens` is empty."""
     markdown = without_comments(printable(markdown))
     tokens = block_tokens(markdown)
-    headings = _top_headings(tokens)
-    title_at = _title_index(tokens, headings)
+    headings = top_headings(tokens)
+    title_at = title_index(tokens, headings)
     rest = [i for i in headings if i != title_at]
     shift = PART - min((int(tokens[i].tag[1]) for i in rest), default=PART)
     if title_at is None and shift == 0:

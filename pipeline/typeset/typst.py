@@ -33,11 +33,12 @@ from typing import Any
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from pipeline.document import drop_inline_comments, source_lines
 from pipeline.errors import FanoutError
 from pipeline.files import atomic_target
 from pipeline.templating import template_path
 from pipeline.typeset.markdown import Heading, TypesetResult, heading_counts, held_line, inline_text, untitled
-from pipeline.typeset.shape import BookShape, book_shape, drop_inline_comments, source_lines
+from pipeline.typeset.shape import BookShape, book_shape
 
 log = logging.getLogger("fanout")
 DEJAVU_FALLBACK_FOLDERS = ("/usr/share/fonts/truetype/dejavu", "/usr/share/fonts/dejavu")

@@ -19,6 +19,7 @@ LAYERS = {
     "pipeline.journal": 0,
     "pipeline.titles": 0,
     "pipeline.records": 0,
+    "pipeline.document": 0,
     "pipeline.config": 1,
     "pipeline.backends": 2,
     "pipeline.audit": 3,

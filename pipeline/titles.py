@@ -95,7 +95,14 @@ def content_words(title: str) -> frozenset[str]:
     """The words that carry a title's meaning, stemmed ('Making Starters' = 'make starter'): no stopwords, no
     generic book words, no numbers."""
     words = [w for w in title_words(title) if w not in STOPWORDS and w not in GENERIC_WORDS and not w.isdigit()]
-    return frozenset(_stemmer.stemWords(words))
+    return frozenset(stem(word) for word in words)
+
+
+@lru_cache(maxsize=65536)
+def stem(word: str) -> str:
+    """One word's stem, remembered: a long book's sentences hold the same few thousand words (stemming each
+    anew was 8.6 of the 14.9 s the audit of Rust's release notes took)."""
+    return str(_stemmer.stemWord(word))
 
 
 def borrows_from(title: str, vocabulary: frozenset[str]) -> bool:

@@ -239,7 +239,8 @@ def section_meanings(book: AuditBook, embedder: Embedder) -> list[SectionMeaning
         plain = embedder.embed([unrestated(b, p) for b, p in zip(bodies, family.points)])
         kept, kept_plain = margins(texts, units), margins(plain, units)
         for index, section in enumerate(family.sections):
-            meaning = SectionMeaning(id=section.id, stray_headings=len(headings_of(section.text)))
+            strays = len(headings_of(section.text)) if book.from_journal else 0  # a Markdown unit ends at one
+            meaning = SectionMeaning(id=section.id, stray_headings=strays)
             if written[index]:
                 meaning.to_book = round(float(texts[index] @ anchor), DIGITS)
                 meaning.to_chapter = round(float(texts[index] @ chapter), DIGITS)

@@ -1,10 +1,10 @@
 """A Markdown document's block structure, as markdown-it reads it: the one owner of where headings are, which
-`# ` heading is the document's title, and which lines are HTML comments rather than text.
+`# ` heading is the document's title, and which lines are HTML comments or empty anchors rather than text.
 
 Takes Markdown text; returns markdown-it block tokens (inline text left unparsed), the source lines as
-`Token.map` numbers them, the text with its comment blocks blanked, and the index of the title heading. A
-leaf: the audit (pipeline/audit/source.py) and the typesetters (pipeline/typeset/shape.py) read a document
-through it, so the two never disagree on its headings or its title.
+`Token.map` numbers them, the text with its comment blocks and empty anchors blanked, and the index of the
+title heading. A leaf: the audit (pipeline/audit/source.py) and the typesetters (pipeline/typeset/shape.py)
+read a document through it, so the two never disagree on its headings or its title.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
+EMPTY_ANCHOR = re.compile(r'\s*<a\s+(?:id|name)\s*=\s*"[^"<>]*"\s*>\s*</a>\s*')
 
 
 def _new_parser(*, html: bool) -> MarkdownIt:
@@ -45,17 +46,30 @@ def is_comment(token: Token) -> bool:
     return token.type == "html_block" and bool(COMMENT.fullmatch(token.content.strip()))
 
 
-def without_comments(markdown: str) -> str:
-    """HTML comments render nothing in a browser, so nothing here either: a comment block's lines are blanked
-    (the line numbers stay); a comment inside a paragraph is taken out of its text by
-    `drop_inline_comments`. Comments in code stay code."""
-    if "<!--" not in markdown:
+def silent_lines(token: Token, lines: list[str]) -> range | list[int]:
+    """The source lines of `token` that a browser shows nothing of: a comment block's lines, and in a
+    paragraph the lines that hold only an empty anchor (`<a id="1.95-Language"></a>`, a link target for the
+    document's own contents)."""
+    if not token.map:
+        return []
+    start, end = token.map
+    if is_comment(token):
+        return range(start, end)
+    if token.type == "paragraph_open":
+        return [i for i in range(start, end) if EMPTY_ANCHOR.fullmatch(lines[i])]
+    return []
+
+
+def without_silent_markup(markdown: str) -> str:
+    """What renders nothing in a browser renders nothing here either: comment blocks and empty-anchor lines
+    are blanked (the line numbers stay); a comment inside a paragraph is taken out of its text by
+    `drop_inline_comments`. Code stays code."""
+    if "<!--" not in markdown and "<a " not in markdown:
         return markdown
     lines = source_lines(markdown)
     for token in block_tokens(markdown, html=True):
-        if is_comment(token) and token.map:
-            start, end = token.map
-            lines[start:end] = [""] * (end - start)
+        for i in silent_lines(token, lines):
+            lines[i] = ""
     return "\n".join(lines)
 
 

@@ -207,12 +207,13 @@ def rule_unclosed_fence(book: AuditBook) -> list[Defect]:
 
 
 def rule_repeated_passages(book: AuditBook) -> list[Defect]:
-    """A run of SHARED_PASSAGE_WORDS words that appears in more than one section."""
+    """A run of SHARED_PASSAGE_WORDS words that appears in more than one section; the example is the section's
+    first such run in its text's order, so two audits of one book say the same."""
     owners: dict[tuple[str, ...], str] = {}
     found: dict[str, Defect] = {}
     by_id = {s.id: s for s in book.sections}
     for section in book.sections:
-        for gram in set(shingles(words_of(section.text), SHARED_PASSAGE_WORDS)):
+        for gram in dict.fromkeys(shingles(words_of(section.text), SHARED_PASSAGE_WORDS)):
             first = owners.setdefault(gram, section.id)
             if first != section.id and section.id not in found:
                 found[section.id] = defect(

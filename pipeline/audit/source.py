@@ -22,7 +22,14 @@ from pathlib import Path
 from markdown_it.token import Token
 from pydantic import BaseModel, Field
 
-from pipeline.document import block_tokens, heading_level, source_lines, title_index, top_headings, without_comments
+from pipeline.document import (
+    block_tokens,
+    heading_level,
+    source_lines,
+    title_index,
+    top_headings,
+    without_silent_markup,
+)
 from pipeline.errors import UsageError
 from pipeline.journal import read_journal
 from pipeline.records import BookSpec, Node, Outline, SectionResult
@@ -308,7 +315,7 @@ def heading_block(tokens: list[Token], index: int, open_headings: list[HeadingBl
 def load_markdown(path: Path) -> AuditBook:
     """Any Markdown file, its structure found from the file itself (see the module's docstring)."""
     try:
-        markdown = without_comments(path.read_text())
+        markdown = without_silent_markup(path.read_text())
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read {path}: {exc}") from None
     tokens = block_tokens(markdown)

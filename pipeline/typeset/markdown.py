@@ -2,8 +2,8 @@
 
 Takes the assembled book Markdown (`# Title`, `## Part`, `### Chapter`, `#### Section`; section bodies are
 untrusted model output) and a title. Any Markdown is a book: `untitled` reads its shape with `typeset.shape`
-(which heading is the title, parts moved to level 2, HTML comments and control characters XML cannot hold
-dropped) and gives the title's plain text.
+(which heading is the title, parts moved to level 2, HTML comments, empty anchors and control characters
+XML cannot hold dropped) and gives the title's plain text.
 
 - `markdown_to_html`: the whole book as one HTML document (stable heading ids, a table of contents, raw
   HTML escaped, images shown as their alt text, code highlighted by `typeset.code`), linking
@@ -90,8 +90,8 @@ def _render_code_block(renderer, tokens: list[Token], idx: int, options, env) ->
 
 
 def _drop_comments(state: StateCore) -> None:
-    """HTML comments inside a paragraph render nothing (pipeline/document.py's without_comments takes out
-    comment blocks)."""
+    """HTML comments inside a paragraph render nothing (pipeline/document.py's without_silent_markup takes out
+    comment blocks and empty anchors)."""
     for token in state.tokens:
         for child in token.children or []:
             if child.type == "text":
@@ -189,9 +189,9 @@ def title_page_html(title: str, counts: tuple[int, ...]) -> str:
 
 
 def untitled(markdown: str, *, with_tokens: bool = True) -> tuple[str, str | None, list[Token]]:
-    """(the Markdown as typeset: printable, comments dropped, its title's lines blanked, its headings moved
-    so parts are level 2 (`shape.structure`); the title's plain text or None; the block tokens of that
-    Markdown, unless `with_tokens` is False)."""
+    """(the Markdown as typeset: printable, comments and empty anchors dropped, its title's lines blanked, its
+    headings moved so parts are level 2 (`shape.structure`); the title's plain text or None; the block tokens
+    of that Markdown, unless `with_tokens` is False)."""
     book = structure(markdown, with_tokens=with_tokens)
     if book.title is None:
         return book.text, None, book.tokens

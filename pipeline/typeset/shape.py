@@ -2,11 +2,11 @@
 parts, chapters and sections, and which of them start a page.
 
 Takes any Markdown (fanout's `# Title` / `## Part` / `### Chapter` / `#### Section`, or a document no one
-wrote for fanout); `structure` returns it with the title's lines blanked, HTML comments dropped, and every other
-top-level heading moved so the shallowest one left is level 2, the level the typesetters read as a part. So
-`# T` / `# Part I` / `## Chapter 1` is typeset as `## Part I` / `### Chapter 1`, as `# T` / `## Part I` /
-`### Chapter 1` always was. Headings, comments and the title are found by pipeline/document.py, in
-markdown-it's own block tokens, never by a line pattern.
+wrote for fanout); `structure` returns it with the title's lines blanked, HTML comments and empty anchors
+dropped, and every other top-level heading moved so the shallowest one left is level 2, the level the
+typesetters read as a part. So `# T` / `# Part I` / `## Chapter 1` is typeset as `## Part I` /
+`### Chapter 1`, as `# T` / `## Part I` / `### Chapter 1` always was. Headings, comments, empty anchors and the
+title are found by pipeline/document.py, in markdown-it's own block tokens.
 
 The title is the first top-level `# ` heading when it is the only one, or when no heading stands between it
 and the next one (a title page followed by `# ` parts) and the two are not numbered alike. A document of many
@@ -27,7 +27,7 @@ from enum import StrEnum
 
 from markdown_it.token import Token
 
-from pipeline.document import block_tokens, source_lines, title_index, top_headings, without_comments
+from pipeline.document import block_tokens, source_lines, title_index, top_headings, without_silent_markup
 
 PART, CHAPTER, SECTION = 2, 3, 4  # the levels a book's structure is typeset at
 UNPRINTABLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -71,7 +71,7 @@ def _heading_line(inline: Token, level: int) -> str:
 
 @dataclass(frozen=True)
 class Structure:
-    text: str  # the Markdown, printable, comments dropped, title blanked, headings moved (parts at level 2)
+    text: str  # the Markdown, printable, comments and empty anchors dropped, title blanked, parts at level 2
     title: str | None  # the title heading's inline source, or None
     tokens: list[Token]  # the block tokens of `text`
 
@@ -80,7 +80,7 @@ def structure(markdown: str, *, with_tokens: bool = True) -> Structure:
     """The book with its title taken out and its headings moved so the shallowest is level 2 (see above).
     `with_tokens` False: the caller parses the text itself, so the block tokens of the result are not made (they
     cost a parse of the whole book: 0.3 s at 1,536 sections) and `Structure.tokens` is empty."""
-    markdown = without_comments(printable(markdown))
+    markdown = without_silent_markup(printable(markdown))
     tokens = block_tokens(markdown)
     headings = top_headings(tokens)
     title_at = title_index(tokens, headings)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.document import block_tokens, title_index, top_headings, without_comments
+from pipeline.document import block_tokens, title_index, top_headings, without_silent_markup
 
 
 def title_of(markdown: str) -> str | None:
@@ -31,6 +31,19 @@ def test_the_title_heading(markdown, title):
 
 def test_comment_blocks_are_blanked_and_line_numbers_kept():
     markdown = "# T\n\n<!-- YAML\nadded: v1\n-->\n\nText <!-- inline --> here.\n\n```\n<!-- code -->\n```\n"
-    blanked = without_comments(markdown)
+    blanked = without_silent_markup(markdown)
     assert blanked.count("\n") == markdown.count("\n")
     assert "YAML" not in blanked and "<!-- inline -->" in blanked and "<!-- code -->" in blanked
+
+
+def test_empty_anchors_are_blanked_outside_code_and_inside_text_kept():
+    markdown = (
+        '# T\n\n<a id="1.95-Language"></a>\n\nLanguage\n--------\n\n- item <a id="in-a-list"></a>\n\n'
+        'Text.\n<a name="glued"></a>\n\n```\n<a id="in-code"></a>\n```\n\nSee <a id="inline"></a> here.\n'
+    )
+    blanked = without_silent_markup(markdown)
+    assert blanked.count("\n") == markdown.count("\n")
+    assert "1.95-Language" not in blanked and "glued" not in blanked
+    assert all(kept in blanked for kept in ("in-a-list", "in-code", "inline"))
+    headings = [t.content for t in block_tokens(blanked) if t.type == "inline" and t.map and t.map[0] == 4]
+    assert headings == ["Language"]

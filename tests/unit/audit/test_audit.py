@@ -90,6 +90,18 @@ def test_run_folder_rules_read_the_journal(tmp_path):
     assert report.ids("empty") == ["p01.c01.s06"]
 
 
+def test_a_repeated_passage_is_quoted_where_the_section_first_repeats(tmp_path):
+    shared = [f"passage {n} " + " ".join(f"w{n}x{i}" for i in range(12)) + "." for n in range(30)]
+    book = tmp_path / "book.md"
+    book.write_text(
+        "# B\n\n## One\n\n" + " ".join(shared) + "\n\n## Two\n\nOwn words first. " + " ".join(shared) + "\n"
+    )
+    (repeat,) = [d for d in audit(load_book(book), only=["repeated_passages"]).defects]
+    assert repeat.detail.startswith("shares 'passage 0 w0x0"), (
+        "the first shared run in the text, whatever the hash seed"
+    )
+
+
 def test_rule_selection_and_unknown_rules():
     report = audit(load_book(FIXTURES / "empty.md"), only=["empty", "truncated"])
     assert report.rules == ["truncated", "empty"]

@@ -60,6 +60,25 @@ def test_an_api_reference_runs_its_entries_on_and_drops_its_comments(engine, tmp
     assert "Stability: 2 - Stable" in text
 
 
+@pytest.mark.parametrize("engine", ENGINES)
+def test_empty_anchors_print_nothing_and_code_keeps_them(engine, tmp_path):
+    source = tmp_path / "releases.md"
+    versions = (
+        f'Version 1.{v}.0\n==============\n\n<a id="1.{v}-Language"></a>\n\nLanguage\n--------\n- Change {v}.\n\n'
+        for v in (2, 1)
+    )
+    source.write_text("".join(versions) + '```html\n<a id="kept"></a>\n```\n')
+    reader = typeset(source, tmp_path / "out", engine)
+    assert pdf_bookmarks(reader.outline) == [
+        (0, "Version 1.2.0"),
+        (1, "Language"),
+        (0, "Version 1.1.0"),
+        (1, "Language"),
+    ]
+    text = pdf_text(reader)
+    assert "1.2-Language" not in text and "1.1-Language" not in text and 'id="kept"' in text
+
+
 def test_both_engines_give_the_same_bookmarks_and_contents(tmp_path):
     source = tmp_path / "book.md"
     source.write_text(

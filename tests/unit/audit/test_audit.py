@@ -96,7 +96,7 @@ def test_a_repeated_passage_is_quoted_where_the_section_first_repeats(tmp_path):
     book.write_text(
         "# B\n\n## One\n\n" + " ".join(shared) + "\n\n## Two\n\nOwn words first. " + " ".join(shared) + "\n"
     )
-    (repeat,) = [d for d in audit(load_book(book), only=["repeated_passages"]).defects]
+    (repeat,) = audit(load_book(book), only=["repeated_passages"]).defects
     assert repeat.detail.startswith("shares 'passage 0 w0x0"), (
         "the first shared run in the text, whatever the hash seed"
     )

@@ -77,6 +77,7 @@ class Settings(BaseModel):
     ctx_per_slot: int = Field(default=2048, gt=0)
     attempts: int = Field(default=4, gt=0)
     read_timeout: float = Field(default=120.0, gt=0)
+    give_up_after: float = Field(default=60.0, gt=0)  # seconds of a fleet all down before a job stops
     workers: int = Field(default=1, gt=0)  # client processes that read the streams (book)
     ray_address: str | None = None  # the book's workers as Ray actors: "" a local instance, else the cluster
     client: Literal["fast", "sdk"] = "fast"  # sdk: the openai SDK (httpx: proxies, custom TLS), slower
@@ -109,6 +110,7 @@ ENV_FIELDS = {
     "ctx_per_slot": "FANOUT_CTX_PER_SLOT",
     "attempts": "FANOUT_ATTEMPTS",
     "read_timeout": "FANOUT_READ_TIMEOUT",
+    "give_up_after": "FANOUT_GIVE_UP_AFTER",
     "profile": "FANOUT_PROFILE",
     "client": "FANOUT_CLIENT",
     "workers": "FANOUT_WORKERS",

@@ -17,7 +17,9 @@ from pipeline.backends.sse import (
     SseStream,
     completion_of,
     hide_key,
+    is_event_stream,
     new_request_id,
+    not_event_stream,
     request_body,
     request_headers,
     status_error,
@@ -54,9 +56,7 @@ async def stream_chat_aiohttp(
             headers=request_headers(backend, request_id),
             timeout=aiohttp.ClientTimeout(sock_read=read_timeout),
         ) as response:
-            if response.status != 200:
-                text = hide_key(await response.text(errors="replace"), backend)
-                raise status_error(response.status, text, response.headers.get("Retry-After"))
+            await check_head(response, backend)
             got_bytes = True
             done = await read_events(response, stream)
     except AttemptError as error:
@@ -81,6 +81,16 @@ async def stream_chat_aiohttp(
     return completion_of(backend, request, stream, t_sent, request_id)
 
 
+async def check_head(response: aiohttp.ClientResponse, backend: Backend) -> None:
+    """Raise the AttemptError an answer's status and content type call for, if any."""
+    if response.status != 200:
+        text = hide_key(await response.text(errors="replace"), backend)
+        raise status_error(response.status, text, response.headers.get("Retry-After"))
+    content_type = response.headers.get("Content-Type", "")
+    if not is_event_stream(content_type.strip().lower().encode("latin-1", "replace")):
+        raise not_event_stream(content_type)
+
+
 async def read_events(response: aiohttp.ClientResponse, stream: SseStream) -> bool:
     """Read the SSE body until [DONE]; True if it came. Reads whatever bytes arrived (one event per read
     against a real engine) and hands them to the reader: aiohttp's per-line iteration costs more than the parse."""
@@ -91,5 +101,5 @@ async def read_events(response: aiohttp.ClientResponse, stream: SseStream) -> bo
                 return True
     except (ValueError, LineTooLong) as exc:  # as aiohttp's own line reader said it (LineTooLong is not a
         # ClientError: uncaught, it crashed the whole job); our own AttemptError is neither
-        raise AttemptError(Outcome.OVERSIZED, "SSE line too long", retryable=False) from exc
+        raise AttemptError(Outcome.OVERSIZED, "SSE line too long") from exc
     return False

@@ -106,8 +106,8 @@ class ChatWorkers:
         if kind == "done":
             entry.future.set_result(message[2])
         else:
-            _, _, failure_kind, detail, retry_after, retryable = message
-            entry.future.set_exception(AttemptError(failure_kind, detail, retry_after, retryable=retryable))
+            _, _, failure_kind, detail, retry_after = message
+            entry.future.set_exception(AttemptError(failure_kind, detail, retry_after))
 
     async def chat(
         self, backend: Backend, request: ChatRequest, read_timeout: float, on_delta: OnDelta | None = None
@@ -208,7 +208,7 @@ async def _one(
     try:
         completion = await chat(backend, request, read_timeout, on_delta)
     except AttemptError as failure:
-        connection.send(("fail", request_id, failure.kind, failure.detail, failure.retry_after, failure.retryable))
+        connection.send(("fail", request_id, failure.kind, failure.detail, failure.retry_after))
         return
     except asyncio.CancelledError:
         return

@@ -28,6 +28,7 @@ from pipeline.backends.metrics import detect_engine, scrape
 from pipeline.backends.pool import BackendPool, RetryPolicy, Transport
 from pipeline.backends.raychat import RayChatWorkers
 from pipeline.backends.sdk import close_sdk_clients
+from pipeline.backends.supervisor import EngineSupervisor
 from pipeline.config import EngineSettings, Settings
 from pipeline.errors import UsageError
 from pipeline.records import Backend, EngineInfo
@@ -43,6 +44,11 @@ class Fleet:
     session: aiohttp.ClientSession
     embedded: EmbeddedEngine | None
     planner_pool: BackendPool | None = None  # planning's own backends (STORM's plan-on-one, write-on-many)
+    supervisor: EngineSupervisor | None = None  # restarts the embedded engine once if it dies mid-job
+
+    @property
+    def engine_restarts(self) -> int:
+        return 0 if self.supervisor is None else self.supervisor.restarts
 
     @property
     def backends(self) -> list[Backend]:
@@ -58,7 +64,9 @@ class Fleet:
 
 
 def retry_policy(settings: Settings) -> RetryPolicy:
-    return RetryPolicy(attempts=settings.attempts, read_timeout=settings.read_timeout)
+    return RetryPolicy(
+        attempts=settings.attempts, read_timeout=settings.read_timeout, give_up_after=settings.give_up_after
+    )
 
 
 @asynccontextmanager
@@ -68,6 +76,7 @@ async def open_fleet(
     """`ram_prompt_cache` False starts the embedded engine without its host-memory prompt cache, which no
     endpoint empties (a bench that empties the cache between levels asks for that)."""
     embedded = None
+    supervisor = None
     backends = settings.backends
     if not backends:
         engine_settings = EngineSettings(
@@ -91,6 +100,9 @@ async def open_fleet(
             backends, engines, down = await check_backends(session, backends)
             pool = BackendPool(backends, retry_policy(settings), caps=fd_plan.caps[: len(backends)])
             pool.rest(down)
+            if embedded is not None:
+                supervisor = EngineSupervisor(embedded, pool, embedded.backend.name)
+                supervisor.start()
             planner_pool = None
             if planners:
                 planners, planner_engines, planners_down = await check_backends(session, planners)
@@ -104,10 +116,12 @@ async def open_fleet(
                         if each is not None:
                             each.transport = transport
                 try:
-                    yield Fleet(pool, engines, session, embedded, planner_pool)
+                    yield Fleet(pool, engines, session, embedded, planner_pool, supervisor)
                 finally:
                     await close_sdk_clients()
     finally:
+        if supervisor is not None:
+            supervisor.close()
         if embedded is not None:
             await anyio.to_thread.run_sync(embedded.stop)
 

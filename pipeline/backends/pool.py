@@ -5,8 +5,13 @@ A request goes to the backend with the lowest in_flight/cap that has a free slot
 first served, while all are full; a request sent with `first=True` (planning) waits ahead of the others,
 and while `reserve_for_first` is on, one slot of each backend is kept for such requests, so planning that
 runs beside writing never waits for a whole section to end.
-A failed attempt is retried with backoff (tenacity), preferring another backend; a backend that fails
-`down_after` times in a row is rested and later probed by a single request.
+A failed attempt is the backend's fault unless records.Outcome.blames_request says it is the request's:
+it is retried with backoff (tenacity) on another backend first, until it has failed `attempts` times and
+every backend has had it; a backend that blamed the request is never asked it again. A backend that fails
+`down_after` times in a row is rested and later probed by a single request. When every backend is down and
+none has answered for `give_up_after` seconds, no backend can answer anything: requests fail with
+FleetUnavailable, which ends a job (one line; what was written stays, and a resume finishes it).
+A backend whose engine is being restarted is held out of use and revived with its new address.
 A connection the server closed before the first byte (llama-server drops idle keep-alives), or a request
 whose client worker process ended (`--workers`), is re-asked at once on the same slot and counted apart
 from failures. Every attempt is recorded.
@@ -22,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import TypedDict
 
 import anyio
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wait_exponential_jitter
 
 from pipeline.backends.chat import chat
 from pipeline.backends.sse import AttemptError, OnDelta
@@ -49,26 +54,40 @@ class BackendSnapshot(TypedDict):
 
 
 class RequestFailed(FanoutError):
-    """Every attempt of one request failed."""
+    """Every attempt of one request failed, on every backend it could be asked of."""
 
-    def __init__(self, tag: str, attempts: list[Attempt]):
+    def __init__(self, tag: str, attempts: list[Attempt], why: str = "failed"):
         last = attempts[-1] if attempts else None
         super().__init__(
-            f"request {tag or '?'} failed after {len(attempts)} attempts"
+            f"request {tag or '?'} {why} after {len(attempts)} attempts"
             + (f" (last: {last.outcome} on {last.backend}: {last.detail[:120]})" if last else "")
         )
         self.tag = tag
         self.attempts = attempts
 
 
+class RequestRefused(RequestFailed):
+    """Every backend answered that the request itself cannot be served (records.Outcome.blames_request):
+    asking it again, here or later, would get the same answer."""
+
+    def __init__(self, tag: str, attempts: list[Attempt]):
+        super().__init__(tag, attempts, "was refused by every backend as the request's own fault")
+
+
+class FleetUnavailable(FanoutError):
+    """No backend can answer anything: every one is down and none has answered for
+    `RetryPolicy.give_up_after` seconds, or the fleet was stopped (its embedded engine died twice)."""
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
-    attempts: int = 4
+    attempts: int = 4  # a request gives up after this many failed attempts, once every backend had one
     backoff_initial: float = 0.5
     backoff_max: float = 10.0
     read_timeout: float = 120.0
     down_after: int = 3
     probe_after: float = 5.0
+    give_up_after: float = 60.0  # every backend down and no answer for this long: the fleet cannot answer
 
 
 @dataclass
@@ -83,6 +102,8 @@ class BackendState:
     reissued: int = 0
     consecutive_failures: int = 0
     down_until: float = 0.0
+    held: bool = False  # out of use until revived (its engine is being restarted)
+    last_failure: str = ""  # the last failed attempt's outcome and detail, for the fleet's last word
 
     @property
     def load(self) -> float:
@@ -92,6 +113,16 @@ class BackendState:
 @dataclass
 class PoolStats:
     attempts: list[Attempt] = field(default_factory=list)  # every attempt the pool made, in order
+
+
+@dataclass
+class _Tries:
+    """One request's attempts so far, and which backends it must not or had better not be asked of."""
+
+    attempts: list[Attempt] = field(default_factory=list)
+    failures: int = 0  # attempts that failed (a run of cuts before the first byte counts once)
+    failed_on: set[str] = field(default_factory=set)  # backends that failed it: others are asked first
+    refused_by: set[str] = field(default_factory=set)  # backends that blamed the request: never asked again
 
 
 class BackendPool:
@@ -110,6 +141,9 @@ class BackendPool:
         self._backoff = wait_exponential_jitter(
             multiplier=self.policy.backoff_initial, max=self.policy.backoff_max, jitter=self.policy.backoff_initial
         )
+        self.last_answer = time.monotonic()  # when any backend last answered (the pool's start before any did)
+        self._answered: anyio.Event | None = None  # set at the next answer, for work waiting on one
+        self._stopped: str | None = None  # why the whole fleet was stopped (stop_all)
 
     async def complete(
         self,
@@ -119,48 +153,47 @@ class BackendPool:
         first: bool = False,
         on_retry: Callable[[], None] | None = None,
     ) -> Completion:
-        """Send one request through the pool; raise RequestFailed when every attempt failed. `first` puts it
-        ahead of every waiting request without it; `on_retry` is called before each attempt after the first
-        (text an earlier attempt streamed to `on_delta` is void)."""
-        attempts: list[Attempt] = []
-        avoid: set[str] = set()
+        """Send one request through the pool. A failed attempt is asked again, another backend first, until
+        it has failed `attempts` times and every backend has had it (RequestFailed), or every backend blamed
+        the request itself (RequestRefused); FleetUnavailable when no backend can answer anything. `first`
+        puts it ahead of every waiting request without it; `on_retry` is called before each attempt after
+        the first (text an earlier attempt streamed to `on_delta` is void)."""
+        tries = _Tries()
         t_asked = time.monotonic()
         completion: Completion | None = None
         try:
             try:
-                completion = await self._attempt(request, attempts, avoid, on_delta, first=first)
+                completion = await self._attempt(request, tries, on_delta, first=first)
             except AttemptError as made:
-                completion = await self._retried(
-                    request, attempts, avoid, on_delta, first=first, on_retry=on_retry, made=made
-                )
+                completion = await self._retried(request, tries, on_delta, first=first, on_retry=on_retry, made=made)
         except AttemptError:
-            raise RequestFailed(request.tag, attempts) from None
+            raise self._failure(request.tag, tries) from None
         finally:  # answered, failed, or cancelled by its caller (planning stops once it has enough)
             if self.on_finished is not None:
-                self.on_finished(request, completion, t_asked, attempts)
-        completion.attempts = attempts
+                self.on_finished(request, completion, t_asked, tries.attempts)
+        completion.attempts = tries.attempts
         return completion
 
     async def _retried(
         self,
         request: ChatRequest,
-        attempts: list[Attempt],
-        avoid: set[str],
+        tries: _Tries,
         on_delta: OnDelta | None,
         *,
         first: bool,
         on_retry: Callable[[], None] | None,
         made: AttemptError,
     ) -> Completion:
-        """After a failed first attempt, tenacity decides the rest: whether to ask again, how long to wait,
-        when to stop. The failure already made is its first attempt (raised again here, nothing sent), so
-        the policy counts it as before. Only failed requests come here: around every request, tenacity's
-        async iteration cost 333 against 203 µs of CPU a request of 8 events (the per-request loop of
-        `examples/client_cost.py`, 2-core machine), a third of the client's whole cost of a short request."""
+        """After a failed first attempt, tenacity decides the rest: whether to ask again (`_given_up`), how
+        long to wait, when to stop. The failure already made is its first attempt (raised again here,
+        nothing sent), so the policy counts it as before. Only failed requests come here: around every
+        request, tenacity's async iteration cost 333 against 203 µs of CPU a request of 8 events (the
+        per-request loop of `examples/client_cost.py`, 2-core machine), a third of the client's whole cost
+        of a short request."""
         retrying = AsyncRetrying(
-            stop=stop_after_attempt(self.policy.attempts),
+            stop=lambda _: self._given_up(tries),
             wait=self._wait,
-            retry=retry_if_exception(lambda exc: isinstance(exc, AttemptError) and exc.retryable),
+            retry=retry_if_exception_type(AttemptError),
             reraise=True,
         )
         earlier: AttemptError | None = made
@@ -171,37 +204,60 @@ class BackendPool:
                     raise error
                 if on_retry is not None:
                     on_retry()
-                return await self._attempt(request, attempts, avoid, on_delta, first=first)
+                return await self._attempt(request, tries, on_delta, first=first)
         raise AssertionError("tenacity ends by returning or raising")  # reraise=True
+
+    def _given_up(self, tries: _Tries) -> bool:
+        """Stop asking: every backend blamed the request; or the fleet cannot answer; or the request has
+        failed `attempts` times and every backend that did not blame it has failed it once."""
+        left = {state.backend.name for state in self.states} - tries.refused_by
+        if not left or self._stopped is not None or self.unavailable():
+            return True
+        return tries.failures >= self.policy.attempts and left <= tries.failed_on
+
+    def _failure(self, tag: str, tries: _Tries) -> FanoutError:
+        if self._stopped is not None or self.unavailable():
+            return self.unavailable_error()
+        if tries.refused_by >= {state.backend.name for state in self.states}:
+            return RequestRefused(tag, tries.attempts)
+        return RequestFailed(tag, tries.attempts)
 
     def _wait(self, retry_state: RetryCallState) -> float:
         error = retry_state.outcome.exception() if retry_state.outcome else None
+        if isinstance(error, AttemptError) and error.blames_request:
+            return 0.0  # another backend is asked at once: this one's backoff says nothing of it
         if isinstance(error, AttemptError) and error.retry_after is not None:
             return min(error.retry_after, 60.0)
         return self._backoff(retry_state)
 
     async def _attempt(
-        self, request: ChatRequest, attempts: list[Attempt], avoid: set[str], on_delta: OnDelta | None, *, first: bool
+        self, request: ChatRequest, tries: _Tries, on_delta: OnDelta | None, *, first: bool
     ) -> Completion:
-        state = await self._acquire(avoid, first=first)
+        state = await self._acquire(tries, first=first)
+        name = state.backend.name
         try:
             for _ in range(REASK_BEFORE_FIRST_BYTE):
                 t_start = time.monotonic()
                 try:
                     completion = await self.transport(state.backend, request, self.policy.read_timeout, on_delta)
                 except AttemptError as error:
-                    self._record(attempts, state, t_start, error.kind, error.detail)
+                    self._record(tries.attempts, state, t_start, error.kind, error.detail)
                     if error.outcome.asked_again_at_once:
                         state.reissued += 1
                         continue
-                    self._note_failure(state)
-                    avoid.add(state.backend.name)
+                    tries.failures += 1
+                    if error.blames_request:
+                        tries.refused_by.add(name)
+                    else:
+                        self._note_failure(state, f"{error.kind}: {error.detail}")
+                        tries.failed_on.add(name)
                     raise
-                self._record(attempts, state, t_start, Outcome.OK, "")
+                self._record(tries.attempts, state, t_start, Outcome.OK, "")
                 self._note_success(state)
                 return completion
-            self._note_failure(state)
-            avoid.add(state.backend.name)
+            tries.failures += 1
+            self._note_failure(state, f"{Outcome.CUT_BEFORE_FIRST_BYTE}: {REASK_BEFORE_FIRST_BYTE} times in a row")
+            tries.failed_on.add(name)
             raise AttemptError(Outcome.CUT_BEFORE_FIRST_BYTE, f"{REASK_BEFORE_FIRST_BYTE} times in a row")
         finally:
             self._release(state)
@@ -218,19 +274,74 @@ class BackendPool:
         state.succeeded += 1
         state.consecutive_failures = 0
         state.down_until = 0.0
+        self.last_answer = time.monotonic()
+        if self._answered is not None:
+            self._answered.set()
+            self._answered = None
 
-    def _note_failure(self, state: BackendState) -> None:
+    async def next_answer(self, timeout: float) -> None:
+        """Wait until any backend answers a request, or `timeout` seconds; FleetUnavailable once no backend
+        can answer."""
+        if self._answered is None:
+            self._answered = anyio.Event()
+        with anyio.move_on_after(timeout):
+            await self._answered.wait()
+        if self._stopped is not None or self.unavailable():
+            raise self.unavailable_error()
+
+    def _note_failure(self, state: BackendState, what: str) -> None:
         state.failed += 1
         state.consecutive_failures += 1
+        state.last_failure = what[:160]
         if state.consecutive_failures >= self.policy.down_after:
             state.down_until = time.monotonic() + self.policy.probe_after
 
     def _is_up(self, state: BackendState, now: float) -> bool:
-        """A backend is up unless it failed `down_after` times in a row; once its rest is over, one
-        request at a time probes it."""
+        """A backend is up unless it is held or failed `down_after` times in a row; once its rest is over,
+        one request at a time probes it."""
+        if state.held:
+            return False
         if state.consecutive_failures < self.policy.down_after:
             return True
         return now >= state.down_until and state.in_flight == 0
+
+    def unavailable(self) -> bool:
+        """No backend can answer anything: every one (none held for a restart) failed `down_after` times in
+        a row, and none has answered for `give_up_after` seconds."""
+        quiet = time.monotonic() - self.last_answer >= self.policy.give_up_after
+        down = all(not s.held and s.consecutive_failures >= self.policy.down_after for s in self.states)
+        return quiet and down
+
+    def unavailable_error(self) -> FleetUnavailable:
+        """The one line that says why no backend can answer, with each backend's last failure."""
+        if self._stopped is not None:
+            return FleetUnavailable(self._stopped)
+        each = "; ".join(f"{s.backend.name}: {s.last_failure or 'no answer'}" for s in self.states)
+        return FleetUnavailable(f"no backend has answered for {self.policy.give_up_after:g} s ({each})")
+
+    def stop_all(self, why: str) -> None:
+        """Stop the fleet: every request waiting or asked from now on fails with FleetUnavailable(why)."""
+        self._stopped = why
+        for queue in (self._urgent, self._waiters):
+            while queue:
+                queue.popleft().set()
+
+    def hold(self, name: str) -> None:
+        """Take a backend out of use until `revive` (its engine is being restarted)."""
+        self._state(name).held = True
+
+    def revive(self, name: str, base_url: str | None = None) -> None:
+        """Put a held backend back in use with a clean record, at its new address if it has one."""
+        state = self._state(name)
+        if base_url is not None and base_url != state.backend.base_url:
+            state.backend = state.backend.model_copy(update={"base_url": base_url})
+        state.held = False
+        state.consecutive_failures = 0
+        state.down_until = 0.0
+        self._wake_next()
+
+    def _state(self, name: str) -> BackendState:
+        return next(state for state in self.states if state.backend.name == name)
 
     @contextmanager
     def reserve_for_first(self, slots: int = 1) -> Iterator[None]:
@@ -242,27 +353,34 @@ class BackendPool:
             self._reserved = 0
             self._wake_next()
 
-    def _pick(self, avoid: set[str], *, first: bool = True) -> BackendState | None:
+    def _pick(self, tries: _Tries | None, *, first: bool = True) -> BackendState | None:
+        """The least-loaded free backend that is up, never one that blamed the request; one that failed it
+        is taken only when no other is free, and not at all once the request has used its attempts."""
         now = time.monotonic()
         free = [s for s in self.states if s.in_flight < self._limit(s, first=first) and self._is_up(s, now)]
-        preferred = [s for s in free if s.backend.name not in avoid] or free
-        return min(preferred, key=lambda s: s.load, default=None)
+        if tries is not None and (tries.refused_by or tries.failed_on):
+            spent = tries.failures >= self.policy.attempts
+            free = [s for s in free if s.backend.name not in tries.refused_by]
+            untried = [s for s in free if s.backend.name not in tries.failed_on]
+            free = untried if spent else untried or free
+        return min(free, key=lambda s: s.load, default=None)
 
     def _limit(self, state: BackendState, *, first: bool) -> int:
         return state.cap if first else state.cap - min(self._reserved, state.cap - 1)
 
-    async def _acquire(self, avoid: set[str], *, first: bool = False) -> BackendState:
-        """Take a slot: at once if one is free and nobody waits ahead, else in arrival order (urgent first)."""
+    async def _acquire(self, tries: _Tries, *, first: bool = False) -> BackendState:
+        """Take a slot: at once if one is free and nobody waits ahead, else in arrival order (urgent first).
+        FleetUnavailable while waiting once no backend can answer."""
         queue = self._urgent if first else self._waiters
         ahead = self._urgent if first else self._urgent or self._waiters
-        state = self._pick(avoid, first=first)
+        state = self._pick(tries, first=first)
         if state is None or ahead:
             await self._wait_turn(queue, at_front=False)
-            while (state := self._pick(avoid, first=first)) is None:
+            while (state := self._pick(tries, first=first)) is None:
                 await self._wait_turn(queue, at_front=True)
         state.in_flight += 1
         state.peak_in_flight = max(state.peak_in_flight, state.in_flight)
-        if (self._urgent or self._waiters) and self._pick(set()) is not None:
+        if (self._urgent or self._waiters) and self._pick(None) is not None:
             self._wake_next()  # more than one slot came free: pass the turn on
         return state
 
@@ -278,6 +396,9 @@ class BackendPool:
         finally:
             if not event.is_set():
                 queue.remove(event)
+        if self._stopped is not None or self.unavailable():
+            self._wake_next()  # the turn this waiter may have been given: the next one hears the news too
+            raise self.unavailable_error()
 
     def _rest_left(self) -> float:
         """How long until a rested backend may be probed: waiters wake then even if nothing was released."""

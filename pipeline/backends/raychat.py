@@ -48,7 +48,7 @@ class ChatActor:
                     pieces.clear()
             completion = task.result()
         except AttemptError as failure:
-            yield ("fail", failure.kind, failure.detail, failure.retry_after, failure.retryable)
+            yield ("fail", failure.kind, failure.detail, failure.retry_after)
             return
         except Exception as exc:  # a bug, not an engine's failure: said, not retried
             yield ("fail", "client_error", f"{type(exc).__name__}: {exc}", None, False)
@@ -104,8 +104,8 @@ class RayChatWorkers:
                 elif message[0] == "done":
                     return message[1]  # type: ignore[no-any-return]
                 elif message[0] == "fail":
-                    _, kind, detail, retry_after, retryable = message
-                    raise AttemptError(kind, detail, retry_after, retryable=retryable)
+                    _, kind, detail, retry_after = message
+                    raise AttemptError(kind, detail, retry_after)
             raise AttemptError(Outcome.CLIENT_WORKER_LOST, f"worker {worker} ended the answer without a result")
         except asyncio.CancelledError:
             ray.cancel(stream)

@@ -25,19 +25,23 @@ REQUEST_ID_HEADER = "X-Request-Id"
 
 
 class AttemptError(Exception):
-    """One failed attempt. `kind` names the failure; `retry_after` is the server's hint in seconds."""
+    """One failed attempt. `kind` names the failure; `retry_after` is the server's hint in seconds. Whose
+    fault it was, and so where it is asked again, is records.Outcome's rule."""
 
-    def __init__(self, kind: str, detail: str = "", retry_after: float | None = None, *, retryable: bool = True):
+    def __init__(self, kind: str, detail: str = "", retry_after: float | None = None):
         kind = str(kind)  # an Outcome's recorded name
         super().__init__(f"{kind}: {detail}" if detail else kind)
         self.kind = kind
         self.detail = detail
         self.retry_after = retry_after
-        self.retryable = retryable
 
     @property
     def outcome(self) -> Outcome:
         return Outcome.of(self.kind)
+
+    @property
+    def blames_request(self) -> bool:
+        return Outcome.blames_request(self.kind)
 
 
 def api_key(backend: Backend) -> str:
@@ -101,7 +105,7 @@ class SseStream:
 
     __slots__ = (
         "parts", "size", "finish_reason", "usage", "model", "t_first", "token_times", "on_delta", "logprobs",
-        "response_id", "timings",
+        "response_id", "timings", "other_events",
         "_head", "_tail", "_fixed", "_read_head", "_read_tail", "_read_head_len", "_read_tail_len", "_pending",
     )  # fmt: skip
 
@@ -117,6 +121,7 @@ class SseStream:
         self.logprobs: list[dict[str, Any]] = []
         self.response_id: str | None = None
         self.timings: dict[str, Any] | None = None  # llama.cpp's per-request timings (prompt_ms, cache_n, ...)
+        self.other_events = 0  # data events read by the slow path (role, finish, usage, ...): progress too
         self._head = b""
         self._tail = b""
         self._fixed = 0  # len(head) + len(tail); 0: no template yet
@@ -130,6 +135,11 @@ class SseStream:
     def chunks(self) -> int:
         """Content events so far."""
         return len(self.parts)
+
+    @property
+    def events(self) -> int:
+        """Data events so far: what shows a stream is moving (comment lines and blank keep-alives do not)."""
+        return len(self.parts) + self.other_events
 
     def feed_bytes(self, data: bytes) -> bool:
         """Feed SSE body bytes as they arrived; True once [DONE] came (nothing after it is read). A read of
@@ -192,7 +202,7 @@ class SseStream:
             start = end + 1
         self._pending = data[start:]
         if len(self._pending) > MAX_LINE_BYTES:
-            raise AttemptError(Outcome.OVERSIZED, "SSE line too long", retryable=False)
+            raise AttemptError(Outcome.OVERSIZED, "SSE line too long")
         return False
 
     def feed(self, payload: bytes) -> None:
@@ -212,6 +222,7 @@ class SseStream:
 
     def _feed_json(self, payload: bytes) -> None:
         """The slow path: any event the template does not fit, parsed whole."""
+        self.other_events += 1
         try:
             event = json.loads(payload)
         except ValueError as exc:
@@ -276,7 +287,7 @@ class SseStream:
         if self.on_delta is not None:
             self.on_delta(content)
         if self.size > MAX_ANSWER_BYTES:
-            raise AttemptError(Outcome.OVERSIZED, f"answer passed {MAX_ANSWER_BYTES} bytes", retryable=False)
+            raise AttemptError(Outcome.OVERSIZED, f"answer passed {MAX_ANSWER_BYTES} bytes")
 
     def _take_choice(self, choice: dict[str, Any]) -> None:
         delta = choice.get("delta") or {}
@@ -298,8 +309,17 @@ def status_error(status: int, body: str, retry_after: str | None) -> AttemptErro
             hint = float(retry_after)
         except ValueError:
             hint = None
-    retryable = status in (408, 409, 425, 429) or status >= 500
-    return AttemptError(Outcome.http(status), body[:200].strip(), hint, retryable=retryable)
+    return AttemptError(Outcome.http(status), body[:200].strip(), hint)
+
+
+def is_event_stream(content_type: bytes) -> bool:
+    """An answer that says nothing of its type is read as the stream it should be; one that names another
+    type (an HTML error page from a proxy, a whole JSON answer) is not a stream."""
+    return not content_type or content_type.startswith(b"text/event-stream")
+
+
+def not_event_stream(content_type: str) -> AttemptError:
+    return AttemptError(Outcome.NOT_EVENT_STREAM, f"a 200 answer of type {content_type[:80]!r}, not an event stream")
 
 
 OnDelta = Callable[[str], None]

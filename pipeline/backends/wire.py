@@ -34,7 +34,9 @@ from pipeline.backends.sse import (
     SseStream,
     completion_of,
     hide_key,
+    is_event_stream,
     new_request_id,
+    not_event_stream,
     request_body,
     request_headers,
     status_error,
@@ -59,7 +61,7 @@ class Target:
 def target_of(base_url: str) -> Target:
     parts = urlsplit(base_url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise AttemptError(Outcome.CONNECT, f"not an http(s) URL: {base_url}", retryable=False)
+        raise AttemptError(Outcome.CONNECT, f"not an http(s) URL: {base_url}")
     tls = parts.scheme == "https"
     port = parts.port or (443 if tls else 80)
     return Target(
@@ -102,10 +104,11 @@ class _Exchange(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.status = 0
         self.retry_after: str | None = None
+        self.content_type = b""
         self.header_bytes = 0
         self.error_body = bytearray()
         self.reads = 0
-        self.reads_seen = -1
+        self.progress_seen = -1
         self.quiet_checks = 0
         self.timer = self.loop.call_later(read_timeout / IDLE_CHECKS, self._check_idle)
 
@@ -142,11 +145,17 @@ class _Exchange(asyncio.Protocol):
         self.header_bytes += len(name) + len(value)
         if self.header_bytes > MAX_HEADER_BYTES:
             raise AttemptError(Outcome.BAD_RESPONSE, "response headers too large")
-        if name.lower() == b"retry-after":
+        name = name.lower()
+        if name == b"retry-after":
             self.retry_after = value.decode("latin-1")
+        elif name == b"content-type":
+            self.content_type = value.strip().lower()
 
     def on_headers_complete(self) -> None:
         self.status = self.parser.get_status_code()
+        if self.status == 200 and not is_event_stream(self.content_type):
+            self._fail(not_event_stream(self.content_type.decode("latin-1")))
+            return
         self.streaming = self.status == 200 and not self.done.done()
 
     def on_body(self, body: bytes) -> None:
@@ -157,6 +166,8 @@ class _Exchange(asyncio.Protocol):
             self.error_body += body
 
     def on_message_complete(self) -> None:
+        if self.done.done():
+            return
         if self.status != 200:
             self._fail(self._status_error())
         else:
@@ -168,12 +179,15 @@ class _Exchange(asyncio.Protocol):
         return status_error(self.status, self.error_body.decode("utf-8", "replace"), self.retry_after)
 
     def _check_idle(self) -> None:
-        """Every read_timeout / IDLE_CHECKS: no read since the last look, IDLE_CHECKS times running, is a
-        stall (so one is caught between 1 and 1 + 1/IDLE_CHECKS read timeouts, and reads need no clock)."""
-        self.quiet_checks = self.quiet_checks + 1 if self.reads == self.reads_seen else 0
-        self.reads_seen = self.reads
+        """Every read_timeout / IDLE_CHECKS: no progress since the last look, IDLE_CHECKS times running, is a
+        stall (so one is caught between 1 and 1 + 1/IDLE_CHECKS read timeouts, and reads need no clock).
+        Before the answer's headers, progress is any read; after them, a data event: a server that drips
+        keep-alive comments or blank lines and never an event stalls as surely as a silent one."""
+        progress = self.stream.events if self.status else self.reads
+        self.quiet_checks = self.quiet_checks + 1 if progress == self.progress_seen else 0
+        self.progress_seen = progress
         if self.quiet_checks >= IDLE_CHECKS:
-            self._fail(AttemptError(Outcome.TIMEOUT, "no bytes within the timeout"))
+            self._fail(AttemptError(Outcome.TIMEOUT, "no progress (bytes, then events) within the timeout"))
         else:
             self.timer = self.loop.call_later(self.read_timeout / IDLE_CHECKS, self._check_idle)
 

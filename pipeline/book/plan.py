@@ -24,7 +24,9 @@ small model that repeats itself needs fewer answers one after another (asks_at_o
 pass gets one ask at a time. Then a refused item's own key point, short enough to read as a heading and
 passing the same checks, becomes its title; then a title refused only for nearly repeating one elsewhere in
 the book is kept (a lesser fault); only then is a numbered placeholder used, flagged in the outline and
-counted. Model output is untrusted: nothing in an answer raises.
+counted. Model output is untrusted: nothing in an answer raises. An ask whose request failed on every backend
+is asked again later in the run (pipeline/book/later.py) while the rest of the book goes on; one that never
+gets an answer counts as a failed ask, and the node goes on with its other asks: no node ends the job.
 """
 
 from __future__ import annotations
@@ -56,9 +58,9 @@ from pipeline.audit.meaning import (
     unit_near,
 )
 from pipeline.backends.pool import BackendPool, RequestFailed
+from pipeline.book.later import asked_until_answered
 from pipeline.book.profiles import Sampler
-from pipeline.errors import FanoutError
-from pipeline.records import BookSpec, Chapter, Node, Outline, Part, Section
+from pipeline.records import BookSpec, Chapter, Completion, Node, Outline, Part, Section
 from pipeline.templating import example_answer, render_chat
 from pipeline.titles import (
     MAX_HEADING_WORDS,
@@ -95,6 +97,8 @@ class PlanStats:
     headings_from_points: int = 0  # refused titles replaced by their own key point
     near_repeats_kept: int = 0  # titles nearly repeating one elsewhere, kept rather than a placeholder
     asks_dropped: int = 0  # asks of the request no section carries after every ask
+    asked_later: int = 0  # asks that failed on every backend and were asked again later in the run
+    failed_asks: int = 0  # asks that failed on every backend every time (the node took its last resorts)
     refused: list[tuple[str, str, str]] = field(default_factory=list)  # (node id, title, reason), for run.log
 
     @property
@@ -721,6 +725,9 @@ class Planner:
                 await self._ask(
                     messages, items, tag, temperature, with_title=ask.with_title, consider=consider, enough=full
                 )
+            except RequestFailed as failure:  # a node's planning never ends the job: its other asks go on
+                self.stats.failed_asks += 1
+                log.warning("planning %s: %s", ask.node_id, failure)
             finally:
                 running -= 1
                 ended.set()
@@ -843,6 +850,11 @@ class Planner:
             return first
         return max(first, REASK_TEMPERATURES[min(attempt, len(REASK_TEMPERATURES)) - 1])
 
+    def _later(self, restart: Callable[[], None]) -> None:
+        """An ask that failed on every backend waits to be asked again: counted, and its stream starts anew."""
+        self.stats.asked_later += 1
+        restart()
+
     async def _ask(
         self,
         messages: list[dict[str, str]],
@@ -877,12 +889,12 @@ class Planner:
             nonlocal stream
             stream = ItemStream()
 
+        async def complete() -> Completion:
+            return await self.pool.complete(request, on_delta, first=True, on_retry=on_retry)
+
         self.stats.requests += 1
         with scope:
-            try:
-                answer = (await self.pool.complete(request, on_delta, first=True, on_retry=on_retry)).text
-            except RequestFailed as failure:
-                raise FanoutError(f"planning failed: {failure}") from None
+            answer = (await asked_until_answered(self.pool, complete, on_later=partial(self._later, on_retry))).text
         if scope.cancelled_caught:
             if enough():
                 self.stats.cut_short += 1

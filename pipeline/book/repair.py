@@ -25,6 +25,7 @@ from pipeline.audit.embed import Embedder
 from pipeline.audit.report import AuditReport
 from pipeline.audit.rules import word_floor
 from pipeline.backends.pool import BackendPool, RequestFailed
+from pipeline.book.later import asked_until_answered
 from pipeline.book.plan import parse_book_title
 from pipeline.book.profiles import Sampler
 from pipeline.book.trim import cut_repeats, without_headings
@@ -62,6 +63,7 @@ class RepairOutcome:
     actions: dict[str, str] = field(default_factory=dict)  # section id -> action
     results: dict[str, SectionResult] = field(default_factory=dict)
     retitled: dict[str, tuple[str, str]] = field(default_factory=dict)  # id -> (old, new)
+    asked_later: int = 0  # requests that failed on every backend and were asked again later
 
 
 def plan_actions(report: AuditReport, section_ids: set[str]) -> dict[str, str]:
@@ -95,10 +97,12 @@ class Repairer:
         self.sampler = sampler
         self.wall = WallClock()
         self.taken = {title_key(s.title) for _, _, s in outline.sections()}
+        self.outcome = RepairOutcome()  # the repair under way
 
     async def repair(self, report: AuditReport, writer: Journal) -> RepairOutcome:
         where = {s.id: (p, c, s) for p, c, s in self.outline.sections()}
         outcome = RepairOutcome(actions=plan_actions(report, set(where)))
+        self.outcome = outcome
 
         async def fix(section_id: str, action: str) -> None:
             part, chapter, section = where[section_id]
@@ -137,10 +141,14 @@ class Repairer:
         return await self._rewrite(part, chapter, section)
 
     async def _send(self, request: ChatRequest) -> Completion | RequestFailed:
+        """The answer, asked again later in the run while it fails on every backend (pipeline/book/later.py)."""
         try:
-            return await self.pool.complete(request)
+            return await asked_until_answered(self.pool, lambda: self.pool.complete(request), on_later=self._later)
         except RequestFailed as failure:
             return failure
+
+    def _later(self) -> None:
+        self.outcome.asked_later += 1
 
     async def _rewrite(
         self, part: Part, chapter: Chapter, section: Section, *, escape_loops: bool = False

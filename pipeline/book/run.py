@@ -25,7 +25,7 @@ from pipeline.audit.report import AuditReport, audit
 from pipeline.audit.source import load_run
 from pipeline.backends.engines import engine
 from pipeline.backends.fleet import Fleet, open_fleet
-from pipeline.backends.pool import BackendPool
+from pipeline.backends.pool import BackendPool, FleetUnavailable
 from pipeline.book.assemble import assemble
 from pipeline.book.incremental import IncrementalTypesetter
 from pipeline.book.plan import OnSection, Planner, PlanStats, id_number
@@ -35,7 +35,7 @@ from pipeline.book.requestlog import RequestLog
 from pipeline.book.stats import JobTally, backend_lines, book_stats
 from pipeline.book.write import SectionWriter
 from pipeline.config import Settings
-from pipeline.errors import UsageError
+from pipeline.errors import UsageError, fanout_error_in
 from pipeline.files import OUTPUTS, output_path, write_atomic
 from pipeline.journal import Journal, read_journal
 from pipeline.records import (
@@ -204,8 +204,10 @@ class BookRun:
                 requests_started = self.requests_started
                 assert requests_started is not None, "_plan_and_write sets it before the first request"
                 journal.update(writer.results)
+                asked_later = writer.asked_later
                 if self.options.repair:
                     summary = await self._repair(fleet, outline, journal, writing)
+                    asked_later += summary.asked_later
                 tally = JobTally(
                     written=writer.results,
                     write_seconds=writer.seconds,
@@ -217,6 +219,8 @@ class BookRun:
                         {b.name: b.model for b in fleet.backends},
                         fleet.engines,
                     ),
+                    asked_later=asked_later,
+                    engine_restarts=fleet.engine_restarts,
                 )
             tally.prompt_cache = request_log.prompt_cache()
             typesetter = typesetter or self._typesetter()
@@ -306,6 +310,7 @@ class BookRun:
             retitled=outcome.retitled,
             tokens=sum(r.completion_tokens or 0 for r in outcome.results.values() if r.ok),
             seconds=round(time.monotonic() - started, 2),
+            asked_later=outcome.asked_later,
         )
 
     async def _plan_and_write(
@@ -414,6 +419,15 @@ class BookRun:
         return stats.model_copy(update={"typeset_seconds": round(result.seconds, 2), "pdf_pages": result.pages})
 
 
+def kept_note(folder: RunFolder, spec: BookSpec) -> str:
+    """What a job that stopped leaves: its written sections, and how to finish it."""
+    written = sum(result.ok for result in read_journal(folder.journal).values())
+    return (
+        f"{written} of {spec.section_count} sections are written and kept in {folder.path} "
+        f"(setting 'resume' {folder.path} finishes the book)"
+    )
+
+
 def attach_run_log(folder: RunFolder) -> logging.Handler:
     handler = logging.FileHandler(folder.log)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
@@ -445,6 +459,10 @@ async def book(
         if resume is None:  # refused before any work (unreachable backend, wrong model): leave no folder
             shutil.rmtree(folder.path, ignore_errors=True)
         raise
+    except (FleetUnavailable, BaseExceptionGroup) as caught:
+        if not isinstance(stopped := fanout_error_in(caught), FleetUnavailable):
+            raise
+        raise FleetUnavailable(f"{stopped}; {kept_note(folder, spec)}") from None
     finally:
         logging.getLogger("fanout").removeHandler(handler)
         handler.close()

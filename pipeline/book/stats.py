@@ -7,6 +7,7 @@ wall-clock; every rate says so. The quality figures are the audit's, copied in b
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -39,6 +40,8 @@ class JobTally:
     attempts: list[Attempt]
     backends: list[BackendLine]
     prompt_cache: PromptCache | None = None
+    asked_later: int = 0  # section and repair requests asked again later in the run (planning's are PlanStats')
+    engine_restarts: int = 0
 
 
 def book_stats(
@@ -74,6 +77,9 @@ def book_stats(
         words=words,
         pages_at_300_words=round(words / WORDS_PER_PAGE, 1),
         request_errors=sum(a.kind.request_error for a in attempts),
+        failed_attempts_by_kind=dict(Counter(a.outcome for a in attempts if a.kind.request_error).most_common()),
+        asked_later=plan.asked_later + tally.asked_later,
+        engine_restarts=tally.engine_restarts,
         reissued_before_first_byte=sum(a.kind is Outcome.CUT_BEFORE_FIRST_BYTE for a in attempts),
         reissued_worker_lost=sum(a.kind is Outcome.CLIENT_WORKER_LOST for a in attempts),
         empty_sections=sum(1 for r in journal.values() if r.error is None and not r.text.strip()),
@@ -109,6 +115,12 @@ def backend_lines(
     ]
 
 
+def failed_line(stats: BookStats) -> str:
+    """`12 (http_500 5, stream_cut 4, oversized 3)`: the failed attempts and their kinds."""
+    kinds = ", ".join(f"{kind} {count}" for kind, count in stats.failed_attempts_by_kind.items())
+    return f"{stats.request_errors} ({kinds})" if kinds else str(stats.request_errors)
+
+
 def stats_table(stats: BookStats) -> Table:
     table = Table(title="fanout book", show_header=True, header_style="bold")
     table.add_column("measure")
@@ -129,7 +141,8 @@ def stats_table(stats: BookStats) -> Table:
         ("whole job s (with engine start and typesetting)", f"{stats.job_seconds:.2f}"),
         ("words", f"{stats.words:,}"),
         ("pages at 300 words", f"{stats.pages_at_300_words:,.1f}"),
-        ("request errors (failed attempts)", str(stats.request_errors)),
+        ("request errors (failed attempts)", failed_line(stats)),
+        ("asked later (failed on every backend) / engine restarts", f"{stats.asked_later} / {stats.engine_restarts}"),
         (
             "re-asked: cut before first byte / client worker lost",
             f"{stats.reissued_before_first_byte} / {stats.reissued_worker_lost}",

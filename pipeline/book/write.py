@@ -20,8 +20,9 @@ own title and point than to the nearest sibling's. `best_of` candidates are aske
 An answer loses the chatter or echoed title before its first paragraph and any heading inside it (they
 would read as sections of their own); a loop is cut where it starts, and an answer that stops at the token
 cap is cut back to its last full sentence and marked `trimmed` (the raw answer is journaled beside it). A
-section whose every attempt failed comes back with `error` set, never as a finished section; it is
-journaled too, so a resume asks it again.
+request that failed on every backend is asked again later in the run (pipeline/book/later.py); a section
+whose every attempt still failed comes back with `error` set, never as a finished section; it is journaled
+too, so a resume asks it again.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from pipeline.audit.asks import request_style
 from pipeline.audit.embed import Embedder, open_embedder
 from pipeline.audit.meaning import point_margin, unit
 from pipeline.backends.pool import BackendPool, RequestFailed
+from pipeline.book.later import asked_until_answered
 from pipeline.book.profiles import Sampler
 from pipeline.book.trim import end_well, paragraphs_for, tidy_closing, tidy_opening, without_headings
 from pipeline.journal import Journal
@@ -179,6 +181,7 @@ class SectionWriter:
         self.results: dict[str, SectionResult] = {}
         self.first_sent: float | None = None
         self.last_done: float | None = None
+        self.asked_later = 0  # section requests that failed on every backend and were asked again later
 
     @property
     def seconds(self) -> float:
@@ -226,7 +229,16 @@ class SectionWriter:
         if streamed and listener.wants_deltas:
             on_delta = lambda text: listener.section_delta(section.id, text)  # noqa: E731
             on_retry = lambda: listener.section_restarted(section.id)  # noqa: E731
+
+        async def ask() -> Completion:
+            return await self.pool.complete(request, on_delta, on_retry=on_retry)
+
+        def later() -> None:
+            self.asked_later += 1
+            if on_retry is not None:
+                on_retry()
+
         try:
-            return finished(section, await self.pool.complete(request, on_delta, on_retry=on_retry), self.wall)
+            return finished(section, await asked_until_answered(self.pool, ask, on_later=later), self.wall)
         except RequestFailed as failure:
             return failed(section, failure)

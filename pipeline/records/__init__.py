@@ -83,13 +83,20 @@ class ChatRequest(BaseModel):
     tag: str = ""  # the caller's id for the request (section id, bench request number)
 
 
+# HTTP statuses that name the request itself (malformed, too large, a prompt past the context): a backend
+# that answers one is not asked the request again, the others are (their context may be larger).
+REQUEST_FAULT_STATUSES = frozenset({400, 413, 414, 422, 431})
+
+
 class Outcome(StrEnum):
     """How one attempt of a request ended: the one list of outcomes, and what each one means.
 
     Recorded as its value, except HTTP, recorded with its status (`http_500`, `http_429`). An outcome that
     says nothing of the backend (the server dropped an idle keep-alive before the first byte; our own client
     worker process ended) is asked again at once on the same slot, is not held against the backend, and is
-    not a request error: the pool, the book's stats, the request log and the bench all read it from here."""
+    not a request error. Every other failure is the backend's fault and the request is asked again on
+    another backend (`blames_request` names the only exceptions). The pool, the book's stats, the request
+    log and the bench all read it from here."""
 
     OK = "ok"
     CONNECT = "connect"
@@ -100,6 +107,7 @@ class Outcome(StrEnum):
     STREAM_ERROR = "stream_error"  # the server sent an error event mid-stream
     BAD_EVENT = "bad_event"
     BAD_RESPONSE = "bad_response"
+    NOT_EVENT_STREAM = "not_event_stream"  # a 200 answer of another content type (an HTML error page, JSON)
     BAD_UTF8 = "bad_utf8"
     EMPTY = "empty"
     OVERSIZED = "oversized"
@@ -116,17 +124,24 @@ class Outcome(StrEnum):
         """The recorded name of an HTTP error status."""
         return f"http_{status}"
 
+    @staticmethod
+    def blames_request(recorded: str) -> bool:
+        """The rule of whose fault a failed attempt is. Only an HTTP status that names the request itself
+        (REQUEST_FAULT_STATUSES: malformed, too large, a prompt longer than the context) is the request's:
+        the backend that said so is not asked it again, and once every backend has said so the request
+        fails at once. Everything else a server can do wrong (errors, cuts, stalls, empty, oversized or
+        undecodable answers, an HTML page for a stream) is the backend's, and the request is asked again
+        on another backend while one can answer."""
+        return recorded.startswith("http_") and recorded[5:].isdigit() and int(recorded[5:]) in REQUEST_FAULT_STATUSES
+
     @property
     def asked_again_at_once(self) -> bool:
         return self in (Outcome.CUT_BEFORE_FIRST_BYTE, Outcome.CLIENT_WORKER_LOST)
 
     @property
-    def against_backend(self) -> bool:
-        return self not in (Outcome.OK, Outcome.CANCELLED) and not self.asked_again_at_once
-
-    @property
     def request_error(self) -> bool:
-        return self.against_backend
+        """A failed attempt, counted as a request error (whoever's fault it was)."""
+        return self not in (Outcome.OK, Outcome.CANCELLED) and not self.asked_again_at_once
 
 
 class Attempt(BaseModel):

@@ -59,6 +59,9 @@ class BookStats(BaseModel):
     words: int
     pages_at_300_words: float
     request_errors: int
+    failed_attempts_by_kind: dict[str, int] = {}  # every failed attempt, planning's and writing's, by outcome
+    asked_later: int = 0  # requests that failed on every backend and were asked again later in the run
+    engine_restarts: int = 0  # the embedded engine died mid-job and was started again
     reissued_before_first_byte: int
     reissued_worker_lost: int = 0  # asked again because our own client worker process ended (--workers)
     empty_sections: int
@@ -82,6 +85,7 @@ class RepairSummary(BaseModel):
     retitled: dict[str, tuple[str, str]]
     tokens: int
     seconds: float
+    asked_later: int = 0  # repair requests that failed on every backend and were asked again later
 
 
 class BookOutcome(BaseModel):

@@ -30,6 +30,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from functools import partial
 from itertools import pairwise
@@ -61,6 +62,7 @@ MAX_WORKERS = 4
 WORKER_NICE = 10
 OWNER_CHECK_S = 1.0  # how often a render worker checks that its fanout process still exists
 TOC_PRIORITY, PART_PRIORITY = 0, 1  # a waiting contents slice goes before a waiting part
+RETRY_PRIORITY = 10  # a job rendered again after a failure goes behind every first try
 CHUNK_WORDS = 3_000  # run-on parts are rendered this many words at a time (about ten A5 pages)
 EMPTY_PART = re.compile(r"##[ \t]*#*[ \t]*(\n|$)")  # a part heading with no text
 DIGITS_PAGE = (
@@ -288,6 +290,8 @@ def _exit_with(owner: int) -> None:
 class _Scheduler:
     """Jobs to a pool, at most one a worker in flight, contents slices before parts: so each slice is
     rendered as soon as it can be, between parts, and only the last one is left when the last part lands.
+    A job that fails (its worker died, taking the pool with it, or it raised) is queued again once, behind
+    what is waiting, on a fresh pool if the old one broke: a part is rendered again at the end, not lost.
     With no pool (workers=0) every job runs at once in this process."""
 
     def __init__(self, workers: int) -> None:
@@ -297,6 +301,7 @@ class _Scheduler:
         self.queue: list[tuple[int, int, Callable, Any, Future]] = []
         self.running = 0
         self.seq = 0
+        self.retried: set[int] = set()  # seq of jobs already queued again after a failure
         self.on_done: Callable[[], None] = lambda: None
 
     def submit(self, priority: int, fn: Callable, job: Any) -> Future:
@@ -321,22 +326,44 @@ class _Scheduler:
 
     def _dispatch(self) -> None:
         while self.running < self.slots and self.queue:
-            _, _, fn, job, out = heapq.heappop(self.queue)
+            entry = heapq.heappop(self.queue)
+            priority, seq, fn, job, out = entry
             self.running += 1
             assert self.pool is not None, "jobs queue only with a pool"
-            self.pool.submit(fn, job).add_done_callback(partial(self._finished, out=out))
+            try:
+                inner = self.pool.submit(fn, job)
+            except BrokenProcessPool:  # a worker died since the last job ended: a fresh pool takes it
+                self._renew()
+                inner = self.pool.submit(fn, job)
+            inner.add_done_callback(partial(self._finished, entry=entry, pool=self.pool))
 
-    def _finished(self, inner: Future, out: Future) -> None:
+    def _finished(
+        self, inner: Future, entry: tuple[int, int, Callable, Any, Future], pool: ProcessPoolExecutor
+    ) -> None:
+        priority, seq, fn, job, out = entry
         with self.lock:
             self.running -= 1
+            error = None if inner.cancelled() else inner.exception()
             if inner.cancelled():
                 out.cancel()
-            elif inner.exception() is not None:
-                out.set_exception(inner.exception())
+            elif error is not None and seq not in self.retried:
+                log.warning("typesetting: %s failed (%s); rendering it again after the rest", fn.__name__, error)
+                self.retried.add(seq)
+                if isinstance(error, BrokenProcessPool) and pool is self.pool:  # the first of its jobs to hear
+                    self._renew()
+                heapq.heappush(self.queue, (priority + RETRY_PRIORITY, seq, fn, job, out))
+            elif error is not None:
+                out.set_exception(error)
             else:
                 out.set_result(inner.result())
             self.on_done()
             self._dispatch()
+
+    def _renew(self) -> None:
+        """A broken pool (one of its workers died) refuses every job: start a fresh one."""
+        broken, self.pool = self.pool, _pool(self.slots)
+        if broken is not None:
+            broken.shutdown(wait=False, cancel_futures=True)
 
     def close(self) -> None:
         with self.lock:

@@ -167,19 +167,18 @@ def test_a_retryable_fault_is_retried_and_counted(runs, mode):
 
 
 @pytest.mark.parametrize("mode", OVERSIZED)
-def test_a_10mb_answer_is_bounded_flagged_and_not_retried(runs, mode):
-    """In 32 KB tokens the client's MAX_ANSWER_BYTES trips; in one SSE line aiohttp's line limit does (that one
-    used to escape as LineTooLong and crash the whole job)."""
+def test_a_10mb_answer_is_bounded_flagged_and_asked_again_elsewhere(runs, mode):
+    """In 32 KB tokens the client's MAX_ANSWER_BYTES trips; in one SSE line its line limit does. Either is the
+    backend's fault: the section is asked again on another backend and the book completes."""
     run, name = runs["oversized"], f"bad-{mode}"
-    assert run.done.returncode == 1, run.done.stderr
-    assert "2 sections failed" in run.done.stderr and "Traceback" not in run.done.stderr
+    assert run.done.returncode == 0, run.done.stderr
+    assert "Traceback" not in run.done.stderr
     stats, audit, journal = run.stats, run.audit, run.journal
-    assert not stats["complete"] and stats["failed_sections"] == 2 and stats["sections_ok"] == SECTIONS - 2
-    assert stats["request_errors"] == 2
-    flagged = {d["section_id"] for d in audit["defects"] if d["rule"] == "failed"}
-    (section,) = [r for r in journal.values() if r.error and r.attempts[0].backend == name]
-    assert section.id in flagged, "the audit flags it"
-    assert [a.outcome for a in section.attempts] == ["oversized"], "not retried: the next answer would be as long"
+    assert stats["complete"] and stats["failed_sections"] == 0 and stats["sections_ok"] == SECTIONS
+    assert stats["request_errors"] == 2 and stats["failed_attempts_by_kind"] == {"oversized": 2}
+    assert audit["counts"]["failed"] == 0
+    (section,) = [r for r in journal.values() if r.attempts[0].backend == name and r.attempts[0].outcome != "ok"]
+    assert [a.outcome for a in section.attempts] == ["oversized", "ok"] and section.attempts[1].backend != name
     assert (run.out / "book.md").stat().st_size < 1_000_000 and (run.out / "book.pdf").exists()
 
 

@@ -46,6 +46,17 @@ def free_port(host: str) -> int:
         return port
 
 
+def port_free(host: str, port: int) -> bool:
+    """Can a server listen on this port now (with SO_REUSEADDR, as llama-server binds)?"""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
 def _die_with_parent() -> None:
     """Runs in the child before exec: the kernel sends SIGKILL when the parent dies."""
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
@@ -111,8 +122,21 @@ class EmbeddedEngine:
         worker thread is killed when the pool retires that thread."""
         if self.process is not None:
             return
-        self.port = self.settings.port or free_port(self.settings.host)
         self.slot_dir = tempfile.TemporaryDirectory(prefix="fanout-slots-")
+        self._spawn(self.settings.port or free_port(self.settings.host))
+        atexit.register(self.stop)
+
+    def relaunch(self) -> None:
+        """Start the server again after it died (same thread rule as `launch`): on its old port when that
+        is free, else on a new one (`backend` then names it)."""
+        dead, self.process = self.process, None
+        if dead is not None:
+            dead.wait()
+        port = self.port if self.port is not None and port_free(self.settings.host, self.port) else None
+        self._spawn(port or free_port(self.settings.host))
+
+    def _spawn(self, port: int) -> None:
+        self.port = port
         log = self._open_log()
         self.process = subprocess.Popen(
             self.command(self.port),
@@ -123,7 +147,6 @@ class EmbeddedEngine:
             preexec_fn=_die_with_parent,
         )
         log.close()
-        atexit.register(self.stop)
 
     def wait_ready(self) -> None:
         """Block until /health answers (any thread); a server that dies or never answers is stopped."""

@@ -50,7 +50,7 @@ async def test_the_sdk_path_fails_with_the_pools_failure_kinds(engine):
     engine.modes.extend(["http_500", "http_429"])
     with pytest.raises(AttemptError) as first:
         await chat(backend, REQUEST, read_timeout=5)
-    assert first.value.kind == "http_500" and first.value.retryable
+    assert first.value.kind == "http_500" and not first.value.blames_request
     with pytest.raises(AttemptError) as second:
         await chat(backend, REQUEST, read_timeout=5)
     assert second.value.kind == "http_429" and second.value.retry_after == pytest.approx(0.2)

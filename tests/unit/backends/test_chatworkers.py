@@ -47,7 +47,7 @@ async def test_a_worker_reads_the_same_answer_with_its_pieces_in_order(workers):
         engine.modes.extend(["http_500"])
         with pytest.raises(AttemptError) as failed:
             await workers.chat(backend, request(), 5)
-        assert failed.value.kind == "http_500" and failed.value.retryable
+        assert failed.value.kind == "http_500" and not failed.value.blames_request
     finally:
         await engine.stop()
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from pipeline.backends.pool import BackendPool, RequestFailed, RetryPolicy
+from pipeline.backends.pool import BackendPool, FleetUnavailable, RequestFailed, RequestRefused, RetryPolicy
+from pipeline.book.later import asked_until_answered
 from pipeline.records import Backend, ChatRequest
-from tests.fakes.fake_engine import FakeEngine
+from tests.fakes.fake_engine import BookReplies, FakeEngine
+from tests.fakes.hostile_fleet import FAULTS, HostileBackend
 
 pytestmark = pytest.mark.anyio
 FAST = RetryPolicy(attempts=4, backoff_initial=0.01, backoff_max=0.05, read_timeout=2.0, probe_after=0.2)
@@ -117,13 +119,11 @@ async def test_every_attempt_failing_raises_with_the_attempts():
 
 async def test_a_backend_that_keeps_failing_is_rested_then_probed_again():
     flaky, good = await started(FakeEngine(modes=["http_500"] * 3), FakeEngine(token_delay=0.01))
-    one_try = RetryPolicy(attempts=1, read_timeout=2.0, down_after=3, probe_after=0.3)
+    one_try = RetryPolicy(attempts=1, read_timeout=2.0, down_after=3, probe_after=0.3, backoff_initial=0.01)
     pool = BackendPool([backend(flaky, "flaky", 4), backend(good, "good", 4)], one_try)
-    pool.states[1].in_flight = 4  # the good backend looks full, so the flaky one is picked
-    for _ in range(3):  # three failures in a row mark it down
-        with pytest.raises(RequestFailed):
-            await pool.complete(request())
-    pool.states[1].in_flight = 0
+    for _ in range(3):  # equal loads: flaky, listed first, is asked first; three failures in a row mark it down
+        answer = await pool.complete(request())
+        assert [a.backend for a in answer.attempts] == ["flaky", "good"], "each failure went to the other"
     assert pool.snapshot()[0]["down"]
     await run_many(pool, 8)
     assert flaky.requests == 3, "a rested backend gets nothing"
@@ -168,4 +168,127 @@ async def test_a_reserved_slot_is_left_to_first_requests_until_the_reserve_ends(
     single = BackendPool([backend(engine, "b", 1)], FAST)
     with single.reserve_for_first():
         assert (await single.complete(request("alone"))).completion_tokens == 6, "a backend's only slot is never kept"
+    await engine.stop()
+
+
+def hostile(fault: str, share: float = 1.0) -> HostileBackend:
+    return HostileBackend(BookReplies(), seed=0, share=share, faults=[fault])
+
+
+@pytest.mark.parametrize("fault", ["huge_answer", "huge_line", "html_200", "garbage_status", "lone_surrogate"])
+async def test_whatever_a_backend_did_wrong_is_asked_again_on_another(fault):
+    bad, good = await started(hostile(fault), FakeEngine())
+    pool = BackendPool([backend(bad, "bad", 4), backend(good, "good", 4)], FAST)
+    completion = await pool.complete(request())
+    assert [(a.backend, a.outcome) for a in completion.attempts] == [("bad", FAULTS[fault]), ("good", "ok")]
+    await bad.stop()
+    await good.stop()
+
+
+async def test_a_request_is_asked_of_every_backend_before_it_fails():
+    """One attempt allowed, yet the request reaches the third backend: a failure is the backend's fault."""
+    engines = await started(hostile("http_500"), hostile("empty"), FakeEngine())
+    policy = RetryPolicy(attempts=1, backoff_initial=0.01, backoff_max=0.02, read_timeout=2.0)
+    pool = BackendPool([backend(e, f"b{i}", 2) for i, e in enumerate(engines)], policy)
+    completion = await pool.complete(request())
+    assert [a.outcome for a in completion.attempts] == ["http_500", "empty", "ok"]
+    await engines[2].stop()
+    failing = BackendPool([backend(e, f"b{i}", 2) for i, e in enumerate(engines[:2])], policy)
+    with pytest.raises(RequestFailed) as failure:
+        await failing.complete(request("sec-2"))
+    assert {a.backend for a in failure.value.attempts} == {"b0", "b1"} and len(failure.value.attempts) == 2
+    for engine in engines[:2]:
+        await engine.stop()
+
+
+async def test_a_request_every_backend_blames_on_itself_fails_at_once_and_says_so():
+    first, second = await started(hostile("http_400"), hostile("http_400"))
+    pool = BackendPool([backend(first, "a", 2), backend(second, "b", 2)], FAST)
+    with pytest.raises(RequestRefused) as refused:
+        await pool.complete(request("sec-3"))
+    assert [(a.backend, a.outcome) for a in refused.value.attempts] in (
+        [("a", "http_400"), ("b", "http_400")],
+        [("b", "http_400"), ("a", "http_400")],
+    ), "each backend asked once, none twice"
+    assert "refused by every backend as the request's own fault" in str(refused.value)
+    assert not any(s["down"] for s in pool.snapshot()) and pool.states[0].failed == 0, "not held against them"
+    await first.stop()
+    await second.stop()
+
+
+async def test_a_fleet_that_cannot_answer_ends_requests_in_one_line_naming_each_backend():
+    engines = await started(hostile("http_500"), hostile("html_200"))
+    policy = RetryPolicy(attempts=2, backoff_initial=0.01, backoff_max=0.02, down_after=1, probe_after=0.05,
+                         give_up_after=0.3)  # fmt: skip
+    pool = BackendPool([backend(e, f"b{i}", 2) for i, e in enumerate(engines)], policy)
+    failures: list[BaseException] = []
+
+    async def one() -> None:  # as the book's stages ask: again later while nothing is answered
+        try:
+            await asked_until_answered(pool, lambda: pool.complete(request()), pause=0.05)
+        except FleetUnavailable as error:
+            failures.append(error)
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            for _ in range(6):
+                group.start_soon(one)
+    assert len(failures) == 6, "every request, asked or waiting, hears it"
+    line = str(failures[0])
+    assert "no backend has answered for 0.3 s" in line and "b0: http_500" in line and "b1: not_event_stream" in line
+    for engine in engines:
+        await engine.stop()
+
+
+async def test_a_held_backend_gets_nothing_until_revived_at_its_new_address():
+    old, new = await started(FakeEngine(), FakeEngine())
+    pool = BackendPool([backend(old, "engine", 2)], FAST)
+    pool.hold("engine")
+    done = anyio.Event()
+
+    async def ask() -> None:
+        await pool.complete(request())
+        done.set()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(ask)
+        await anyio.sleep(0.3)
+        assert not done.is_set() and old.requests == 0, "held: the request waits, spending no attempt"
+        pool.revive("engine", new.url)
+    assert new.requests == 1 and old.requests == 0 and pool.states[0].backend.base_url == new.url
+    await old.stop()
+    await new.stop()
+
+
+async def test_a_stopped_fleet_fails_every_waiting_request_with_its_reason():
+    (engine,) = await started(FakeEngine(tokens=4, token_delay=0.2))
+    pool = BackendPool([backend(engine, "a", 1)], FAST)
+    outcomes: list[str] = []
+
+    async def ask() -> None:
+        try:
+            await pool.complete(request())
+            outcomes.append("answered")
+        except FleetUnavailable as error:
+            outcomes.append(str(error))
+
+    async with anyio.create_task_group() as group:
+        for _ in range(3):
+            group.start_soon(ask)
+        await anyio.sleep(0.1)
+        pool.stop_all("the embedded engine died again")
+    assert sorted(outcomes) == ["answered", *["the embedded engine died again"] * 2], "the one in flight ends"
+    await engine.stop()
+
+
+async def test_a_request_that_failed_everywhere_is_asked_again_later():
+    (engine,) = await started(FakeEngine(modes=["http_500"] * 4))
+    policy = RetryPolicy(attempts=2, backoff_initial=0.01, backoff_max=0.02, read_timeout=2.0)
+    pool = BackendPool([backend(engine, "a", 2)], policy)
+    waits: list[int] = []
+    completion = await asked_until_answered(
+        pool, lambda: pool.complete(request()), on_later=lambda: waits.append(1), pause=0.05
+    )
+    assert len(waits) == 2 and completion.text.startswith("w0"), "two rounds of two failures, then the answer"
+    assert engine.modes_used == ["http_500"] * 4 + ["ok"]
     await engine.stop()

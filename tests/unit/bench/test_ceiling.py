@@ -142,7 +142,7 @@ def test_no_done_and_too_long_line():
     assert asyncio.run(read_events(_Pieces([b"data: " + TRICKY[0] + b"\n\n"]), stream)) is False
     with pytest.raises(AttemptError) as caught:
         asyncio.run(read_events(_Pieces([b"data: " + b"y" * 70_000] * 3), SseStream(keep_token_times=False)))
-    assert caught.value.kind == "oversized" and not caught.value.retryable
+    assert caught.value.kind == "oversized" and not caught.value.blames_request
 
 
 @pytest.fixture(scope="module")

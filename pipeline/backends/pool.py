@@ -280,11 +280,11 @@ class BackendPool:
             self._answered = None
 
     async def next_answer(self, timeout: float) -> None:
-        """Wait until any backend answers a request, or `timeout` seconds; FleetUnavailable once no backend
-        can answer."""
+        """Wait until any backend answers a request, or `timeout` seconds (at most `give_up_after`, so the
+        wait ends in time to hear the verdict); FleetUnavailable once no backend can answer."""
         if self._answered is None:
             self._answered = anyio.Event()
-        with anyio.move_on_after(timeout):
+        with anyio.move_on_after(min(timeout, self.policy.give_up_after)):
             await self._answered.wait()
         if self._stopped is not None or self.unavailable():
             raise self.unavailable_error()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -355,11 +356,18 @@ def run_command(args: argparse.Namespace, settings, argv: list[str]) -> int:
     spec = spec_from_args(args)
     label_given = args.label is not None
     folder = args.out or default_folder(spec.label if label_given else "run")
+    made = not folder.exists()
     folder.mkdir(parents=True, exist_ok=True)
-    if args.live:
-        record = run_live(args, settings, spec, folder / "llama-server.log", argv)
-    else:
-        record = run_bench(settings, spec, engine_log=folder / "llama-server.log", command=argv, on_level=progress_line)
+    try:
+        if args.live:
+            record = run_live(args, settings, spec, folder / "llama-server.log", argv)
+        else:
+            log = folder / "llama-server.log"
+            record = run_bench(settings, spec, engine_log=log, command=argv, on_level=progress_line)
+    except UsageError:
+        if made:  # refused before any work (an unreachable backend, say): leave no folder behind
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
     if not label_given and not spec.compare:
         engines = "+".join(sorted({b.engine for b in record.provenance.backends}))
         record.spec.label = engines

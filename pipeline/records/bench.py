@@ -5,6 +5,8 @@ figure that could come from more than one place carries a `*_source` label sayin
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable
 from typing import ClassVar
 
 from pydantic import BaseModel, Field, field_validator
@@ -184,6 +186,11 @@ class RequestSample(BaseModel):
         return None if self.error is None else self.error.partition(":")[0]
 
 
+def failures_by_kind(requests: Iterable[RequestSample]) -> dict[str, int]:
+    """Failed requests by the outcome of their attempt (records.Outcome's recorded names), most first."""
+    return dict(Counter(r.error_kind for r in requests if r.error_kind is not None).most_common())
+
+
 class LevelRaw(BaseModel):
     """What one level of the ladder recorded, on one absolute schedule for every backend."""
 
@@ -248,6 +255,7 @@ class LadderPoint(BaseModel):
     client_window_tokens: float = 0.0  # client token timestamps inside the window, scaled to usage
     requests_done: int = 0
     requests_failed: int = 0
+    failures_by_kind: dict[str, int] = Field(default_factory=dict)  # the failed requests by outcome
     reissued: int = 0
     level_server_tokens: float | None = None  # counter increase over the whole level, drain included
     level_client_tokens: int = 0  # sum of usage.completion_tokens over the whole level
@@ -394,6 +402,7 @@ class RatePoint(BaseModel):
     scheduled: int  # arrivals the seeded schedule made
     completed: int
     failed: int
+    failures_by_kind: dict[str, int] = Field(default_factory=dict)  # the failed requests by outcome
     arrival_rate: float | None  # (arrivals - 1) / (last arrival - first arrival): what the schedule offered
     completion_rate: float | None  # (completed - 1) / (last completion - first completion): what was served
     request_throughput: float | None  # completed / (first send .. last answer): vLLM's request throughput

@@ -130,8 +130,8 @@ class HostileBackend:
         try:
             method, path, body = await self._read_request(reader)
             await self._route(method, path, body, writer)
-        except (ConnectionError, asyncio.IncompleteReadError, ValueError):
-            pass
+        except (ConnectionError, asyncio.IncompleteReadError, ValueError, asyncio.CancelledError):
+            pass  # the client hung up, or the server stops (a cancelled handler makes 3.11's streams log an error)
         finally:
             self.tasks.discard(task)  # type: ignore[arg-type]
             writer.close()

@@ -180,9 +180,9 @@ def test_the_embedded_engine_binds_to_loopback_only(engine8):
     assert engine8.backend.base_url.startswith("http://127.0.0.1:")
 
 
-def test_one_giant_sse_line_fails_as_oversized_without_a_retry():
-    """A 2 MB answer in a single SSE line trips aiohttp's line limit, not only the client's answer bound:
-    it too is flagged `oversized` and not asked again (the huge-answer book test covers the bound)."""
+def test_one_giant_sse_line_fails_as_oversized_and_is_asked_again():
+    """A 2 MB answer in a single SSE line trips the client's line limit, not only its answer bound: it is
+    flagged `oversized`, the backend's fault, and asked again (here the only backend, every time)."""
 
     async def scenario() -> list:
         engine = await FakeEngine(reply=lambda body: "x" * 2_000_000).start()
@@ -195,4 +195,4 @@ def test_one_giant_sse_line_fails_as_oversized_without_a_retry():
             await engine.stop()
         return failure.value.attempts
 
-    assert [a.outcome for a in asyncio.run(scenario())] == ["oversized"]
+    assert [a.outcome for a in asyncio.run(scenario())] == ["oversized"] * 3

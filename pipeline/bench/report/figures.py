@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 import statistics
+from collections import Counter
 from dataclasses import dataclass
 from itertools import accumulate
 
@@ -28,6 +29,7 @@ from pipeline.records.bench import (
     PowerSample,
     RequestSample,
     Series,
+    failures_by_kind,
 )
 
 GRID_STEP_S = 0.1
@@ -181,6 +183,7 @@ def level_counts(raw: LevelRaw, name: str, requests: list[RequestSample], spec: 
     return {
         "requests_done": len(done),
         "requests_failed": len(requests) - len(done),
+        "failures_by_kind": failures_by_kind(requests),
         "reissued": sum(r.reissued for r in requests),
         "level_server_tokens": server,
         "level_client_tokens": usage,
@@ -321,6 +324,7 @@ def _summed_counts(points: list[LadderPoint]) -> dict:
     return {
         "requests_done": sum(p.requests_done for p in points),
         "requests_failed": sum(p.requests_failed for p in points),
+        "failures_by_kind": dict(sum((Counter(p.failures_by_kind) for p in points), Counter()).most_common()),
         "reissued": sum(p.reissued for p in points),
         "level_server_tokens": _sum_optional([p.level_server_tokens for p in points]),
         "level_client_tokens": sum(p.level_client_tokens for p in points),

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pipeline.bench.report.answerreport import answer_tables
 from pipeline.bench.report.cachereport import ladder_cache_table, rate_cache_table, saturation_notes
 from pipeline.bench.report.ratefigures import KNEE_RULE
-from pipeline.bench.report.table import Table, num
+from pipeline.bench.report.table import Table, kinds_note, num
 from pipeline.records.bench import (
     BenchRecord,
     Distribution,
@@ -142,6 +142,10 @@ def sweep_notes(record: BenchRecord, sweep: RateSweep) -> list[str]:
     ]
     if first is not None and first.gauge_source:
         notes.append(f"Engine running / waiting: {first.gauge_source}.")
+    for point in sweep.points:
+        if point.failed:
+            kinds = kinds_note(point.failures_by_kind)
+            notes.append(f"{num(point.rate, 2)} req/s: {point.failed} failed requests{kinds}.")
     mismatched = [p for p in sweep.points if p.tokens_match is False]
     if mismatched:
         notes.append(

@@ -16,7 +16,7 @@ import statistics
 from pipeline.bench.load.openloop import RateRaw
 from pipeline.bench.report.cache import rate_cache_figures
 from pipeline.bench.report.latency import request_duration, summarise
-from pipeline.records.bench import CounterSample, RatePoint, RequestSample
+from pipeline.records.bench import CounterSample, RatePoint, RequestSample, failures_by_kind
 
 KEEP_UP = 0.95
 KNEE_RULE = f"the first rate whose completion rate fell below {KEEP_UP:.0%} of its arrival rate (or that had failures)"
@@ -104,6 +104,7 @@ def rate_point(
         scheduled=len(requests),
         completed=len(done),
         failed=len(requests) - len(done),
+        failures_by_kind=failures_by_kind(requests),
         arrival_rate=arrival_rate,
         completion_rate=completion_rate,
         request_throughput=len(done) / duration if duration else None,

@@ -17,7 +17,7 @@ from pipeline.bench.report.charts import draw_charts
 from pipeline.bench.report.figures import comparison_rows
 from pipeline.bench.report.loadreport import load_tables, open_loop_lines
 from pipeline.bench.report.requestrows import write_rows
-from pipeline.bench.report.table import Table, markdown_table, num, pair
+from pipeline.bench.report.table import Table, kinds_note, markdown_table, num, pair
 from pipeline.errors import UsageError
 from pipeline.records.bench import BenchRecord, Fit, LadderPoint, MergedRun, Series
 
@@ -104,9 +104,10 @@ def level_notes(series: Series) -> list[str]:
                 f"({100 * point.occupancy:.0f}% occupancy): under-loaded, the figure understates batching."
             )
         if point.requests_failed or point.reissued:
+            kinds = kinds_note(point.failures_by_kind)
             notes.append(
-                f"{point.streams} streams: {point.requests_failed} failed requests, {point.reissued} asked "
-                f"again after a connection closed before its first byte."
+                f"{point.streams} streams: {point.requests_failed} failed requests{kinds}, "
+                f"{point.reissued} asked again after a connection closed before its first byte."
             )
     first = series.levels[0].total if series.levels else None
     if first is not None:

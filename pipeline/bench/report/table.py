@@ -17,6 +17,11 @@ def num(value: float | None, digits: int = 1) -> str:
     return "n/a" if value is None else f"{value:,.{digits}f}"
 
 
+def kinds_note(kinds: dict[str, int]) -> str:
+    """` (http_500 3, timeout 1)`: failures by kind, or nothing."""
+    return f" ({', '.join(f'{kind} {count}' for kind, count in kinds.items())})" if kinds else ""
+
+
 def pair(a: float | None, b: float | None) -> str:
     return "n/a" if a is None and b is None else f"{num(a)} / {num(b)}"
 

@@ -279,3 +279,23 @@ def test_cli_typeset_writes_pdf_html_and_epub(tmp_path, capsys):
         assert (tmp_path / "out" / edition).is_file(), edition
     assert "book.pdf" in capsys.readouterr().err
     assert main(["typeset", str(tmp_path / "missing.md")]) == 2
+
+
+def test_a_part_whose_render_worker_dies_is_rendered_again_at_the_end(tmp_path, caplog):
+    """A render worker SIGKILLed while parts are in the pool breaks it: the parts it took down are rendered
+    again on a fresh pool, behind the rest, and the book has every part."""
+    import os
+    import signal
+
+    source = "# T\n" + "".join(f"## P{n}\n### C{n}\n#### S{n}\n{TEXT}\n" for n in range(1, 5))
+    parts = split_book(source, "T").parts
+    with PartTypesetter("T", tmp_path / "book.pdf", workers=2) as typesetter:
+        typesetter.warm()
+        workers = list(typesetter.scheduler.pool._processes)
+        for index, part in enumerate(parts):
+            typesetter.submit_part(index, part)
+        os.kill(workers[0], signal.SIGKILL)
+        result = typesetter.finish()
+    reader = pypdf.PdfReader(result.path)
+    assert [t for _, t in _outline_titles(reader.outline) if t.startswith("P")] == ["P1", "P2", "P3", "P4"]
+    assert "rendering it again after the rest" in caplog.text

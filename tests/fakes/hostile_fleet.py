@@ -284,6 +284,19 @@ SIMPLE = {
 }
 
 
+HTML_ONLY = ["html_502", "html_200"]
+
+
+def hostile_trio(replies: BookReplies, seed: int, share: float) -> list[HostileBackend]:
+    """Two backends that fail `share` of their requests in every way, and one that answers nothing but
+    HTML error pages (its /v1/models too): the hostile part of the reliability tests' fleet."""
+    return [
+        HostileBackend(replies, seed=seed, share=share),
+        HostileBackend(replies, seed=seed + 100, share=share),
+        HostileBackend(replies, seed=seed, share=1.0, faults=HTML_ONLY, models_too=True),
+    ]
+
+
 async def serve_forever(backend: HostileBackend) -> None:
     await backend.start()
     print(backend.url, flush=True)

@@ -28,13 +28,12 @@ from pipeline.journal import read_journal
 from tests.fakes.fake_engine import BookReplies, FakeEngine, FakeEngineThread, fake_process
 from tests.fakes.fake_prompts import section_title
 from tests.fakes.hostile import Listener
-from tests.fakes.hostile_fleet import FAULTS, HostileBackend
+from tests.fakes.hostile_fleet import FAULTS, HostileBackend, hostile_trio
 
 FANOUT = [sys.executable, "-m", "pipeline"]
 SHAPE, SECTIONS = "2x4x6", 48
 SEEDS = [1, 2, 3]
 SHARE = 0.5
-HTML_ONLY = ["html_502", "html_200"]
 
 
 class HostileProse(BookReplies):
@@ -67,14 +66,6 @@ def book(out: Path, backends: list[str], *flags: str) -> list[str]:
             *flags, *specs]  # fmt: skip
 
 
-def hostile_fleet(replies: BookReplies, seed: int, share: float) -> list[HostileBackend]:
-    return [
-        HostileBackend(replies, seed=seed, share=share),
-        HostileBackend(replies, seed=seed + 100, share=share),
-        HostileBackend(replies, seed=seed, share=1.0, faults=HTML_ONLY, models_too=True),
-    ]
-
-
 @pytest.fixture(scope="module")
 def listener():
     server = Listener()
@@ -89,7 +80,7 @@ def hostile_books(tmp_path_factory, listener):
     fleets, engines = {}, []
     for seed in SEEDS:
         replies = HostileProse(listener.port, title_prefix=f"Seed {seed} topic")
-        fleet = [*hostile_fleet(replies, seed, SHARE), FakeEngine(reply=replies)]
+        fleet = [*hostile_trio(replies, seed, SHARE), FakeEngine(reply=replies)]
         fleets[seed] = fleet
         engines += fleet
     with FakeEngineThread(*engines):
@@ -147,7 +138,7 @@ def test_a_fleet_that_can_answer_nothing_stops_in_one_line_and_resume_finishes(t
     line, exit 1, with the sections kept and no stats.json; a resume against a healthy backend finishes it."""
     out = tmp_path / "run"
     replies = BookReplies(title_prefix="Doomed topic")
-    fleet = hostile_fleet(replies, seed=5, share=1.0)
+    fleet = hostile_trio(replies, seed=5, share=1.0)
     healthy, healthy_url = fake_process(0.03, 0.0, "--title-prefix", "Healthy topic")
     with FakeEngineThread(*fleet):
         process = subprocess.Popen(

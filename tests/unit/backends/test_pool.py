@@ -283,7 +283,7 @@ async def test_a_stopped_fleet_fails_every_waiting_request_with_its_reason():
 
 async def test_a_request_that_failed_everywhere_is_asked_again_later():
     (engine,) = await started(FakeEngine(modes=["http_500"] * 4))
-    policy = RetryPolicy(attempts=2, backoff_initial=0.01, backoff_max=0.02, read_timeout=2.0)
+    policy = RetryPolicy(attempts=2, backoff_initial=0.01, backoff_max=0.02, read_timeout=2.0, probe_after=0.05)
     pool = BackendPool([backend(engine, "a", 2)], policy)
     waits: list[int] = []
     completion = await asked_until_answered(

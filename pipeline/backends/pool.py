@@ -125,6 +125,15 @@ class _Tries:
     refused_by: set[str] = field(default_factory=set)  # backends that blamed the request: never asked again
 
 
+@dataclass(eq=False)
+class _Waiter:
+    """A request waiting for a slot: what it may take is `_pick(tries, first=first)`."""
+
+    event: anyio.Event
+    tries: _Tries | None
+    first: bool
+
+
 class BackendPool:
     def __init__(self, backends: list[Backend], policy: RetryPolicy | None = None, caps: list[int] | None = None):
         if not backends:
@@ -133,8 +142,8 @@ class BackendPool:
         self.states = [BackendState(b, cap) for b, cap in zip(backends, caps)]
         self.policy = policy or RetryPolicy()
         self.stats = PoolStats()
-        self._waiters: deque[anyio.Event] = deque()
-        self._urgent: deque[anyio.Event] = deque()
+        self._waiters: deque[_Waiter] = deque()
+        self._urgent: deque[_Waiter] = deque()
         self.on_finished: RequestWatcher | None = None  # hears of every request, answered or failed
         self.transport: Transport = chat  # or ChatWorkers.chat: the streams read in worker processes
         self._reserved = 0  # slots of each backend (never its only one) that only `first` requests may take
@@ -324,7 +333,7 @@ class BackendPool:
         self._stopped = why
         for queue in (self._urgent, self._waiters):
             while queue:
-                queue.popleft().set()
+                queue.popleft().event.set()
 
     def hold(self, name: str) -> None:
         """Take a backend out of use until `revive` (its engine is being restarted)."""
@@ -369,33 +378,33 @@ class BackendPool:
         return state.cap if first else state.cap - min(self._reserved, state.cap - 1)
 
     async def _acquire(self, tries: _Tries, *, first: bool = False) -> BackendState:
-        """Take a slot: at once if one is free and nobody waits ahead, else in arrival order (urgent first).
-        FleetUnavailable while waiting once no backend can answer."""
+        """Take a slot: at once if one is free and nobody waits ahead, else in arrival order (urgent first),
+        each waiter woken only when a slot it may take is free (a retry that must avoid some backends never
+        holds up those behind it). FleetUnavailable while waiting once no backend can answer."""
         queue = self._urgent if first else self._waiters
         ahead = self._urgent if first else self._urgent or self._waiters
         state = self._pick(tries, first=first)
         if state is None or ahead:
-            await self._wait_turn(queue, at_front=False)
-            while (state := self._pick(tries, first=first)) is None:
-                await self._wait_turn(queue, at_front=True)
+            waiter = _Waiter(anyio.Event(), tries, first=first)
+            queue.append(waiter)
+            self._wake_next()  # this one, if no waiter ahead of it can take the free slot
+            await self._wait_turn(queue, waiter)
+            while (state := self._pick(tries, first=first)) is None:  # another took it meanwhile
+                waiter = _Waiter(anyio.Event(), tries, first=first)
+                queue.appendleft(waiter)
+                await self._wait_turn(queue, waiter)
         state.in_flight += 1
         state.peak_in_flight = max(state.peak_in_flight, state.in_flight)
-        if (self._urgent or self._waiters) and self._pick(None) is not None:
-            self._wake_next()  # more than one slot came free: pass the turn on
+        self._wake_next()  # more than one slot came free: pass the turn on
         return state
 
-    async def _wait_turn(self, queue: deque[anyio.Event], *, at_front: bool) -> None:
-        event = anyio.Event()
-        if at_front:
-            queue.appendleft(event)
-        else:
-            queue.append(event)
+    async def _wait_turn(self, queue: deque[_Waiter], waiter: _Waiter) -> None:
         try:
             with anyio.move_on_after(self._rest_left()):
-                await event.wait()
+                await waiter.event.wait()
         finally:
-            if not event.is_set():
-                queue.remove(event)
+            if not waiter.event.is_set():
+                queue.remove(waiter)
         if self._stopped is not None or self.unavailable():
             self._wake_next()  # the turn this waiter may have been given: the next one hears the news too
             raise self.unavailable_error()
@@ -407,10 +416,15 @@ class BackendPool:
         return max(min(rests), 0.05) if rests else 5.0
 
     def _wake_next(self) -> None:
+        """Wake the first waiter (urgent ones first) that can take a slot now, if any."""
+        if not (self._urgent or self._waiters) or self._pick(None, first=True) is None:
+            return  # no waiter, or no slot free for any (the common case while every slot is busy)
         for queue in (self._urgent, self._waiters):
-            if queue:
-                queue.popleft().set()
-                return
+            for waiter in queue:
+                if self._pick(waiter.tries, first=waiter.first) is not None:
+                    queue.remove(waiter)
+                    waiter.event.set()
+                    return
 
     def _release(self, state: BackendState) -> None:
         state.in_flight -= 1

@@ -30,11 +30,11 @@ def one_book(seed: int, shape: str, share: float, cap: int, root: Path) -> dict:
     out = root / f"{shape}-seed-{seed}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("FANOUT_")}
     env.update({"FANOUT_READ_TIMEOUT": "2"})
-    backends = [arg for engine in fleet for arg in ("--backend", f"{engine.url},cap={cap}")]
-    argv = [sys.executable, "-m", "pipeline", "book", "A handbook about faults", "--shape", shape, "--out", str(out),
-            "--quiet", "--json", *backends]  # fmt: skip
     started = time.monotonic()
-    with FakeEngineThread(*fleet):
+    with FakeEngineThread(*fleet):  # ports are known once they serve
+        backends = [arg for engine in fleet for arg in ("--backend", f"{engine.url},cap={cap}")]
+        argv = [sys.executable, "-m", "pipeline", "book", "A handbook about faults", "--shape", shape, "--out",
+                str(out), "--quiet", "--json", *backends]  # fmt: skip
         done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=3600)
     stats = json.loads((out / "stats.json").read_text()) if (out / "stats.json").exists() else {}
     drawn = sum(fault != "ok" for engine in fleet[:3] for fault in engine.drawn)

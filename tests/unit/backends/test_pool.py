@@ -292,3 +292,27 @@ async def test_a_request_that_failed_everywhere_is_asked_again_later():
     assert len(waits) == 2 and completion.text.startswith("w0"), "two rounds of two failures, then the answer"
     assert engine.modes_used == ["http_500"] * 4 + ["ok"]
     await engine.stop()
+
+
+async def test_a_retry_that_must_wait_for_one_backend_holds_up_no_request_behind_it():
+    """r1 failed on `bad` and, its attempts spent, may only go to `good`, busy with a slow r0; r2 arrives
+    behind r1 and takes bad's free slot at once instead of waiting for good."""
+    bad, good = await started(hostile("http_500"), FakeEngine(tokens=6, token_delay=0.1))
+    policy = RetryPolicy(attempts=1, backoff_initial=0.01, backoff_max=0.02, read_timeout=2.0, down_after=99)
+    pool = BackendPool([backend(good, "good", 1), backend(bad, "bad", 2)], policy)
+    answers: dict[str, object] = {}
+
+    async def ask(tag: str) -> None:
+        answers[tag] = await pool.complete(request(tag))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(ask, "r0")  # good, the least loaded first in the list, for 0.6 s
+        await anyio.sleep(0.05)
+        group.start_soon(ask, "r1")  # bad (good is full), fails, then waits for good
+        await anyio.sleep(0.1)
+        group.start_soon(ask, "r2")
+    r0, r2 = answers["r0"], answers["r2"]
+    assert [a.backend for a in answers["r1"].attempts] == ["bad", "good"]
+    assert r2.attempts[0].backend == "bad" and r2.attempts[0].t_start < r0.t_done, "r2 did not wait behind r1"
+    await bad.stop()
+    await good.stop()

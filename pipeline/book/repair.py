@@ -97,12 +97,11 @@ class Repairer:
         self.sampler = sampler
         self.wall = WallClock()
         self.taken = {title_key(s.title) for _, _, s in outline.sections()}
-        self.outcome = RepairOutcome()  # the repair under way
+        self.asked_later = 0  # requests that failed on every backend and were asked again later
 
     async def repair(self, report: AuditReport, writer: Journal) -> RepairOutcome:
         where = {s.id: (p, c, s) for p, c, s in self.outline.sections()}
         outcome = RepairOutcome(actions=plan_actions(report, set(where)))
-        self.outcome = outcome
 
         async def fix(section_id: str, action: str) -> None:
             part, chapter, section = where[section_id]
@@ -116,6 +115,7 @@ class Repairer:
         async with anyio.create_task_group() as group:
             for section_id, action in outcome.actions.items():
                 group.start_soon(fix, section_id, action)
+        outcome.asked_later = self.asked_later
         return outcome
 
     async def _fix(
@@ -148,7 +148,7 @@ class Repairer:
             return failure
 
     def _later(self) -> None:
-        self.outcome.asked_later += 1
+        self.asked_later += 1
 
     async def _rewrite(
         self, part: Part, chapter: Chapter, section: Section, *, escape_loops: bool = False

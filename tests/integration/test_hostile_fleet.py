@@ -158,7 +158,8 @@ def test_a_fleet_that_can_answer_nothing_stops_in_one_line_and_resume_finishes(t
     last = stderr.splitlines()[-1]
     assert last.startswith("fanout: error: no backend has answered for 3 s") and stderr.count("error:") == 1, stderr
     assert "Traceback" not in stderr
-    kept = written(out)
+    before = read_journal(out / "sections.jsonl")
+    kept = sum(result.ok for result in before.values())
     assert f"{kept} of {SECTIONS} sections are written and kept in {out} (--resume {out} finishes" in last
     assert kept >= 6 and not (out / "stats.json").exists(), "unfinished: kept, and not passed off as finished"
 
@@ -174,7 +175,9 @@ def test_a_fleet_that_can_answer_nothing_stops_in_one_line_and_resume_finishes(t
     assert resumed.returncode == 0, resumed.stderr
     stats = json.loads(resumed.stdout)
     assert stats["complete"] and stats["sections_ok"] == SECTIONS and stats["resumed"]
-    assert len(rescue.reply.sections_asked) == SECTIONS - kept, "only what was missing is asked"
+    kept_titles = {r.title for r in before.values() if r.ok}
+    asked = set(rescue.reply.sections_asked)  # an off-point section may be asked twice (a second candidate)
+    assert len(asked) == SECTIONS - kept and not asked & kept_titles, "only what was missing is asked"
 
 
 def test_a_ladder_level_and_a_rate_over_hostile_backends_count_their_failures_by_kind(tmp_path):

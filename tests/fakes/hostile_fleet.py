@@ -20,7 +20,8 @@ import json
 import random
 from collections import Counter
 
-from tests.fakes.fake_engine import MODEL, BookReplies
+from tests.fakes.fake_engine import MODEL, BookReplies, prompt_of
+from tests.fakes.fake_prompts import section_title
 
 HUGE_BYTES = 4 * 1024 * 1024 + 64 * 1024  # just past the client's MAX_ANSWER_BYTES
 HUGE_PIECE = 32 * 1024
@@ -94,6 +95,9 @@ class HostileBackend:
         self.port = port
         self.requests = 0
         self.drawn: list[str] = []  # the fault (or "ok") each chat request drew, in arrival order
+        # the faults drawn by requests for a section's prose: the book reads each of those to its end, where a
+        # planning request may be cancelled (enough titles, or its node full) before its fault arrives
+        self.drawn_by_prose: list[str] = []
         self.server: asyncio.Server | None = None
         self.tasks: set[asyncio.Task] = set()
 
@@ -168,6 +172,8 @@ class HostileBackend:
 
     async def _chat(self, body: dict, writer: asyncio.StreamWriter) -> None:
         fault = self.draw()
+        if section_title(prompt_of(body)) is not None:
+            self.drawn_by_prose.append(fault)
         if fault == "ok":
             await self._stream(body, writer, self._pieces(body))
             writer.write(chunk(b"data: [DONE]\n\n") + chunk(b""))

@@ -35,7 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pipeline.backends.embedded.engine import EmbeddedEngine  # noqa: E402
-from pipeline.book.plan import parse_items  # noqa: E402
+from pipeline.book.plan.answers import parse_items  # noqa: E402
 from pipeline.book.profiles import PROFILES, sampling_body  # noqa: E402
 from pipeline.config import EngineSettings  # noqa: E402
 from pipeline.records import EngineKind  # noqa: E402

@@ -3,7 +3,7 @@ meaning: the measurement behind templates/plan_chapter.md.
 
 Asks the sections of a few chapters (as a planner gives them: book title, chapter title and point) in several
 forms, with the `small` profile and several seeds, on the embedded engine (or `--backend URL`), and runs each
-answer's items through the planner's own checks (pipeline/book/plan.py: titles, worked-example copies, vague
+answer's items through the planner's own checks (pipeline/book/plan/checks.py: titles, worked-example copies, vague
 points, titles that say what a sibling says), in answer order, as the planner would:
 
 - example: one worked example (a sailing chapter) as an earlier chat turn (templates/plan_chapter.md);
@@ -37,7 +37,10 @@ from pipeline.audit.embed import open_embedder  # noqa: E402
 from pipeline.audit.meaning import unit  # noqa: E402
 from pipeline.backends.embedded.engine import EmbeddedEngine  # noqa: E402
 from pipeline.backends.pool import BackendPool  # noqa: E402
-from pipeline.book.plan import NodeAsk, Planner, about, avoid_note, example_words, parse_items  # noqa: E402
+from pipeline.book.plan.answers import parse_items  # noqa: E402
+from pipeline.book.plan.checks import example_words  # noqa: E402
+from pipeline.book.plan.planner import Planner  # noqa: E402
+from pipeline.book.plan.schedule import NodeAsk, about, avoid_note  # noqa: E402
 from pipeline.book.profiles import PROFILES, Sampler, sampling_body  # noqa: E402
 from pipeline.config import EngineSettings  # noqa: E402
 from pipeline.records import Backend, BookSpec, EngineKind  # noqa: E402
@@ -191,7 +194,7 @@ def judge(answer: str, request: str, book: str, chapter: str, *, reasked: bool) 
             break
         if item.title in taken:
             continue
-        reason = planner._refusal(item, ask_, taken, copied)
+        reason = planner.checks.why_refused(item, ask_, taken, copied)
         copies += reason is not None and "worked example" in reason
         if reason is None:
             taken.append(item.title)

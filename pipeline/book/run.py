@@ -28,7 +28,8 @@ from pipeline.backends.fleet import Fleet, open_fleet
 from pipeline.backends.pool import BackendPool, FleetUnavailable
 from pipeline.book.assemble import assemble
 from pipeline.book.incremental import IncrementalTypesetter
-from pipeline.book.plan import OnSection, Planner, PlanStats, id_number
+from pipeline.book.plan.planner import OnSection, Planner, id_number
+from pipeline.book.plan.schedule import PlanStats
 from pipeline.book.profiles import Sampler, choose_profile
 from pipeline.book.repair import Repairer
 from pipeline.book.requestlog import RequestLog

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from rich.table import Table
 
-from pipeline.book.plan import PlanStats
+from pipeline.book.plan.schedule import PlanStats
 from pipeline.records import Attempt, EngineInfo, Outcome, SectionResult
 from pipeline.records.book import BackendLine, BookStats, PromptCache
 from pipeline.text import ends_closed

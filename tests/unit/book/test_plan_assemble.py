@@ -9,16 +9,9 @@ import pytest
 
 from pipeline.backends.pool import BackendPool, RetryPolicy
 from pipeline.book.assemble import assemble, demote_headings
-from pipeline.book.plan import (
-    MAX_ASKS_AT_ONCE,
-    SPARE_ITEMS,
-    Acceptance,
-    ItemStream,
-    PlanItem,
-    Planner,
-    asks_at_once,
-    parse_items,
-)
+from pipeline.book.plan.answers import ItemStream, PlanItem, parse_items
+from pipeline.book.plan.planner import Planner
+from pipeline.book.plan.schedule import MAX_ASKS_AT_ONCE, SPARE_ITEMS, Acceptance, asks_at_once
 from pipeline.book.profiles import PROFILES, Sampler
 from pipeline.records import Backend, BookSpec, Chapter, ChatRequest, EngineKind, Outline, Part, Section, SectionResult
 from pipeline.text import close_open_fence

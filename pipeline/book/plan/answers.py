@@ -1,0 +1,147 @@
+"""Reading the planner's answers: numbered `Heading: sentence` lines as they stream, JSON after all, the
+book title; and a refused item's key point as a heading.
+
+Model output is untrusted: nothing in an answer raises, and what is read is only ever text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from pipeline.titles import MAX_HEADING_WORDS, clean_title
+
+MAX_POINT_CHARS = 240
+
+
+@dataclass(frozen=True)
+class PlanItem:
+    title: str
+    point: str = ""
+
+
+ITEM_LINE = re.compile(r"^\s*(?:\d{1,3}\s*[.):]|[-*•])\s+(.+?)\s*$")
+TITLE_LINE = re.compile(r"^\s*[*_#\s]*(?:book\s+)?title[*_]*\s*:\s*(.+?)\s*$", re.I)
+SPLIT = re.compile(r"^(.+?)(?:\*\*|__)?\s*(?::|;|\s[-–—]\s)\s*(.+)$")
+QUESTION = re.compile(r"^([^?]{3,}\?)\s+(\S.+)$")  # a question as the heading, the rest as its point
+
+
+def parse_item(body: str) -> PlanItem:
+    """`Heading: sentence` (or `**Heading** - sentence`, `"Heading" — sentence`, `Heading; sentence`,
+    `Question? sentence`) -> PlanItem."""
+    match = SPLIT.match(body) or QUESTION.match(body)
+    if not match:
+        return PlanItem(clean_title(body))
+    return PlanItem(clean_title(match.group(1)), clean_point(match.group(2)))
+
+
+NOTE_IN_POINT = re.compile(r"\s*\([^()]*\b(?:repeats?|refused|already|chosen|elsewhere|covers what)\b.*$", re.I)
+
+
+def clean_point(text: str) -> str:
+    """A key point as the model gave it, without Markdown marks, and without a re-ask's note it copied back
+    ('… (nearly repeats "X", a title elsewhere in the book)')."""
+    point = " ".join(re.sub(r"[#*_`>\[\]{}]", "", text).split()).strip(" \"'“”-–—:")
+    point = NOTE_IN_POINT.sub("", point).strip(" ,;:-–—")
+    if len(point) > MAX_POINT_CHARS:
+        point = point[:MAX_POINT_CHARS].rsplit(" ", 1)[0] + "…"
+    return point
+
+
+def find_json(text: str) -> Any:
+    """The first JSON object or array in the text (fences and chatter around it are ignored), or None."""
+    decoder = json.JSONDecoder()
+    for match in re.finditer(r"[\[{]", text):
+        try:
+            value, _ = decoder.raw_decode(text, match.start())
+        except ValueError:
+            continue
+        if isinstance(value, (dict, list)):
+            return value
+    return None
+
+
+def json_items(text: str) -> list[PlanItem]:
+    """Items from an answer that came as JSON after all: a list, or the first list in an object."""
+    value = find_json(text)
+    if isinstance(value, dict):
+        value = next((v for v in value.values() if isinstance(v, list)), [])
+    if not isinstance(value, list):
+        return []
+    items = []
+    for entry in value:
+        if isinstance(entry, dict):
+            items.append(PlanItem(clean_title(entry), clean_point(str(entry.get("point") or ""))))
+        elif isinstance(entry, str):
+            items.append(parse_item(entry))
+    return items
+
+
+def parse_items(text: str) -> list[PlanItem]:
+    """Every numbered (or bulleted) `Heading: sentence` line of a whole answer; failing that, JSON."""
+    items = [parse_item(match.group(1)) for line in text.splitlines() if (match := ITEM_LINE.match(line))]
+    return [item for item in items or json_items(text) if len(item.title) >= 2]
+
+
+def parse_book_title(text: str) -> str:
+    for line in text.splitlines():
+        if match := TITLE_LINE.match(line):
+            return clean_title(match.group(1))
+    value = find_json(text)
+    return clean_title(value.get("title", "")) if isinstance(value, dict) else ""
+
+
+class ItemStream:
+    """Plan items read from an answer while it streams: each line the moment its newline arrives, so the
+    level below can be asked before the answer ends. The last line is read when the answer ends."""
+
+    def __init__(self) -> None:
+        self.text = ""
+        self.position = 0  # where the next unread line starts
+        self.title = ""
+        self.taken: list[PlanItem] = []  # every item handed out, to be skipped in the final parse
+
+    def feed(self, delta: str) -> list[PlanItem]:
+        self.text += delta
+        items = []
+        while (end := self.text.find("\n", self.position)) >= 0:
+            items += self._line(self.text[self.position : end])
+            self.position = end + 1
+        self.taken += items
+        return items
+
+    def _line(self, line: str) -> list[PlanItem]:
+        if not self.title and (match := TITLE_LINE.match(line)):
+            self.title = clean_title(match.group(1))
+            return []
+        match = ITEM_LINE.match(line)
+        item = parse_item(match.group(1)) if match else None
+        return [item] if item is not None and len(item.title) >= 2 else []
+
+    def untaken(self, items: list[PlanItem]) -> list[PlanItem]:
+        """The items of the whole answer that the stream did not already hand out."""
+        left = list(self.taken)
+        fresh = []
+        for item in items:
+            if item in left:
+                left.remove(item)
+            else:
+                fresh.append(item)
+        return fresh
+
+
+def heading_from_point(point: str) -> str:
+    """A refused title's key point as its heading ('How vaccines protect against disease.' -> 'How Vaccines
+    Protect Against Disease'): the model's own words, so better than a numbered placeholder. Empty when the
+    point is too long to read as a heading."""
+    text = clean_title(point.rstrip("…"))
+    words = text.split()
+    if not words or len(words) > MAX_HEADING_WORDS:
+        return ""
+    small = {"a", "an", "the", "of", "and", "or", "to", "in", "on", "for", "with", "by", "at", "as"}
+    return " ".join(
+        w if (i and w.casefold() in small) or not w[:1].islower() else w[:1].upper() + w[1:]
+        for i, w in enumerate(words)
+    )

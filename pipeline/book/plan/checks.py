@@ -1,0 +1,129 @@
+"""The checks a planned title must pass before the book takes it, and the book's claim on every title taken.
+
+In code first (pipeline/titles.py's refusal): a title that echoes its parent, the book title or the
+request, looks like an identifier or a JSON key, nearly repeats a sibling, comes from the worked example,
+or is taken elsewhere in the book. Then by meaning (pipeline/audit/meaning.py, the audit's own judgements
+and thresholds): a title that says what a sibling's or another title of its level says, a title and point
+a writer could not tell from a sibling's, a title and point copied from a worked example, a point that says
+nothing of its own; and, among a chapter's last section slots, an item that leaves out what the request
+still asks for (coverage.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pipeline.audit.embed import Embedder
+from pipeline.audit.meaning import SIMILAR_TITLE, nearest_example, point_vagueness, title_near, unit, unit_near
+from pipeline.book.plan.answers import PlanItem, heading_from_point, parse_items
+from pipeline.book.plan.coverage import Coverage
+from pipeline.book.plan.schedule import NodeAsk
+from pipeline.records import Outline
+from pipeline.templating import example_answer
+from pipeline.titles import TitleIndex, borrows_from, content_words, refusal, title_key
+
+ELSEWHERE_NEAR = ", a title elsewhere in the book"
+
+PLAN_TEMPLATES = ("plan_book.md", "plan_part.md", "plan_chapter.md")
+
+
+def example_words(template: str) -> frozenset[str]:
+    """The content words of a worked example's headings: a heading built from them was copied."""
+    items = parse_items(example_answer(template))
+    return frozenset(word for item in items for word in content_words(item.title))
+
+
+def example_units() -> list[str]:
+    """Every worked example's items as `title: point`: a planned item near one of them was copied."""
+    return [unit(item.title, item.point) for name in PLAN_TEMPLATES for item in parse_items(example_answer(name))]
+
+
+class MeaningIndex:
+    """The titles of one level across the book, embedded as they are taken: a new title that says what one
+    of them says (pipeline/audit/meaning.py's SIMILAR_TITLE, the audit's own) is refused."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder = embedder
+        self.titles: list[str] = []
+        self.vectors = np.zeros((0, 0), dtype=np.float32)
+
+    def add(self, title: str) -> None:
+        row = self.embedder.embed([title])
+        self.vectors = row if not self.titles else np.vstack([self.vectors, row])
+        self.titles.append(title)
+
+    def near(self, title: str) -> str | None:
+        """The first title of the book at this level that says what `title` says, or None."""
+        if not self.titles:
+            return None
+        scores = self.vectors @ self.embedder.embed([title])[0]
+        best = int(np.argmax(scores))
+        return self.titles[best] if scores[best] >= SIMILAR_TITLE else None
+
+
+class TitleChecks:
+    """The book's titles at each level, by words and by meaning, and the checks a new one must pass."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder = embedder
+        self.examples = example_units()
+        self.book_keys: dict[str, set[str]] = {"parts": set(), "chapters": set(), "sections": set()}
+        self.book_titles: dict[str, TitleIndex] = {level: TitleIndex() for level in self.book_keys}
+        self.meanings: dict[str, MeaningIndex] = {level: MeaningIndex(embedder) for level in self.book_keys}
+
+    def claim_existing(self, outline: Outline) -> None:
+        """Titles an interrupted run already planned stay taken."""
+        for pt in outline.parts:
+            self.claim("parts", PlanItem(pt.title, pt.point), near=False)
+            for ch in pt.chapters:
+                self.claim("chapters", PlanItem(ch.title, ch.point), near=False)
+                for section in ch.sections:
+                    self.claim("sections", PlanItem(section.title, section.point), near=False)
+
+    def why_refused(
+        self,
+        item: PlanItem,
+        ask: NodeAsk,
+        chosen: list[str],
+        copied: frozenset[str],
+        coverage: Coverage | None = None,
+        sibling_units: list[str] | None = None,
+    ) -> str | None:
+        """Why this item cannot be taken, or None (then its title is claimed for the book): the title checks
+        of pipeline/titles.py, then by meaning: its title says what a sibling's says, or its title and point
+        cannot be told apart from a sibling's, it was copied from a worked example, its point is vague, or it
+        leaves out what the request asks for while slots run out."""
+        title, embedder = item.title, self.embedder
+        reason = refusal(title, ask.ancestors, chosen)
+        if reason is None and borrows_from(title, copied):
+            reason = "comes from the worked example, not from this book"
+        if reason is None and (other := title_near(embedder, title, chosen)) is not None:
+            reason = f'says the same as "{other}"'
+        if reason is None and item.point and sibling_units:
+            near = unit_near(embedder, unit(title, item.point), sibling_units)
+            reason = None if near is None else f'covers what "{sibling_units[near].split(":")[0]}" covers'
+        if reason is None and nearest_example(embedder, unit(title, item.point), self.examples) is not None:
+            reason = "comes from the worked example, not from this book"
+        made_from_point = title_key(title) == title_key(heading_from_point(item.point))
+        if reason is None and not made_from_point and (why := point_vagueness(embedder, title, item.point)):
+            reason = f"has a key point that {why}"
+        if reason is None and coverage is not None:
+            reason = coverage.refusal(item, ask.count - len(chosen))
+        return reason or self.claim(ask.level, item)
+
+    def claim(self, level: str, item: PlanItem, *, near: bool = True) -> str | None:
+        """Take a title for the book, or say why not: another node at any level has it, or (with `near`) one
+        at this level nearly has it, by words or by meaning (a chapter: by its title and point too), as the
+        audit's rules would find. The event loop makes this atomic."""
+        title = item.title
+        key = title_key(title)
+        if any(key in keys for keys in self.book_keys.values()):  # a section named like a chapter reads as one
+            return "is already a title elsewhere in the book"
+        if near:
+            other = self.book_titles[level].near(title) or self.meanings[level].near(title)
+            if other is not None:
+                return f'nearly repeats "{other}"{ELSEWHERE_NEAR}'
+        self.book_keys[level].add(key)
+        self.book_titles[level].add(title)
+        self.meanings[level].add(title)
+        return None

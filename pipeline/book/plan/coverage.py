@@ -1,0 +1,42 @@
+"""The request's asks carried down the plan: which of them one node's children must still carry, which a
+taken child takes along for its own children, and when a section that carries none is refused.
+"""
+
+from __future__ import annotations
+
+from pipeline.audit.embed import Embedder
+from pipeline.audit.meaning import carries, unit
+from pipeline.book.plan.answers import PlanItem
+
+
+class Coverage:
+    """The asks of the request that one node's children must carry. Above the sections, nothing is refused
+    for them: each child takes along, for its own children, as many of the open asks (the nearest it) as
+    the slots left after it could no longer hold. Among sections, the last slots are kept for them: once
+    as few slots are left as asks are open, an item that carries none is refused."""
+
+    def __init__(self, embedder: Embedder, musts: list[str], *, leaf: bool) -> None:
+        self.embedder = embedder
+        self.open = musts
+        self.leaf = leaf
+
+    def carried(self, item: PlanItem) -> list[str]:
+        text = unit(item.title, item.point)
+        return [ask for ask in self.open if carries(self.embedder, ask, [text])]
+
+    def refusal(self, item: PlanItem, slots_left: int) -> str | None:
+        if not self.leaf or not self.open or slots_left > len(self.open) or self.carried(item):
+            return None
+        return "leaves out what the request asks for: " + "; ".join(self.open)
+
+    def take(self, item: PlanItem, slots_after: int) -> list[str]:
+        """Mark what the taken item carries; return the asks it takes along for its children."""
+        for ask in self.carried(item):
+            self.open.remove(ask)
+        surplus = len(self.open) - slots_after
+        if self.leaf or surplus <= 0:
+            return []
+        text = self.embedder.embed([unit(item.title, item.point)])[0]
+        nearest = sorted(self.open, key=lambda ask: -float(self.embedder.embed([ask])[0] @ text))[:surplus]
+        self.open = [ask for ask in self.open if ask not in nearest]
+        return nearest

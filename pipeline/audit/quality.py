@@ -62,7 +62,7 @@ FIGURES: dict[str, str] = {
     "only restating their title",
     "repeated_content": "sections with a paragraph that says what a paragraph of an earlier section says, by meaning",
     "stray_headings": "headings inside a section's text (run folders only): in the book they read as sections",
-    "coverage": "share of what the request names (its subject, list items, span ends) that the book's title "
+    "coverage": "share of what the request names (its subject and each concern it names) that the book's title "
     "or some title and point carries (run folders only)",
     "overlap": "pairs of chapters (or parts) whose sections' titles and points, pooled, cover the same ground",
 }

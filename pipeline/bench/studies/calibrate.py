@@ -2,11 +2,18 @@
 planner make by meaning, and the sweep that chose its threshold.
 
 Takes the folder of labelled sets (the repository's tests/fixtures/meaning: titles, points, sections,
-paragraphs, asks, worked-example copies, chapters; each file says where its items came from) and an Embedder;
+paragraphs, asks, worked-example copies, chapters, requests; each file says where its items came from) and an
+Embedder;
 returns a Calibration: for each judgement the threshold pipeline/audit/meaning.py uses, its precision and
 recall on the set, and what the best threshold on the set would be (highest F1, ties to the higher
 precision). `python -m pipeline.bench.studies.calibrate [DIR]` prints the table; tests/unit/audit/test_meaning.py
 holds the figures to a floor, so a changed threshold or model that does worse on the set fails.
+
+The request reader (pipeline/audit/asks.py) is measured the same way, by rules, with no model: on requests of
+many shapes with their asks marked by hand (requests.json, the set its rules were written from, and
+requests_held_out.json, written after them), an ask it reads is right when it is one of the marked asks or
+a piece of one (its content words, stemmed, within the marked ask's, or the other way round, or a Jaccard of
+0.5 or more): precision is the share of its asks that are right, recall the share of marked asks it found.
 """
 
 from __future__ import annotations
@@ -22,9 +29,10 @@ import numpy as np
 from pydantic import BaseModel
 
 from pipeline.audit import meaning
+from pipeline.audit.asks import read_request
 from pipeline.audit.embed import Embedder, open_embedder
 from pipeline.audit.meaning import STOCK_POINTS, body_text, carries
-from pipeline.titles import near_duplicates
+from pipeline.titles import content_words, near_duplicates
 
 DEFAULT_DIR = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "meaning"  # repository root
 
@@ -198,11 +206,49 @@ JUDGEMENTS: list[tuple[str, str, Callable[[Embedder, Path], list[Case]]]] = [
 ]
 
 
+SAME_ASK_JACCARD = 0.5
+REQUEST_SETS = (("requests read", "requests"), ("requests read, held out", "requests_held_out"))
+
+
+def same_ask(read: str, marked: str) -> bool:
+    """An ask the reader gave is the marked one, or a piece of it, or holds it (by stemmed content words)."""
+    left = content_words(read) or frozenset(read.casefold().split())
+    right = content_words(marked) or frozenset(marked.casefold().split())
+    return left <= right or right <= left or len(left & right) / len(left | right) >= SAME_ASK_JACCARD
+
+
+def reader_judgement(name: str, folder: Path, set_name: str) -> Judgement:
+    """The request reader on one labelled set of requests: precision of what it read, recall of what was marked."""
+    right = read_count = found = marked_count = 0
+    misses: list[str] = []
+    false_alarms: list[str] = []
+    for entry in load(folder, set_name)["requests"]:
+        read = [ask.text for ask in read_request(entry["request"])]
+        marked: list[str] = entry["asks"]
+        wrong = [r for r in read if not any(same_ask(r, m) for m in marked)]
+        missed = [m for m in marked if not any(same_ask(r, m) for r in read)]
+        right, read_count = right + len(read) - len(wrong), read_count + len(read)
+        found, marked_count = found + len(marked) - len(missed), marked_count + len(marked)
+        misses += [f"{m} in {entry['request'][:60]}" for m in missed]
+        false_alarms += [f"{w} in {entry['request'][:60]}" for w in wrong]
+    return Judgement(
+        name=name,
+        threshold="rules (no model)",
+        items=read_count,
+        positives=marked_count,
+        precision=round(right / read_count, 3) if read_count else 1.0,
+        recall=round(found / marked_count, 3) if marked_count else 1.0,
+        misses=misses,
+        false_alarms=false_alarms,
+    )
+
+
 def calibrate(folder: Path = DEFAULT_DIR, embedder: Embedder | None = None) -> Calibration:
     embedder = embedder or open_embedder()
     return Calibration(
         model=embedder.name,
-        judgements=[judgement(name, threshold, cases(embedder, folder)) for name, threshold, cases in JUDGEMENTS],
+        judgements=[judgement(name, threshold, cases(embedder, folder)) for name, threshold, cases in JUDGEMENTS]
+        + [reader_judgement(name, folder, set_name) for name, set_name in REQUEST_SETS],
     )
 
 

@@ -33,6 +33,8 @@ FLOORS = {
     "coverage (carried)": (0.9, 0.35),
     "from the worked example": (0.9, 0.8),
     "overlap": (0.9, 0.9),
+    "requests read": (0.9, 0.9),  # the request reader, by rules: items are asks read, positives asks marked
+    "requests read, held out": (0.9, 0.9),
 }
 
 
@@ -94,14 +96,22 @@ def test_an_embeddings_endpoint_is_asked_in_batches_and_its_rows_normalised():
         ),
         (
             "Explain how vaccines train the immune system, for curious readers without a biology degree.",
-            ["how vaccines train the immune system"],
+            ["vaccines train the immune system"],
         ),
         ("Write a book about jazz, including New Orleans, swing and bebop.", ["jazz", "New Orleans", "swing", "bebop"]),
         (
             "Write a complete software engineering handbook. Every topic, with examples.",
-            ["complete software engineering handbook"],
+            ["software engineering"],
         ),
         ("Write a guide to knots covering everything, all the main aspects.", ["knots"]),
+        (  # no opening, no list: the subject is the first phrase, the audience is not a concern
+            "Night-shift nurses: staying alert on long rotations, sleep, and meals on a night shift.",
+            ["Night-shift nurses", "staying alert", "long rotations", "sleep", "meals", "night shift"],
+        ),
+        (  # what the book is not about is no ask
+            "An introduction to organic chemistry, not biochemistry, for first-year students.",
+            ["organic chemistry"],
+        ),
     ],
 )
 def test_what_a_request_asks_for(request_text, asks):

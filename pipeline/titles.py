@@ -1,4 +1,10 @@
-"""Titles made by a model: cleaned for use, and keyed for comparison."""
+"""Titles made by a model: cleaned for use, keyed for comparison, and checked for words that are not words.
+
+wordfreq 3.1.1 (PyPI) says whether a word is English: its large English list (about 320,000 words from
+Wikipedia, subtitles, books, the web and more, inside the wheel: nothing is downloaded) holds 'sourdough',
+'qubits', 'polders' and 'systemd', and not a small model's coinages ('Lifeguising', 'LifeGuns', 'Lifegangs').
+A word of the request is a word of the book whatever the list says ('argparse' in a handbook on it).
+"""
 
 from __future__ import annotations
 
@@ -181,9 +187,47 @@ def is_counted(title: str) -> bool:
     return bool(COUNTED.search(title))
 
 
+ACRONYM = re.compile(r"^[A-Z]{2,6}s?$")  # 'HTTP', 'GPUs': read as letters, not as a word
+
+
+@lru_cache(maxsize=65536)
+def is_english(word: str) -> bool:
+    """The word is in wordfreq's English list (any frequency)."""
+    from wordfreq import zipf_frequency  # 0.4 s to load its list: only once a title is checked
+
+    return zipf_frequency(word, "en") > 0
+
+
+def non_words(title: str, known: str = "") -> list[str]:
+    """The words of a title that are neither English nor words of `known` (the request, the titles above it):
+    'Lifeguns' in 'LifeGuns of the Sea'. Numbers, acronyms and a known word's other endings ('Starters' for
+    'starter') are words."""
+    known_stems = {stem(word) for word in title_words(known)}
+    odd = []
+    for word in re.findall(r"[^\W\d_]+", title):
+        if len(word) < 3 or ACRONYM.match(word) or stem(word.casefold()) in known_stems:
+            continue
+        if not is_english(word.casefold()):
+            odd.append(word)
+    return odd
+
+
 def refusal(title: str, ancestors: dict[str, str], siblings: list[str]) -> str | None:
     """Why a title cannot be used, in words the model can act on, or None when it can. `ancestors` maps
     what each one is ('the chapter title', 'the book title', 'the request') to its text."""
+    if reason := form_refusal(title, known=" ".join(ancestors.values())):
+        return reason
+    for what, text in ancestors.items():
+        if text and echoes(title, text):
+            return f"repeats {what}"
+    for sibling in siblings:
+        if near_duplicates(title, sibling):
+            return f'nearly repeats "{sibling}"'
+    return None
+
+
+def form_refusal(title: str, *, known: str) -> str | None:
+    """Why a title is no title by its own form, whatever is around it; `known`: the words it may use."""
     if not plausible_title(title):
         return "is not a usable title (empty, too long, or repeating itself)"
     if len(title_words(title)) > MAX_HEADING_WORDS or ";" in title:
@@ -194,10 +238,6 @@ def refusal(title: str, ancestors: dict[str, str], siblings: list[str]) -> str |
         return "looks like a code identifier or a JSON key, not a title"
     if is_counted(title):
         return "is told apart from others only by a number"
-    for what, text in ancestors.items():
-        if text and echoes(title, text):
-            return f"repeats {what}"
-    for sibling in siblings:
-        if near_duplicates(title, sibling):
-            return f'nearly repeats "{sibling}"'
+    if odd := non_words(title, known):
+        return "uses a word that is not a word: " + ", ".join(f'"{word}"' for word in odd)
     return None

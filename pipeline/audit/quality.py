@@ -22,7 +22,7 @@ from pipeline.audit.meaning import BookMeaning
 from pipeline.audit.source import TITLE_LEVEL, AuditBook, AuditSection
 from pipeline.errors import UsageError
 from pipeline.text import ends_closed, shingles, words_of
-from pipeline.titles import echoes, near_duplicates
+from pipeline.titles import echoes, near_duplicates, non_words
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -48,6 +48,7 @@ FIGURES: dict[str, str] = {
     "placeholder_titles": "numbered stand-in titles: flagged in outline.json, or named like 'Part 3' or "
     "'… (section 3)'",
     "near_duplicate_titles": "pairs of sibling titles (same parent) that say the same thing",
+    "non_words": "titles with a word that is neither English (wordfreq's list) nor a word of the request",
     "repeated_passages": "sections sharing a 12-word passage with an earlier section",
     "sections": "sections measured: every section but those whose every attempt failed",
     "on_point": "share of sections (in chapters of two or more) whose text is nearer their own title and key point "
@@ -101,9 +102,11 @@ class BookQuality(BaseModel):
     title_echo_rate: float
     placeholder_titles: int
     near_duplicate_titles: int
+    non_words: int = 0
     repeated_passages: int
     sections: int
     echoing_titles: list[str] = Field(default_factory=list)  # "id: title ~ what it echoes"
+    non_word_titles: list[str] = Field(default_factory=list)  # "id: title (the words)"
     # by meaning (pipeline/audit/meaning.py); None: not measured (a record from before, or not measurable here)
     on_point: float | None = None
     on_point_margin: float | None = None
@@ -188,6 +191,15 @@ def echoing_titles(book: AuditBook, title: str, prompt: str | None) -> list[str]
     return found
 
 
+def non_word_titles(book: AuditBook, prompt: str | None) -> list[str]:
+    """'id: title (the words)' for each title with a word that is neither English nor the request's."""
+    found = []
+    for _, node_id, text in title_nodes(book):
+        if node_id not in book.placeholders and (odd := non_words(text, prompt or "")):
+            found.append(f"{node_id}: {text} ({', '.join(odd)})")
+    return found
+
+
 def placeholder_count(book: AuditBook) -> int:
     return sum(
         node_id in book.placeholders or bool(OLD_PLACEHOLDER.match(text)) for _, node_id, text in title_nodes(book)
@@ -220,6 +232,7 @@ def measure(
     sections = [section_quality(s, w, target) for s, w in zip(written, words)]
     reps = [s.seq_rep_4 for s in sections]
     echoing = echoing_titles(book, title, prompt)
+    odd = non_word_titles(book, prompt)
     ratios = [s.length_ratio for s in sections if s.length_ratio is not None]  # all of them, given a target
     quality = BookQuality(
         distinct_2=round(distinct(words), DIGITS),
@@ -232,9 +245,11 @@ def measure(
         title_echo_rate=share(len(echoing), len(title_nodes(book))),
         placeholder_titles=placeholder_count(book),
         near_duplicate_titles=near_duplicate_pairs(book),
+        non_words=len(odd),
         repeated_passages=repeated_passages,
         sections=len(sections),
         echoing_titles=echoing,
+        non_word_titles=odd,
         **({name: getattr(meaning, field) for name, field in MEANING_FIGURES.items()} if meaning else {}),
     )
     return quality, sections

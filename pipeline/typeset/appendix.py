@@ -120,14 +120,18 @@ def _defects_html(defects: list) -> str:
     return f'<h4>Defects</h4>\n<ul class="defects">\n{"".join(items)}</ul>\n{more}'
 
 
+TITLE_LISTS = {"echoing_titles": "Echoing titles", "non_word_titles": "Titles with words that are not words"}
+
+
 def _quality_html(quality: dict) -> str:
-    """The quality figures as a table; the titles that echo an ancestor as a short list."""
-    echoing = quality.get("echoing_titles")
-    out = ["<h4>Quality</h4>\n", _record_html({k: v for k, v in quality.items() if k != "echoing_titles"})]
-    if isinstance(echoing, list) and echoing:
-        items = "".join(f"<li>{html.escape(str(title))}</li>\n" for title in echoing[:MAX_ROWS])
-        more = f"<p>… and {len(echoing) - MAX_ROWS:,} more.</p>\n" if len(echoing) > MAX_ROWS else ""
-        out.append(f"<h4>Echoing titles</h4>\n<ul>\n{items}</ul>\n{more}")
+    """The quality figures as a table; the titles that echo an ancestor or use a non-word as short lists."""
+    out = ["<h4>Quality</h4>\n", _record_html({k: v for k, v in quality.items() if k not in TITLE_LISTS})]
+    for key, heading in TITLE_LISTS.items():
+        titles = quality.get(key)
+        if isinstance(titles, list) and titles:
+            items = "".join(f"<li>{html.escape(str(title))}</li>\n" for title in titles[:MAX_ROWS])
+            more = f"<p>… and {len(titles) - MAX_ROWS:,} more.</p>\n" if len(titles) > MAX_ROWS else ""
+            out.append(f"<h4>{heading}</h4>\n<ul>\n{items}</ul>\n{more}")
     return "".join(out)
 
 

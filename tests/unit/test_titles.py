@@ -10,6 +10,7 @@ from pipeline.titles import (
     echoes,
     looks_like_identifier,
     near_duplicates,
+    non_words,
     refusal,
 )
 
@@ -40,6 +41,7 @@ CHAPTER = {"the chapter title": "Sourdough Starter Sourcing"}
         ("Introduction", {}, [], "says nothing of its own"),
         ("How to keep a sourdough starter is something all bakers do differently", {}, [], "not a short heading"),
         ("The Art of Souring; A Guide for Beginners", {}, [], "not a short heading"),
+        ("Lifeguising at the Pool", {}, [], 'uses a word that is not a word: "Lifeguising"'),
         (
             "How to Make Sourdough Starters at Home",
             {"the chapter title": "Making Your Own Sourdough Starters"},
@@ -109,3 +111,18 @@ def test_the_title_index_finds_what_comparing_every_pair_finds():
     for probe in ["How to Make Sourdough", "Feeding Time", "Cold Storage", "Starters of Rye Flour", "Oven Heat"]:
         by_pairs = next((t for t in titles if near_duplicates(probe, t)), None)
         assert index.near(probe) == by_pairs, probe
+
+
+@pytest.mark.parametrize(
+    "title, known, odd",
+    [
+        ("LifeGuns and Lifegangs", "", ["LifeGuns", "Lifegangs"]),
+        ("Qubits, Polders and Sourdough", "", []),  # rare, but English words
+        ("Parsing Flags with Argparse", "a handbook on argparse", []),  # a word of the request is the book's
+        ("Argparse Subparsers", "a handbook on Python tools", ["Argparse", "Subparsers"]),
+        ("HTTP Caching in 2024", "", []),  # acronyms and numbers
+        ("Feeding Starters", "keeping a sourdough starter alive", []),
+    ],
+)
+def test_words_that_are_not_words_are_found_unless_the_request_uses_them(title, known, odd):
+    assert non_words(title, known) == odd

@@ -43,6 +43,7 @@ WORD_COLUMNS: list[Column] = [
     ("placeholders", "placeholder_titles", "{:d}", "lower"),
     ("echo", "title_echo_rate", "{:.0%}", "lower"),
     ("near-dup", "near_duplicate_titles", "{:d}", "lower"),
+    ("non-words", "non_words", "{:d}", "lower"),
     ("rep4 med", "seq_rep_4_median", "{:.3f}", "lower"),
     ("rep4 max", "seq_rep_4_max", "{:.2f}", "lower"),
     ("unfinished", "unfinished_share", "{:.0%}", "lower"),

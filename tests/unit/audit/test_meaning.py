@@ -14,6 +14,8 @@ import pytest
 from pipeline.audit.asks import request_asks, request_style
 from pipeline.audit.embed import EndpointEmbedder, StaticEmbedder, open_embedder, parse_endpoint
 from pipeline.audit.meaning import point_margin, unit
+from pipeline.audit.minilm import MiniLMEmbedder
+from pipeline.audit.offrequest import is_off_request, open_judge
 from pipeline.audit.report import audit
 from pipeline.audit.source import load_run
 from pipeline.bench.studies.calibrate import calibrate
@@ -35,12 +37,14 @@ FLOORS = {
     "overlap": (0.9, 0.9),
     "requests read": (0.9, 0.9),  # the request reader, by rules: items are asks read, positives asks marked
     "requests read, held out": (0.9, 0.9),
+    "off_request": (0.9, 0.35),  # all-MiniLM-L6-v2: the subtler drifts pass; what it flags is off
 }
 
 
 def test_the_thresholds_hold_their_precision_and_recall_on_the_labelled_set():
     calibration = calibrate()
     assert calibration.model == "wordllama l2_supercat_256"
+    assert {judgement.name for judgement in calibration.judgements} == set(FLOORS)
     for judgement in calibration.judgements:
         precision, recall = FLOORS[judgement.name]
         assert judgement.precision >= precision and judgement.recall >= recall, judgement
@@ -228,3 +232,22 @@ def test_audit_takes_an_embeddings_endpoint(tmp_path):
         text=True,
     )
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "--embeddings" in refused.stderr
+
+
+def test_the_sentence_encoder_scores_the_model_cards_pairs_as_published():
+    judge = MiniLMEmbedder()
+    rows = judge.embed(["That is a happy person", "That is a very happy person", "That is a happy dog"])
+    assert float(rows[0] @ rows[1]) == pytest.approx(0.943, abs=0.002)  # all-MiniLM-L6-v2's model card
+    assert float(rows[0] @ rows[2]) == pytest.approx(0.695, abs=0.002)
+
+
+def test_a_part_about_something_else_is_off_the_request_and_named(tmp_path):
+    meaning_run(tmp_path, [ON_FLOUR, ON_SCHEDULE, ON_HUNGER])
+    outline = Outline.model_validate_json((tmp_path / "outline.json").read_text())
+    outline.parts[0].title, outline.parts[0].point = "The Stock Market", "How shares are bought and sold."
+    (tmp_path / "outline.json").write_text(outline.model_dump_json())
+    report = audit(load_run(tmp_path))
+    assert report.quality.off_request == 1
+    assert report.meaning.evidence["off_request"][0].startswith("p01: The Stock Market (")
+    assert is_off_request(MiniLMEmbedder(), "Explain how vaccines train the immune system.", "Stock Markets")
+    assert not is_off_request(open_judge(), "Explain how vaccines train the immune system.", "Memory Cells")

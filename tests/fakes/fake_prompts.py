@@ -56,17 +56,18 @@ FAKE_WORD_LIMIT = 0.45  # no two FAKE words nearer than this, so no two FAKE tit
 
 @cache
 def fake_words() -> list[str]:
-    """Real words (whole-word ASCII tokens of the meaning model's own vocabulary, six letters or more, no
-    stopwords, book words or JSON words, one a stem), each far in meaning from every one before it: FAKE
-    titles made of them are distinct to the planner's checks by words and by meaning, as real titles should
-    be."""
+    """Real words (whole-word ASCII tokens of the meaning model's own vocabulary, six letters or more, English
+    by the planner's own test, no stopwords, book words or JSON words, one a stem), each far in meaning from
+    every one before it: FAKE titles made of them are distinct to the planner's checks by words and by
+    meaning, as real titles should be."""
     from pipeline.audit.embed import TOKENIZER_FILE, open_embedder, wordllama_folder
-    from pipeline.titles import GENERIC_WORDS, JSON_WORDS, STOPWORDS, content_words
+    from pipeline.titles import GENERIC_WORDS, JSON_WORDS, STOPWORDS, content_words, non_words
 
     vocabulary = json.loads((wordllama_folder() / TOKENIZER_FILE).read_text())["model"]["vocab"]
     skip = STOPWORDS | GENERIC_WORDS | JSON_WORDS
     words = {t[1:] for t in vocabulary if t.startswith("▁") and t[1:].isascii() and t[1:].isalpha() and len(t) > 6}
-    by_stem = {content_words(word): word for word in sorted(words - skip) if word.islower()}
+    english = sorted(word for word in words - skip if word.islower() and not non_words(word))
+    by_stem = {content_words(word): word for word in english}
     candidates = sorted(word for stem, word in by_stem.items() if stem)  # one word a stem: no two titles echo
     vectors = open_embedder().embed(candidates)
     near = (vectors @ vectors.T) >= FAKE_WORD_LIMIT

@@ -77,9 +77,10 @@ DETERMINERS = frozenset(
     four five six seven eight nine ten other another own both either neither""".split()
 )
 PEOPLE = re.compile(
-    r"(?:ers?|ors?|ists?|ians?|ants?|ents?|ees?|people|children|kids|adults?|staff|crews?|teams?|famil(?:y|ies)|"
+    r"(?:ers|ors|ists|ians|ants|ents|ees|people|children|kids|adults?|staff|crews?|teams?|famil(?:y|ies)|"
     r"parents?|students?|teens?|beginners?|newcomers?|novices?|everyone|anyone|owners?|nurses?|doctors?|"
-    r"clinicians?|volunteers?|landlords?|docents?|officers?|interns?|apprentices?)$",
+    r"clinicians?|volunteers?|landlords?|docents?|officers?|interns?|apprentices?|engineer|manager|teacher|"
+    r"worker|reader|learner|user|developer|carer|leader|member|player|writer|designer)$",
     re.I,
 )
 # How much the book covers, not a thing it must cover: "Every topic", "all aspects", "everything".

@@ -84,6 +84,7 @@ class Settings(BaseModel):
     headers: dict[str, str] = Field(default_factory=dict)  # sent to every backend
     extra_body: dict[str, Any] = Field(default_factory=dict)  # merged into every request body
     embeddings: str | None = None  # the meaning model: None or 'wordllama' (built in), or URL[,model=NAME]
+    judge: Literal["minilm", "none"] = "minilm"  # what judges a part or chapter on or off the request
     best_of: int | None = Field(default=None, gt=0)  # section candidates; None: from the fleet's spare slots
     off_point_retries: int = Field(default=1, ge=0)  # more candidates for a section nearer a sibling's point
     pdf_engine: PdfEngine = PdfEngine.TYPST  # what typesets the PDF
@@ -115,6 +116,7 @@ ENV_FIELDS = {
     "client": "FANOUT_CLIENT",
     "workers": "FANOUT_WORKERS",
     "embeddings": "FANOUT_EMBEDDINGS",
+    "judge": "FANOUT_JUDGE",
     "best_of": "FANOUT_BEST_OF",
     "off_point_retries": "FANOUT_OFF_POINT_RETRIES",
     "pdf_engine": "FANOUT_PDF_ENGINE",

@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field
 
 from pipeline.audit.asks import request_asks
 from pipeline.audit.embed import Embedder, Vectors, unit_rows
-from pipeline.audit.offrequest import JUDGED_LEVELS, OFF_REQUEST, open_judge, request_fit
+from pipeline.audit.offrequest import JUDGED_LEVELS, OFF_REQUEST, request_fit
 from pipeline.audit.source import AuditBook, AuditSection, headings_of
 from pipeline.titles import TitleIndex, content_words, near_duplicates, title_key
 
@@ -389,7 +389,8 @@ def share(flags: list[bool]) -> float | None:
     return round(sum(flags) / len(flags), DIGITS) if flags else None
 
 
-def analyse(book: AuditBook, embedder: Embedder) -> BookMeaning:
+def analyse(book: AuditBook, embedder: Embedder, judge: Embedder | None = None) -> BookMeaning:
+    """The figures by meaning; `judge` the off-request judge (pipeline/audit/offrequest.py), None: not judged."""
     sections = section_meanings(book, embedder)
     judged = [s for s in sections if s.on_point is not None]
     written = {s.id for s in book.sections if s.error is None and s.text.strip()}
@@ -398,8 +399,7 @@ def analyse(book: AuditBook, embedder: Embedder) -> BookMeaning:
         if meaning.id in repeats:
             meaning.repeats = repeats[meaning.id][0]
     asks, missing = coverage(book, embedder) if book.prompt else ([], [])
-    judge = open_judge() if book.prompt else None
-    off_request = off_request_units(book, judge) if judge is not None else None
+    off_request = off_request_units(book, judge) if judge is not None and book.prompt else None
     evidence = {
         "similar_titles": similar_title_pairs(book, embedder),
         "vague_points": vague_point_list(book, embedder),

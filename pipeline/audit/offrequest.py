@@ -9,8 +9,8 @@ neighbouring branch of a field, self-help drift): the static table separated on 
 0.70, MiniLM 0.87; at OFF_REQUEST 0.18 precision 0.95, recall 0.40 (`python -m
 pipeline.bench.studies.calibrate`). A judgement that refuses a title must be right, so the threshold holds
 precision and leaves the subtler drifts to the reader. Sections are judged against their chapter instead
-(meaning.py's off_book). Without the MiniLM wheel (a plain `pip install` of fanout) nothing is judged: the
-figure is None and the planner does not refuse for it.
+(meaning.py's off_book). Without the MiniLM wheel (a plain `pip install` of fanout), or with the `judge`
+setting 'none', nothing is judged: the figure is None and the planner does not refuse for it.
 """
 
 from __future__ import annotations
@@ -29,8 +29,11 @@ log = logging.getLogger("fanout")
 
 
 @cache
-def open_judge() -> Embedder | None:
-    """The off-request judge, loaded once a process; None (said once) when its wheel is not installed."""
+def open_judge(setting: str = "minilm") -> Embedder | None:
+    """The off-request judge a setting names ('minilm', or 'none': nothing is judged), loaded once a process;
+    None (said once) when its wheel is not installed."""
+    if setting == "none":
+        return None
     try:
         return MiniLMEmbedder()
     except UsageError as missing:

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 
 from pipeline.audit.embed import Embedder, open_embedder
 from pipeline.audit.meaning import BookMeaning, analyse
+from pipeline.audit.offrequest import open_judge
 from pipeline.audit.quality import FIGURES, BookQuality, SectionQuality, Threshold, measure, parse_threshold
 from pipeline.audit.rules import RULE_NAMES, Defect, choose_rules, figure_rules, find_defects, rule_repeated_passages
 from pipeline.audit.source import AuditBook, BookStructure
@@ -53,12 +54,16 @@ class AuditReport(BaseModel):
 
 
 def audit(
-    book: AuditBook, only: list[str] | None = None, skip: list[str] | None = None, embedder: Embedder | None = None
+    book: AuditBook,
+    only: list[str] | None = None,
+    skip: list[str] | None = None,
+    embedder: Embedder | None = None,
+    judge: str = "minilm",
 ) -> AuditReport:
     """Every chosen rule's defects and the book's figures, by words and by meaning (`embedder`: the static
-    model unless another is given)."""
+    model unless another is given; `judge`: the off-request judge's setting, pipeline/audit/offrequest.py)."""
     rules = choose_rules(only, skip)
-    meaning = analyse(book, embedder or open_embedder())
+    meaning = analyse(book, embedder or open_embedder(), open_judge(judge))
     defects = find_defects(book, meaning, rules)
     counts = {name: sum(d.rule == name for d in defects) for name in rules}
     unpunctuated = sum(not ends_closed(block) for block in book.blocks)

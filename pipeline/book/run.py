@@ -21,6 +21,7 @@ import anyio
 from pydantic import ValidationError
 
 from pipeline.audit.embed import open_embedder
+from pipeline.audit.offrequest import open_judge
 from pipeline.audit.report import AuditReport, audit
 from pipeline.audit.source import load_run
 from pipeline.backends.engines import engine
@@ -286,7 +287,7 @@ class BookRun:
 
     def _assemble_and_audit(self, outline: Outline, journal: dict[str, SectionResult]) -> AuditReport:
         write_atomic(self.folder.book, assemble(outline, journal))
-        report = audit(load_run(self.folder.path), embedder=self.embedder)
+        report = audit(load_run(self.folder.path), embedder=self.embedder, judge=self.settings.judge)
         write_atomic(self.folder.audit, report.model_dump_json(indent=2))
         return report
 
@@ -369,7 +370,10 @@ class BookRun:
         return outline, writer
 
     async def _plan(self, fleet: Fleet, sampler: Sampler, partial: Outline | None, on_section: OnSection) -> Outline:
-        planner = Planner(fleet.planners, self.spec, sampler, on_node=self.progress.planned, embedder=self.embedder)
+        judge = open_judge(self.settings.judge)
+        planner = Planner(
+            fleet.planners, self.spec, sampler, on_node=self.progress.planned, embedder=self.embedder, judge=judge
+        )
         self.progress.planning(self.spec)
 
         def save(outline: Outline) -> None:

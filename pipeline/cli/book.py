@@ -12,6 +12,7 @@ import anyio
 from pipeline.cli.flags import (
     add_embeddings_flag,
     add_fleet_flags,
+    add_judge_flag,
     add_live_flags,
     add_pdf_engine_flag,
     require_positive,
@@ -155,8 +156,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from pipeline.files import write_atomic
 
     parse_fail_on(args.fail_on)
-    embedder = open_embedder(load_settings({"embeddings": args.embeddings}).embeddings)
-    report = audit(load_book(args.source), parse_rule_list(args.rule), parse_rule_list(args.skip_rule), embedder)
+    settings = load_settings({"embeddings": args.embeddings, "judge": args.judge})
+    rules, skipped = parse_rule_list(args.rule), parse_rule_list(args.skip_rule)
+    report = audit(load_book(args.source), rules, skipped, open_embedder(settings.embeddings), settings.judge)
     write_atomic(audit_path(args.source), report.model_dump_json(indent=2))
     if args.json:
         print(report.model_dump_json(indent=2))
@@ -283,6 +285,7 @@ def add_audit_command(commands: argparse._SubParsersAction) -> argparse.Argument
         "NAME>VALUE, NAME<VALUE)",
     )
     add_embeddings_flag(audit)
+    add_judge_flag(audit)
     return audit
 
 

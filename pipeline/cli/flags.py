@@ -90,6 +90,7 @@ def add_writing_flags(group: argparse._ActionsContainer) -> None:
         help="ask a section up to N more times while it is nearer a sibling's point than its own (default 1)",
     )
     add_embeddings_flag(group)
+    add_judge_flag(group)
 
 
 def add_pdf_engine_flag(group: argparse._ActionsContainer) -> None:
@@ -107,6 +108,15 @@ def add_embeddings_flag(group: argparse._ActionsContainer) -> None:
         metavar="URL[,model=NAME]",
         help="the meaning model: an OpenAI-compatible /v1/embeddings server (default: the built-in static model, "
         "wordllama)",
+    )
+
+
+def add_judge_flag(group: argparse._ActionsContainer) -> None:
+    group.add_argument(
+        "--judge",
+        choices=["minilm", "none"],
+        help="what judges each part and chapter on or off the request: minilm (default; a sentence encoder "
+        "from its wheel; the planner refuses an off-request title) or none",
     )
 
 
@@ -189,6 +199,7 @@ def settings_from(args: argparse.Namespace):
         "headers": parse_headers(getattr(args, "header", None)),
         "extra_body": parse_extra_body(getattr(args, "extra_body", None)),
         "embeddings": getattr(args, "embeddings", None),
+        "judge": getattr(args, "judge", None),
         "best_of": getattr(args, "best_of", None),
         "off_point_retries": getattr(args, "off_point_retries", None),
         "pdf_engine": getattr(args, "pdf_engine", None),

@@ -5,8 +5,9 @@ request, looks like an identifier or a JSON key, nearly repeats a sibling, comes
 or is taken elsewhere in the book. Then by meaning (pipeline/audit/meaning.py, the audit's own judgements
 and thresholds): a title that says what a sibling's or another title of its level says, a title and point
 a writer could not tell from a sibling's, a title and point copied from a worked example, a point that says
-nothing of its own; and, among a chapter's last section slots, an item that leaves out what the request
-still asks for (coverage.py).
+nothing of its own; a part or chapter that is not about the request (pipeline/audit/offrequest.py, the
+audit's off_request, when a judge is given); and, among a chapter's last section slots, an item that leaves
+out what the request still asks for (coverage.py).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import numpy as np
 
 from pipeline.audit.embed import Embedder
 from pipeline.audit.meaning import SIMILAR_TITLE, nearest_example, point_vagueness, title_near, unit, unit_near
+from pipeline.audit.offrequest import is_off_request
 from pipeline.book.plan.answers import PlanItem, heading_from_point, parse_items
 from pipeline.book.plan.coverage import Coverage
 from pipeline.book.plan.schedule import NodeAsk
@@ -23,6 +25,7 @@ from pipeline.templating import example_answer
 from pipeline.titles import TitleIndex, borrows_from, content_words, refusal, title_key
 
 ELSEWHERE_NEAR = ", a title elsewhere in the book"
+OFF_REQUEST_LEVELS = ("parts", "chapters")  # sections are judged against their chapter (the audit's off_book)
 
 PLAN_TEMPLATES = ("plan_book.md", "plan_part.md", "plan_chapter.md")
 
@@ -64,8 +67,10 @@ class MeaningIndex:
 class TitleChecks:
     """The book's titles at each level, by words and by meaning, and the checks a new one must pass."""
 
-    def __init__(self, embedder: Embedder) -> None:
+    def __init__(self, embedder: Embedder, request: str = "", judge: Embedder | None = None) -> None:
         self.embedder = embedder
+        self.request = request
+        self.judge = judge  # the off-request judge; None: parts and chapters are not judged on the request
         self.examples = example_units()
         self.book_keys: dict[str, set[str]] = {"parts": set(), "chapters": set(), "sections": set()}
         self.book_titles: dict[str, TitleIndex] = {level: TitleIndex() for level in self.book_keys}
@@ -107,9 +112,14 @@ class TitleChecks:
         made_from_point = title_key(title) == title_key(heading_from_point(item.point))
         if reason is None and not made_from_point and (why := point_vagueness(embedder, title, item.point)):
             reason = f"has a key point that {why}"
+        if reason is None and ask.level in OFF_REQUEST_LEVELS and self._off_request(item):
+            reason = "is not about what the request asks for"
         if reason is None and coverage is not None:
             reason = coverage.refusal(item, ask.count - len(chosen))
         return reason or self.claim(ask.level, item)
+
+    def _off_request(self, item: PlanItem) -> bool:
+        return self.judge is not None and is_off_request(self.judge, self.request, unit(item.title, item.point))
 
     def claim(self, level: str, item: PlanItem, *, near: bool = True) -> str | None:
         """Take a title for the book, or say why not: another node at any level has it, or (with `near`) one

@@ -65,13 +65,15 @@ class Planner:
         sampler: Sampler,
         on_node: Callable[[str], None] | None = None,
         embedder: Embedder | None = None,
+        judge: Embedder | None = None,
     ):
+        """`judge`: the off-request judge (pipeline/audit/offrequest.py); None: no title is judged on the request."""
         self.pool = pool
         self.on_node = on_node or (lambda level: None)
         self.spec = spec
         self.embedder = embedder or open_embedder()
         self.stats = PlanStats()
-        self.checks = TitleChecks(self.embedder)
+        self.checks = TitleChecks(self.embedder, spec.prompt, judge)
         self.asker = NodeAsker(pool, spec, sampler, self.checks, self.stats)
         self.asks = request_asks(spec.prompt)
         self.musts: dict[str, list[str]] = {"book": self.asks[1:]}  # node id -> asks its children must carry

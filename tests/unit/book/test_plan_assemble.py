@@ -7,6 +7,8 @@ import time
 
 import pytest
 
+from pipeline.audit.embed import Embedder
+from pipeline.audit.offrequest import open_judge
 from pipeline.backends.pool import BackendPool, RetryPolicy
 from pipeline.book.assemble import assemble, demote_headings
 from pipeline.book.plan.answers import ItemStream, PlanItem, parse_items
@@ -57,12 +59,14 @@ class ScriptedPlanner:
         return fake_title(answer * 16 + item, "clean")
 
 
-async def plan_with(replies, spec: BookSpec, *, token_delay: float = 0.0) -> tuple[Outline, Planner]:
+async def plan_with(
+    replies, spec: BookSpec, *, token_delay: float = 0.0, judge: Embedder | None = None
+) -> tuple[Outline, Planner]:
     """Plan on a FAKE engine answering with `replies`; what the engine saw is left in `replies.timeline`."""
     engine = await FakeEngine(reply=replies, token_delay=token_delay).start()
     try:
         pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=8)], RetryPolicy())
-        planner = Planner(pool, spec, GREEDY)
+        planner = Planner(pool, spec, GREEDY, judge=judge)
         return await planner.plan(), planner
     finally:
         await engine.stop()
@@ -168,6 +172,26 @@ async def test_each_refusal_reason_is_given_to_the_re_ask():
     assert 'Already chosen, do not repeat: "Staying Dry"; "Fog at Dawn"' in reask
     assert f"List {sections - 2 + SPARE_ITEMS} sections" in reask, "the re-ask asks for what is missing and the spare"
     assert sum(planner.stats.refusals.values()) == sum(reason is not None for reason in REFUSED.values())
+
+
+async def test_a_part_not_about_the_request_is_refused_and_asked_again():
+    replies = ScriptedPlanner(
+        {
+            "book": [
+                "Title: How Vaccines Work\n1. The Stock Market: how shares are bought and sold.\n"
+                "2. Memory Cells: why the body answers a germ faster the second time.",
+                "1. Antibodies: how the body makes proteins that fit a germ's antigens.",
+            ],
+            "part": ["1. Antigens: the pieces of a germ the immune system learns."],
+            "chapter": ["1. Adjuvants: what wakes the immune system up.\n2. Boosters: why a second dose helps."],
+        }
+    )
+    spec = BookSpec(prompt="Explain how vaccines train the immune system.", parts=2, chapters=1, sections=2)
+    outline, planner = await plan_with(replies, spec, judge=open_judge())
+    assert [part.title for part in outline.parts] == ["Memory Cells", "Antibodies"]
+    assert ("book", "The Stock Market", "is not about what the request asks for") in planner.stats.refused
+    reask = [p for p in replies.prompts if plan_level(p) == "book"][1]
+    assert '"The Stock Market" (is not about what the request asks for)' in reask
 
 
 async def test_a_model_that_never_complies_gets_flagged_placeholders_not_a_crash():

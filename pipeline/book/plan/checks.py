@@ -1,13 +1,13 @@
 """The checks a planned title must pass before the book takes it, and the book's claim on every title taken.
 
 In code first (pipeline/titles.py's refusal): a title that echoes its parent, the book title or the
-request, looks like an identifier or a JSON key, nearly repeats a sibling, comes from the worked example,
-or is taken elsewhere in the book. Then by meaning (pipeline/audit/meaning.py, the audit's own judgements
-and thresholds): a title that says what a sibling's or another title of its level says, a title and point
-a writer could not tell from a sibling's, a title and point copied from a worked example, a point that says
-nothing of its own; a part or chapter that is not about the request (pipeline/audit/offrequest.py, the
-audit's off_request, when a judge is given); and, among a chapter's last section slots, an item that leaves
-out what the request still asks for (coverage.py).
+request, looks like an identifier or a JSON key, uses a word that is not a word, nearly repeats a sibling,
+comes from the worked example, or is taken elsewhere in the book. Then by meaning
+(pipeline/audit/meaning.py, the audit's own judgements and thresholds): a title that says what a sibling's
+or another title of its level says, a title and point a writer could not tell from a sibling's, a title and
+point copied from a worked example, a point that says nothing of its own; a part or chapter that is not
+about the request (pipeline/audit/offrequest.py, the audit's off_request, when a judge is given); and,
+among a chapter's last section slots, an item that leaves out what the request still asks for (coverage.py).
 """
 
 from __future__ import annotations
@@ -96,8 +96,8 @@ class TitleChecks:
     ) -> str | None:
         """Why this item cannot be taken, or None (then its title is claimed for the book): the title checks
         of pipeline/titles.py, then by meaning: its title says what a sibling's says, or its title and point
-        cannot be told apart from a sibling's, it was copied from a worked example, its point is vague, or it
-        leaves out what the request asks for while slots run out."""
+        cannot be told apart from a sibling's, it was copied from a worked example, its point is vague, it is a
+        part or chapter not about the request, or it leaves out what the request asks for while slots run out."""
         title, embedder = item.title, self.embedder
         reason = refusal(title, ask.ancestors, chosen)
         if reason is None and borrows_from(title, copied):

@@ -10,7 +10,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 
@@ -18,7 +17,6 @@ from pipeline.errors import UsageError
 from pipeline.watch.live import LiveFeed, check_bind
 from tests.fakes.fake_steplaw import steplaw_process
 
-ARTIFACTS = Path(__file__).resolve().parents[2] / "outputs" / "test-artifacts"
 HOSTILE = (
     '<script>window.pwned = 1</script> <img src=x onerror="window.pwned = 2"> '
     '<svg onload="window.pwned = 3"></svg> and some words.'
@@ -106,8 +104,7 @@ def test_the_feed_shows_sections_arriving_and_tokens_rising_and_runs_no_model_sc
         first_tokens = int(driver.find_element("id", "tokens").text.replace(",", "") or 0)
         wait_for(lambda: int(driver.find_element("id", "tokens").text.replace(",", "")) > first_tokens)
         wait_for(lambda: driver.find_element("id", "final").is_displayed(), timeout=60)
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        driver.save_screenshot(str(ARTIFACTS / "live-page.png"))
+        driver.save_screenshot(str(tmp_path / "live-page.png"))  # to look at: kept with pytest's last runs
         assert driver.execute_script("return window.pwned") is None, "model text was executed"
         body = driver.find_element("css selector", "article.card pre").text
         assert "<script>" in body, "model text is shown as text"
@@ -212,8 +209,7 @@ def test_bench_live_shows_requests_streaming_the_server_rate_and_the_ladder(tmp_
                 "return [...document.querySelectorAll('#final-table tr')].slice(1).map(r => r.cells[1].textContent)"
             )
             assert streams == ["2", "4"]
-            ARTIFACTS.mkdir(parents=True, exist_ok=True)
-            driver.save_screenshot(str(ARTIFACTS / "bench-live-page.png"))
+            driver.save_screenshot(str(tmp_path / "bench-live-page.png"))  # to look at, as above
         finally:
             driver.quit()
             run.kill()

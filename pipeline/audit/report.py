@@ -63,7 +63,7 @@ def audit(
     """Every chosen rule's defects and the book's figures, by words and by meaning (`embedder`: the static
     model unless another is given; `judge`: the off-request judge's setting, pipeline/audit/offrequest.py)."""
     rules = choose_rules(only, skip)
-    meaning = analyse(book, embedder or open_embedder(), open_judge(judge))
+    meaning = analyse(book, embedder or open_embedder(), open_judge(judge) if book.prompt else None)
     defects = find_defects(book, meaning, rules)
     counts = {name: sum(d.rule == name for d in defects) for name in rules}
     unpunctuated = sum(not ends_closed(block) for block in book.blocks)

@@ -28,7 +28,7 @@ def one_book(seed: int, shape: str, share: float, cap: int, root: Path) -> dict:
     replies = BookReplies(title_prefix=f"Seed {seed} topic")
     fleet = [*hostile_trio(replies, seed, share), FakeEngine(reply=replies)]
     out = root / f"{shape}-seed-{seed}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FANOUT_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FANOUT_")} | {"FANOUT_JUDGE": "none"}
     env.update({"FANOUT_READ_TIMEOUT": "2"})
     started = time.monotonic()
     with FakeEngineThread(*fleet):  # ports are known once they serve

@@ -55,7 +55,7 @@ class HostileProse(BookReplies):
 
 
 def environment(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FANOUT_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FANOUT_")} | {"FANOUT_JUDGE": "none"}
     env.update({"FANOUT_READ_TIMEOUT": "2", "FANOUT_THREADS": "1", **extra})
     return env
 

@@ -113,7 +113,7 @@ def runs(tmp_path_factory):
     planner = FakeEngine(reply=replies, plan_modes=["bad_json", "bad_json"])
     bad_json = Run(root / "bad_json", bads={"bad_json": planner})
     engines = [good, planner, *retried.bads.values(), *oversized.bads.values()]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FANOUT_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FANOUT_")} | {"FANOUT_JUDGE": "none"}
     env.update({KEY_ENV: SECRET, "FANOUT_READ_TIMEOUT": READ_TIMEOUT})
     with FakeEngineThread(*engines):
         jobs = {

@@ -368,6 +368,8 @@ def off_request_units(book: AuditBook, judge: Embedder) -> list[str]:
     found = []
     for level, items in book.levels():
         for node_id, title in items if level in JUDGED_LEVELS else []:
+            if node_id in book.placeholders:
+                continue  # a numbered stand-in says nothing, on or off: placeholder_titles counts it
             fit = request_fit(judge, book.prompt or "", unit(title, book.points.get(node_id, "")))
             if fit < OFF_REQUEST:
                 found.append(f"{node_id}: {title} ({fit:.2f} to the request)")

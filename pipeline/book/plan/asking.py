@@ -186,7 +186,7 @@ class NodeAsker:
 
         def on_delta(text: str) -> None:
             items = stream.feed(text)
-            self.book_title = self.book_title or stream.title
+            self.book_title = self.book_title or self._usable_book_title(stream.title)
             for item in items:
                 consider(item)
             if (enough() or len(stream.taken) >= need) and (self.book_title or not with_title):
@@ -209,6 +209,15 @@ class NodeAsker:
                 self.stats.cut_at_count += 1
             return
         if with_title:
-            self.book_title = self.book_title or parse_book_title(answer)
+            self.book_title = self.book_title or self._usable_book_title(parse_book_title(answer))
         for item in stream.untaken(parse_items(answer)):
             consider(item)
+
+    def _usable_book_title(self, title: str) -> str:
+        """The model's book title, or "" (the planner then makes one from the request) when it is refused."""
+        if not title:
+            return ""
+        if reason := self.checks.book_title_refusal(title):
+            self.stats.refused.append(("book", title, reason))
+            return ""
+        return title

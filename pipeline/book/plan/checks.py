@@ -17,7 +17,7 @@ import numpy as np
 from pipeline.audit.embed import Embedder
 from pipeline.audit.meaning import SIMILAR_TITLE, nearest_example, point_vagueness, title_near, unit, unit_near
 from pipeline.audit.offrequest import is_off_request
-from pipeline.book.plan.answers import PlanItem, heading_from_point, parse_items
+from pipeline.book.plan.answers import PlanItem, heading_from_point, parse_book_title, parse_items
 from pipeline.book.plan.coverage import Coverage
 from pipeline.book.plan.schedule import NodeAsk
 from pipeline.records import Outline
@@ -34,6 +34,11 @@ def example_words(template: str) -> frozenset[str]:
     """The content words of a worked example's headings: a heading built from them was copied."""
     items = parse_items(example_answer(template))
     return frozenset(word for item in items for word in content_words(item.title))
+
+
+def example_book_title_words() -> frozenset[str]:
+    """The content words of the worked example's own book title ('Small Boat Sailing')."""
+    return content_words(parse_book_title(example_answer(PLAN_TEMPLATES[0])))
 
 
 def example_units() -> list[str]:
@@ -117,6 +122,12 @@ class TitleChecks:
         if reason is None and coverage is not None:
             reason = coverage.refusal(item, ask.count - len(chosen))
         return reason or self.claim(ask.level, item)
+
+    def book_title_refusal(self, title: str) -> str | None:
+        """Why the model's book title cannot be used: two words or more of the worked example's book title
+        that the request does not use (a brief's book came back titled 'Small Boat Sailing')."""
+        copied = (content_words(title) & example_book_title_words()) - content_words(self.request)
+        return "comes from the worked example, not from this book" if len(copied) >= 2 else None
 
     def _off_request(self, item: PlanItem) -> bool:
         return self.judge is not None and is_off_request(self.judge, self.request, unit(item.title, item.point))

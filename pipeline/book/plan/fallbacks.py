@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from pipeline.audit.asks import request_asks
 from pipeline.book.plan.answers import PlanItem, heading_from_point
 from pipeline.book.plan.checks import ELSEWHERE_NEAR, TitleChecks
 from pipeline.book.plan.schedule import NodeAsk, PlanStats, TakeItem
@@ -63,8 +64,12 @@ def placeholders(level: str, prefix: str, count: int, have: int, *, checks: Titl
 
 
 def fallback_book_title(prompt: str) -> str:
-    """A title when the model never gave one: the request's first clause, if it reads like a title."""
+    """A title when the model never gave a usable one: the request's first clause, if it reads like a title,
+    else the request's subject (a paragraph brief's first clause is a sentence)."""
     first = re.split(r"[.:;!?\n]", prompt.strip(), maxsplit=1)[0]
     first = re.sub(r"(?i)^(?:please\s+)?(?:write|explain|create|make|give me|teach me)\s+(?:me\s+)?", "", first)
     title = clean_title(first)
+    if not 2 <= len(title) <= 80:
+        asks = request_asks(prompt)
+        title = clean_title(asks[0]) if asks else ""
     return title[:1].upper() + title[1:] if 2 <= len(title) <= 80 else "Handbook"

@@ -194,6 +194,23 @@ async def test_a_part_not_about_the_request_is_refused_and_asked_again():
     assert '"The Stock Market" (is not about what the request asks for)' in reask
 
 
+async def test_the_worked_examples_book_title_is_refused_and_the_request_names_the_book():
+    replies = ScriptedPlanner(
+        {
+            "book": ["Title: Small Boat Sailing\n1. Front of House: selling tickets and checking them at the door."],
+            "part": ["1. The Box Office: how tickets are sold and checked."],
+            "chapter": ["1. Card Payments: taking a payment at the door.\n2. Comps: free tickets and who gets them."],
+        }
+    )
+    brief = (
+        "We run a small community theatre in a converted chapel and need a handbook for its volunteers. "
+        "Explain selling tickets and ushering."
+    )
+    outline, planner = await plan_with(replies, BookSpec(prompt=brief, parts=1, chapters=1, sections=2))
+    assert outline.title == "Run a small community theatre", "a brief's first clause is no title: its subject is"
+    assert ("book", "Small Boat Sailing", "comes from the worked example, not from this book") in planner.stats.refused
+
+
 async def test_a_model_that_never_complies_gets_flagged_placeholders_not_a_crash():
     replies = ScriptedPlanner({"chapter": ["garbage"] * 100})
     outline, planner = await plan_with(replies, BookSpec(prompt="p", parts=1, chapters=1, sections=2, plan_attempts=2))

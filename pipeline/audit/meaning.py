@@ -296,7 +296,7 @@ def similar_title_pairs(book: AuditBook, embedder: Embedder) -> list[str]:
     """'level id ~ id: title / title (cosine)' for every pair of titles of one level that say the same thing by
     meaning, and every title with the earliest one it nearly repeats by words (found through a TitleIndex, so
     a book of 1,536 sections is not a million comparisons in Python). In a Markdown file, the same title under
-    two parents is left to the repeated_title rule."""
+    two parents is left to the repeated_title rule; a placeholder, to placeholder_titles."""
     found = []
     for level, items in level_titles(book):
         if len(items) < 2:
@@ -313,6 +313,8 @@ def similar_title_pairs(book: AuditBook, embedder: Embedder) -> list[str]:
             position.setdefault(title, later)
         for i, j in sorted(pairs):
             (a_id, a), (b_id, b) = items[i], items[j]
+            if a_id in book.placeholders or b_id in book.placeholders:
+                continue  # a numbered stand-in is named after its parent: placeholder_titles counts it
             if (
                 not book.from_journal
                 and title_key(a) == title_key(b)

@@ -21,7 +21,7 @@ from pipeline.book.later import asked_until_answered
 from pipeline.book.plan.answers import ItemStream, PlanItem, parse_book_title, parse_items
 from pipeline.book.plan.checks import TitleChecks, example_words
 from pipeline.book.plan.coverage import Coverage
-from pipeline.book.plan.fallbacks import last_resorts
+from pipeline.book.plan.fallbacks import Unfilled, last_resorts
 from pipeline.book.plan.schedule import (
     REASK_TEMPERATURES,
     SPARE_ITEMS,
@@ -91,7 +91,8 @@ class NodeAsker:
             take(item)
 
         await self._fill(ask, chosen, refused, consider, seen)
-        last_resorts(ask, chosen, spare, copied, take, units, checks=self.checks, stats=self.stats)
+        unfilled = Unfilled(ask, chosen, units, copied, take)
+        last_resorts(unfilled, spare, list(coverage.open), checks=self.checks, stats=self.stats)
         if coverage.open:
             self.stats.asks_dropped += len(coverage.open)
             log.info("under %s no %s carries %s", ask.node_id, ask.level[:-1], "; ".join(coverage.open))

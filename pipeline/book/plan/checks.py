@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from pipeline.audit.asks import request_asks
 from pipeline.audit.embed import Embedder
 from pipeline.audit.meaning import SIMILAR_TITLE, nearest_example, point_vagueness, title_near, unit, unit_near
 from pipeline.audit.offrequest import is_off_request
 from pipeline.book.plan.answers import PlanItem, heading_from_point, parse_book_title, parse_items
-from pipeline.book.plan.coverage import Coverage
+from pipeline.book.plan.coverage import BookAsks, Coverage
 from pipeline.book.plan.schedule import NodeAsk
 from pipeline.records import Outline
 from pipeline.templating import example_answer
@@ -80,6 +81,7 @@ class TitleChecks:
         self.book_keys: dict[str, set[str]] = {"parts": set(), "chapters": set(), "sections": set()}
         self.book_titles: dict[str, TitleIndex] = {level: TitleIndex() for level in self.book_keys}
         self.meanings: dict[str, MeaningIndex] = {level: MeaningIndex(embedder) for level in self.book_keys}
+        self.book_asks = BookAsks(embedder, request_asks(request)[1:])  # the concerns; the subject is the book's
 
     def claim_existing(self, outline: Outline) -> None:
         """Titles an interrupted run already planned stay taken."""
@@ -147,4 +149,5 @@ class TitleChecks:
         self.book_keys[level].add(key)
         self.book_titles[level].add(title)
         self.meanings[level].add(title)
+        self.book_asks.take(item)
         return None

@@ -1,5 +1,6 @@
 """The request's asks carried down the plan: which of them one node's children must still carry, which a
-taken child takes along for its own children, and when a section that carries none is refused.
+taken child takes along for its own children, and when a section that carries none is refused; and which of
+them no title of the whole book carries yet (what a node's last resorts are made from).
 """
 
 from __future__ import annotations
@@ -40,3 +41,16 @@ class Coverage:
         nearest = sorted(self.open, key=lambda ask: -float(self.embedder.embed([ask])[0] @ text))[:surplus]
         self.open = [ask for ask in self.open if ask not in nearest]
         return nearest
+
+
+class BookAsks:
+    """The request's concerns that no title taken anywhere in the book carries yet: exactly what the book still
+    lacks, so a node whose asks are spent makes its missing titles from them (fallbacks.py)."""
+
+    def __init__(self, embedder: Embedder, asks: list[str]) -> None:
+        self.embedder = embedder
+        self.open = list(asks)
+
+    def take(self, item: PlanItem) -> None:
+        text = unit(item.title, item.point)
+        self.open = [ask for ask in self.open if not carries(self.embedder, ask, [text])]

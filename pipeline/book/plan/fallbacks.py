@@ -1,12 +1,15 @@
 """What a node takes when its asks are spent and titles are still missing, best first: a refused item's own
-key point, short enough to read as a heading and passing the same checks; then a title refused only for
-nearly repeating one elsewhere in the book (a lesser fault); only then a numbered placeholder, flagged in
+key point, short enough to read as a heading and passing the same checks; then a heading made from what the
+request asks that the book still lacks (this node's own asks first, then those no title in the book carries),
+passing the same checks; then a title refused only for nearly repeating one elsewhere in the book (a lesser
+fault: it passed every other check, the off-request judge's too); only then a numbered placeholder, flagged in
 the outline and counted. And the book's title when the model never gave one.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from pipeline.audit.asks import request_asks
 from pipeline.book.plan.answers import PlanItem, heading_from_point
@@ -15,39 +18,62 @@ from pipeline.book.plan.schedule import NodeAsk, PlanStats, TakeItem
 from pipeline.titles import clean_title, refusal
 
 
+@dataclass
+class Unfilled:
+    """A node whose asks are spent: its question, the titles it chose (and their title-and-point units), the
+    worked example's words it must not borrow, and how it takes an item."""
+
+    ask: NodeAsk
+    chosen: list[str]
+    units: dict[str, str]
+    copied: frozenset[str]
+    take: TakeItem
+
+    def passes(self, item: PlanItem, checks: TitleChecks) -> bool:
+        return bool(item.title) and (
+            checks.why_refused(item, self.ask, self.chosen, self.copied, None, list(self.units.values())) is None
+        )
+
+    def missing(self) -> bool:
+        return len(self.chosen) < self.ask.count
+
+
 def last_resorts(
-    ask: NodeAsk,
-    chosen: list[str],
-    spare: list[tuple[PlanItem, str]],
-    copied: frozenset[str],
-    take: TakeItem,
-    units: dict[str, str],
-    *,
-    checks: TitleChecks,
-    stats: PlanStats,
+    node: Unfilled, spare: list[tuple[PlanItem, str]], open_asks: list[str], *, checks: TitleChecks, stats: PlanStats
 ) -> None:
-    """Fill what the asks left: a refused item's point as its heading; then a title refused only for
-    nearly repeating one elsewhere in the book (a lesser fault than a placeholder); then placeholders."""
+    """Fill what the asks left: a refused item's point as its heading; then a heading made from an ask of the
+    request still open (`open_asks`: this node's, then the book's); then a title refused only for nearly
+    repeating one elsewhere in the book (a lesser fault than a placeholder); then placeholders."""
+    ask, take = node.ask, node.take
     for item, _ in spare:
         heading = PlanItem(heading_from_point(item.point), item.point)
-        if (
-            len(chosen) < ask.count
-            and heading.title
-            and checks.why_refused(heading, ask, chosen, copied, None, list(units.values())) is None
-        ):
+        if node.missing() and node.passes(heading, checks):
             stats.headings_from_points += 1
+            take(heading)
+    for wanted in dict.fromkeys([*open_asks, *checks.book_asks.open]):
+        heading = heading_from_ask(wanted)
+        if node.missing() and node.passes(heading, checks):
+            stats.titles_from_asks += 1
             take(heading)
     for item, reason in spare:
         if (
-            len(chosen) < ask.count
+            node.missing()
             and reason.endswith(ELSEWHERE_NEAR)
-            and refusal(item.title, ask.ancestors, chosen) is None
+            and refusal(item.title, ask.ancestors, node.chosen) is None
             and checks.claim(ask.level, item, near=False) is None
         ):
             stats.near_repeats_kept += 1
             take(item)
-    for title in placeholders(ask.level, ask.fallback_prefix, ask.count, len(chosen), checks=checks, stats=stats):
+    for title in placeholders(ask.level, ask.fallback_prefix, ask.count, len(node.chosen), checks=checks, stats=stats):
         take(PlanItem(title), placeholder=True)
+
+
+def heading_from_ask(wanted: str) -> PlanItem:
+    """An ask of the request as a heading and its key point ('feeding it over a holiday' -> 'Feeding It Over a
+    Holiday': 'Feeding it over a holiday.'): the request's own words, made from the point as a refused
+    title's point is."""
+    point = wanted[:1].upper() + wanted[1:] + "."
+    return PlanItem(heading_from_point(point), point)
 
 
 def placeholders(level: str, prefix: str, count: int, have: int, *, checks: TitleChecks, stats: PlanStats) -> list[str]:

@@ -155,6 +155,14 @@ def test_placeholders_flagged_in_the_outline_and_named_the_old_way(tmp_path):
     assert audit(book).quality.placeholder_titles == 3
 
 
+def test_placeholders_named_after_their_parent_are_not_counted_again_as_similar_titles(tmp_path):
+    chapters = [Chapter(id=f"p01.c0{n}", title=f"Feeding (chapter {n})", placeholder=n > 1) for n in (1, 2, 3)]
+    outline = Outline(title="Book", parts=[Part(id="p01", title="Starters", chapters=chapters)])
+    write_outline_run(tmp_path, outline, {})
+    report = audit(load_run(tmp_path))
+    assert report.quality.placeholder_titles == 3 and report.quality.similar_titles == 0
+
+
 def test_near_duplicate_titles_are_counted_only_among_siblings():
     sections = {
         "p01.c01.s01": "Choosing Flour",

@@ -8,7 +8,9 @@ import time
 import pytest
 
 from pipeline.audit.embed import Embedder
+from pipeline.audit.meaning import similar_title_pairs
 from pipeline.audit.offrequest import open_judge
+from pipeline.audit.source import load_run
 from pipeline.backends.pool import BackendPool, RetryPolicy
 from pipeline.book.assemble import assemble, demote_headings
 from pipeline.book.plan.answers import ItemStream, PlanItem, parse_items
@@ -20,6 +22,7 @@ from pipeline.text import close_open_fence
 from pipeline.titles import title_key
 from tests.fakes.fake_engine import FakeEngine, prompt_of, requested_count
 from tests.fakes.fake_prompts import fake_title, plan_answer, plan_level
+from tests.unit.audit.test_quality import write_outline_run
 
 pytestmark = pytest.mark.anyio
 
@@ -129,6 +132,41 @@ async def test_a_near_repeat_elsewhere_is_kept_rather_than_a_placeholder():
     outline, planner = await plan_with(replies, BookSpec(prompt="p", parts=1, chapters=2, sections=1, plan_attempts=1))
     assert sorted(s.title for _, _, s in outline.sections()) == ["How to Make Sourdough", "Making a Sourdough"]
     assert planner.stats.near_repeats_kept == 1 and planner.stats.placeholders == 0
+
+
+async def test_titles_the_model_never_gave_are_made_from_what_the_request_still_asks_for():
+    replies = ScriptedPlanner(
+        {
+            "book": ["Title: Bees\n1. The Apiary: where the hives stand and why."],
+            "part": ["1. Hive Parts: the boxes, frames and covers of a hive."],
+            "chapter": ["garbage"] * 10,
+        }
+    )
+    prompt = "A guide to keeping bees, covering swarm control, winter feeding and honey extraction."
+    spec = BookSpec(prompt=prompt, parts=1, chapters=1, sections=2, plan_attempts=2)
+    outline, planner = await plan_with(replies, spec)
+    sections = outline.parts[0].chapters[0].sections
+    assert {s.title for s in sections} <= {"Swarm Control", "Winter Feeding", "Honey Extraction"}, "the request's words"
+    assert not any(s.placeholder for s in sections) and planner.stats.placeholders == 0
+    assert planner.stats.titles_from_asks == 2 and sections[0].point.endswith(".")
+
+
+async def test_titles_the_planner_takes_are_never_a_pair_the_audit_calls_similar(tmp_path):
+    replies = ScriptedPlanner(
+        {
+            "book": ["Title: Bread\n1. Starters: a.\n2. Loaves: b."],
+            "part": [
+                "1. Baking and Souring: mixing the dough and letting it sour.",
+                "1. Souring Your Bread: how the starter sours a loaf.\n2. Storing It Cold: the fridge.",
+            ],
+        }
+    )
+    outline, planner = await plan_with(replies, BookSpec(prompt="p", parts=2, chapters=2, sections=1))
+    chapters = [c.title for p in outline.parts for c in p.chapters]
+    assert ("Baking and Souring" in chapters) != ("Souring Your Bread" in chapters), "a cosine of 0.70: one is refused"
+    assert planner.stats.near_repeats_kept == 0
+    write_outline_run(tmp_path, outline, {})
+    assert similar_title_pairs(load_run(tmp_path), planner.embedder) == []
 
 
 REFUSED = {  # an answer line -> why it is refused (None: taken); a line with a colon is 'title: point'

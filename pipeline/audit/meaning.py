@@ -93,6 +93,7 @@ class BookMeaning(BaseModel):
     coverage: float | None = None
     overlap: int = 0
     off_request: int | None = None  # None: not judged (no request, or the judge's wheel is not installed)
+    off_request_ids: list[str] = Field(default_factory=list)  # the parts and chapters off the request
     asks: list[str] = Field(default_factory=list)
     missing_asks: list[str] = Field(default_factory=list)
     evidence: dict[str, list[str]] = Field(default_factory=dict)  # figure -> one line a finding
@@ -364,17 +365,17 @@ def plan_units(book: AuditBook) -> list[str]:
     return [book.title, *(unit(title, book.points.get(node_id, "")) for node_id, title in nodes)]
 
 
-def off_request_units(book: AuditBook, judge: Embedder) -> list[str]:
-    """'id: title (fit)' for each part and chapter whose title and point are off the book's request
-    (pipeline/audit/offrequest.py)."""
-    found = []
+def off_request_nodes(book: AuditBook, judge: Embedder) -> dict[str, str]:
+    """Each part and chapter whose title and point are off the book's request (pipeline/audit/offrequest.py):
+    its id -> 'title (fit)'."""
+    found = {}
     for level, items in book.levels():
         for node_id, title in items if level in JUDGED_LEVELS else []:
             if node_id in book.placeholders:
                 continue  # a numbered stand-in says nothing, on or off: placeholder_titles counts it
             fit = request_fit(judge, book.prompt or "", unit(title, book.points.get(node_id, "")))
             if fit < OFF_REQUEST:
-                found.append(f"{node_id}: {title} ({fit:.2f} to the request)")
+                found[node_id] = f"{title} ({fit:.2f} to the request)"
     return found
 
 
@@ -403,7 +404,7 @@ def analyse(book: AuditBook, embedder: Embedder, judge: Embedder | None = None) 
         if meaning.id in repeats:
             meaning.repeats = repeats[meaning.id][0]
     asks, missing = coverage(book, embedder) if book.prompt else ([], [])
-    off_request = off_request_units(book, judge) if judge is not None and book.prompt else None
+    off_request = off_request_nodes(book, judge) if judge is not None and book.prompt else None
     evidence = {
         "similar_titles": similar_title_pairs(book, embedder),
         "vague_points": vague_point_list(book, embedder),
@@ -414,7 +415,7 @@ def analyse(book: AuditBook, embedder: Embedder, judge: Embedder | None = None) 
         "repeated_content": [f"{k}: a paragraph like one of {v[0]} ({v[1]:.2f})" for k, v in repeats.items()],
         "off_point": [f"{s.id}: nearer {s.nearest} by {-(s.margin or 0):.2f}" for s in judged if not s.on_point],
         "missing_asks": missing,
-        "off_request": off_request or [],
+        "off_request": [f"{node_id}: {finding}" for node_id, finding in (off_request or {}).items()],
     }
     return BookMeaning(
         model=embedder.name,
@@ -430,6 +431,7 @@ def analyse(book: AuditBook, embedder: Embedder, judge: Embedder | None = None) 
         coverage=round(1 - len(missing) / len(asks), DIGITS) if asks else None,
         overlap=len(evidence["overlap"]),
         off_request=None if off_request is None else len(off_request),
+        off_request_ids=list(off_request or {}),
         asks=asks,
         missing_asks=missing,
         evidence={k: v for k, v in evidence.items() if v},

@@ -11,7 +11,10 @@ with the repaired SectionResults and the action taken for each. Per section, one
 - off its point (nearer a sibling's title and point than its own) or off the book: REFOCUS_CANDIDATES new
   candidates with seeds of their own, and the one nearest its point is kept, the old text included (a
   repair never leaves a section further from its point);
-- headings inside its body: taken out, with no request.
+- headings inside its body: taken out, with no request;
+- in a chapter the audit found off the request (its title and point not about what was asked): the chapter is
+  planned again, title, point and sections, carrying what the book still lacks (replan_off_request, with the
+  planner's own checks and judge), and each of its sections written anew.
 A repaired section is appended to the journal as version + 1; the old line stays.
 """
 
@@ -27,6 +30,7 @@ from pipeline.audit.rules import word_floor
 from pipeline.backends.pool import BackendPool, RequestFailed
 from pipeline.book.later import asked_until_answered
 from pipeline.book.plan.answers import parse_book_title
+from pipeline.book.plan.planner import Planner
 from pipeline.book.profiles import Sampler
 from pipeline.book.trim import cut_repeats, without_headings
 from pipeline.book.write import WallClock, best_candidate, failed, finished, section_request, with_margin
@@ -53,7 +57,7 @@ ACTIONS = {
     "off_book": "refocus",
     "stray_headings": "tidy",
 }
-PRIORITY = ["rewrite", "retitle", "continue", "refocus", "tidy"]
+PRIORITY = ["replan", "rewrite", "retitle", "continue", "refocus", "tidy"]
 REFOCUS_CANDIDATES = 2
 REFOCUS_FIRST = 100  # candidate numbers of a refocus start here, so their seeds differ from the writer's
 
@@ -63,7 +67,20 @@ class RepairOutcome:
     actions: dict[str, str] = field(default_factory=dict)  # section id -> action
     results: dict[str, SectionResult] = field(default_factory=dict)
     retitled: dict[str, tuple[str, str]] = field(default_factory=dict)  # id -> (old, new)
+    replanned: dict[str, tuple[str, str]] = field(default_factory=dict)  # chapter id -> (old title, new title)
     asked_later: int = 0  # requests that failed on every backend and were asked again later
+
+
+async def replan_off_request(planner: Planner, outline: Outline, report: AuditReport) -> dict[str, tuple[str, str]]:
+    """Plan the chapters the audit found off the request again (a part off it: each of its chapters), carrying
+    the request's asks no title carries; returns chapter id -> (old title, new title)."""
+    off = set(report.meaning.off_request_ids) if report.meaning is not None else set()
+    chapters = {c.id: c.title for p in outline.parts for c in p.chapters if c.id in off or p.id in off}
+    if not chapters:
+        return {}
+    missing = report.meaning.missing_asks if report.meaning is not None else []
+    new = await planner.replan_chapters(outline, set(chapters), missing)
+    return {chapter.id: (chapters[chapter.id], chapter.title) for chapter in new}
 
 
 def plan_actions(report: AuditReport, section_ids: set[str]) -> dict[str, str]:
@@ -99,9 +116,13 @@ class Repairer:
         self.taken = {title_key(s.title) for _, _, s in outline.sections()}
         self.asked_later = 0  # requests that failed on every backend and were asked again later
 
-    async def repair(self, report: AuditReport, writer: Journal) -> RepairOutcome:
+    async def repair(
+        self, report: AuditReport, writer: Journal, replanned: dict[str, tuple[str, str]] | None = None
+    ) -> RepairOutcome:
+        """Fix each section the report's defects name; every section of a `replanned` chapter is written anew."""
         where = {s.id: (p, c, s) for p, c, s in self.outline.sections()}
-        outcome = RepairOutcome(actions=plan_actions(report, set(where)))
+        outcome = RepairOutcome(actions=plan_actions(report, set(where)), replanned=dict(replanned or {}))
+        outcome.actions.update({s.id: "replan" for _, c, s in self.outline.sections() if c.id in outcome.replanned})
 
         async def fix(section_id: str, action: str) -> None:
             part, chapter, section = where[section_id]

@@ -32,7 +32,7 @@ from pipeline.book.incremental import IncrementalTypesetter
 from pipeline.book.plan.planner import OnSection, Planner, id_number
 from pipeline.book.plan.schedule import PlanStats
 from pipeline.book.profiles import Sampler, choose_profile
-from pipeline.book.repair import Repairer
+from pipeline.book.repair import Repairer, replan_off_request
 from pipeline.book.requestlog import RequestLog
 from pipeline.book.stats import JobTally, backend_lines, book_stats
 from pipeline.book.write import SectionWriter
@@ -208,7 +208,7 @@ class BookRun:
                 journal.update(writer.results)
                 asked_later = writer.asked_later
                 if self.options.repair:
-                    summary = await self._repair(fleet, outline, journal, writing)
+                    summary = await self._repair(fleet, outline, journal, writing, planning)
                     asked_later += summary.asked_later
                 tally = JobTally(
                     written=writer.results,
@@ -292,14 +292,20 @@ class BookRun:
         return report
 
     async def _repair(
-        self, fleet: Fleet, outline: Outline, journal: dict[str, SectionResult], sampler: Sampler
+        self, fleet: Fleet, outline: Outline, journal: dict[str, SectionResult], writing: Sampler, planning: Sampler
     ) -> RepairSummary:
+        """Plan again the chapters off the request, then fix every section the audit flags or re-planned."""
         started = time.monotonic()
         before = self._assemble_and_audit(outline, journal)
-        repairer = Repairer(fleet.pool, self.spec, outline, journal, sampler, self.embedder)
+        planner = self._planner(fleet, planning)
+        replanned = await replan_off_request(planner, outline, before)
+        if replanned:
+            write_atomic(self.folder.outline, outline.model_dump_json(indent=2))
+            log.info("planned again, off the request: %s", replanned)
+        repairer = Repairer(fleet.pool, self.spec, outline, journal, writing, self.embedder)
         writer = Journal(self.folder.journal)
         try:
-            outcome = await repairer.repair(before, writer)
+            outcome = await repairer.repair(before, writer, replanned)
         finally:
             writer.close()
         journal.update(outcome.results)
@@ -310,6 +316,7 @@ class BookRun:
             before=before.counts,
             actions=dict(Counter(outcome.actions.values())),
             retitled=outcome.retitled,
+            replanned=replanned,
             tokens=sum(r.completion_tokens or 0 for r in outcome.results.values() if r.ok),
             seconds=round(time.monotonic() - started, 2),
             asked_later=outcome.asked_later,
@@ -369,11 +376,14 @@ class BookRun:
         log.info("wrote %d sections (%d were already in the journal)", len(writer.results), done)
         return outline, writer
 
-    async def _plan(self, fleet: Fleet, sampler: Sampler, partial: Outline | None, on_section: OnSection) -> Outline:
+    def _planner(self, fleet: Fleet, sampler: Sampler) -> Planner:
         judge = open_judge(self.settings.judge)
-        planner = Planner(
+        return Planner(
             fleet.planners, self.spec, sampler, on_node=self.progress.planned, embedder=self.embedder, judge=judge
         )
+
+    async def _plan(self, fleet: Fleet, sampler: Sampler, partial: Outline | None, on_section: OnSection) -> Outline:
+        planner = self._planner(fleet, sampler)
         self.progress.planning(self.spec)
 
         def save(outline: Outline) -> None:

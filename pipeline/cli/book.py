@@ -124,6 +124,8 @@ def print_repair(summary) -> None:
         f"defects before -> after: {changed or 'none'}",
         file=sys.stderr,
     )
+    for chapter_id, (old, new) in summary.replanned.items():
+        print(f"fanout: {chapter_id} was off the request: {old!r} planned again as {new!r}", file=sys.stderr)
 
 
 def gate_exit(report, fail_on: str | None) -> int:

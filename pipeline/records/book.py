@@ -83,6 +83,7 @@ class RepairSummary(BaseModel):
     after: dict[str, int] = {}
     actions: dict[str, int]
     retitled: dict[str, tuple[str, str]]
+    replanned: dict[str, tuple[str, str]] = {}  # chapter id -> (old title, new title): off the request, planned again
     tokens: int
     seconds: float
     asked_later: int = 0  # repair requests that failed on every backend and were asked again later

@@ -1,9 +1,9 @@
-"""What a node takes when its asks are spent and titles are still missing, best first: a refused item's own
-key point, short enough to read as a heading and passing the same checks; then a heading made from what the
-request asks that the book still lacks (this node's own asks first, then those no title in the book carries),
-passing the same checks; then a title refused only for nearly repeating one elsewhere in the book (a lesser
-fault: it passed every other check, the off-request judge's too); only then a numbered placeholder, flagged in
-the outline and counted. And the book's title when the model never gave one.
+"""What a node takes when its asks are spent and titles are still missing, best first: a heading made from an
+ask of the request this node was to carry and none of its titles does; a refused item's own key point, short
+enough to read as a heading; a heading made from an ask no title in the book carries yet (each passing the
+same checks as the model's titles); then a title refused only for nearly repeating one elsewhere in the book
+(a lesser fault: it passed every other check, the off-request judge's too); only then a numbered placeholder,
+flagged in the outline and counted. And the book's title when the model never gave one.
 """
 
 from __future__ import annotations
@@ -41,20 +41,25 @@ class Unfilled:
 def last_resorts(
     node: Unfilled, spare: list[tuple[PlanItem, str]], open_asks: list[str], *, checks: TitleChecks, stats: PlanStats
 ) -> None:
-    """Fill what the asks left: a refused item's point as its heading; then a heading made from an ask of the
-    request still open (`open_asks`: this node's, then the book's); then a title refused only for nearly
-    repeating one elsewhere in the book (a lesser fault than a placeholder); then placeholders."""
+    """Fill what the asks left: a heading made from an ask this node still owes (`open_asks`); a refused item's
+    point as its heading; a heading made from an ask the book still lacks; then a title refused only for
+    nearly repeating one elsewhere in the book (a lesser fault than a placeholder); then placeholders."""
     ask, take = node.ask, node.take
+
+    def from_asks(asks: list[str]) -> None:
+        for wanted in asks:
+            heading = heading_from_ask(wanted)
+            if node.missing() and node.passes(heading, checks):
+                stats.titles_from_asks += 1
+                take(heading)
+
+    from_asks(open_asks)
     for item, _ in spare:
         heading = PlanItem(heading_from_point(item.point), item.point)
         if node.missing() and node.passes(heading, checks):
             stats.headings_from_points += 1
             take(heading)
-    for wanted in dict.fromkeys([*open_asks, *checks.book_asks.open]):
-        heading = heading_from_ask(wanted)
-        if node.missing() and node.passes(heading, checks):
-            stats.titles_from_asks += 1
-            take(heading)
+    from_asks([wanted for wanted in checks.book_asks.open if wanted not in open_asks])
     for item, reason in spare:
         if (
             node.missing()

@@ -119,6 +119,24 @@ class Planner:
         self.stats.seconds = time.monotonic() - started
         return outline
 
+    async def replan_chapters(self, outline: Outline, chapter_ids: set[str], musts: list[str]) -> list[Chapter]:
+        """Plan the chapters `chapter_ids` names again, title, point and sections, under their parts (the
+        audit found them off the request): every other title of the book stays taken, the old ones too, and
+        each part's new chapters carry `musts` (what the book still lacks). A new chapter takes the id (and
+        the place) of the one it replaces. Returns the new chapters."""
+        self.checks.claim_existing(outline)
+        self.asker.book_title = outline.title
+        parts = [part for part in outline.parts if any(c.id in chapter_ids for c in part.chapters)]
+        for part in parts:
+            self.musts[part.id] = list(musts)
+            part.chapters = [chapter for chapter in part.chapters if chapter.id not in chapter_ids]
+        await self._each(parts, lambda part: self._plan_part(outline, part))
+        new = [(part, chapter) for part in parts for chapter in part.chapters if chapter.id in chapter_ids]
+        for part in parts:
+            part.chapters.sort(key=lambda chapter: id_number(chapter.id))
+        await self._each(new, lambda pair: self._plan_chapter(outline, *pair))
+        return [chapter for _, chapter in new]
+
     async def _plan_levels(self, outline: Outline | None, changed: OnChange) -> Outline:
         if outline is None or len(outline.parts) < self.spec.parts:
             outline = await self._plan_book(outline)

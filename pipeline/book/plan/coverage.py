@@ -5,6 +5,8 @@ them no title of the whole book carries yet (what a node's last resorts are made
 
 from __future__ import annotations
 
+import math
+
 from pipeline.audit.embed import Embedder
 from pipeline.audit.meaning import carries, unit
 from pipeline.book.plan.answers import PlanItem
@@ -12,9 +14,11 @@ from pipeline.book.plan.answers import PlanItem
 
 class Coverage:
     """The asks of the request that one node's children must carry. Above the sections, nothing is refused
-    for them: each child takes along, for its own children, as many of the open asks (the nearest it) as
-    the slots left after it could no longer hold. Among sections, the last slots are kept for them: once
-    as few slots are left as asks are open, an item that carries none is refused."""
+    for them: each child takes along, for its own children, an even share of the asks still open (the
+    nearest it), the last child all that are left. Among sections, the last slots are kept for them: once
+    as few slots are left as asks are open, an item that carries none is refused. (Taking along only what
+    the children after it could not hold, one per child, sent 14 of a brief's 19 asks to its first chapter
+    of four sections, and 16 of them were carried nowhere.)"""
 
     def __init__(self, embedder: Embedder, musts: list[str], *, leaf: bool) -> None:
         self.embedder = embedder
@@ -34,11 +38,11 @@ class Coverage:
         """Mark what the taken item carries; return the asks it takes along for its children."""
         for ask in self.carried(item):
             self.open.remove(ask)
-        surplus = len(self.open) - slots_after
-        if self.leaf or surplus <= 0:
+        if self.leaf or not self.open:
             return []
+        share = math.ceil(len(self.open) / (slots_after + 1))
         text = self.embedder.embed([unit(item.title, item.point)])[0]
-        nearest = sorted(self.open, key=lambda ask: -float(self.embedder.embed([ask])[0] @ text))[:surplus]
+        nearest = sorted(self.open, key=lambda ask: -float(self.embedder.embed([ask])[0] @ text))[:share]
         self.open = [ask for ask in self.open if ask not in nearest]
         return nearest
 

@@ -11,7 +11,7 @@ the writing of a chapter's sections) starts before an answer ends.
 Each node's titles are asked by asking.py on the schedule of schedule.py, each item checked by checks.py
 (in words, then by meaning, as the audit judges) before the book takes it. The request's asks (its
 subject and each concern it names, pipeline/audit/asks.py) are carried down the plan (coverage.py): each
-node takes along those the nodes after it could not hold, and the last section slots are kept for them. What is still
+node takes along an even share of those still open, and the last section slots are kept for them. What is still
 missing is asked again with the refused titles and their reasons shown, up to `plan_attempts` times; then
 fallbacks.py fills what is left. Model output is untrusted: nothing in an answer raises.
 """

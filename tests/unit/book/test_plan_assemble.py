@@ -7,13 +7,14 @@ import time
 
 import pytest
 
-from pipeline.audit.embed import Embedder
+from pipeline.audit.embed import Embedder, open_embedder
 from pipeline.audit.meaning import similar_title_pairs
 from pipeline.audit.offrequest import open_judge
 from pipeline.audit.source import load_run
 from pipeline.backends.pool import BackendPool, RetryPolicy
 from pipeline.book.assemble import assemble, demote_headings
 from pipeline.book.plan.answers import ItemStream, PlanItem, parse_items
+from pipeline.book.plan.coverage import Coverage
 from pipeline.book.plan.planner import Planner
 from pipeline.book.plan.schedule import MAX_ASKS_AT_ONCE, SPARE_ITEMS, Acceptance, asks_at_once
 from pipeline.book.profiles import PROFILES, Sampler
@@ -599,3 +600,11 @@ async def test_an_answer_is_read_up_to_the_count_it_was_asked_for():
     assert shape_of(outline) == (1, {1}, {2}) and planner.stats.cut_at_count == 1
     refused = [title for node, title, _ in planner.stats.refused if node == "p01.c01"]
     assert len(refused) == 2 + SPARE_ITEMS - 1, "the lines it was asked for, one of them taken; none past them"
+
+
+def test_each_child_takes_along_an_even_share_of_the_open_asks_the_last_all_that_are_left():
+    asks = ["ticket sales", "ushering", "the interval bar", "first aid", "fire evacuation", "locking up", "lighting"]
+    coverage = Coverage(open_embedder(), list(asks), leaf=False)
+    shares = [coverage.take(PlanItem(title, "what volunteers do."), slots_after=left) for title, left in
+              (("Front of House", 2), ("Safety", 1), ("Backstage", 0))]  # fmt: skip
+    assert [len(share) for share in shares] == [3, 2, 2] and sorted(sum(shares, [])) == sorted(asks)

@@ -38,9 +38,7 @@ class ScriptedRepair:
                 "1. Computer Viruses: how malware spreads between machines.\n"
                 "2. Side Effects: the sore arm, the fever, and the rare serious reactions."
             ],
-            "chapter": [
-                "1. A Sore Arm: why the arm aches after a shot.\n2. Shots by Age: the schedule of doses."
-            ],
+            "chapter": ["1. A Sore Arm: why the arm aches after a shot.\n2. Shots by Age: the schedule of doses."],
         }
         self.prose_asked = 0
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.audit.asks import request_asks, request_style
+from pipeline.audit.asks import read_request, request_asks, request_style
 from pipeline.audit.embed import EndpointEmbedder, StaticEmbedder, open_embedder, parse_endpoint
 from pipeline.audit.meaning import point_margin, unit
 from pipeline.audit.minilm import MiniLMEmbedder
@@ -251,3 +251,17 @@ def test_a_part_about_something_else_is_off_the_request_and_named(tmp_path):
     assert report.meaning.evidence["off_request"][0].startswith("p01: The Stock Market (")
     assert is_off_request(MiniLMEmbedder(), "Explain how vaccines train the immune system.", "Stock Markets")
     assert not is_off_request(open_judge(), "Explain how vaccines train the immune system.", "Memory Cells")
+
+
+def test_a_briefs_circumstance_and_purpose_are_no_asks_and_its_cues_are_read():
+    brief = (
+        "Our choir has sixty members and rehearses in a church hall near the station. We need a handbook "
+        "that we can give each new singer. It should explain warming up, breathing and reading a score, so "
+        "that nobody feels lost. Our conductor is retired. Newcomers often ask about concert dress, so please "
+        "include it."
+    )
+    asks = [ask.text for ask in read_request(brief)]
+    assert asks[0] == "choir" and "warming up" in asks and "concert dress" in asks
+    assert not {"church hall", "station", "conductor", "new singer", "nobody"} & set(asks), asks
+    nurses = read_request("A guide for new night-shift nurses on sleep, meals and staying alert.")
+    assert [(a.text, a.kind) for a in nurses][:2] == [("new night-shift nurses", "audience"), ("sleep", "subject")]

@@ -201,7 +201,7 @@ class Planner:
         await self.asker.titles(
             NodeAsk(
                 "plan_book.md",
-                {"prompt": self.spec.prompt, "must": must_note(self.musts["book"], "part")},
+                {"prompt": self.spec.prompt, "must": must_note(self.musts["book"], "part", self.spec.parts)},
                 "parts",
                 self.spec.parts,
                 have=[part.title for part in outline.parts] if outline else [],
@@ -241,7 +241,7 @@ class Planner:
             "book_title": outline.title,
             "part_title": part.title,
             "part_about": about("part", part.point),
-            "must": must_note(musts, "chapter"),
+            "must": must_note(musts, "chapter", self.spec.chapters),
         }
         ancestors = {"the part title": part.title, "the book title": outline.title, "the request": self.spec.prompt}
         await self.asker.titles(
@@ -287,7 +287,7 @@ class Planner:
             "book_title": outline.title,
             "chapter_title": chapter.title,
             "chapter_about": about("chapter", chapter.point),
-            "must": must_note(musts, "section"),
+            "must": must_note(musts, "section", self.spec.sections),
         }
         ancestors = {
             "the chapter title": chapter.title,

@@ -86,11 +86,14 @@ def avoid_note(chosen: list[str], refused: list[tuple[str, str]]) -> str:
     return ("\n" + "\n".join(lines)) if lines else ""
 
 
-def must_note(musts: list[str], noun: str) -> str:
-    """What the request asks of this node's children, for its planning prompt."""
+def must_note(musts: list[str], noun: str, count: int) -> str:
+    """What the request asks of this node's children, for its planning prompt: a child on each, or, when
+    they outnumber the children (a brief's dozens of concerns), each child holding several."""
     if not musts:
         return ""
-    return f"\nThe request asks for these, so include a {noun} on each: " + "; ".join(musts) + "."
+    if len(musts) <= count:
+        return f"\nThe request asks for these, so include a {noun} on each: " + "; ".join(musts) + "."
+    return f"\nThe request asks for all of these, so let each {noun} cover several of them: " + "; ".join(musts) + "."
 
 
 class OnItem(Protocol):

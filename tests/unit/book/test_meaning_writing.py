@@ -162,7 +162,7 @@ async def test_the_requests_asks_are_carried_and_the_last_slots_kept_for_them():
     assert titles == ["Choosing Timber", "Sharpening Chisels", "Cutting Joints", "Finishing With Oil"]
     assert planner.stats.asks_dropped == 0
     part_prompt = next(p for p in replies.prompts if plan_level(p) == "part")
-    note = part_prompt.split("include a chapter on each: ")[1].split(".")[0]
+    note = part_prompt.split("let each chapter cover several of them: ")[1].split(".")[0]
     assert sorted(note.split("; ")) == ["finishing", "joints", "sharpening"], "a part takes the asks along"
     reask = [p for p in replies.prompts if plan_level(p) == "chapter"][1]
     refused = reask.split('"Glue Types" (leaves out what the request asks for: ')[1].split(")")[0]

@@ -149,12 +149,17 @@ def nearest_example(embedder: Embedder, text: str, examples: Sequence[str]) -> s
 def carries(embedder: Embedder, ask: str, units: Sequence[str]) -> bool:
     """Some unit (title and point) carries the ask: holds more than half of its content words (stems: 'joints'
     in 'the strongest joint'), or is CARRIED near it by meaning."""
-    words = content_words(ask)
-    if words and any(2 * len(words & content_words(text)) > len(words) for text in units):
+    if any(holds_words(ask, text) for text in units):
         return True
     if not units:
         return False
     return bool((embedder.embed(list(units)) @ embedder.embed([ask])[0]).max() >= CARRIED)
+
+
+def holds_words(ask: str, text: str) -> bool:
+    """The text holds more than half of the ask's content words."""
+    words = content_words(ask)
+    return bool(words) and 2 * len(words & content_words(text)) > len(words)
 
 
 def margin_of(scores: Vectors, own: int) -> tuple[float, int]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from pipeline.audit.embed import Embedder
-from pipeline.audit.meaning import carries, unit
+from pipeline.audit.meaning import CARRIED, carries, holds_words, unit
 from pipeline.book.plan.answers import PlanItem
 
 
@@ -54,7 +54,14 @@ class BookAsks:
     def __init__(self, embedder: Embedder, asks: list[str]) -> None:
         self.embedder = embedder
         self.open = list(asks)
+        self.vectors = dict(zip(asks, embedder.embed(asks))) if asks else {}  # embedded once, not per title
 
     def take(self, item: PlanItem) -> None:
+        """Mark what a title taken anywhere in the book carries (meaning.py's `carries`, one embedding a title)."""
+        if not self.open:
+            return
         text = unit(item.title, item.point)
-        self.open = [ask for ask in self.open if not carries(self.embedder, ask, [text])]
+        row = self.embedder.embed([text])[0]
+        self.open = [
+            ask for ask in self.open if not (holds_words(ask, text) or float(self.vectors[ask] @ row) >= CARRIED)
+        ]

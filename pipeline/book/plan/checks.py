@@ -127,9 +127,15 @@ class TitleChecks:
 
     def book_title_refusal(self, title: str) -> str | None:
         """Why the model's book title cannot be used: two words or more of the worked example's book title
-        that the request does not use (a brief's book came back titled 'Small Boat Sailing')."""
-        copied = (content_words(title) & example_book_title_words()) - content_words(self.request)
-        return "comes from the worked example, not from this book" if len(copied) >= 2 else None
+        that the request does not use (a brief's book came back titled 'Small Boat Sailing'), or a word of the
+        worked example's book answer in a title that has no word of the request ('The Boat and Its Equipment'
+        for an allotment society's handbook)."""
+        own = content_words(self.request)
+        copied = (content_words(title) & example_book_title_words()) - own
+        borrowed = (content_words(title) & (example_book_title_words() | example_words(PLAN_TEMPLATES[0]))) - own
+        if len(copied) >= 2 or (borrowed and not content_words(title) & own):
+            return "comes from the worked example, not from this book"
+        return None
 
     def _off_request(self, item: PlanItem) -> bool:
         return self.judge is not None and is_off_request(self.judge, self.request, unit(item.title, item.point))

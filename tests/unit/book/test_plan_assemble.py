@@ -14,6 +14,7 @@ from pipeline.audit.source import load_run
 from pipeline.backends.pool import BackendPool, RetryPolicy
 from pipeline.book.assemble import assemble, demote_headings
 from pipeline.book.plan.answers import ItemStream, PlanItem, parse_items
+from pipeline.book.plan.checks import TitleChecks
 from pipeline.book.plan.coverage import Coverage
 from pipeline.book.plan.planner import Planner
 from pipeline.book.plan.schedule import MAX_ASKS_AT_ONCE, SPARE_ITEMS, Acceptance, asks_at_once
@@ -608,3 +609,17 @@ def test_each_child_takes_along_an_even_share_of_the_open_asks_the_last_all_that
     shares = [coverage.take(PlanItem(title, "what volunteers do."), slots_after=left) for title, left in
               (("Front of House", 2), ("Safety", 1), ("Backstage", 0))]  # fmt: skip
     assert [len(share) for share in shares] == [3, 2, 2] and sorted(sum(shares, [])) == sorted(asks)
+
+
+@pytest.mark.parametrize(
+    ("title", "refused"),
+    [
+        ("Small Boat Sailing", True),
+        ("The Boat and Its Equipment", True),
+        ("Growing Food on Your Plot", False),
+        ("Staying Safe at the Allotment", False),  # a word of the example beside a word of the request
+    ],
+)
+def test_a_book_title_from_the_worked_example_is_refused(title, refused):
+    checks = TitleChecks(open_embedder(), "A handbook for new plot holders at our allotment.")
+    assert (checks.book_title_refusal(title) is not None) == refused

@@ -26,7 +26,12 @@ NUMBERING = re.compile(
 
 # A re-ask shows refused titles with their reasons in brackets; a small model copies a bracket back:
 # "The One You'll Never Know (repeats)".
-NOTE_ECHO = re.compile(r"\s*\([^()]*\b(?:repeats?|refused|already|chosen|elsewhere|title)\b[^()]*\)\s*$", re.I)
+# "The Basics\" (says nothing of its own)": the words are those of the reasons a refusal gives.
+NOTE_ECHO = re.compile(
+    r"[\s\"“”]*\([^()]*\b(?:repeats?|refused|already|chosen|elsewhere|title|says|nothing|own|example|covers|"
+    r"leaves|request|usable|sentence|identifier|number|word)\b[^()]*\)\s*$",
+    re.I,
+)
 
 
 def clean_title(raw: Any) -> str:
@@ -38,7 +43,7 @@ def clean_title(raw: Any) -> str:
     text = re.sub(r"[#*_`>\[\]{}]", "", raw)
     text = " ".join(text.split()).strip(" \"'“”‘’-–—:;,.")
     text = NUMBERING.sub("", text).strip(" \"'“”-–—:")
-    text = NOTE_ECHO.sub("", text)
+    text = NOTE_ECHO.sub("", text).strip(" \"'“”")
     if len(text) > MAX_TITLE_CHARS:
         text = text[:MAX_TITLE_CHARS].rsplit(" ", 1)[0]
     return text
@@ -196,6 +201,16 @@ def is_english(word: str) -> bool:
     from wordfreq import zipf_frequency  # 0.4 s to load its list: only once a title is checked
 
     return zipf_frequency(word, "en") > 0
+
+
+COMMON_ZIPF = 5.0  # 'work', 'home', 'night', 'check': on their own, words too everyday to head a section
+
+
+def is_common(word: str) -> bool:
+    """An everyday word (wordfreq's Zipf frequency of at least COMMON_ZIPF: once in every 100,000 words)."""
+    from wordfreq import zipf_frequency
+
+    return zipf_frequency(word.casefold(), "en") >= COMMON_ZIPF
 
 
 def non_words(title: str, known: str = "") -> list[str]:

@@ -90,6 +90,8 @@ def test_echo_and_near_duplicate_are_symmetric_jaccard_on_content_words():
         ("The One You'll Never Know (repeats)", "The One You'll Never Know"),
         ('Feeding Times (nearly repeats "Feeding")', "Feeding Times"),
         ("Python 3 (and 2)", "Python 3 (and 2)"),
+        ('The Basics" (says nothing of its own)', "The Basics"),
+        ("Brakes (Rim and Disc)", "Brakes (Rim and Disc)"),
     ],
 )
 def test_a_bracket_copied_from_the_re_ask_note_is_cleaned_off(raw, title):

@@ -11,11 +11,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from pipeline.audit.asks import request_asks
+from pipeline.audit.asks import request_asks, verb_like
+from pipeline.audit.meaning import title_near
 from pipeline.book.plan.answers import PlanItem, heading_from_point
 from pipeline.book.plan.checks import ELSEWHERE_NEAR, TitleChecks
 from pipeline.book.plan.schedule import NodeAsk, PlanStats, TakeItem
-from pipeline.titles import clean_title, refusal
+from pipeline.titles import clean_title, is_common, refusal
 
 
 @dataclass
@@ -47,7 +48,7 @@ def last_resorts(
     ask, take = node.ask, node.take
 
     def from_asks(asks: list[str]) -> None:
-        for wanted in asks:
+        for wanted in filter(reads_as_heading, asks):
             heading = heading_from_ask(wanted)
             if node.missing() and node.passes(heading, checks):
                 stats.titles_from_asks += 1
@@ -59,18 +60,43 @@ def last_resorts(
         if node.missing() and node.passes(heading, checks):
             stats.headings_from_points += 1
             take(heading)
-    from_asks([wanted for wanted in checks.book_asks.open if wanted not in open_asks])
+    from_asks(nearest_first(checks, [wanted for wanted in checks.book_asks.open if wanted not in open_asks], ask))
     for item, reason in spare:
         if (
             node.missing()
             and reason.endswith(ELSEWHERE_NEAR)
             and refusal(item.title, ask.ancestors, node.chosen) is None
+            and title_near(checks.embedder, item.title, node.chosen) is None  # never two of one node alike
             and checks.claim(ask.level, item, near=False) is None
         ):
             stats.near_repeats_kept += 1
             take(item)
     for title in placeholders(ask.level, ask.fallback_prefix, ask.count, len(node.chosen), checks=checks, stats=stats):
         take(PlanItem(title), placeholder=True)
+
+
+GERUND_LETTERS = 7  # 'failing', 'dressing' on their own are a clause's verb; 'spring' and 'eating' are not
+
+
+def nearest_first(checks: TitleChecks, asks: list[str], ask: NodeAsk) -> list[str]:
+    """The asks, nearest first to what the node is under (its nearest ancestor's title): the book's seasons
+    go to a chapter on the seasons before one on keeping animals."""
+    parent = next(iter(ask.ancestors.values()), "")
+    if len(asks) < 2 or not parent:
+        return asks
+    scores = checks.embedder.embed(asks) @ checks.embedder.embed([parent])[0]
+    return [wanted for _, wanted in sorted(zip(-scores, asks), key=lambda pair: float(pair[0]))]
+
+
+def reads_as_heading(wanted: str) -> bool:
+    """An ask that can stand as a heading: not one bare verb, participle, adverb or everyday word that the
+    reader cut from its clause ('Failing', 'Work', 'Usually Changes')."""
+    words = wanted.split()
+    if not words or verb_like(words[0]) and len(words) > 1:
+        return False
+    word = words[0].lower()
+    gerund = word.endswith("ing") and len(word) >= GERUND_LETTERS
+    return len(words) > 1 or not (verb_like(word) or gerund or is_common(word))
 
 
 def heading_from_ask(wanted: str) -> PlanItem:

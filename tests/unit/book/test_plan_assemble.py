@@ -16,6 +16,7 @@ from pipeline.book.assemble import assemble, demote_headings
 from pipeline.book.plan.answers import ItemStream, PlanItem, parse_items
 from pipeline.book.plan.checks import TitleChecks
 from pipeline.book.plan.coverage import Coverage
+from pipeline.book.plan.fallbacks import reads_as_heading
 from pipeline.book.plan.planner import Planner
 from pipeline.book.plan.schedule import MAX_ASKS_AT_ONCE, SPARE_ITEMS, Acceptance, asks_at_once
 from pipeline.book.profiles import PROFILES, Sampler
@@ -623,3 +624,12 @@ def test_each_child_takes_along_an_even_share_of_the_open_asks_the_last_all_that
 def test_a_book_title_from_the_worked_example_is_refused(title, refused):
     checks = TitleChecks(open_embedder(), "A handbook for new plot holders at our allotment.")
     assert (checks.book_title_refusal(title) is not None) == refused
+
+
+@pytest.mark.parametrize(
+    ("ask", "heading"),
+    [("rhubarb", True), ("spring", True), ("hardening off seedlings", True), ("failing", False), ("work", False)]
+    + [("usually changes", False), ("kept", False)],
+)
+def test_an_ask_becomes_a_heading_only_when_it_can_stand_as_one(ask, heading):
+    assert reads_as_heading(ask) == heading

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -20,6 +21,9 @@ from pipeline.cli.flags import (
 )
 from pipeline.config import parse_shape
 from pipeline.errors import UsageError
+
+if TYPE_CHECKING:
+    from pipeline.records.book import BookOutcome
 
 MAX_PROMPT_CHARS = 10_000
 
@@ -101,6 +105,8 @@ def cmd_book(args: argparse.Namespace) -> int:
         console.print(quality_table(result.audit.quality))
     print_repair(result.repair)
     print(f"fanout: book: {result.folder / 'book.md'}\nfanout: PDF:  {result.folder / 'book.pdf'}", file=sys.stderr)
+    if result.repair is None and result.stats.complete:
+        print_repairable(result)
     if not result.stats.complete:
         print(
             f"fanout: error: {result.stats.failed_sections} sections failed; "
@@ -109,6 +115,20 @@ def cmd_book(args: argparse.Namespace) -> int:
         )
         return 1
     return gate_exit(result.audit, args.fail_on)
+
+
+def print_repairable(result: BookOutcome) -> None:
+    """Say what `fanout repair` would fix in a book written without --repair (repair stays opt-in: README)."""
+    from pipeline.book.repair import plan_actions
+
+    sections = len(plan_actions(result.audit, {defect.section_id for defect in result.audit.defects}))
+    chapters = len(result.audit.meaning.off_request_ids) if result.audit.meaning is not None else 0
+    if sections or chapters:
+        print(
+            f"fanout: the audit flags {sections} sections and {chapters} parts or chapters off the request; "
+            f"`fanout repair {result.folder}` fixes what it can",
+            file=sys.stderr,
+        )
 
 
 def print_repair(summary) -> None:
@@ -177,7 +197,6 @@ def cmd_repair(args: argparse.Namespace) -> int:
     from pipeline.audit.quality import quality_table
     from pipeline.audit.report import audit_table
     from pipeline.book.run import RunOptions, book
-    from pipeline.records.book import BookOutcome
     from pipeline.watch.terminal import BookProgress
 
     async def repair_run() -> BookOutcome:

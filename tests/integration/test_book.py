@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from pypdf import PdfReader
 
+from pipeline.book.repair import ACTIONS
 from pipeline.journal import read_journal
 from tests.conftest import ENGINE_THREADS
 from tests.fakes.fake_engine import fake_process as fake_engine_process
@@ -65,6 +66,8 @@ def test_book_on_fake_engines_end_to_end(fake_fleet, tmp_path):
     stats = json.loads(done.stdout)
     assert stats["complete"] and stats["sections_ok"] == 24 and stats["plan_requests_by_level"] == "1 -> 2 -> 6"
     assert stats["quality"] == json.loads((out / "audit.json").read_text())["quality"], "the audit's figures"
+    flagged = json.loads((out / "audit.json").read_text())["defects"]
+    assert ("`fanout repair " in done.stderr) == any(d["rule"] in ACTIONS for d in flagged), "repair is offered"
     journal = read_journal(out / "sections.jsonl")
     assert stats["requests_planning"] == 9 and stats["plan_reasked"] == 0
     assert stats["requests_writing"] == 24 + stats["extra_candidates"] == sum(r.candidates for r in journal.values())

@@ -395,7 +395,7 @@ class BookRun:
         log.info(
             "planned %s: %d sections in %.1f s (%d requests, %d re-asked, %d beside another ask, "
             "%d placeholder titles, %d headings made from a refused title's point, %d made from the request's "
-            "uncovered asks, %d near repeats kept, %d answers cut short once they had every title, "
+            "uncovered asks, %d answers cut short once they had every title, "
             "%d at the count asked, %d titles without a key point)",
             outline.title,
             len(outline.sections()),
@@ -406,7 +406,6 @@ class BookRun:
             planner.stats.placeholders,
             planner.stats.headings_from_points,
             planner.stats.titles_from_asks,
-            planner.stats.near_repeats_kept,
             planner.stats.cut_short,
             planner.stats.cut_at_count,
             planner.stats.missing_points,

@@ -1,9 +1,10 @@
 """What a node takes when its asks are spent and titles are still missing, best first: a heading made from an
 ask of the request this node was to carry and none of its titles does; a refused item's own key point, short
 enough to read as a heading; a heading made from an ask no title in the book carries yet (each passing the
-same checks as the model's titles); then a title refused only for nearly repeating one elsewhere in the book
-(a lesser fault: it passed every other check, the off-request judge's too); only then a numbered placeholder,
-flagged in the outline and counted. And the book's title when the model never gave one.
+same checks as the model's titles); only then a numbered placeholder, flagged in the outline and counted. A
+title refused for nearly repeating one elsewhere in the book is never kept: the audit would count the pair
+among its similar titles (kept as a lesser fault, they were all the similar pairs left in ten books of the
+embedded engine). And the book's title when the model never gave one.
 """
 
 from __future__ import annotations
@@ -12,11 +13,10 @@ import re
 from dataclasses import dataclass
 
 from pipeline.audit.asks import request_asks, verb_like
-from pipeline.audit.meaning import title_near
 from pipeline.book.plan.answers import PlanItem, heading_from_point
-from pipeline.book.plan.checks import ELSEWHERE_NEAR, TitleChecks
+from pipeline.book.plan.checks import TitleChecks
 from pipeline.book.plan.schedule import NodeAsk, PlanStats, TakeItem
-from pipeline.titles import clean_title, is_common, refusal
+from pipeline.titles import clean_title, is_common
 
 
 @dataclass
@@ -43,8 +43,7 @@ def last_resorts(
     node: Unfilled, spare: list[tuple[PlanItem, str]], open_asks: list[str], *, checks: TitleChecks, stats: PlanStats
 ) -> None:
     """Fill what the asks left: a heading made from an ask this node still owes (`open_asks`); a refused item's
-    point as its heading; a heading made from an ask the book still lacks; then a title refused only for
-    nearly repeating one elsewhere in the book (a lesser fault than a placeholder); then placeholders."""
+    point as its heading; a heading made from an ask the book still lacks; then placeholders."""
     ask, take = node.ask, node.take
 
     def from_asks(asks: list[str]) -> None:
@@ -61,16 +60,6 @@ def last_resorts(
             stats.headings_from_points += 1
             take(heading)
     from_asks(nearest_first(checks, [wanted for wanted in checks.book_asks.open if wanted not in open_asks], ask))
-    for item, reason in spare:
-        if (
-            node.missing()
-            and reason.endswith(ELSEWHERE_NEAR)
-            and refusal(item.title, ask.ancestors, node.chosen) is None
-            and title_near(checks.embedder, item.title, node.chosen) is None  # never two of one node alike
-            and checks.claim(ask.level, item, near=False) is None
-        ):
-            stats.near_repeats_kept += 1
-            take(item)
     for title in placeholders(ask.level, ask.fallback_prefix, ask.count, len(node.chosen), checks=checks, stats=stats):
         take(PlanItem(title), placeholder=True)
 

@@ -33,7 +33,6 @@ class PlanStats:
     missing_points: int = 0  # titles taken without a key point
     headings_from_points: int = 0  # refused titles replaced by their own key point
     titles_from_asks: int = 0  # missing titles made from what the request asks that the book still lacks
-    near_repeats_kept: int = 0  # titles nearly repeating one elsewhere, kept rather than a placeholder
     asks_dropped: int = 0  # asks of the request no section carries after every ask
     asked_later: int = 0  # asks that failed on every backend and were asked again later in the run
     failed_asks: int = 0  # asks that failed on every backend every time (the node took its last resorts)

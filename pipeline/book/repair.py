@@ -74,12 +74,12 @@ class RepairOutcome:
 async def replan_off_request(planner: Planner, outline: Outline, report: AuditReport) -> dict[str, tuple[str, str]]:
     """Plan the chapters the audit found off the request again (a part off it: each of its chapters), carrying
     the request's asks no title carries; returns chapter id -> (old title, new title)."""
-    off = set(report.meaning.off_request_ids) if report.meaning is not None else set()
+    meaning = report.meaning
+    off = set(meaning.off_request_ids) if meaning is not None else set()
     chapters = {c.id: c.title for p in outline.parts for c in p.chapters if c.id in off or p.id in off}
-    if not chapters:
+    if meaning is None or not chapters:
         return {}
-    missing = report.meaning.missing_asks if report.meaning is not None else []
-    new = await planner.replan_chapters(outline, set(chapters), missing)
+    new = await planner.replan_chapters(outline, set(chapters), meaning.missing_asks)
     return {chapter.id: (chapters[chapter.id], chapter.title) for chapter in new}
 
 

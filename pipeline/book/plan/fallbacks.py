@@ -80,12 +80,14 @@ def nearest_first(checks: TitleChecks, asks: list[str], ask: NodeAsk) -> list[st
 def reads_as_heading(wanted: str) -> bool:
     """An ask that can stand as a heading: not one bare verb, participle, adverb or everyday word that the
     reader cut from its clause ('Failing', 'Work', 'Usually Changes')."""
-    words = wanted.split()
-    if not words or verb_like(words[0]) and len(words) > 1:
+    words = wanted.lower().split()
+    if not words:
         return False
-    word = words[0].lower()
+    if len(words) > 1:
+        return not verb_like(words[0])
+    word = words[0]
     gerund = word.endswith("ing") and len(word) >= GERUND_LETTERS
-    return len(words) > 1 or not (verb_like(word) or gerund or is_common(word))
+    return not (verb_like(word) or gerund or is_common(word))
 
 
 def heading_from_ask(wanted: str) -> PlanItem:

@@ -111,7 +111,8 @@ SUBJECT_KEEPS = frozenset({"with", "in", "on", "at"})  # 'woodworking with hand 
 TOKEN = re.compile(r"[\w][\w'’-]*|[^\w\s]")
 EDGE = " \t\"'“”‘’()[]-–—:;,."
 LEADING = re.compile(r"^(?:of|and|or)\s+", re.I)
-TRAILING = re.compile(r"\s+(?:of|and|or)$", re.I)  # 'kinds of' where 'help such as' was cut off
+# 'kinds of' where 'help such as' was cut off; 'new plot holders at' where 'our allotment' was
+TRAILING = re.compile(r"\s+(?:and|or|" + "|".join(sorted(PREPOSITIONS | {"of"})) + r")$", re.I)
 MAX_ASK_WORDS = 8
 # A name that stands for a fixed set of things: a book "through all four seasons" must name each season.
 ENUMERATION = re.compile(
@@ -309,11 +310,16 @@ def read_request(request: str) -> list[Ask]:
             add(first.group("who"), "audience")  # 'a guide for night-shift nurses on sleep': sleep is the subject
             text = first.group("rest")
         found = phrases(text, keep=SUBJECT_KEEPS if opened else frozenset())
-        if number == 0 and not opened and len(sentences) >= BRIEF_SENTENCES:
+        if number == 0 and not opened and is_brief(request):
             found = brief_opening(found, request)
         for phrase, lead in found:
             add(phrase, "audience" if is_audience(phrase, lead) else "concern")
     return list(asks.values())
+
+
+def is_brief(request: str) -> bool:
+    """A request of BRIEF_SENTENCES sentences or more: its first may tell of the asker, not name the subject."""
+    return sum(1 for sentence in SENTENCE.split(request) if sentence.strip()) >= BRIEF_SENTENCES
 
 
 def brief_opening(found: list[tuple[str, str]], request: str) -> list[tuple[str, str]]:

@@ -19,7 +19,7 @@ from pipeline.audit.meaning import unit
 from pipeline.backends.pool import BackendPool, RequestFailed
 from pipeline.book.later import asked_until_answered
 from pipeline.book.plan.answers import ItemStream, PlanItem, parse_book_title, parse_items
-from pipeline.book.plan.checks import TitleChecks, example_words
+from pipeline.book.plan.checks import TitleChecks, example_words, rare_example_words
 from pipeline.book.plan.coverage import Coverage
 from pipeline.book.plan.fallbacks import Unfilled, last_resorts
 from pipeline.book.plan.schedule import (
@@ -62,10 +62,11 @@ class NodeAsker:
         units = {title: title for title in ask.have}  # a chosen title -> its title and point
         refused: list[tuple[str, str]] = []
         spare: list[tuple[PlanItem, str]] = []  # refused items and why: the last resorts before placeholders
-        # a word of the example that the request or this node's own question uses is the book's word too
-        # ('cloud' in the sections of a chapter "Building a Cloud Platform")
-        own_words = " ".join([self.spec.prompt, *map(str, ask.values.values()), *ask.ancestors.values()])
-        copied = example_words(ask.template) - content_words(own_words)
+        # a word of the example that the request or a title above this node uses is the book's word too
+        # ('cloud' in the sections of a chapter "Building a Cloud Platform"); a point above it is not: a part
+        # on "how old sailors measured their sails" in a history of maps had drifted to the example already
+        own_words = " ".join([self.spec.prompt, *ask.ancestors.values(), *ask.musts])
+        copied = (example_words(ask.template) | rare_example_words()) - content_words(own_words)
         coverage = Coverage(self.embedder, list(ask.musts), leaf=ask.level == "sections")
 
         def take(item: PlanItem, *, placeholder: bool = False) -> None:

@@ -1,10 +1,13 @@
-"""What a node takes when its asks are spent and titles are still missing, best first: a heading made from an
-ask of the request this node was to carry and none of its titles does; a refused item's own key point, short
-enough to read as a heading; a heading made from an ask no title in the book carries yet (each passing the
-same checks as the model's titles); only then a numbered placeholder, flagged in the outline and counted. A
-title refused for nearly repeating one elsewhere in the book is never kept: the audit would count the pair
-among its similar titles (kept as a lesser fault, they were all the similar pairs left in ten books of the
-embedded engine). And the book's title when the model never gave one.
+"""What a node takes when its asks are spent and titles are still missing, best first: a heading made from the
+asks of the request this node was to carry and none of its titles does; a refused item's own key point, short
+enough to read as a heading; a heading made from the asks no title in the book carries yet (each passing the
+same checks as the model's titles). A made heading is led by one ask and its point names the asks nearest it
+in meaning, up to MAX_ASKS_A_HEADING, so the missing slots carry all the asks they can (a brief's 45 asks for
+a book of 32 titles, one ask a heading, left a third of them carried nowhere). Only then a numbered
+placeholder, flagged in the outline and counted. A title refused for nearly repeating one elsewhere in the
+book is never kept: the audit would count the pair among its similar titles (kept as a lesser fault, they
+were all the similar pairs left in ten books of the embedded engine). And the book's title when the model
+never gave one.
 """
 
 from __future__ import annotations
@@ -12,7 +15,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+import numpy as np
+
 from pipeline.audit.asks import request_asks, verb_like
+from pipeline.audit.embed import Embedder
 from pipeline.book.plan.answers import PlanItem, heading_from_point
 from pipeline.book.plan.checks import TitleChecks
 from pipeline.book.plan.schedule import NodeAsk, PlanStats, TakeItem
@@ -47,11 +53,12 @@ def last_resorts(
     ask, take = node.ask, node.take
 
     def from_asks(asks: list[str]) -> None:
-        for wanted in filter(reads_as_heading, asks):
-            heading = heading_from_ask(wanted)
-            if node.missing() and node.passes(heading, checks):
-                stats.titles_from_asks += 1
-                take(heading)
+        for group in ask_groups(checks.embedder, asks, slots=ask.count - len(node.chosen)):
+            for heading in (heading_from_asks(group), heading_from_asks(group[:1])):
+                if node.missing() and node.passes(heading, checks):
+                    stats.titles_from_asks += 1
+                    take(heading)
+                    break
 
     from_asks(open_asks)
     for item, _ in spare:
@@ -64,6 +71,7 @@ def last_resorts(
         take(PlanItem(title), placeholder=True)
 
 
+MAX_ASKS_A_HEADING = 4  # a made heading's point names at most this many of the request's asks
 GERUND_LETTERS = 7  # 'failing', 'dressing' on their own are a clause's verb; 'spring' and 'eating' are not
 
 
@@ -90,12 +98,28 @@ def reads_as_heading(wanted: str) -> bool:
     return not (verb_like(word) or gerund or is_common(word))
 
 
-def heading_from_ask(wanted: str) -> PlanItem:
-    """An ask of the request as a heading and its key point ('feeding it over a holiday' -> 'Feeding It Over a
-    Holiday': 'Feeding it over a holiday.'): the request's own words, made from the point as a refused
-    title's point is."""
-    point = wanted[:1].upper() + wanted[1:] + "."
-    return PlanItem(heading_from_point(point), point)
+def ask_groups(embedder: Embedder, asks: list[str], *, slots: int) -> list[list[str]]:
+    """The asks in at most `slots` groups, each led by an ask that can stand as a heading (the first ones, in
+    the order given), every other ask joining the lead nearest it in meaning that has room."""
+    leads = [wanted for wanted in asks if reads_as_heading(wanted)][: max(slots, 0)]
+    groups = [[lead] for lead in leads]
+    rest = [wanted for wanted in asks if wanted not in leads]
+    if not groups or not rest:
+        return groups
+    for wanted, scores in zip(rest, embedder.embed(rest) @ embedder.embed(leads).T):
+        room = [at for at in np.argsort(-scores) if len(groups[at]) < MAX_ASKS_A_HEADING]
+        if room:
+            groups[room[0]].append(wanted)
+    return groups
+
+
+def heading_from_asks(group: list[str]) -> PlanItem:
+    """Asks of the request as a heading, made from its lead, and a key point naming them all ('feeding it over
+    a holiday', 'storing it cold' -> 'Feeding It Over a Holiday': 'Feeding it over a holiday and storing it
+    cold.'): the request's own words, the heading made as a refused title's point makes one."""
+    lead = group[0]
+    listed = lead if len(group) == 1 else ", ".join(group[:-1]) + " and " + group[-1]
+    return PlanItem(heading_from_point(lead + "."), listed[:1].upper() + listed[1:] + ".")
 
 
 def placeholders(level: str, prefix: str, count: int, have: int, *, checks: TitleChecks, stats: PlanStats) -> list[str]:

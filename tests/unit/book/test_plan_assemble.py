@@ -16,7 +16,7 @@ from pipeline.book.assemble import assemble, demote_headings
 from pipeline.book.plan.answers import ItemStream, PlanItem, parse_items
 from pipeline.book.plan.checks import TitleChecks
 from pipeline.book.plan.coverage import Coverage
-from pipeline.book.plan.fallbacks import reads_as_heading
+from pipeline.book.plan.fallbacks import MAX_ASKS_A_HEADING, ask_groups, heading_from_asks, reads_as_heading
 from pipeline.book.plan.planner import Planner
 from pipeline.book.plan.schedule import MAX_ASKS_AT_ONCE, SPARE_ITEMS, Acceptance, asks_at_once
 from pipeline.book.profiles import PROFILES, Sampler
@@ -155,6 +155,16 @@ async def test_titles_the_model_never_gave_are_made_from_what_the_request_still_
     assert planner.stats.titles_from_asks == 2 and sections[0].point.endswith(".")
 
 
+def test_a_made_heading_names_the_asks_nearest_its_lead_so_the_missing_slots_carry_them_all():
+    asks = ["aphids", "rhubarb", "blight", "soft fruit bushes", "slugs", "working part time"]
+    groups = ask_groups(open_embedder(), asks, slots=2)
+    assert [group[0] for group in groups] == ["aphids", "rhubarb"], "the first asks that can stand as headings lead"
+    assert sorted(sum(groups, [])) == sorted(asks) and all(len(group) <= MAX_ASKS_A_HEADING for group in groups)
+    assert "soft fruit bushes" in groups[1] and "blight" in groups[0]
+    item = heading_from_asks(groups[1])
+    assert item.title == "Rhubarb" and item.point.startswith("Rhubarb, ") and " and " in item.point
+
+
 async def test_titles_the_planner_takes_are_never_a_pair_the_audit_calls_similar(tmp_path):
     replies = ScriptedPlanner(
         {
@@ -179,6 +189,7 @@ REFUSED = {  # an answer line -> why it is refused (None: taken); a line with a 
     "Reading the Sky Basics": "repeats the part title",
     "weatherReadingGuide": "looks like a code identifier",
     "Barometer Basics": "comes from the worked example",
+    "Lunar Sails": "comes from the worked example",  # another level's example, by its rare word 'sail'
     "Fog at Dawn": None,
     "Dawn Fog": 'nearly repeats "Fog at Dawn"',
     "Morning Fog": 'says the same as "Fog at Dawn"',  # by meaning: no content word in common
@@ -604,6 +615,12 @@ async def test_an_answer_is_read_up_to_the_count_it_was_asked_for():
     assert len(refused) == 2 + SPARE_ITEMS - 1, "the lines it was asked for, one of them taken; none past them"
 
 
+BRIEF = (
+    "My mother has dementia and lives with us now. We need a guide for the family, not for nurses. "
+    "Please cover what dementia is, keeping a daily routine, and how to talk with her when she is confused."
+)
+
+
 def test_each_child_takes_along_an_even_share_of_the_open_asks_the_last_all_that_are_left():
     asks = ["ticket sales", "ushering", "the interval bar", "first aid", "fire evacuation", "locking up", "lighting"]
     coverage = Coverage(open_embedder(), list(asks), leaf=False)
@@ -618,12 +635,27 @@ def test_each_child_takes_along_an_even_share_of_the_open_asks_the_last_all_that
         ("Small Boat Sailing", True),
         ("The Boat and Its Equipment", True),
         ("Growing Food on Your Plot", False),
-        ("Staying Safe at the Allotment", False),  # a word of the example beside a word of the request
+        ("Staying Safe While Growing Food", False),  # a word of the example beside a word of the request
     ],
 )
 def test_a_book_title_from_the_worked_example_is_refused(title, refused):
-    checks = TitleChecks(open_embedder(), "A handbook for new plot holders at our allotment.")
+    checks = TitleChecks(open_embedder(), "A handbook on growing food at our allotment.")
     assert (checks.book_title_refusal(title) is not None) == refused
+
+
+@pytest.mark.parametrize(
+    ("request_text", "title", "refused"),
+    [
+        ("A field guide to lichens.", "The Greatest Field Guide Ever!", True),
+        ("A field guide to lichens.", "Lichens of Rock and Bark", False),
+        ("Write an introduction to the history of cartography.", "Ancient Maps: From Ptolemy to Today", True),
+        ("Write an introduction to the history of cartography.", "A Short History of Cartography", False),
+        (BRIEF, "Caring for Dad at Home", True),
+        (BRIEF, "Living with Dementia: A Family Guide", False),  # a brief's title may carry any of its asks
+    ],
+)
+def test_a_book_title_that_does_not_name_what_was_asked_is_refused(request_text, title, refused):
+    assert (TitleChecks(open_embedder(), request_text).book_title_refusal(title) is not None) == refused
 
 
 @pytest.mark.parametrize(

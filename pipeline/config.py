@@ -22,7 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pipeline.errors import FanoutError, UsageError
-from pipeline.records import Backend, PdfEngine, SamplingProfile
+from pipeline.records import Backend, PdfEngine, SamplingProfile, WarmSchedule
 
 # A backend's options, the same in a TOML table and in a spec (`URL,cap=N,...`), mapped to Backend's fields;
 # `key_env` and `api_key_env` are two documented spellings of one setting.
@@ -88,6 +88,7 @@ class Settings(BaseModel):
     best_of: int | None = Field(default=None, gt=0)  # section candidates; None: from the fleet's spare slots
     off_point_retries: int = Field(default=1, ge=0)  # more candidates for a section nearer a sibling's point
     pdf_engine: PdfEngine = PdfEngine.TYPST  # what typesets the PDF
+    warm: WarmSchedule = WarmSchedule.ANSWER  # when a chapter's sections follow its first (book/warm.py)
 
     @property
     def engine_threads(self) -> int:
@@ -120,6 +121,7 @@ ENV_FIELDS = {
     "best_of": "FANOUT_BEST_OF",
     "off_point_retries": "FANOUT_OFF_POINT_RETRIES",
     "pdf_engine": "FANOUT_PDF_ENGINE",
+    "warm": "FANOUT_WARM",
 }
 BACKEND_LISTS = {"backends": "FANOUT_BACKENDS", "planner_backends": "FANOUT_PLANNER_BACKENDS"}
 FILE_KEYS = [*ENV_FIELDS, *BACKEND_LISTS, "sampling", "headers", "extra_body", "ray"]

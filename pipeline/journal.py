@@ -12,6 +12,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from pipeline.cpu import Stage, charged
 from pipeline.records import SectionResult
 
 
@@ -47,6 +48,7 @@ class Journal:
         cut_torn_tail(path)
         self.handle = path.open("ab")
 
+    @charged(Stage.JOURNALING)
     def append(self, result: SectionResult) -> None:
         # One write a line, flushed to the OS at once: a killed client loses nothing it journaled.
         # No fsync per line: it would stall the event loop, and so every stream, on each section.

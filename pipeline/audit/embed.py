@@ -31,6 +31,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from pipeline.cpu import Stage, stage
 from pipeline.errors import UsageError
 
 Vectors = npt.NDArray[np.float32]
@@ -68,7 +69,9 @@ class CachedEmbedder:
     def embed(self, texts: Sequence[str]) -> Vectors:
         fresh = list(dict.fromkeys(text for text in texts if text not in self.cache))
         if fresh:
-            for text, row in zip(fresh, self._embed(fresh)):
+            with stage(Stage.EMBEDDINGS):
+                rows = self._embed(fresh)
+            for text, row in zip(fresh, rows):
                 self.cache[text] = row
         if not texts:
             return np.zeros((0, self.dimensions), dtype=np.float32)

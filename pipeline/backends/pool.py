@@ -123,6 +123,8 @@ class _Tries:
     failures: int = 0  # attempts that failed (a run of cuts before the first byte counts once)
     failed_on: set[str] = field(default_factory=set)  # backends that failed it: others are asked first
     refused_by: set[str] = field(default_factory=set)  # backends that blamed the request: never asked again
+    prefer: str | None = None  # the backend to take when it has a free slot (it holds the request's prefix)
+    on_sent: Callable[[str], None] | None = None  # told the backend of each attempt
 
 
 @dataclass(eq=False)
@@ -161,13 +163,17 @@ class BackendPool:
         *,
         first: bool = False,
         on_retry: Callable[[], None] | None = None,
+        prefer: str | None = None,
+        on_sent: Callable[[str], None] | None = None,
     ) -> Completion:
         """Send one request through the pool. A failed attempt is asked again, another backend first, until
         it has failed `attempts` times and every backend has had it (RequestFailed), or every backend blamed
         the request itself (RequestRefused); FleetUnavailable when no backend can answer anything. `first`
         puts it ahead of every waiting request without it; `on_retry` is called before each attempt after
-        the first (text an earlier attempt streamed to `on_delta` is void)."""
-        tries = _Tries()
+        the first (text an earlier attempt streamed to `on_delta` is void). `prefer` names the backend to
+        take whenever it has a free slot (the one whose cache holds the request's prefix), `on_sent` hears
+        the backend each attempt goes to."""
+        tries = _Tries(prefer=prefer, on_sent=on_sent)
         t_asked = time.monotonic()
         completion: Completion | None = None
         try:
@@ -244,6 +250,8 @@ class BackendPool:
     ) -> Completion:
         state = await self._acquire(tries, first=first)
         name = state.backend.name
+        if tries.on_sent is not None:
+            tries.on_sent(name)
         try:
             for _ in range(REASK_BEFORE_FIRST_BYTE):
                 t_start = time.monotonic()
@@ -363,8 +371,9 @@ class BackendPool:
             self._wake_next()
 
     def _pick(self, tries: _Tries | None, *, first: bool = True) -> BackendState | None:
-        """The least-loaded free backend that is up, never one that blamed the request; one that failed it
-        is taken only when no other is free, and not at all once the request has used its attempts."""
+        """The request's preferred backend if it is free, else the least-loaded free backend that is up; never
+        one that blamed the request; one that failed it only when no other is free, and not at all once the
+        request has used its attempts."""
         now = time.monotonic()
         free = [s for s in self.states if s.in_flight < self._limit(s, first=first) and self._is_up(s, now)]
         if tries is not None and (tries.refused_by or tries.failed_on):
@@ -372,7 +381,8 @@ class BackendPool:
             free = [s for s in free if s.backend.name not in tries.refused_by]
             untried = [s for s in free if s.backend.name not in tries.failed_on]
             free = untried if spent else untried or free
-        return min(free, key=lambda s: s.load, default=None)
+        preferred = [s for s in free if tries is not None and s.backend.name == tries.prefer]
+        return min(preferred or free, key=lambda s: s.load, default=None)
 
     def _limit(self, state: BackendState, *, first: bool) -> int:
         return state.cap if first else state.cap - min(self._reserved, state.cap - 1)

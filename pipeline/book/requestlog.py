@@ -17,6 +17,7 @@ import json
 import time
 from pathlib import Path
 
+from pipeline.cpu import Stage, charged
 from pipeline.records import Attempt, ChatRequest, Completion, Outcome
 from pipeline.records.book import PromptCache
 
@@ -73,6 +74,7 @@ class RequestLog:
             self.cached_tokens += completion.cached_tokens
             self.cache_sources |= {completion.cached_source} if completion.cached_source else set()
 
+    @charged(Stage.JOURNALING)
     def record(
         self, request: ChatRequest, completion: Completion | None, t_asked: float, attempts: list[Attempt]
     ) -> None:

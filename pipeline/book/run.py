@@ -35,8 +35,9 @@ from pipeline.book.profiles import Sampler, choose_profile
 from pipeline.book.repair import Repairer, replan_off_request
 from pipeline.book.requestlog import RequestLog
 from pipeline.book.stats import JobTally, backend_lines, book_stats
-from pipeline.book.write import SectionWriter
+from pipeline.book.write import SectionWriter, WritePolicy
 from pipeline.config import Settings
+from pipeline.cpu import Stage, charged, stage
 from pipeline.errors import UsageError, fanout_error_in
 from pipeline.files import OUTPUTS, output_path, write_atomic
 from pipeline.journal import Journal, read_journal
@@ -285,6 +286,7 @@ class BookRun:
         self.progress.finished(outcome)
         return outcome
 
+    @charged(Stage.FINISHING)
     def _assemble_and_audit(self, outline: Outline, journal: dict[str, SectionResult]) -> AuditReport:
         write_atomic(self.folder.book, assemble(outline, journal))
         report = audit(load_run(self.folder.path), embedder=self.embedder, judge=self.settings.judge)
@@ -343,8 +345,7 @@ class BookRun:
             writing,
             self.progress,
             self.embedder,
-            best_of,
-            self.settings.off_point_retries,
+            WritePolicy(best_of=best_of, off_point_retries=self.settings.off_point_retries, warm=self.settings.warm),
         )
         self.progress.writing(self.spec.section_count, done, fleet.pool)
         self.requests_started = time.monotonic()
@@ -427,10 +428,12 @@ class BookRun:
         """book.pdf (the parts already rendered while writing are only merged now), book.html, book.epub."""
         self.progress.typesetting()
         appendix = appendix_html(stats.model_dump(mode="json"), report.model_dump(mode="json"))
-        result = await anyio.to_thread.run_sync(typesetter.finish, outline, journal, appendix)
+        finish = charged(Stage.FINISHING)(typesetter.finish)
+        result = await anyio.to_thread.run_sync(finish, outline, journal, appendix)
         markdown = self.folder.book.read_text()
-        typeset_html(markdown, outline.title, self.folder.html, appendix)
-        typeset_epub(markdown, outline.title, self.folder.epub, appendix)
+        with stage(Stage.FINISHING):
+            typeset_html(markdown, outline.title, self.folder.html, appendix)
+            typeset_epub(markdown, outline.title, self.folder.epub, appendix)
         log.info("PDF ready %.1f s after the last section (%d pages)", result.seconds, result.pages)
         return stats.model_copy(update={"typeset_seconds": round(result.seconds, 2), "pdf_pages": result.pages})
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import anyio
 
@@ -36,11 +37,24 @@ from pipeline.audit.asks import request_style
 from pipeline.audit.embed import Embedder, open_embedder
 from pipeline.audit.meaning import point_margin, unit
 from pipeline.backends.pool import BackendPool, RequestFailed
+from pipeline.backends.sse import OnDelta
 from pipeline.book.later import asked_until_answered
 from pipeline.book.profiles import Sampler
 from pipeline.book.trim import end_well, paragraphs_for, tidy_closing, tidy_opening, without_headings
+from pipeline.book.warm import Leader, PrefixGroups
+from pipeline.cpu import Stage, charged
 from pipeline.journal import Journal
-from pipeline.records import BookSpec, Chapter, ChatRequest, Completion, Outline, Part, Section, SectionResult
+from pipeline.records import (
+    BookSpec,
+    Chapter,
+    ChatRequest,
+    Completion,
+    Outline,
+    Part,
+    Section,
+    SectionResult,
+    WarmSchedule,
+)
 from pipeline.templating import render, render_text
 from pipeline.watch.listeners import BookListener
 
@@ -122,6 +136,7 @@ def chapter_units(chapter: Chapter) -> list[str]:
     return [unit(s.title, s.point) for s in chapter.sections]
 
 
+@charged(Stage.SECTION_SCORING)
 def with_margin(
     embedder: Embedder, chapter: Chapter, section: Section, results: list[SectionResult]
 ) -> list[SectionResult]:
@@ -153,6 +168,31 @@ def off_point(results: list[SectionResult]) -> bool:
     return bool(margins) and max(margins) <= 0
 
 
+@dataclass(frozen=True)
+class WritePolicy:
+    """How each section is asked: candidates at once, more while off its point, and the warm-up schedule."""
+
+    best_of: int = 1
+    off_point_retries: int = 0
+    warm: WarmSchedule = WarmSchedule.OFF
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where a section's requests go: as its chapter's leader (warm.py), or to the backend to prefer."""
+
+    leader: Leader | None = None
+    prefer: str | None = None
+
+
+def first_token_then(leader: Leader, on_delta: OnDelta) -> OnDelta:
+    def both(text: str) -> None:
+        leader.first_token(text)
+        on_delta(text)
+
+    return both
+
+
 class SectionWriter:
     """Writes sections as they are handed to it and journals each as it lands: `best_of` candidates a
     section at once, then, while every candidate is nearer a sibling's point than its own, up to
@@ -166,8 +206,7 @@ class SectionWriter:
         sampler: Sampler,
         listener: BookListener,
         embedder: Embedder | None = None,
-        best_of: int = 1,
-        off_point_retries: int = 0,
+        policy: WritePolicy | None = None,
     ):
         self.pool = pool
         self.spec = spec
@@ -175,8 +214,10 @@ class SectionWriter:
         self.sampler = sampler
         self.listener = listener
         self.embedder = embedder or open_embedder()
-        self.best_of = best_of
-        self.off_point_retries = off_point_retries
+        policy = policy or WritePolicy()
+        self.best_of = policy.best_of
+        self.off_point_retries = policy.off_point_retries
+        self.groups = PrefixGroups(policy.warm)  # a chapter's sections share their prompt up to their own title
         self.wall = WallClock()
         self.results: dict[str, SectionResult] = {}
         self.first_sent: float | None = None
@@ -188,14 +229,22 @@ class SectionWriter:
         return 0.0 if self.first_sent is None else (self.last_done or self.first_sent) - self.first_sent
 
     async def write(self, outline: Outline, part: Part, chapter: Chapter, section: Section) -> None:
+        """Write one section: its chapter's first leads, the others follow it (warm.py)."""
+        leader = self.groups.lead(chapter.id)
+        route = Route(leader=leader, prefer=None if leader else await self.groups.follow(chapter.id))
         self.first_sent = self.first_sent or time.monotonic()
         self.listener.section_started(section.id, section.title)
         where = (outline, part, chapter, section)
-        results = await self._candidates(where, range(self.best_of))
+        try:
+            results = await self._candidates(where, range(self.best_of), route)
+        finally:
+            if leader is not None:
+                leader.finished()
         for extra in range(self.best_of, self.best_of + self.off_point_retries):
             if not off_point(results):
                 break
-            results += await self._candidates(where, [extra])
+            retry = Route(prefer=leader.backend if leader is not None else route.prefer)
+            results += await self._candidates(where, [extra], retry)
         result = best_candidate(results)
         if result.text != results[0].text and self.listener.wants_deltas:
             self.listener.section_restarted(section.id)
@@ -206,7 +255,7 @@ class SectionWriter:
         self.listener.written(result)
 
     async def _candidates(
-        self, where: tuple[Outline, Part, Chapter, Section], numbers: Iterable[int]
+        self, where: tuple[Outline, Part, Chapter, Section], numbers: Iterable[int], route: Route
     ) -> list[SectionResult]:
         """These candidates of one section, asked at once, each finished and scored by its on-point margin."""
         outline, part, chapter, section = where
@@ -214,7 +263,7 @@ class SectionWriter:
         answers: dict[int, SectionResult] = {}
 
         async def one(number: int) -> None:
-            answers[number] = await self._candidate(section, requests[number], streamed=number == 0)
+            answers[number] = await self._candidate(section, requests[number], route, streamed=number == 0)
 
         async with anyio.create_task_group() as group:
             for number in requests:
@@ -222,16 +271,23 @@ class SectionWriter:
         ordered = [answers[number] for number in requests]
         return await anyio.to_thread.run_sync(with_margin, self.embedder, chapter, section, ordered)
 
-    async def _candidate(self, section: Section, request: ChatRequest, *, streamed: bool) -> SectionResult:
-        """One answer, finished; only the first candidate's text streams to a listener that wants it."""
-        listener = self.listener
+    async def _candidate(
+        self, section: Section, request: ChatRequest, route: Route, *, streamed: bool
+    ) -> SectionResult:
+        """One answer, finished; only the first candidate's text streams to a listener that wants it. A
+        leader's first token is its siblings' sign under the `first-token` schedule."""
+        listener, leader = self.listener, route.leader
         on_delta = on_retry = None
         if streamed and listener.wants_deltas:
             on_delta = lambda text: listener.section_delta(section.id, text)  # noqa: E731
             on_retry = lambda: listener.section_restarted(section.id)  # noqa: E731
+        if leader is not None and leader.schedule is WarmSchedule.FIRST_TOKEN:
+            on_delta = leader.first_token if on_delta is None else first_token_then(leader, on_delta)
 
         async def ask() -> Completion:
-            return await self.pool.complete(request, on_delta, on_retry=on_retry)
+            return await self.pool.complete(
+                request, on_delta, on_retry=on_retry, prefer=route.prefer, on_sent=leader.sent if leader else None
+            )
 
         def later() -> None:
             self.asked_later += 1

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from pipeline.errors import UsageError
-from pipeline.records import PdfEngine
+from pipeline.records import PdfEngine, WarmSchedule
 
 SETTING = re.compile(r"setting '([a-z_]+)'")
 FLAG_OF = {  # where a flag is not --NAME
@@ -88,6 +88,13 @@ def add_writing_flags(group: argparse._ActionsContainer) -> None:
         type=int,
         metavar="N",
         help="ask a section up to N more times while it is nearer a sibling's point than its own (default 1)",
+    )
+    group.add_argument(
+        "--warm",
+        choices=[schedule.value for schedule in WarmSchedule],
+        help="when a chapter's sections follow the one sent first, to the same backend: once its answer is in "
+        "(answer, default: llama.cpp keeps a prompt in the slot that computed it), once its first token is in "
+        "(first-token: vLLM and SGLang share computed blocks), or all at once (off)",
     )
     add_embeddings_flag(group)
     add_judge_flag(group)
@@ -203,6 +210,7 @@ def settings_from(args: argparse.Namespace):
         "best_of": getattr(args, "best_of", None),
         "off_point_retries": getattr(args, "off_point_retries", None),
         "pdf_engine": getattr(args, "pdf_engine", None),
+        "warm": getattr(args, "warm", None),
     }
     return load_settings(flags, args.config)
 

@@ -27,6 +27,14 @@ class PdfEngine(StrEnum):
     WEASYPRINT = "weasyprint"
 
 
+class WarmSchedule(StrEnum):
+    """When the sections that share a chapter's prompt follow the one sent first (pipeline/book/warm.py)."""
+
+    ANSWER = "answer"  # once its answer is in: its slot is free again and holds its prompt (llama.cpp)
+    FIRST_TOKEN = "first-token"  # once its first token is in: its prompt's blocks are computed (vLLM, SGLang)
+    OFF = "off"  # all at once, wherever a slot is free
+
+
 class Backend(BaseModel):
     """One OpenAI-compatible server. `base_url` ends in /v1; the API key is read from `api_key_env`."""
 

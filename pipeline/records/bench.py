@@ -16,6 +16,17 @@ from pipeline.records import CacheResetDone
 SLO_METRICS = {"ttft": "ttft", "tpot": "tpot", "e2e": "e2el", "e2el": "e2el"}
 
 
+class CpuUse(BaseModel):
+    """CPU seconds spent over `seconds` of wall time (pipeline/cpu.py): the client's, by stage; its child
+    processes'; each backend's server where it runs on this machine (None: elsewhere, or inside the client)."""
+
+    seconds: float
+    client: float
+    by_stage: dict[str, float]
+    children: float
+    backends: dict[str, float | None]
+
+
 class Distribution(BaseModel):
     """One latency figure over many values, in milliseconds."""
 

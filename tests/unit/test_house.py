@@ -20,6 +20,7 @@ LAYERS = {
     "pipeline.titles": 0,
     "pipeline.records": 0,
     "pipeline.document": 0,
+    "pipeline.cpu": 0,  # where the CPU went, charged by every stage above it
     "pipeline.config": 1,
     "pipeline.backends": 2,
     "pipeline.audit": 3,

@@ -27,9 +27,10 @@ from pipeline.bench.studies.ladder import bench
 from pipeline.book.requestlog import REQUEST_LOG
 from pipeline.book.run import RunOptions, book
 from pipeline.config import Settings
+from pipeline.cpu import EVENT_LOOP, CpuMeter, Stage, cpu_use
 from pipeline.errors import UsageError
 from pipeline.records import BookSpec
-from pipeline.records.bench import BenchSpec
+from pipeline.records.bench import BenchSpec, CpuUse
 from pipeline.watch.listeners import BookListener
 
 
@@ -44,6 +45,7 @@ class JobRow(BaseModel):
     write_tok_s: float
     whole_ratio: float
     write_ratio: float
+    cpu: CpuUse | None = None  # the whole book() call: plan, write, then assembly and typesetting
 
 
 class EfficiencyRecord(BaseModel):
@@ -54,12 +56,17 @@ class EfficiencyRecord(BaseModel):
     window_s: float
     rows: list[JobRow]
     duration_s: float
+    ladder_cpu: CpuUse | None = None  # the ladder's window at the caps, with its warm-up
 
 
 def caps_of(settings: Settings) -> list[int]:
     """The configured caps; the ladder at caps refuses a level above an effective (open-file limited) cap,
     so a study whose caps were lowered stops with that message rather than measuring the wrong load."""
     return [b.cap for b in settings.backends] or [settings.slots]
+
+
+def cpu_meter(settings: Settings) -> CpuMeter:
+    return CpuMeter({backend.name: backend.base_url for backend in settings.backends})
 
 
 async def sustained_at_caps(settings: Settings, max_tokens: int, window_s: float) -> tuple[float, str]:
@@ -80,11 +87,14 @@ async def job_row(settings: Settings, spec: BookSpec, *, barrier: bool, sustaine
     # Seed 003's job: one request a section (no best of k, no off-point retries), so the figure measures the
     # schedule against the fleet, not how many candidates the text asked for.
     settings = settings.model_copy(update={"best_of": 1, "off_point_retries": 0})
+    meter = cpu_meter(settings)
     with tempfile.TemporaryDirectory(prefix="fanout-efficiency-") as folder:
         # Typesetting waits for the end here: on a machine that also hosts the backends (the embedded
         # engine, local fakes) its render processes would take CPU from them mid-job.
         options = RunOptions(barrier=barrier, incremental=False)
+        before = meter.snapshot()
         outcome = await book(settings, spec, Path(folder) / "run", None, BookListener(), options=options)
+        cpu = cpu_use(before, meter.snapshot())
     stats = outcome.stats
     return JobRow(
         schedule="barrier" if barrier else "pipelined",
@@ -97,12 +107,16 @@ async def job_row(settings: Settings, spec: BookSpec, *, barrier: bool, sustaine
         write_tok_s=stats.write_tok_s,
         whole_ratio=round(stats.generate_tok_s / sustained, 3),
         write_ratio=round(stats.write_tok_s / sustained, 3),
+        cpu=cpu,
     )
 
 
 async def job_efficiency(settings: Settings, spec: BookSpec, window_s: float) -> EfficiencyRecord:
     started = time.monotonic()
+    meter = cpu_meter(settings)
+    before = meter.snapshot()
     sustained, source = await sustained_at_caps(settings, spec.max_tokens, window_s)
+    ladder_cpu = cpu_use(before, meter.snapshot())
     rows = [await job_row(settings, spec, barrier=barrier, sustained=sustained) for barrier in (False, True)]
     return EfficiencyRecord(
         shape=spec.shape,
@@ -112,6 +126,7 @@ async def job_efficiency(settings: Settings, spec: BookSpec, window_s: float) ->
         window_s=window_s,
         rows=rows,
         duration_s=round(time.monotonic() - started, 1),
+        ladder_cpu=ladder_cpu,
     )
 
 
@@ -133,6 +148,31 @@ def efficiency_markdown(record: EfficiencyRecord) -> str:
             f"{row.generate_seconds:.2f} | {row.generate_tok_s:,.1f} | {row.whole_ratio:.3f} | "
             f"{row.write_tok_s:,.1f} | {row.write_ratio:.3f} |"
         )
+    return "\n".join(lines) + "\n" + cpu_markdown(record)
+
+
+def cpu_markdown(record: EfficiencyRecord) -> str:
+    """Where the CPU went in the ladder and in each job (pipeline/cpu.py), CPU seconds."""
+    runs = [("ladder at caps", record.ladder_cpu)] + [(f"job, {row.schedule}", row.cpu) for row in record.rows]
+    measured = [(name, cpu) for name, cpu in runs if cpu is not None]
+    if not measured:
+        return ""
+    stages = [*Stage, EVENT_LOOP]
+    backends = sorted({name for _, cpu in measured for name in cpu.backends})
+    header = ["run", "wall s", "client", *stages, "children", *backends]
+    lines = [
+        "",
+        "Where the CPU went (CPU seconds: the client's by stage, its child processes, and each backend's server "
+        "where it runs on this machine; – : elsewhere, or served from inside the client):",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|---" * len(header) + "|",
+    ]
+    for name, cpu in measured:
+        served = ["–" if (seconds := cpu.backends.get(b)) is None else f"{seconds:.2f}" for b in backends]
+        cells = [name, f"{cpu.seconds:.1f}", f"{cpu.client:.2f}"]
+        cells += [f"{cpu.by_stage.get(s, 0.0):.2f}" for s in stages] + [f"{cpu.children:.2f}", *served]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 

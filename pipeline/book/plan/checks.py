@@ -24,6 +24,7 @@ from pipeline.audit.offrequest import is_off_request
 from pipeline.book.plan.answers import PlanItem, heading_from_point, parse_book_title, parse_items
 from pipeline.book.plan.coverage import BookAsks, Coverage
 from pipeline.book.plan.schedule import NodeAsk
+from pipeline.cpu import Stage, charged
 from pipeline.records import Outline
 from pipeline.templating import example_answer
 from pipeline.titles import TitleIndex, borrows_from, content_words, refusal, title_key
@@ -116,6 +117,7 @@ class TitleChecks:
                 for section in ch.sections:
                     self.claim("sections", PlanItem(section.title, section.point), near=False)
 
+    @charged(Stage.PLANNING_CHECKS)
     def why_refused(
         self,
         item: PlanItem,
@@ -170,6 +172,7 @@ class TitleChecks:
     def _off_request(self, item: PlanItem) -> bool:
         return self.judge is not None and is_off_request(self.judge, self.request, unit(item.title, item.point))
 
+    @charged(Stage.PLANNING_CHECKS)
     def claim(self, level: str, item: PlanItem, *, near: bool = True) -> str | None:
         """Take a title for the book, or say why not: another node at any level has it, or (with `near`) one
         at this level nearly has it, by words or by meaning (a chapter: by its title and point too), as the

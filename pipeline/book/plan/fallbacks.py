@@ -22,6 +22,7 @@ from pipeline.audit.embed import Embedder
 from pipeline.book.plan.answers import PlanItem, heading_from_point
 from pipeline.book.plan.checks import TitleChecks
 from pipeline.book.plan.schedule import NodeAsk, PlanStats, TakeItem
+from pipeline.cpu import Stage, charged
 from pipeline.titles import clean_title, is_common
 
 
@@ -45,6 +46,7 @@ class Unfilled:
         return len(self.chosen) < self.ask.count
 
 
+@charged(Stage.PLANNING_CHECKS)
 def last_resorts(
     node: Unfilled, spare: list[tuple[PlanItem, str]], open_asks: list[str], *, checks: TitleChecks, stats: PlanStats
 ) -> None:

@@ -316,3 +316,15 @@ async def test_a_retry_that_must_wait_for_one_backend_holds_up_no_request_behind
     assert r2.attempts[0].backend == "bad" and r2.attempts[0].t_start < r0.t_done, "r2 did not wait behind r1"
     await bad.stop()
     await good.stop()
+
+
+async def test_a_request_takes_its_preferred_backend_while_it_has_a_free_slot_and_another_when_not():
+    engines = await started(FakeEngine(tokens=4, token_delay=0.05), FakeEngine(tokens=4, token_delay=0.05))
+    pool = BackendPool([backend(engines[0], "a", 2), backend(engines[1], "b", 2)], FAST)
+    sent: list[str] = []
+    async with anyio.create_task_group() as group:
+        for i in range(3):  # two fit on 'b', the third finds it full
+            group.start_soon(lambda i=i: pool.complete(request(f"r{i}"), prefer="b", on_sent=sent.append))
+    assert sorted(sent) == ["a", "b", "b"] and engines[1].requests == 2
+    for engine in engines:
+        await engine.stop()

@@ -16,7 +16,7 @@ from pipeline.book.plan.planner import Planner
 from pipeline.book.profiles import PROFILES, Sampler
 from pipeline.book.repair import Repairer
 from pipeline.book.run import spare_best_of
-from pipeline.book.write import SectionWriter
+from pipeline.book.write import SectionWriter, WritePolicy
 from pipeline.journal import Journal
 from pipeline.records import Backend, BookSpec, Chapter, EngineKind, Outline, Part, Section, SectionResult
 from pipeline.watch.listeners import BookListener
@@ -68,8 +68,9 @@ async def write_one(replies: SeededReplies, best_of: int, retries: int, tmp_path
             prompt="Write a short handbook on feeding a sourdough starter.", parts=1, chapters=1, sections=3
         )
         writer = SectionWriter(
-            pool, spec, Journal(tmp_path / "sections.jsonl"), SMALL, BookListener(), open_embedder(), best_of, retries
-        )
+            pool, spec, Journal(tmp_path / "sections.jsonl"), SMALL, BookListener(), open_embedder(),
+            WritePolicy(best_of=best_of, off_point_retries=retries),
+        )  # fmt: skip
         outline, part, chapter = feeding_chapter()
         await writer.write(outline, part, chapter, chapter.sections[0])
         writer.journal.close()

@@ -88,7 +88,7 @@ class Settings(BaseModel):
     best_of: int | None = Field(default=None, gt=0)  # section candidates; None: from the fleet's spare slots
     off_point_retries: int = Field(default=1, ge=0)  # more candidates for a section nearer a sibling's point
     pdf_engine: PdfEngine = PdfEngine.TYPST  # what typesets the PDF
-    warm: WarmSchedule = WarmSchedule.ANSWER  # when a chapter's sections follow its first (book/warm.py)
+    warm: WarmSchedule = WarmSchedule.AUTO  # when a chapter's sections follow its first (book/warm.py)
 
     @property
     def engine_threads(self) -> int:

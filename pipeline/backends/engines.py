@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pipeline.records import EngineKind
+from pipeline.records import EngineKind, WarmSchedule
 
 # Body fields the OpenAI API defines beyond temperature; every engine takes them.
 STANDARD_FIELDS = frozenset({"top_p", "frequency_penalty", "presence_penalty", "seed", "stop"})
@@ -62,6 +62,11 @@ class Engine:
     slots_from_props: bool = False  # /props total_slots says how many sequences it runs at once
     cache_reset: CacheReset | None = None  # None: it offers no way to empty its prefix cache
     no_cache_reset: str = "no endpoint known to empty its prefix cache"  # said where cache_reset is None
+    # when a prompt it is computing can serve another request's prefix: once the prompt's blocks are
+    # computed (its first token; vLLM's and SGLang's caches), or once its answer is in and its slot free
+    # (llama.cpp keeps a prompt in the slot that computed it, and in its host-memory cache once the slot is
+    # taken again; Ollama runs llama.cpp)
+    prefix_ready: WarmSchedule = WarmSchedule.FIRST_TOKEN
 
 
 ENGINES: dict[EngineKind, Engine] = {
@@ -132,6 +137,7 @@ ENGINES: dict[EngineKind, Engine] = {
         owned_by="llamacpp",
         version_at=("props", "build_info"),
         slots_from_props=True,
+        prefix_ready=WarmSchedule.ANSWER,
         cache_reset=CacheReset(
             "POST",
             "/slots/{slot}?action=erase",
@@ -160,6 +166,7 @@ ENGINES: dict[EngineKind, Engine] = {
         kind=EngineKind.OLLAMA,
         owned_by="library",
         version_at=("api_version", "version"),
+        prefix_ready=WarmSchedule.ANSWER,
         no_cache_reset="Ollama has no endpoint that empties a loaded model's cache (unloading it, keep_alive 0, does)",
     ),
     EngineKind.UNKNOWN: Engine(kind=EngineKind.UNKNOWN),

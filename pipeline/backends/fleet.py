@@ -22,7 +22,7 @@ from pipeline.backends.aiohttp_chat import new_session
 from pipeline.backends.chat import check_proxies
 from pipeline.backends.chatworkers import ChatWorkers
 from pipeline.backends.embedded.engine import EmbeddedEngine
-from pipeline.backends.engines import metric_names
+from pipeline.backends.engines import engine, metric_names
 from pipeline.backends.limits import plan_open_files
 from pipeline.backends.metrics import detect_engine, scrape
 from pipeline.backends.pool import BackendPool, RetryPolicy, Transport
@@ -31,7 +31,7 @@ from pipeline.backends.sdk import close_sdk_clients
 from pipeline.backends.supervisor import EngineSupervisor
 from pipeline.config import EngineSettings, Settings
 from pipeline.errors import UsageError
-from pipeline.records import Backend, EngineInfo
+from pipeline.records import Backend, EngineInfo, EngineKind, WarmSchedule
 
 log = logging.getLogger("fanout")
 EXTRA_CONNECTIONS = 32  # metrics scrapes and probes beside the capped requests
@@ -58,6 +58,11 @@ class Fleet:
     def planners(self) -> BackendPool:
         """The pool planning requests go to: its own, or the writers' when it has none."""
         return self.planner_pool or self.pool
+
+    def prefix_ready(self, name: str) -> WarmSchedule:
+        """When a prompt the named backend is computing can serve another's (its engine's `prefix_ready`)."""
+        info = self.engines.get(name)
+        return engine(info.kind if info is not None else EngineKind.UNKNOWN).prefix_ready
 
     def infos(self, pool: BackendPool) -> list[EngineInfo]:
         return [self.engines[state.backend.name] for state in pool.states]

@@ -28,7 +28,7 @@ too, so a resume asks it again.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import anyio
@@ -41,7 +41,7 @@ from pipeline.backends.sse import OnDelta
 from pipeline.book.later import asked_until_answered
 from pipeline.book.profiles import Sampler
 from pipeline.book.trim import end_well, paragraphs_for, tidy_closing, tidy_opening, without_headings
-from pipeline.book.warm import Leader, PrefixGroups
+from pipeline.book.warm import Leader, PrefixGroups, first_token_everywhere
 from pipeline.cpu import Stage, charged
 from pipeline.journal import Journal
 from pipeline.records import (
@@ -175,6 +175,7 @@ class WritePolicy:
     best_of: int = 1
     off_point_retries: int = 0
     warm: WarmSchedule = WarmSchedule.OFF
+    ready_after: Callable[[str], WarmSchedule] = first_token_everywhere  # a backend -> its engine's schedule
 
 
 @dataclass(frozen=True)
@@ -217,7 +218,9 @@ class SectionWriter:
         policy = policy or WritePolicy()
         self.best_of = policy.best_of
         self.off_point_retries = policy.off_point_retries
-        self.groups = PrefixGroups(policy.warm)  # a chapter's sections share their prompt up to their own title
+        self.groups = PrefixGroups(
+            policy.warm, policy.ready_after
+        )  # a chapter's sections share their prompt up to their own title
         self.wall = WallClock()
         self.results: dict[str, SectionResult] = {}
         self.first_sent: float | None = None
@@ -281,7 +284,7 @@ class SectionWriter:
         if streamed and listener.wants_deltas:
             on_delta = lambda text: listener.section_delta(section.id, text)  # noqa: E731
             on_retry = lambda: listener.section_restarted(section.id)  # noqa: E731
-        if leader is not None and leader.schedule is WarmSchedule.FIRST_TOKEN:
+        if leader is not None:  # its schedule is known once it is sent: its first token may be the sign
             on_delta = leader.first_token if on_delta is None else first_token_then(leader, on_delta)
 
         async def ask() -> Completion:

@@ -93,8 +93,9 @@ def add_writing_flags(group: argparse._ActionsContainer) -> None:
         "--warm",
         choices=[schedule.value for schedule in WarmSchedule],
         help="when a chapter's sections follow the one sent first, to the same backend: once its answer is in "
-        "(answer, default: llama.cpp keeps a prompt in the slot that computed it), once its first token is in "
-        "(first-token: vLLM and SGLang share computed blocks), or all at once (off)",
+        "(answer: llama.cpp keeps a prompt in the slot that computed it), once its first token is in "
+        "(first-token: vLLM and SGLang share computed blocks), as the first one's engine needs (auto, the "
+        "default), or all at once (off)",
     )
     add_embeddings_flag(group)
     add_judge_flag(group)

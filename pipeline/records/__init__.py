@@ -30,6 +30,7 @@ class PdfEngine(StrEnum):
 class WarmSchedule(StrEnum):
     """When the sections that share a chapter's prompt follow the one sent first (pipeline/book/warm.py)."""
 
+    AUTO = "auto"  # as the leader's engine keeps prompts (pipeline/backends/engines.py `prefix_ready`)
     ANSWER = "answer"  # once its answer is in: its slot is free again and holds its prompt (llama.cpp)
     FIRST_TOKEN = "first-token"  # once its first token is in: its prompt's blocks are computed (vLLM, SGLang)
     OFF = "off"  # all at once, wherever a slot is free

@@ -82,3 +82,16 @@ async def test_a_failed_leader_never_holds_its_siblings_up():
     leader.finished()  # its request failed on every backend
     with anyio.fail_after(1):
         assert await groups.follow("c1") is None
+
+
+def test_auto_waits_as_the_leaders_engine_needs():
+    ready_after = {"llama": WarmSchedule.ANSWER, "vllm": WarmSchedule.FIRST_TOKEN}.__getitem__
+    groups = PrefixGroups(WarmSchedule.AUTO, ready_after)
+    on_llama, on_vllm = groups.lead("c1"), groups.lead("c2")
+    assert on_llama is not None and on_vllm is not None
+    on_llama.sent("llama")
+    on_vllm.sent("vllm")
+    on_llama.first_token("Once")
+    on_vllm.first_token("Once")
+    assert not on_llama.warm.is_set(), "llama.cpp shares a prompt only once its slot is free"
+    assert on_vllm.warm.is_set(), "vLLM shares blocks once they are computed"

@@ -651,7 +651,8 @@ def ratios(rows: list[Row]) -> list[str]:
                 pacing = f"{c.tick_ms:g} ms tick" if c.tick_ms > 0 else "unpaced"
                 lines.append(
                     f"ours vs {o.client}, {pacing}, {c.streams} streams, {c.workers} worker(s): "
-                    f"{other.us_per_event / row.us_per_event:.1f}x less CPU per event, "
+                    f"{row.us_per_event:.1f} µs of CPU an event against {other.us_per_event:.1f} "
+                    f"({row.us_per_event / other.us_per_event:.2f}x {o.client}'s), "
                     f"{row.tokens_per_s / max(other.tokens_per_s, 1):.1f}x the tokens/s"
                 )
     return lines + runner_ratios(rows)

@@ -37,7 +37,13 @@ def parse_item(body: str) -> PlanItem:
     return PlanItem(clean_title(match.group(1)), clean_point(match.group(2)))
 
 
-NOTE_IN_POINT = re.compile(r"\s*\([^()]*\b(?:repeats?|refused|already|chosen|elsewhere|covers what)\b.*$", re.I)
+# a re-ask's note the model copied into a point: a bracket holding a refusal reason (checks.py, titles.py)
+NOTE_IN_POINT = re.compile(
+    r"\s*(?:\([\"“][^\"”()]*[\"”]\s*)?"  # the refused title it was said of, in its own bracket
+    r"\([^()]*\b(?:repeats?|refused|already|chosen|elsewhere|covers what|leaves out|not about|says the same"
+    r"|says nothing|worked example|told apart)\b.*$",
+    re.I,
+)
 
 
 def clean_point(text: str) -> str:

@@ -13,7 +13,7 @@ from pipeline.audit.offrequest import open_judge
 from pipeline.audit.source import load_run
 from pipeline.backends.pool import BackendPool, RetryPolicy
 from pipeline.book.assemble import assemble, demote_headings
-from pipeline.book.plan.answers import ItemStream, PlanItem, parse_items
+from pipeline.book.plan.answers import ItemStream, PlanItem, clean_point, parse_items
 from pipeline.book.plan.checks import TitleChecks
 from pipeline.book.plan.coverage import Coverage
 from pipeline.book.plan.fallbacks import MAX_ASKS_A_HEADING, ask_groups, heading_from_asks, reads_as_heading
@@ -665,3 +665,22 @@ def test_a_book_title_that_does_not_name_what_was_asked_is_refused(request_text,
 )
 def test_an_ask_becomes_a_heading_only_when_it_can_stand_as_one(ask, heading):
     assert reads_as_heading(ask) == heading
+
+
+@pytest.mark.parametrize(
+    "point",
+    [
+        'Where the rota goes (nearly repeats "Rota", a title elsewhere in the book)',
+        "Where the rota goes (leaves out what the request asks for: aphids; blight; slugs…",
+        'Where the rota goes ("Rota Basics" (says nothing of its own)',
+        "Where the rota goes (comes from the worked example, not from this book)",
+    ],
+)
+def test_a_re_ask_note_copied_into_a_point_is_cut_off(point):
+    assert clean_point(point) == "Where the rota goes"
+
+
+def test_a_bracket_of_the_points_own_stays():
+    assert clean_point("Where the rota goes (two weeks ahead, on the board)") == (
+        "Where the rota goes (two weeks ahead, on the board)"
+    )

@@ -125,15 +125,23 @@ def listener_pid(url: str) -> int | None:
 
 class CpuMeter:
     """Snapshots of the CPU; `backends` names each backend's URL. A backend whose server is this process
-    reads None (its CPU is the client's); one whose server is a child of this one (the embedded engine) is
-    counted as a backend, not among the children."""
+    reads None (its CPU is the client's); backends one process serves are read once, under their names
+    joined; a server that is a child of this one (the embedded engine) is counted as a backend, not among
+    the children."""
 
     def __init__(self, backends: dict[str, str]) -> None:
         self.me = psutil.Process()
-        self.servers: dict[str, psutil.Process | None] = {}
+        serving: dict[int | None, list[str]] = {}
         for name, url in backends.items():
             pid = listener_pid(url)
-            self.servers[name] = None if pid is None or pid == self.me.pid else psutil.Process(pid)
+            serving.setdefault(None if pid == self.me.pid else pid, []).append(name)
+        # one entry a server process: backends served by one process (six FAKE engines) are read once
+        self.servers: dict[str, psutil.Process | None] = {}
+        for pid, names in serving.items():
+            if pid is None:
+                self.servers.update({name: None for name in names})
+            else:
+                self.servers[", ".join(names)] = psutil.Process(pid)
 
     def snapshot(self) -> CpuSnapshot:
         backends: dict[str, float | None] = {}

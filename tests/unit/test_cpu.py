@@ -40,6 +40,13 @@ def test_a_stage_in_a_worker_thread_is_charged_to_that_thread():
     assert cpu_use(before, meter.snapshot()).by_stage[Stage.SECTION_SCORING] >= 0.1
 
 
+def test_backends_one_process_serves_are_read_once():
+    with steplaw_process(2) as urls:
+        meter = CpuMeter({"b0": urls[0], "b1": urls[1]})
+        use = cpu_use(meter.snapshot(), meter.snapshot())
+    assert list(use.backends) == ["b0, b1"]
+
+
 def test_a_local_backend_server_is_read_and_one_inside_the_client_or_elsewhere_is_not():
     with steplaw_process(1) as urls, steplaw_in_thread((12.94, 0.2451)) as inside:
         backends = {"own process": urls[0], "in the client": inside[0].url, "elsewhere": "http://10.1.2.3:8000/v1"}

@@ -345,7 +345,12 @@ class BookRun:
             writing,
             self.progress,
             self.embedder,
-            WritePolicy(best_of, self.settings.off_point_retries, self.settings.warm, fleet.prefix_ready),
+            WritePolicy(
+                best_of=best_of,
+                off_point_retries=self.settings.off_point_retries,
+                warm=self.settings.warm,
+                ready_after=fleet.prefix_ready,
+            ),
         )
         self.progress.writing(self.spec.section_count, done, fleet.pool)
         self.requests_started = time.monotonic()

@@ -167,6 +167,7 @@ class RunOptions:
     repair: bool = False  # repair what the audit found before typesetting (`fanout repair`)
     keep_stats: bool = False  # leave an earlier run's stats.json in place (a repair of a finished run)
     barrier: bool = False  # plan the whole outline before writing any section (the efficiency baseline)
+    streamed: bool = False  # write each section the moment its line is planned, not once its chapter is whole
     incremental: bool = True  # typeset parts while writing (off: all at the end)
 
 
@@ -396,7 +397,9 @@ class BookRun:
             write_atomic(self.folder.outline, outline.model_dump_json(indent=2))
             self.progress.outline_ready(outline)
 
-        outline = await planner.plan(partial, barrier=self.options.barrier, on_section=on_section, on_change=save)
+        outline = await planner.plan(
+            partial, barrier=self.options.barrier, streamed=self.options.streamed, on_section=on_section, on_change=save
+        )
         self.plan_stats = planner.stats
         log.info(
             "planned %s: %d sections in %.1f s (%d requests, %d re-asked, %d beside another ask, "

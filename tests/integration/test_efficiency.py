@@ -9,7 +9,7 @@ import sys
 from tests.fakes.fake_steplaw import steplaw_process
 
 
-def test_efficiency_reports_both_schedules_against_the_sustained_rate(tmp_path):
+def test_efficiency_reports_each_schedule_against_the_sustained_rate_and_where_the_cpu_went(tmp_path):
     with steplaw_process(2, 5, 0.2, 16) as urls:
         backends = [arg for url in urls for arg in ("--backend", f"{url},cap=16")]
         done = subprocess.run(
@@ -36,12 +36,14 @@ def test_efficiency_reports_both_schedules_against_the_sustained_rate(tmp_path):
     assert done.returncode == 0, done.stderr
     record = json.loads(done.stdout)
     assert record["caps"] == [16, 16] and record["sustained_tok_s"] > 0
-    assert [row["schedule"] for row in record["rows"]] == ["pipelined", "barrier"]
+    assert [row["schedule"] for row in record["rows"]] == ["pipelined", "streamed", "barrier"]
     for row in record["rows"]:
         assert row["sections"] == 16 and row["tokens"] == 16 * 24
         assert row["whole_ratio"] == round(row["generate_tok_s"] / record["sustained_tok_s"], 3)
         assert 0 < row["whole_ratio"] <= row["write_ratio"] * 1.05
-    assert "÷ sustained" in (tmp_path / "efficiency.md").read_text()
+    assert all(row["cpu"]["client"] > 0 and row["cpu"]["backends"] for row in record["rows"])
+    markdown = (tmp_path / "efficiency.md").read_text()
+    assert "÷ sustained" in markdown and "Where the CPU went" in markdown
 
 
 def run_fanout(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:

@@ -83,7 +83,10 @@ async def sustained_at_caps(settings: Settings, max_tokens: int, window_s: float
     return point.sustained, point.sustained_source
 
 
-async def job_row(settings: Settings, spec: BookSpec, *, barrier: bool, sustained: float) -> JobRow:
+SCHEDULES = ("pipelined", "streamed", "barrier")  # sections once their chapter is whole, as each line lands, at the end
+
+
+async def job_row(settings: Settings, spec: BookSpec, *, schedule: str, sustained: float) -> JobRow:
     # Seed 003's job: one request a section (no best of k, no off-point retries), so the figure measures the
     # schedule against the fleet, not how many candidates the text asked for.
     settings = settings.model_copy(update={"best_of": 1, "off_point_retries": 0})
@@ -91,13 +94,13 @@ async def job_row(settings: Settings, spec: BookSpec, *, barrier: bool, sustaine
     with tempfile.TemporaryDirectory(prefix="fanout-efficiency-") as folder:
         # Typesetting waits for the end here: on a machine that also hosts the backends (the embedded
         # engine, local fakes) its render processes would take CPU from them mid-job.
-        options = RunOptions(barrier=barrier, incremental=False)
+        options = RunOptions(barrier=schedule == "barrier", streamed=schedule == "streamed", incremental=False)
         before = meter.snapshot()
         outcome = await book(settings, spec, Path(folder) / "run", None, BookListener(), options=options)
         cpu = cpu_use(before, meter.snapshot())
     stats = outcome.stats
     return JobRow(
-        schedule="barrier" if barrier else "pipelined",
+        schedule=schedule,
         sections=stats.sections_ok,
         tokens=stats.tokens_written,
         plan_seconds=stats.plan_seconds,
@@ -117,7 +120,7 @@ async def job_efficiency(settings: Settings, spec: BookSpec, window_s: float) ->
     before = meter.snapshot()
     sustained, source = await sustained_at_caps(settings, spec.max_tokens, window_s)
     ladder_cpu = cpu_use(before, meter.snapshot())
-    rows = [await job_row(settings, spec, barrier=barrier, sustained=sustained) for barrier in (False, True)]
+    rows = [await job_row(settings, spec, schedule=schedule, sustained=sustained) for schedule in SCHEDULES]
     return EfficiencyRecord(
         shape=spec.shape,
         caps=caps_of(settings),

@@ -83,6 +83,7 @@ class Planner:
         outline: Outline | None = None,
         *,
         barrier: bool = False,
+        streamed: bool = False,
         on_section: OnSection | None = None,
         on_change: Callable[[Outline], None] | None = None,
     ) -> Outline:
@@ -112,7 +113,7 @@ class Planner:
         else:  # writing fills the slots meanwhile: keep one a backend for planning answers
             with self.pool.reserve_for_first():
                 async with anyio.create_task_group() as group:
-                    outline = await self._plan_pipelined(outline, group, announce, changed)
+                    outline = await self._plan_pipelined(outline, group, announce, changed, streamed=streamed)
         assert outline is not None, "both schedules return the outline (a failed task raises out of the group)"
         outline.complete = True
         changed(outline)
@@ -152,9 +153,9 @@ class Planner:
         return outline
 
     async def _plan_pipelined(
-        self, outline: Outline | None, group: TaskGroup, announce: OnSection, changed: OnChange
+        self, outline: Outline | None, group: TaskGroup, announce: OnSection, changed: OnChange, *, streamed: bool
     ) -> Outline:
-        starter = _Starter(self, group, announce, changed)
+        starter = _Starter(self, group, announce, changed, streamed)
         if outline is not None:
             for part in list(outline.parts):
                 starter.part(outline, part)
@@ -269,6 +270,7 @@ class Planner:
         chapter: Chapter,
         on_complete: Callable[[], None] | None = None,
         changed: OnChange | None = None,
+        on_each: Callable[[Section], None] | None = None,
     ) -> None:
         def add(item: PlanItem, *, placeholder: bool, musts: list[str]) -> None:
             section = Section(
@@ -279,6 +281,8 @@ class Planner:
             )
             chapter.sections.append(section)
             chapter.sections.sort(key=lambda s: id_number(s.id))
+            if on_each is not None:
+                on_each(section)
             if on_complete is not None and len(chapter.sections) == self.spec.sections:
                 on_complete()
 
@@ -323,13 +327,20 @@ class _Starter:
     group: TaskGroup
     announce: OnSection
     changed: OnChange
+    streamed: bool = False  # each section announced as its line arrives, not once its chapter is whole
 
     def chapter(self, book: Outline, part: Part, chapter: Chapter) -> None:
         if len(chapter.sections) >= self.planner.spec.sections:
             self.announce_all(book, part, chapter)
             return
-        done = partial(self.announce_all, book, part, chapter)
-        self.group.start_soon(partial(self.planner._plan_chapter, book, part, chapter, done, self.changed))
+        if self.streamed:
+            self.announce_all(book, part, chapter)  # those an interrupted run already planned
+            each = partial(self.announce, book, part, chapter)
+            plan = partial(self.planner._plan_chapter, book, part, chapter, None, self.changed, each)
+        else:
+            done = partial(self.announce_all, book, part, chapter)
+            plan = partial(self.planner._plan_chapter, book, part, chapter, done, self.changed)
+        self.group.start_soon(plan)
 
     def part(self, book: Outline, part: Part) -> None:
         for chapter in list(part.chapters):

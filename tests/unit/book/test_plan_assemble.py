@@ -684,3 +684,19 @@ def test_a_bracket_of_the_points_own_stays():
     assert clean_point("Where the rota goes (two weeks ahead, on the board)") == (
         "Where the rota goes (two weeks ahead, on the board)"
     )
+
+
+async def test_streamed_sections_are_announced_as_each_line_lands():
+    delay = 0.05
+    engine = await FakeEngine(reply=ScriptedPlanner({}), token_delay=delay).start()
+    pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=16)])
+    announced: dict[str, float] = {}
+    planner = Planner(pool, BookSpec(prompt="p", parts=1, chapters=1, sections=4), GREEDY)
+    outline = await planner.plan(
+        streamed=True,
+        on_section=lambda book, part, chapter, section: announced.setdefault(section.title, time.time()),
+    )
+    await engine.stop()
+    times = [announced[section.title] for _, _, section in outline.sections()]
+    assert len(times) == 4 and times == sorted(times)
+    assert times[-1] - times[0] > 2 * delay, "each as its line lands, not all at once with the last"

@@ -419,21 +419,30 @@ async def test_a_partial_outline_is_completed_without_planning_again():
     assert outline.complete and outline.parts[0] == done and shape_of(outline) == (2, {1}, {2})
 
 
-@pytest.mark.parametrize("barrier", [False, True])
-async def test_a_chapters_sections_are_announced_the_moment_it_has_them_all(barrier):
-    delay = 0.05  # the server sees a planner hang up at its next token: its clock lags the client's by one
+async def announced_plan(
+    spec: BookSpec, delay: float, **schedule: bool
+) -> tuple[Outline, Planner, dict[str, float], list]:
+    """Plan on a FAKE engine streaming a token every `delay` s: the outline, the planner, when each section
+    was announced (by title), and what the engine saw."""
     engine = await FakeEngine(reply=ScriptedPlanner({}), token_delay=delay).start()
     pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=16)])
     announced: dict[str, float] = {}
-    planner = Planner(pool, BookSpec(prompt="p", parts=2, chapters=2, sections=4), GREEDY)
+    planner = Planner(pool, spec, GREEDY)
     outline = await planner.plan(
-        barrier=barrier,
-        on_section=lambda book, part, chapter, section: announced.setdefault(section.title, time.time()),
+        **schedule, on_section=lambda book, part, chapter, section: announced.setdefault(section.title, time.time())
     )
     await engine.stop()
+    return outline, planner, announced, engine.timeline
+
+
+@pytest.mark.parametrize("barrier", [False, True])
+async def test_a_chapters_sections_are_announced_the_moment_it_has_them_all(barrier):
+    delay = 0.05  # the server sees a planner hang up at its next token: its clock lags the client's by one
+    spec = BookSpec(prompt="p", parts=2, chapters=2, sections=4)
+    outline, planner, announced, timeline = await announced_plan(spec, delay, barrier=barrier)
     assert list(announced) == [s.title for _, _, s in outline.sections()] if barrier else len(announced) == 16
     assert planner.stats.cut_short == planner.stats.requests == 7, "no answer was read past its last title"
-    answers = {prompt: (start, end) for start, end, prompt in engine.timeline}
+    answers = {prompt: (start, end) for start, end, prompt in timeline}
     for part in outline.parts:
         for chapter in part.chapters:
             start, end = next(v for k, v in answers.items() if f'chapter "{chapter.title}"' in k)
@@ -688,15 +697,8 @@ def test_a_bracket_of_the_points_own_stays():
 
 async def test_streamed_sections_are_announced_as_each_line_lands():
     delay = 0.05
-    engine = await FakeEngine(reply=ScriptedPlanner({}), token_delay=delay).start()
-    pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=16)])
-    announced: dict[str, float] = {}
-    planner = Planner(pool, BookSpec(prompt="p", parts=1, chapters=1, sections=4), GREEDY)
-    outline = await planner.plan(
-        streamed=True,
-        on_section=lambda book, part, chapter, section: announced.setdefault(section.title, time.time()),
-    )
-    await engine.stop()
+    spec = BookSpec(prompt="p", parts=1, chapters=1, sections=4)
+    outline, _, announced, _ = await announced_plan(spec, delay, streamed=True)
     times = [announced[section.title] for _, _, section in outline.sections()]
     assert len(times) == 4 and times == sorted(times)
     assert times[-1] - times[0] > 2 * delay, "each as its line lands, not all at once with the last"

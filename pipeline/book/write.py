@@ -218,9 +218,8 @@ class SectionWriter:
         policy = policy or WritePolicy()
         self.best_of = policy.best_of
         self.off_point_retries = policy.off_point_retries
-        self.groups = PrefixGroups(
-            policy.warm, policy.ready_after
-        )  # a chapter's sections share their prompt up to their own title
+        # a chapter's sections share their prompt up to their own title: its first leads (warm.py)
+        self.groups = PrefixGroups(policy.warm, policy.ready_after)
         self.wall = WallClock()
         self.results: dict[str, SectionResult] = {}
         self.first_sent: float | None = None

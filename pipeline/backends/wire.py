@@ -239,5 +239,7 @@ async def stream_chat(
     finally:
         if not exchange.done.done():  # cancelled: drop the connection
             exchange.done.cancel()
+        elif not exchange.done.cancelled():
+            exchange.done.exception()  # a failure that landed after its caller stopped waiting is not news
         exchange.close(abort=True)
     return completion_of(backend, request, stream, t_sent, request_id)

@@ -64,8 +64,9 @@ class Run:
 
 def command(out: Path, *backends: str, verbose: bool = False) -> list[str]:
     flags = [arg for spec in backends for arg in ("--backend", spec)]
-    # --barrier: all 12 sections are asked at once, so each cap-1 bad backend takes one (pipelined, they
-    # start one title at a time and a backend that failed fast could take the next before the others had one)
+    # --barrier and --warm off: all 12 sections are asked at once, so each cap-1 bad backend takes one
+    # (pipelined, they start one title at a time and a backend that failed fast could take the next before the
+    # others had one; warmed, a chapter's sections follow its first to the backend that answered it)
     return [
         *FANOUT,
         *(["-v"] if verbose else []),
@@ -78,6 +79,8 @@ def command(out: Path, *backends: str, verbose: bool = False) -> list[str]:
         "--quiet",
         "--json",
         "--barrier",
+        "--warm",
+        "off",
         *flags,
     ]
 

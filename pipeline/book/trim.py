@@ -135,13 +135,22 @@ def is_trailer(line: str) -> bool:
 
 
 def tidy_closing(text: str) -> str:
-    """The answer without up to two trailing label lines, when the text before them ends on a full sentence."""
+    """The answer without up to two trailing label lines, when the text before them ends on a full sentence,
+    and without a closing double quote its last paragraph never opened."""
     lines = text.rstrip().splitlines()
     for count in (2, 1):
         before = "\n".join(lines[:-count]).rstrip()
         if before and all(is_trailer(line) for line in lines[-count:]) and ends_closed(before):
-            return before
-    return "\n".join(lines)
+            return without_stray_quote(before)
+    return without_stray_quote("\n".join(lines))
+
+
+def without_stray_quote(text: str) -> str:
+    """'… across many disciplines."' ending a paragraph that holds no other double quote: the quote goes."""
+    last = text.rsplit("\n\n", 1)[-1]
+    if text.endswith(('"', "”")) and sum(last.count(mark) for mark in '"“”') == 1:
+        return text[:-1].rstrip()
+    return text
 
 
 def cut_repeats(text: str) -> str:

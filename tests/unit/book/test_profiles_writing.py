@@ -299,6 +299,8 @@ def test_the_opening_loses_chatter_and_an_echoed_title_line_but_never_content(te
         ("Steps to follow.\n- mix the flour\n- wait", "Steps to follow.\n- mix the flour\n- wait"),
         ("Run it:\n```\nls\n```", "Run it:\n```\nls\n```"),
         ("One line only", "One line only"),
+        ('It helps.\n\nIt works across many disciplines."', "It helps.\n\nIt works across many disciplines."),
+        ('She said "feed it daily."', 'She said "feed it daily."'),  # a quote it opened stays
     ],
 )
 def test_the_closing_loses_a_label_line_after_the_last_sentence_but_never_content(text, tidied):

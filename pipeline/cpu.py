@@ -101,7 +101,8 @@ def process_seconds(process: psutil.Process) -> float:
 
 
 def children_seconds(process: psutil.Process) -> float:
-    """Living children (render workers, the embedded engine excluded by the caller) and those reaped."""
+    """Living children (render workers, an embedded engine) and those reaped; CpuMeter takes out a child
+    that is one of its named backends."""
     times = process.cpu_times()
     alive = 0.0
     for child in process.children(recursive=True):

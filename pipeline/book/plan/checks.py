@@ -107,7 +107,9 @@ class TitleChecks:
         self.book_keys: dict[str, set[str]] = {"parts": set(), "chapters": set(), "sections": set()}
         self.book_titles: dict[str, TitleIndex] = {level: TitleIndex() for level in self.book_keys}
         self.meanings: dict[str, MeaningIndex] = {level: MeaningIndex(embedder) for level in self.book_keys}
-        self.book_asks = BookAsks(embedder, request_asks(request)[1:])  # the concerns; the subject is the book's
+        asks = request_asks(request)
+        self.book_asks = BookAsks(embedder, asks[1:])  # the concerns; the subject is the book's
+        self.title_asks = asks if is_brief(request) else asks[:1]  # what the book's title must carry one of
 
     def claim_existing(self, outline: Outline) -> None:
         """Titles an interrupted run already planned stay taken."""
@@ -164,8 +166,7 @@ class TitleChecks:
         borrowed = (content_words(title) & (example_book_title_words() | example_words(PLAN_TEMPLATES[0]))) - own
         if len(copied) >= 2 or (borrowed and not content_words(title) & own):
             return "comes from the worked example, not from this book"
-        asks = request_asks(self.request)
-        wanted = asks if is_brief(self.request) else asks[:1]
+        wanted = self.title_asks
         if wanted and not any(carries(self.embedder, ask, [title]) for ask in wanted):
             return "does not name what the book is about: " + wanted[0]
         return None

@@ -56,7 +56,8 @@ def last_resorts(
 
     def from_asks(asks: list[str]) -> None:
         for group in ask_groups(checks.embedder, asks, slots=ask.count - len(node.chosen)):
-            for heading in (heading_from_asks(group), heading_from_asks(group[:1])):
+            # the whole group's heading, else its lead's alone (the same heading when the group is one ask)
+            for heading in dict.fromkeys([heading_from_asks(group), heading_from_asks(group[:1])]):
                 if node.missing() and node.passes(heading, checks):
                     stats.titles_from_asks += 1
                     take(heading)

@@ -37,16 +37,18 @@ from pipeline.book.requestlog import RequestLog
 from pipeline.book.stats import JobTally, backend_lines, book_stats
 from pipeline.book.write import SectionWriter, WritePolicy
 from pipeline.config import Settings
-from pipeline.cpu import Stage, charged, stage
+from pipeline.cpu import CpuMeter, Stage, charged, cpu_use, stage
 from pipeline.errors import UsageError, fanout_error_in
 from pipeline.files import OUTPUTS, output_path, write_atomic
 from pipeline.journal import Journal, read_journal
 from pipeline.records import (
+    BOOK_SCHEDULE,
     BookSpec,
     Chapter,
     EngineInfo,
     Outline,
     Part,
+    PlanSchedule,
     SamplingProfile,
     Section,
     SectionResult,
@@ -166,8 +168,7 @@ class RunOptions:
 
     repair: bool = False  # repair what the audit found before typesetting (`fanout repair`)
     keep_stats: bool = False  # leave an earlier run's stats.json in place (a repair of a finished run)
-    barrier: bool = False  # plan the whole outline before writing any section (the efficiency baseline)
-    streamed: bool = False  # write each section the moment its line is planned, not once its chapter is whole
+    schedule: PlanSchedule = BOOK_SCHEDULE  # when a planned section is handed to the writer
     incremental: bool = True  # typeset parts while writing (off: all at the end)
 
 
@@ -200,6 +201,8 @@ class BookRun:
                 typesetter.start()
             async with open_fleet(self.settings, engine_log=self.folder.engine_log) as fleet:
                 self.progress.fleet_opened(fleet)
+                meter = CpuMeter({backend.name: backend.base_url for backend in fleet.backends})
+                cpu_before = meter.snapshot()
                 for pool in {id(fleet.pool): fleet.pool, id(fleet.planners): fleet.planners}.values():
                     pool.on_finished = request_log.record
                 writing, planning = self._samplers(fleet)
@@ -225,6 +228,7 @@ class BookRun:
                     ),
                     asked_later=asked_later,
                     engine_restarts=fleet.engine_restarts,
+                    cpu=cpu_use(cpu_before, meter.snapshot()),
                 )
             tally.prompt_cache = request_log.prompt_cache()
             typesetter = typesetter or self._typesetter()
@@ -366,6 +370,7 @@ class BookRun:
             async with anyio.create_task_group() as group:
 
                 def start_section(book: Outline, part: Part, chapter: Chapter, section: Section) -> None:
+                    writer.planned(chapter)
                     if not already_written(journal, section):
                         group.start_soon(write, book, part, chapter, section)
 
@@ -397,9 +402,7 @@ class BookRun:
             write_atomic(self.folder.outline, outline.model_dump_json(indent=2))
             self.progress.outline_ready(outline)
 
-        outline = await planner.plan(
-            partial, barrier=self.options.barrier, streamed=self.options.streamed, on_section=on_section, on_change=save
-        )
+        outline = await planner.plan(partial, schedule=self.options.schedule, on_section=on_section, on_change=save)
         self.plan_stats = planner.stats
         log.info(
             "planned %s: %d sections in %.1f s (%d requests, %d re-asked, %d beside another ask, "

@@ -7,6 +7,7 @@ wall-clock; every rate says so. The quality figures are the audit's, copied in b
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -15,6 +16,7 @@ from rich.table import Table
 
 from pipeline.book.plan.schedule import PlanStats
 from pipeline.records import Attempt, EngineInfo, Outcome, SectionResult
+from pipeline.records.bench import CpuUse
 from pipeline.records.book import BackendLine, BookStats, PromptCache
 from pipeline.text import ends_closed
 
@@ -42,6 +44,7 @@ class JobTally:
     prompt_cache: PromptCache | None = None
     asked_later: int = 0  # section and repair requests asked again later in the run (planning's are PlanStats')
     engine_restarts: int = 0
+    cpu: CpuUse | None = None  # from the fleet's opening to the last answer (pipeline/cpu.py)
 
 
 def book_stats(
@@ -93,6 +96,7 @@ def book_stats(
         headings_removed=sum(r.headings_removed for r in written.values()),
         backends=backends,
         prompt_cache=tally.prompt_cache,
+        cpu=tally.cpu,
     )
 
 
@@ -163,6 +167,8 @@ def stats_table(stats: BookStats) -> Table:
                 f"{cache.cached_tokens:,} / {cache.prompt_tokens:,} ({100 * cache.share:.0f}%{prefill})",
             )
         )
+    if stats.cpu is not None:
+        rows.append(("CPU s over plan + write: client (by stage) / engines here", cpu_line(stats.cpu)))
     if stats.pdf_pages is not None:
         rows.append(("PDF pages (ready s after the last section)", f"{stats.pdf_pages} ({stats.typeset_seconds:.1f})"))
     for backend in stats.backends:
@@ -176,3 +182,12 @@ def stats_table(stats: BookStats) -> Table:
     for name, value in rows:
         table.add_row(name, value)
     return table
+
+
+def cpu_line(cpu: CpuUse) -> str:
+    """`41.2 (embeddings 9.1, planning checks 3.0, …) / 180.4 of 2 x 150 s`: where the CPU went while the
+    book was planned and written, and how many core-seconds the machine had."""
+    stages = ", ".join(f"{name} {seconds:.1f}" for name, seconds in cpu.by_stage.items() if seconds >= 0.05)
+    engines = sum(seconds for seconds in cpu.backends.values() if seconds is not None)
+    local = "n/a" if all(seconds is None for seconds in cpu.backends.values()) else f"{engines:.1f}"
+    return f"{cpu.client:.1f} ({stages}) / {local} of {os.cpu_count() or 1} x {cpu.seconds:.0f} s"

@@ -225,6 +225,19 @@ class SectionWriter:
         self.first_sent: float | None = None
         self.last_done: float | None = None
         self.asked_later = 0  # section requests that failed on every backend and were asked again later
+        self._whole: dict[str, anyio.Event] = {}  # chapter id -> set once every one of its sections is planned
+
+    def planned(self, chapter: Chapter) -> None:
+        """Told of each section handed over (written or already journaled): once the chapter has all its
+        sections, its candidates may be scored against every sibling."""
+        if len(chapter.sections) >= self.spec.sections:
+            self._whole.setdefault(chapter.id, anyio.Event()).set()
+
+    async def _chapter_whole(self, chapter: Chapter) -> None:
+        """A section sent as its line was planned is scored once its chapter is whole: its on-point margin
+        and its retry see every sibling, as when the chapter is handed over whole."""
+        if len(chapter.sections) < self.spec.sections:
+            await self._whole.setdefault(chapter.id, anyio.Event()).wait()
 
     @property
     def seconds(self) -> float:
@@ -271,6 +284,7 @@ class SectionWriter:
             for number in requests:
                 group.start_soon(one, number)
         ordered = [answers[number] for number in requests]
+        await self._chapter_whole(chapter)
         return await anyio.to_thread.run_sync(with_margin, self.embedder, chapter, section, ordered)
 
     async def _candidate(

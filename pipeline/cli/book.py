@@ -12,6 +12,7 @@ import anyio
 
 from pipeline.cli.flags import (
     add_embeddings_flag,
+    add_endpoint_flag,
     add_fleet_flags,
     add_judge_flag,
     add_live_flags,
@@ -21,6 +22,7 @@ from pipeline.cli.flags import (
 )
 from pipeline.config import parse_shape
 from pipeline.errors import UsageError
+from pipeline.records import BOOK_SCHEDULE, Endpoint, PlanSchedule
 
 if TYPE_CHECKING:
     from pipeline.records.book import BookOutcome
@@ -75,6 +77,12 @@ def cmd_book(args: argparse.Namespace) -> int:
     from pipeline.audit.report import audit_table, parse_fail_on
     from pipeline.backends.loop import fast_loop
     from pipeline.book.run import RunOptions, book
+
+    if args.endpoint != Endpoint.CHAT:
+        raise UsageError(
+            "fanout book sends chat completions only: its prompts carry roles and worked examples "
+            "(--endpoint completions is for bench, sweep, identity, ask and probe)"
+        )
     from pipeline.book.stats import stats_table
     from pipeline.watch.terminal import BookProgress
 
@@ -84,7 +92,8 @@ def cmd_book(args: argparse.Namespace) -> int:
     progress = BookProgress(enabled=not args.quiet)
 
     async def job(listener=progress):
-        options = RunOptions(repair=args.repair, barrier=args.barrier)
+        schedule = PlanSchedule.BARRIER if args.barrier else PlanSchedule(args.schedule)
+        options = RunOptions(repair=args.repair, schedule=schedule)
         return await book(settings, spec, args.out, args.resume, listener, options=options)
 
     with fast_loop():
@@ -241,6 +250,7 @@ def add_book_command(commands: argparse._SubParsersAction) -> argparse.ArgumentP
     book.add_argument("prompt", nargs="?", help="what the book is about (not needed with --resume)")
     book.add_argument("--shape", default="8x12x16", metavar="PxCxS", help="parts x chapters x sections (8x12x16)")
     book.add_argument("--words", type=int, default=250, help="words asked for per section (250)")
+    add_endpoint_flag(book)
     book.add_argument(
         "--max-tokens",
         type=int,
@@ -276,9 +286,17 @@ def add_book_command(commands: argparse._SubParsersAction) -> argparse.ArgumentP
         "local Ray instance (pip install 'fanout[ray]')",
     )
     book.add_argument(
+        "--schedule",
+        choices=[schedule.value for schedule in PlanSchedule],
+        default=BOOK_SCHEDULE.value,
+        help="when a planned section is written: streamed (the moment its line is planned, scored once its "
+        "chapter is whole), pipelined (once its chapter is whole) or barrier (once the whole outline is planned) "
+        "(default: %(default)s)",
+    )
+    book.add_argument(
         "--barrier",
         action="store_true",
-        help="plan level by level before writing anything (the level-by-level schedule; default: pipelined)",
+        help="the same as --schedule barrier: plan level by level before writing anything",
     )
     book.add_argument(
         "--fail-on",

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from pipeline.errors import UsageError
-from pipeline.records import PdfEngine, WarmSchedule
+from pipeline.records import Endpoint, PdfEngine, WarmSchedule
 
 SETTING = re.compile(r"setting '([a-z_]+)'")
 FLAG_OF = {  # where a flag is not --NAME
@@ -99,6 +99,16 @@ def add_writing_flags(group: argparse._ActionsContainer) -> None:
     )
     add_embeddings_flag(group)
     add_judge_flag(group)
+
+
+def add_endpoint_flag(group: argparse._ActionsContainer) -> None:
+    group.add_argument(
+        "--endpoint",
+        choices=[endpoint.value for endpoint in Endpoint],
+        default=Endpoint.CHAT.value,
+        help="chat: /v1/chat/completions (the engine applies the model's chat template); completions: "
+        "/v1/completions, the prompt sent as it is (base models; no template tokens) (default: chat)",
+    )
 
 
 def add_pdf_engine_flag(group: argparse._ActionsContainer) -> None:

@@ -36,6 +36,17 @@ class WarmSchedule(StrEnum):
     OFF = "off"  # all at once, wherever a slot is free
 
 
+class PlanSchedule(StrEnum):
+    """When a planned section is handed to the writer (pipeline/book/plan/planner.py)."""
+
+    STREAMED = "streamed"  # the moment its line is planned; scored once its chapter is whole (book/write.py)
+    PIPELINED = "pipelined"  # once its chapter has every section
+    BARRIER = "barrier"  # once the whole outline is planned, level by level (seed 003's schedule)
+
+
+BOOK_SCHEDULE = PlanSchedule.PIPELINED  # `fanout book`'s (README "Planning and writing overlap")
+
+
 class Backend(BaseModel):
     """One OpenAI-compatible server. `base_url` ends in /v1; the API key is read from `api_key_env`."""
 
@@ -81,15 +92,42 @@ class CacheResetDone(BaseModel):
     note: str = ""  # the engine's caveat, why nothing was asked, or what failed
 
 
+class Endpoint(StrEnum):
+    """Which OpenAI-compatible endpoint a request goes to: chat completions (messages with roles, the model's
+    chat template applied by the engine) or text completions (one prompt, no template: base models, and
+    benchmarks that want no template tokens). vLLM, SGLang, llama.cpp's server, TGI and Ollama serve both."""
+
+    CHAT = "chat"
+    COMPLETIONS = "completions"
+
+    @property
+    def path(self) -> str:
+        """Its path under a backend's base URL (which ends in /v1)."""
+        return "/chat/completions" if self is Endpoint.CHAT else "/completions"
+
+
 class ChatRequest(BaseModel):
-    """One chat completion to send. `extra` carries engine-specific body fields (response_format, ...)."""
+    """One completion to send. `extra` carries engine-specific body fields (response_format, ...). To the
+    completions endpoint, `messages` must be one user message: its text is sent as the `prompt`."""
 
     messages: list[dict[str, str]]
+    endpoint: Endpoint = Endpoint.CHAT
     max_tokens: int = Field(default=512, gt=0)
     temperature: float = 0.0
     extra: dict[str, Any] = Field(default_factory=dict)
     keep_token_times: bool = False
     tag: str = ""  # the caller's id for the request (section id, bench request number)
+
+    @model_validator(mode="after")
+    def _one_prompt_for_completions(self) -> ChatRequest:
+        if self.endpoint is Endpoint.COMPLETIONS and [m.get("role") for m in self.messages] != ["user"]:
+            raise ValueError("a text completion takes one user message, its prompt (no roles, no history)")
+        return self
+
+    @property
+    def prompt(self) -> str:
+        """The text a completions request sends: its one user message."""
+        return self.messages[0]["content"]
 
 
 # HTTP statuses that name the request itself (malformed, too large, a prompt past the context): a backend

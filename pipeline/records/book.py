@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from pipeline.audit.quality import BookQuality
 from pipeline.audit.report import AuditReport
+from pipeline.records.bench import CpuUse
 
 
 class BackendLine(BaseModel):
@@ -76,6 +77,7 @@ class BookStats(BaseModel):
     pdf_pages: int | None = None
     quality: BookQuality | None = None  # the audit's book figures (pipeline.audit.quality)
     prompt_cache: PromptCache | None = None
+    cpu: CpuUse | None = None  # CPU seconds from the fleet's opening to the last answer: client by stage, engines
 
 
 class RepairSummary(BaseModel):

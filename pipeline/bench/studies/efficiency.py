@@ -30,7 +30,7 @@ from pipeline.book.run import RunOptions, book
 from pipeline.config import Settings
 from pipeline.cpu import EVENT_LOOP, CpuMeter, Stage, cpu_use
 from pipeline.errors import UsageError
-from pipeline.records import BookSpec
+from pipeline.records import BookSpec, PlanSchedule
 from pipeline.records.bench import BenchSpec, CpuUse
 from pipeline.watch.listeners import BookListener
 
@@ -95,7 +95,7 @@ async def job_row(settings: Settings, spec: BookSpec, *, schedule: str, sustaine
     with tempfile.TemporaryDirectory(prefix="fanout-efficiency-") as folder:
         # Typesetting waits for the end here: on a machine that also hosts the backends (the embedded
         # engine, local fakes) its render processes would take CPU from them mid-job.
-        options = RunOptions(barrier=schedule == "barrier", streamed=schedule == "streamed", incremental=False)
+        options = RunOptions(schedule=PlanSchedule(schedule), incremental=False)
         before = meter.snapshot()
         outcome = await book(settings, spec, Path(folder) / "run", None, BookListener(), options=options)
         cpu = cpu_use(before, meter.snapshot())

@@ -37,7 +37,7 @@ from pipeline.book.plan.checks import TitleChecks
 from pipeline.book.plan.fallbacks import fallback_book_title
 from pipeline.book.plan.schedule import NodeAsk, PlanStats, about, must_note
 from pipeline.book.profiles import Sampler
-from pipeline.records import BookSpec, Chapter, Node, Outline, Part, Section
+from pipeline.records import BookSpec, Chapter, Node, Outline, Part, PlanSchedule, Section
 
 OnSection = Callable[[Outline, Part, Chapter, Section], None]
 OnChange = Callable[[Outline], None]
@@ -82,8 +82,7 @@ class Planner:
         self,
         outline: Outline | None = None,
         *,
-        barrier: bool = False,
-        streamed: bool = False,
+        schedule: PlanSchedule = PlanSchedule.PIPELINED,
         on_section: OnSection | None = None,
         on_change: Callable[[Outline], None] | None = None,
     ) -> Outline:
@@ -107,13 +106,14 @@ class Planner:
             self.checks.claim_existing(outline)
             self.asker.book_title = outline.title
         self.stats.levels = [1, self.spec.parts, self.spec.parts * self.spec.chapters]
-        if barrier:
+        if schedule is PlanSchedule.BARRIER:
             outline = await self._plan_levels(outline, changed)
             for part, chapter, section in outline.sections():
                 announce(outline, part, chapter, section)
         else:  # writing fills the slots meanwhile: keep one a backend for planning answers
             with self.pool.reserve_for_first():
                 async with anyio.create_task_group() as group:
+                    streamed = schedule is PlanSchedule.STREAMED
                     outline = await self._plan_pipelined(outline, group, announce, changed, streamed=streamed)
         assert outline is not None, "both schedules return the outline (a failed task raises out of the group)"
         outline.complete = True

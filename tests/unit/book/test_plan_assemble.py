@@ -20,7 +20,18 @@ from pipeline.book.plan.fallbacks import MAX_ASKS_A_HEADING, ask_groups, heading
 from pipeline.book.plan.planner import Planner
 from pipeline.book.plan.schedule import MAX_ASKS_AT_ONCE, SPARE_ITEMS, Acceptance, asks_at_once
 from pipeline.book.profiles import PROFILES, Sampler
-from pipeline.records import Backend, BookSpec, Chapter, ChatRequest, EngineKind, Outline, Part, Section, SectionResult
+from pipeline.records import (
+    Backend,
+    BookSpec,
+    Chapter,
+    ChatRequest,
+    EngineKind,
+    Outline,
+    Part,
+    PlanSchedule,
+    Section,
+    SectionResult,
+)
 from pipeline.text import close_open_fence
 from pipeline.titles import title_key
 from tests.fakes.fake_engine import FakeEngine, prompt_of, requested_count
@@ -420,7 +431,7 @@ async def test_a_partial_outline_is_completed_without_planning_again():
 
 
 async def announced_plan(
-    spec: BookSpec, delay: float, **schedule: bool
+    spec: BookSpec, delay: float, schedule: PlanSchedule = PlanSchedule.PIPELINED
 ) -> tuple[Outline, Planner, dict[str, float], list]:
     """Plan on a FAKE engine streaming a token every `delay` s: the outline, the planner, when each section
     was announced (by title), and what the engine saw."""
@@ -428,9 +439,11 @@ async def announced_plan(
     pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=16)])
     announced: dict[str, float] = {}
     planner = Planner(pool, spec, GREEDY)
-    outline = await planner.plan(
-        **schedule, on_section=lambda book, part, chapter, section: announced.setdefault(section.title, time.time())
-    )
+
+    def on_section(book: Outline, part: Part, chapter: Chapter, section: Section) -> None:
+        announced.setdefault(section.title, time.time())
+
+    outline = await planner.plan(schedule=schedule, on_section=on_section)
     await engine.stop()
     return outline, planner, announced, engine.timeline
 
@@ -439,7 +452,8 @@ async def announced_plan(
 async def test_a_chapters_sections_are_announced_the_moment_it_has_them_all(barrier):
     delay = 0.05  # the server sees a planner hang up at its next token: its clock lags the client's by one
     spec = BookSpec(prompt="p", parts=2, chapters=2, sections=4)
-    outline, planner, announced, timeline = await announced_plan(spec, delay, barrier=barrier)
+    schedule = PlanSchedule.BARRIER if barrier else PlanSchedule.PIPELINED
+    outline, planner, announced, timeline = await announced_plan(spec, delay, schedule)
     assert list(announced) == [s.title for _, _, s in outline.sections()] if barrier else len(announced) == 16
     assert planner.stats.cut_short == planner.stats.requests == 7, "no answer was read past its last title"
     answers = {prompt: (start, end) for start, end, prompt in timeline}
@@ -698,7 +712,7 @@ def test_a_bracket_of_the_points_own_stays():
 async def test_streamed_sections_are_announced_as_each_line_lands():
     delay = 0.05
     spec = BookSpec(prompt="p", parts=1, chapters=1, sections=4)
-    outline, _, announced, _ = await announced_plan(spec, delay, streamed=True)
+    outline, _, announced, _ = await announced_plan(spec, delay, PlanSchedule.STREAMED)
     times = [announced[section.title] for _, _, section in outline.sections()]
     assert len(times) == 4 and times == sorted(times)
     assert times[-1] - times[0] > 2 * delay, "each as its line lands, not all at once with the last"

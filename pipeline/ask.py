@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from pipeline.backends.fleet import generated_tokens, open_fleet
 from pipeline.backends.sse import OnDelta
 from pipeline.config import Settings
-from pipeline.records import ChatRequest, Completion, EngineInfo
+from pipeline.records import ChatRequest, Completion, Endpoint, EngineInfo
 
 
 class AskSpec(BaseModel):
@@ -23,6 +23,7 @@ class AskSpec(BaseModel):
     streams: int = 1
     max_tokens: int = 256
     ignore_eos: bool = False
+    endpoint: Endpoint = Endpoint.CHAT
 
 
 class AskReport(BaseModel):
@@ -41,7 +42,11 @@ def build_request(spec: AskSpec, index: int) -> ChatRequest:
     prompt = spec.prompt if spec.streams == 1 else f"[{index + 1}] {spec.prompt}"
     extra = {"ignore_eos": True} if spec.ignore_eos else {}
     return ChatRequest(
-        messages=[{"role": "user", "content": prompt}], max_tokens=spec.max_tokens, extra=extra, tag=f"ask-{index + 1}"
+        messages=[{"role": "user", "content": prompt}],
+        max_tokens=spec.max_tokens,
+        extra=extra,
+        tag=f"ask-{index + 1}",
+        endpoint=spec.endpoint,
     )
 
 

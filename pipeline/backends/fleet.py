@@ -22,6 +22,7 @@ from pipeline.backends.aiohttp_chat import new_session
 from pipeline.backends.chat import check_proxies
 from pipeline.backends.chatworkers import ChatWorkers
 from pipeline.backends.embedded.engine import EmbeddedEngine
+from pipeline.backends.embedded.install import ensure_installed
 from pipeline.backends.engines import engine, metric_names
 from pipeline.backends.limits import plan_open_files
 from pipeline.backends.metrics import detect_engine, scrape
@@ -90,7 +91,8 @@ async def open_fleet(
             ctx_per_slot=settings.ctx_per_slot,
             ram_prompt_cache=ram_prompt_cache,
         )
-        embedded = EmbeddedEngine(engine_settings, log_path=engine_log)
+        assets = await anyio.to_thread.run_sync(ensure_installed)  # first use of a pip-installed wheel: minutes
+        embedded = EmbeddedEngine(engine_settings, assets, log_path=engine_log)
         embedded.launch()  # from the event loop's thread, which outlives the server (see EmbeddedEngine.launch)
         await anyio.to_thread.run_sync(embedded.wait_ready)
         backends = [embedded.backend]

@@ -43,12 +43,22 @@ from pipeline.cli.book import (
     cmd_typeset,
 )
 from pipeline.cli.flags import Parser, flag_words
-from pipeline.cli.serve import add_ask_command, add_probe_command, add_serve_command, cmd_ask, cmd_probe, cmd_serve
+from pipeline.cli.serve import (
+    add_ask_command,
+    add_install_command,
+    add_probe_command,
+    add_serve_command,
+    cmd_ask,
+    cmd_install,
+    cmd_probe,
+    cmd_serve,
+)
 from pipeline.errors import FanoutError, fanout_error_in
 
 log = logging.getLogger("fanout")
 # The one registry of commands: how each adds its flags, and what runs it; `fanout -h` lists them in this order.
 COMMANDS: tuple[tuple[Callable[[Any], argparse.ArgumentParser], Callable[[argparse.Namespace], int]], ...] = (
+    (add_install_command, cmd_install),
     (add_serve_command, cmd_serve),
     (add_ask_command, cmd_ask),
     (add_book_command, cmd_book),

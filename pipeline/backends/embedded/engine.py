@@ -21,7 +21,7 @@ import urllib.request
 from pathlib import Path
 from typing import BinaryIO
 
-from pipeline.backends.embedded.install import EngineAssets, installed_assets
+from pipeline.backends.embedded.install import EngineAssets, ensure_installed
 from pipeline.config import EngineSettings
 from pipeline.errors import FanoutError
 from pipeline.records import Backend
@@ -68,7 +68,7 @@ class EmbeddedEngine:
         self, settings: EngineSettings | None = None, assets: EngineAssets | None = None, log_path: Path | None = None
     ):
         self.settings = settings or EngineSettings()
-        self.assets = assets or installed_assets()
+        self.assets = assets or ensure_installed()
         self.log_path = log_path
         self.process: subprocess.Popen[bytes] | None = None
         self.port: int | None = None

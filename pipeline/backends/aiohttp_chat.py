@@ -45,10 +45,10 @@ async def stream_chat_aiohttp(
     `read_timeout` bounds every wait for bytes (headers, first token, each later event): a stalled
     server fails the attempt instead of hanging the job."""
     t_sent = time.monotonic()
-    stream = SseStream(keep_token_times=request.keep_token_times, on_delta=on_delta)
+    stream = SseStream(keep_token_times=request.keep_token_times, on_delta=on_delta, endpoint=request.endpoint)
     request_id = new_request_id()
     got_bytes = False
-    url = backend.base_url + "/chat/completions"
+    url = backend.base_url + request.endpoint.path
     try:
         async with session.post(
             url,

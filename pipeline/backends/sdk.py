@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pipeline.backends.sse import (
     REQUEST_ID_HEADER,
@@ -24,7 +24,7 @@ from pipeline.backends.sse import (
     request_body,
     status_error,
 )
-from pipeline.records import Backend, ChatRequest, Completion, Outcome
+from pipeline.records import Backend, ChatRequest, Completion, Endpoint, Outcome
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -64,17 +64,24 @@ async def _stream(
     client: AsyncOpenAI, backend: Backend, request: ChatRequest, stream: SseStream, request_id: str
 ) -> None:
     body = request_body(backend, request)
-    messages, model = body.pop("messages"), body.pop("model", backend.model or "default")
-    chunks = await client.chat.completions.create(
-        model=model,
-        messages=messages,
-        max_tokens=body.pop("max_tokens"),
-        temperature=body.pop("temperature"),
-        stream=True,
-        stream_options=body.pop("stream_options"),
-        extra_body={k: v for k, v in body.items() if k != "stream"},
-        extra_headers={REQUEST_ID_HEADER: request_id},  # the backend's headers and key are the client's (sdk_client)
-    )
+    model = body.pop("model", backend.model or "default")
+    common: dict[str, Any] = {
+        "model": model,
+        "max_tokens": body.pop("max_tokens"),
+        "temperature": body.pop("temperature"),
+        "stream": True,
+        "stream_options": body.pop("stream_options"),
+        "extra_headers": {REQUEST_ID_HEADER: request_id},  # the backend's headers and key are the client's
+    }
+    chunks: Any
+    if request.endpoint is Endpoint.COMPLETIONS:
+        prompt = body.pop("prompt")
+        extra = {k: v for k, v in body.items() if k != "stream"}
+        chunks = await client.completions.create(prompt=prompt, extra_body=extra, **common)
+    else:
+        messages = body.pop("messages")
+        extra = {k: v for k, v in body.items() if k != "stream"}
+        chunks = await client.chat.completions.create(messages=messages, extra_body=extra, **common)
     async for chunk in chunks:
         stream.feed(chunk.model_dump_json(exclude_none=True).encode())
 
@@ -85,7 +92,7 @@ async def sdk_stream_chat(
     import openai
 
     t_sent = time.monotonic()
-    stream = SseStream(keep_token_times=request.keep_token_times, on_delta=on_delta)
+    stream = SseStream(keep_token_times=request.keep_token_times, on_delta=on_delta, endpoint=request.endpoint)
     request_id = new_request_id()
     try:
         await _stream(shared_client(backend, read_timeout), backend, request, stream, request_id)
@@ -103,7 +110,7 @@ async def sdk_stream_chat(
 async def sdk_chat(backend: Backend, request: ChatRequest) -> Completion:
     """One request on a client of its own (model checks, tests)."""
     t_sent = time.monotonic()
-    stream = SseStream(keep_token_times=request.keep_token_times)
+    stream = SseStream(keep_token_times=request.keep_token_times, endpoint=request.endpoint)
     request_id = new_request_id()
     async with sdk_client(backend) as client:
         await _stream(client, backend, request, stream, request_id)

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pipeline.records import Backend, ChatRequest, Completion, Outcome
+from pipeline.records import Backend, ChatRequest, Completion, Endpoint, Outcome
 
 MAX_ANSWER_BYTES = 4 * 1024 * 1024  # model output is untrusted: a runaway answer is cut and flagged
 MAX_LINE_BYTES = 128 * 1024  # one SSE line (aiohttp's own line limit was the same): longer is `oversized`
@@ -69,8 +69,10 @@ def hide_key(text: str, backend: Backend) -> str:
 
 
 def request_body(backend: Backend, request: ChatRequest) -> dict[str, Any]:
+    """The JSON body: `messages` to chat completions, the one user message's text as `prompt` to text
+    completions (no chat template), and the same fields otherwise (usage streamed at the end)."""
     body: dict[str, Any] = {
-        "messages": request.messages,
+        **({"prompt": request.prompt} if request.endpoint is Endpoint.COMPLETIONS else {"messages": request.messages}),
         "max_tokens": request.max_tokens,
         "temperature": request.temperature,
         "stream": True,
@@ -83,13 +85,18 @@ def request_body(backend: Backend, request: ChatRequest) -> dict[str, Any]:
     return body
 
 
-_CONTENT_KEY = b'"content":"'
+_CONTENT_KEYS = {Endpoint.CHAT: b'"content":"', Endpoint.COMPLETIONS: b'"text":"'}  # where an event's text is
+_UNIQUE_KEYS = {  # each once in a template event: a repeated key could make a later event mean something else
+    Endpoint.CHAT: (b'"content"', b'"choices"', b'"delta"'),
+    Endpoint.COMPLETIONS: (b'"text"', b'"choices"'),
+}
 _PLAIN = re.compile(rb'[^"\\\x00-\x1f]*')  # a JSON string body with nothing to unescape
 
 
 class SseStream:
     """Accumulates one SSE stream. Each `data:` line is a JSON chunk; only these fields matter: error, model,
-    usage, and per choice delta.content, logprobs, finish_reason.
+    usage, and per choice its text (delta.content from chat completions, text from text completions),
+    logprobs, finish_reason.
 
     Fast path: the first plain content event of a stream is parsed by json.loads and remembered as a
     template, its bytes split around the content string (head, tail). A later event that is the same head,
@@ -105,11 +112,12 @@ class SseStream:
 
     __slots__ = (
         "parts", "size", "finish_reason", "usage", "model", "t_first", "token_times", "on_delta", "logprobs",
-        "response_id", "timings", "other_events",
+        "response_id", "timings", "other_events", "endpoint",
         "_head", "_tail", "_fixed", "_read_head", "_read_tail", "_read_head_len", "_read_tail_len", "_pending",
     )  # fmt: skip
 
-    def __init__(self, *, keep_token_times: bool, on_delta: OnDelta | None = None):
+    def __init__(self, *, keep_token_times: bool, on_delta: OnDelta | None = None, endpoint: Endpoint = Endpoint.CHAT):
+        self.endpoint = endpoint
         self.parts: list[str] = []  # the content of each content event, in order
         self.size = 0  # bytes of content so far
         self.finish_reason: str | None = None
@@ -258,13 +266,14 @@ class SseStream:
         """Remember this event as the template if it is a plain content event that can be split safely."""
         if not isinstance(choice, dict) or choice.get("logprobs") or choice.get("finish_reason"):
             return
-        content = (choice.get("delta") or {}).get("content")
+        content = self._text_of(choice)
         if not isinstance(content, str) or not content:
             return
-        at = payload.find(_CONTENT_KEY)
-        if at < 0 or any(payload.count(key) != 1 for key in (b'"content"', b'"choices"', b'"delta"')):
-            return  # a repeated key could make a later event mean something else
-        start = at + len(_CONTENT_KEY)
+        key = _CONTENT_KEYS[self.endpoint]
+        at = payload.find(key)
+        if at < 0 or any(payload.count(unique) != 1 for unique in _UNIQUE_KEYS[self.endpoint]):
+            return
+        start = at + len(key)
         end = payload.find(b'"', start)
         middle = payload[start:end]
         if end < 0 or not _PLAIN.fullmatch(middle) or middle.decode("utf-8", "replace") != content:
@@ -289,17 +298,40 @@ class SseStream:
         if self.size > MAX_ANSWER_BYTES:
             raise AttemptError(Outcome.OVERSIZED, f"answer passed {MAX_ANSWER_BYTES} bytes")
 
+    def _text_of(self, choice: dict[str, Any]) -> Any:
+        if self.endpoint is Endpoint.COMPLETIONS:
+            return choice.get("text")
+        return (choice.get("delta") or {}).get("content")
+
     def _take_choice(self, choice: dict[str, Any]) -> None:
-        delta = choice.get("delta") or {}
-        content = delta.get("content")
+        content = self._text_of(choice)
         if content and not isinstance(content, str):
-            raise AttemptError(Outcome.BAD_EVENT, f"delta.content is a {type(content).__name__}, not text")
+            raise AttemptError(Outcome.BAD_EVENT, f"the answer's text is a {type(content).__name__}, not text")
         if content:
             self._take_content(content, len(content.encode("utf-8", "surrogatepass")))
         if choice.get("logprobs"):
-            self.logprobs.extend(choice["logprobs"].get("content") or ())
+            self.logprobs.extend(per_token_logprobs(choice["logprobs"]))
         if isinstance(choice.get("finish_reason"), str) and choice["finish_reason"]:
             self.finish_reason = choice["finish_reason"][:40]
+
+
+def per_token_logprobs(logprobs: dict[str, Any]) -> list[dict[str, Any]]:
+    """Logprobs as chat completions give them, one dict a token (token, logprob, top_logprobs as a list, an id
+    where the engine adds one). Text completions in the legacy shape (parallel lists `tokens`,
+    `token_logprobs` and `top_logprobs` as token -> logprob maps) are turned into it; llama.cpp answers both
+    endpoints in the chat shape."""
+    if "content" in logprobs or "tokens" not in logprobs:
+        return list(logprobs.get("content") or ())
+    tokens, values = logprobs.get("tokens") or [], logprobs.get("token_logprobs") or []
+    tops = logprobs.get("top_logprobs") or [None] * len(tokens)
+    return [
+        {
+            "token": token,
+            "logprob": value,
+            "top_logprobs": [{"token": k, "logprob": v} for k, v in (top or {}).items()],
+        }
+        for token, value, top in zip(tokens, values, tops)
+    ]
 
 
 def status_error(status: int, body: str, retry_after: str | None) -> AttemptError:

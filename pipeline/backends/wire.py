@@ -53,7 +53,7 @@ class Target:
     host: str
     port: int
     host_header: str
-    path: str
+    base_path: str  # the base URL's path (/v1): each request adds its endpoint's
     tls: bool
 
 
@@ -64,9 +64,7 @@ def target_of(base_url: str) -> Target:
         raise AttemptError(Outcome.CONNECT, f"not an http(s) URL: {base_url}")
     tls = parts.scheme == "https"
     port = parts.port or (443 if tls else 80)
-    return Target(
-        parts.hostname, port, parts.netloc.rpartition("@")[2], parts.path.rstrip("/") + "/chat/completions", tls
-    )
+    return Target(parts.hostname, port, parts.netloc.rpartition("@")[2], parts.path.rstrip("/"), tls)
 
 
 @lru_cache(maxsize=1)
@@ -86,7 +84,8 @@ def http_request(target: Target, backend: Backend, request: ChatRequest, request
         **request_headers(backend, request_id),
     }
     head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
-    return f"POST {target.path} HTTP/1.1\r\n{head}\r\n".encode("latin-1") + body
+    path = target.base_path + request.endpoint.path
+    return f"POST {path} HTTP/1.1\r\n{head}\r\n".encode("latin-1") + body
 
 
 class _Exchange(asyncio.Protocol):
@@ -215,7 +214,7 @@ async def stream_chat(
     `read_timeout` bounds the connect and every wait for bytes."""
     t_sent = time.monotonic()
     target = target_of(backend.base_url)
-    stream = SseStream(keep_token_times=request.keep_token_times, on_delta=on_delta)
+    stream = SseStream(keep_token_times=request.keep_token_times, on_delta=on_delta, endpoint=request.endpoint)
     request_id = new_request_id()
     exchange = _Exchange(stream, http_request(target, backend, request, request_id), read_timeout)
     loop = exchange.loop

@@ -18,6 +18,7 @@ import anyio
 from pydantic import ValidationError
 
 from pipeline.cli.flags import (
+    add_endpoint_flag,
     add_fleet_flags,
     add_live_flags,
     add_record_flags,
@@ -28,6 +29,7 @@ from pipeline.cli.flags import (
 from pipeline.config import parse_levels, parse_shape
 from pipeline.errors import UsageError
 from pipeline.files import output_path
+from pipeline.records import Endpoint
 
 
 def add_bench_flags(parser: argparse.ArgumentParser) -> None:
@@ -269,6 +271,7 @@ def spec_from_args(args: argparse.Namespace):
             prefix_len=args.prefix_len,
             prefix_groups=args.prefix_groups,
             multi_turn=args.multi_turn,
+            endpoint=Endpoint(args.endpoint),
             reset_cache=args.reset_cache,
             stop_when_saturated=args.stop_when_saturated,
             audit_answers=args.audit_answers,
@@ -389,6 +392,7 @@ def add_bench_command(commands: argparse._SubParsersAction) -> argparse.Argument
         "bench", help="throughput ladder, open-loop rate sweep, book replay; latency and goodput"
     )
     add_bench_flags(bench)
+    add_endpoint_flag(bench)
     add_live_flags(bench)
     add_fleet_flags(bench)
     return bench
@@ -399,14 +403,34 @@ def add_report_command(commands: argparse._SubParsersAction) -> argparse.Argumen
     report.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR", help="bench run folders (bench.json)")
     report.add_argument("--out", type=Path, metavar="DIR", help="where the report goes (default outputs/report-<time>)")
     report.add_argument("--json", action="store_true", help="print the merged record to stdout instead of the tables")
+    report.add_argument(
+        "--format",
+        choices=REPORT_FORMATS,
+        default=REPORT_FORMATS[0],
+        help="report: bench.json, report.md and .html with charts; vllm: one `vllm bench serve --save-result` "
+        "JSON file a ladder level and open-loop rate; csv: bench.csv, one row a level or rate (default: report)",
+    )
     return report
 
 
-def cmd_report(args: argparse.Namespace) -> int:
-    from pipeline.bench.report.report import merge_runs, text_report, write_report
+REPORT_FORMATS = ("report", "vllm", "csv")
 
-    record = merge_runs(args.runs)
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from pipeline.bench.report.report import load_run, merge_runs, text_report, write_report
+    from pipeline.bench.report.vllmformat import write_csv, write_vllm
+
+    one = len(args.runs) == 1 and args.format != "report"  # its labels stay its request rows' labels
+    record = load_run(args.runs[0]) if one else merge_runs(args.runs)
     folder = args.out or output_path("report")
+    rows_from = args.runs[0] if one else None
+    if args.format == "vllm":
+        written = write_vllm(record, folder, rows_from)
+        print(f"fanout: {len(written)} vLLM result files in {folder}", file=sys.stderr)
+        return 0
+    if args.format == "csv":
+        print(f"fanout: {write_csv(record, folder, rows_from)}", file=sys.stderr)
+        return 0
     paths = write_report(record, folder)
     print(record.model_dump_json(indent=1) if args.json else text_report(record))
     print(f"fanout: report: {paths['html']} and {paths['markdown']}", file=sys.stderr)
@@ -423,6 +447,7 @@ def add_sweep_command(commands: argparse._SubParsersAction) -> argparse.Argument
     sweep.add_argument("--engine-slots", type=int, help="the server's slot count, for engines that cannot report it")
     sweep.add_argument("--skip-gate", action="store_true", help="measure even if the coherence gate fails (recorded)")
     add_cache_flags(sweep, sweep=True)
+    add_endpoint_flag(sweep)
     add_record_flags(sweep)
     add_fleet_flags(sweep)
     return sweep
@@ -536,6 +561,7 @@ def add_identity_command(commands: argparse._SubParsersAction) -> argparse.Argum
         help="a finished book run: each section request asked again alone and compared with what the book got "
         "under its own load (--levels: also at N in flight; default none)",
     )
+    add_endpoint_flag(identity)
     add_record_flags(identity)
     add_fleet_flags(identity)
     return identity
@@ -578,6 +604,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         prefix_len=args.prefix_len,
         prefix_groups=args.prefix_groups,
         reset_cache=args.reset_cache,
+        endpoint=Endpoint(args.endpoint),
     )
     record = anyio.run(run_sweep, settings_from(args), spec)
     save_record("sweep", record, sweep_markdown(record), args.out, as_json=args.json)
@@ -590,7 +617,12 @@ def cmd_identity(args: argparse.Namespace) -> int:
     require_positive(args, "max_tokens")
     if args.book is not None:
         return book_identity(args)
-    spec = IdentitySpec(levels=parse_levels(args.levels or "1,2,4,8"), mode=args.mode, max_tokens=args.max_tokens)
+    spec = IdentitySpec(
+        levels=parse_levels(args.levels or "1,2,4,8"),
+        mode=args.mode,
+        max_tokens=args.max_tokens,
+        endpoint=Endpoint(args.endpoint),
+    )
     if args.prompts is not None:
         try:
             spec.prompts = [line.strip() for line in args.prompts.read_text().splitlines() if line.strip()]
@@ -606,8 +638,10 @@ def cmd_identity(args: argparse.Namespace) -> int:
 def book_identity(args: argparse.Namespace) -> int:
     from pipeline.bench.studies.bookidentity import book_identity_markdown, load_asked, run_book_identity
 
-    if args.prompts is not None or args.mode != "concurrency":
-        raise UsageError("--book asks the book's own section requests: --prompts and --mode do not apply")
+    if args.prompts is not None or args.mode != "concurrency" or args.endpoint != Endpoint.CHAT:
+        raise UsageError(
+            "--book asks the book's own section requests, over chat: --prompts, --mode and --endpoint do not apply"
+        )
     levels = parse_levels(args.levels) if args.levels else []
     load_asked(args.book)  # a bad folder fails before any engine starts
     record = anyio.run(run_book_identity, settings_from(args), args.book, levels)

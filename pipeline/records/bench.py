@@ -11,7 +11,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, Field, field_validator
 
-from pipeline.records import CacheResetDone
+from pipeline.records import CacheResetDone, Endpoint
 
 SLO_METRICS = {"ttft": "ttft", "tpot": "tpot", "e2e": "e2el", "e2el": "e2el"}
 
@@ -34,6 +34,7 @@ class Distribution(BaseModel):
     mean_ms: float | None
     median_ms: float | None
     percentiles_ms: dict[str, float | None] = Field(default_factory=dict)  # "p99" -> ms
+    std_ms: float | None = None  # population standard deviation (numpy's np.std, as vLLM's std_*_ms)
 
     def at(self, q: float) -> float | None:
         return self.percentiles_ms.get(percentile_key(q))
@@ -100,6 +101,7 @@ class BenchSpec(BaseModel):
     prefix_len: int | None = Field(default=None, gt=0)  # shared prefix tokens before each synthetic prompt
     prefix_groups: int = Field(default=1, gt=0)  # distinct shared prefixes, taken in turn
     multi_turn: bool = False  # a ShareGPT dataset's conversations turn by turn, the history resent
+    endpoint: Endpoint = Endpoint.CHAT  # chat completions, or text completions (the prompt sent as it is)
     reset_cache: bool = False  # empty every backend's prefix cache before each level
     stop_when_saturated: bool = False  # open loop: stop a level, and those above, once it over-saturates
     audit_answers: bool = False  # keep each answer's text and audit every level's answers

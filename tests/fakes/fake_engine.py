@@ -84,6 +84,7 @@ class FakeEngine:
     async def start(self) -> FakeEngine:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self.chat)
+        app.router.add_post("/v1/completions", self.chat)  # a text completion: `prompt` in, `text` out
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/metrics", self.metrics)
         app.router.add_get("/health", self.health)
@@ -109,7 +110,7 @@ class FakeEngine:
 
     async def prompts(self, request: web.Request) -> web.Response:
         """Every prompt received so far, for tests that run this fake in another process."""
-        return web.json_response([body["messages"][-1]["content"] for body in self.bodies])
+        return web.json_response([prompt_of(body) for body in self.bodies])
 
     async def fake_stats(self, request: web.Request) -> web.Response:
         counters = {
@@ -210,7 +211,8 @@ class FakeEngine:
                 await asyncio.sleep(self.token_delay)
         self.generated += count
         finish = "length" if count == body.get("max_tokens") else "stop"
-        await self._event(response, {"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+        no_text = {"text": ""} if is_text(body) else {"delta": {}}
+        await self._event(response, {"choices": [{"index": 0, **no_text, "finish_reason": finish}]})
         await self._event(
             response,
             {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": count, "total_tokens": 5 + count}},
@@ -227,13 +229,15 @@ class FakeEngine:
         tied = "[tie]" in prompt_of(body) and index == TIE_INDEX and self.tie_flip_above is not None
         if tied:
             piece = "beta " if self.in_flight > self.tie_flip_above else "alpha "
-        choice: dict = {"index": 0, "delta": {"content": piece}}
+        choice: dict = {"index": 0, "text": piece} if is_text(body) else {"index": 0, "delta": {"content": piece}}
         if body.get("logprobs"):
             top = [("alpha ", -0.6931), ("beta ", -0.6932)] if tied else [(piece, -0.05), ("other ", -3.0)]
             if tied and piece == "beta ":
                 top = top[::-1]
             entries = [{"id": zlib.crc32(t.encode()), "token": t, "logprob": lp} for t, lp in top]
             choice["logprobs"] = {"content": [{**entries[0], "top_logprobs": entries}]}
+            if is_text(body):  # the legacy completions shape: parallel lists, top as token -> logprob
+                choice["logprobs"] = {"tokens": [top[0][0]], "token_logprobs": [top[0][1]], "top_logprobs": [dict(top)]}
         return {"choices": [choice]}
 
     def _pieces(self, body: dict, mode: str) -> list[str]:
@@ -253,13 +257,23 @@ class FakeEngine:
         pieces = [word + " " for word in words[:-1]] + words[-1:]
         return [piece for piece in pieces if piece][:limit]
 
-    async def _event(self, response: web.StreamResponse, payload: dict) -> None:
-        payload = {"id": "x", "object": "chat.completion.chunk", "model": MODEL, **payload}
+    async def _event(self, response: web.StreamResponse, payload: dict, *, text: bool = False) -> None:
+        payload = {
+            "id": "x",
+            "object": "text_completion" if text else "chat.completion.chunk",
+            "model": MODEL,
+            **payload,
+        }
         await response.write(b"data: " + json.dumps(payload).encode() + b"\n\n")
 
 
+def is_text(body: dict) -> bool:
+    """A text completion (/v1/completions): its body has a `prompt`, its answer `text` in each choice."""
+    return isinstance(body.get("prompt"), str)
+
+
 def prompt_of(body: dict) -> str:
-    return body["messages"][-1]["content"]
+    return body["prompt"] if is_text(body) else body["messages"][-1]["content"]
 
 
 def requested_count(body: dict) -> int:

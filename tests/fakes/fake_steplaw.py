@@ -40,6 +40,9 @@ MAX_BACKLOG_S = 0.5  # after a stall longer than this the clock restarts instead
 EVENT_HEAD = (
     'data: {"id":"x","object":"chat.completion.chunk","model":"' + MODEL + '","choices":[{"index":0,"delta":{"content":'
 ).encode()
+TEXT_EVENT_HEAD = (
+    'data: {"id":"x","object":"text_completion","model":"' + MODEL + '","choices":[{"index":0,"text":'
+).encode()
 STREAM_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
 
 
@@ -53,6 +56,7 @@ class _Running:
     log: dict | None = None  # this request's entry in the engine's own per-request log
     tokens: list[str] | None = None  # the prompt's tokens, for the prefix cache at admission
     cached: int = 0
+    text: bool = False  # a text completion (/v1/completions): `text` in each choice, not `delta.content`
 
 
 class PrefixCache:
@@ -173,7 +177,7 @@ class StepLawEngine:
             if request.connection.closed:
                 self.running.remove(request)
                 continue
-            request.connection.send(self._event(request.pieces[request.sent]))
+            request.connection.send(self._event(request.pieces[request.sent], text=request.text))
             if request.log is not None:
                 request.log["events"].append(time.monotonic())
             request.sent += 1
@@ -183,11 +187,18 @@ class StepLawEngine:
         self.generated += len(batch)
         self.steps += 1
 
-    def _event(self, piece: str) -> bytes:
-        event = self.events.get(piece)
+    def _event(self, piece: str, *, text: bool) -> bytes:
+        key = ("text:" if text else "chat:") + piece
+        event = self.events.get(key)
         if event is None:
-            event = self.events[piece] = _chunk(EVENT_HEAD + json.dumps(piece).encode() + b"}}]}\n\n")
+            closing = b"}]}\n\n" if text else b"}}]}\n\n"
+            event = _chunk((TEXT_EVENT_HEAD if text else EVENT_HEAD) + json.dumps(piece).encode() + closing)
+            self.events[key] = event
         return event
+
+    @staticmethod
+    def _no_text(request: _Running) -> dict:
+        return {"text": ""} if request.text else {"delta": {}}
 
     def _finish(self, request: _Running) -> None:
         count = request.sent
@@ -199,7 +210,13 @@ class StepLawEngine:
             "prompt_tokens_details": {"cached_tokens": request.cached},
         }
         tail = (
-            _sse({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+            _sse(
+                {
+                    "choices": [
+                        {"index": 0, **({"text": ""} if request.text else {"delta": {}}), "finish_reason": finish}
+                    ]
+                }
+            )
             + _sse({"choices": [], "usage": usage})
             + b"data: [DONE]\n\n"
         )
@@ -213,6 +230,8 @@ class StepLawEngine:
     def handle(self, connection: _Connection, method: bytes, path: str, body: bytes) -> None:
         if method == b"POST" and path.endswith("/chat/completions"):
             self.chat(connection, json.loads(body))
+        elif method == b"POST" and path.endswith("/v1/completions"):
+            self.chat(connection, json.loads(body), text=True)
         elif path.endswith("/v1/models"):
             connection.reply(
                 json.dumps({"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "vllm"}]}),
@@ -252,19 +271,23 @@ class StepLawEngine:
         tokens = prompt_tokens(body)
         connection.reply(json.dumps({"count": len(tokens), "tokens": list(range(len(tokens)))}), "application/json")
 
-    def chat(self, connection: _Connection, body: dict) -> None:
+    def chat(self, connection: _Connection, body: dict, *, text: bool = False) -> None:
+        """A chat completion, or with `text` a text completion (`prompt` in, `text` out)."""
         self.requests += 1
-        content = body["messages"][-1]["content"]
+        content = prompt_text(body)
         self.prompts.append(content)
         tokens = prompt_tokens(body)
         prompt = len(tokens)
         self.prompt_tokens += prompt
         connection.send(STREAM_HEAD + b"\r\n")
-        entry = {"prompt": content[:24], "arrived": time.monotonic(), "events": [], "done": None}
+        entry = {"prompt": content[:24], "arrived": time.monotonic(), "events": [], "done": None, "text": text}
         self.log.append(entry)
         self.waiting.append(
-            _Running(connection, answer_pieces(body), int(body.get("max_tokens", 16)), prompt, log=entry, tokens=tokens)
-        )
+            _Running(
+                connection, answer_pieces(body), int(body.get("max_tokens", 16)), prompt, log=entry, tokens=tokens,
+                text=text,
+            )
+        )  # fmt: skip
         self.wake.set()
 
 
@@ -342,12 +365,17 @@ def prompt_tokens(body: dict) -> list[str]:
     return " ".join(str(m.get("content", "")) for m in body.get("messages", [])).split()
 
 
+def prompt_text(body: dict) -> str:
+    """What was asked: a text completion's prompt, or the last message's content."""
+    return body["prompt"] if isinstance(body.get("prompt"), str) else body["messages"][-1]["content"]
+
+
 def answer_pieces(body: dict) -> list[str]:
     """A planning prompt gets a numbered list of unique headings (one word a token); anything else gets
     `max_tokens` tokens, as with ignore_eos: a section its own point's words first (so it is on point by
     meaning), then filler."""
     limit = int(body.get("max_tokens", 16))
-    prompt = body["messages"][-1]["content"]
+    prompt = prompt_text(body)
     level = plan_level(prompt)
     if level is None:
         opening = [word + " " for word in section_point(prompt).split()]

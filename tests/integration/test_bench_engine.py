@@ -7,8 +7,10 @@ from __future__ import annotations
 import pytest
 
 from pipeline.backends.embedded.engine import EmbeddedEngine
+from pipeline.bench.studies.identity import IdentitySpec, run_identity
 from pipeline.bench.studies.ladder import bench
 from pipeline.config import EngineSettings, Settings
+from pipeline.records import Endpoint
 from pipeline.records.bench import BenchSpec
 from tests.conftest import ENGINE_THREADS
 
@@ -75,3 +77,32 @@ async def test_an_open_loop_on_the_embedded_engine_at_two_rates(engine_assets, t
     prompts = [row["prompt_tokens"] for row in record.request_rows]
     assert len(record.request_rows) == sum(p.scheduled for p in sweep.points)
     assert min(prompts) >= 58 and max(prompts) <= 102  # drawn in 64-96, as the engine counts them
+
+
+async def test_text_completions_on_the_embedded_engine_give_the_same_figures(engine_assets, tmp_path):
+    """The ladder and an open-loop rate over /v1/completions, which llama-server serves: the prompt goes with
+    no chat template (so the engine counts fewer prompt tokens than over chat), and every figure the chat
+    path has is there; then identity over completions."""
+    settings = EngineSettings(slots=4, threads=ENGINE_THREADS, ctx_per_slot=512)
+    with EmbeddedEngine(settings, engine_assets, tmp_path / "llama-server.log") as engine:
+        fleet = Settings(backends=[engine.backend], read_timeout=60)
+        shape = {"max_tokens": MAX_TOKENS, "prompt_tokens": PROMPT_TOKENS, "window_s": 3.0, "warmup_s": 0.5}
+        chat = await bench(fleet, BenchSpec(streams=[2], **shape))
+        spec = BenchSpec(streams=[2], rates=[2.0], duration_s=3.0, endpoint=Endpoint.COMPLETIONS, **shape)
+        record = await bench(fleet, spec)
+        identity = await run_identity(
+            fleet, IdentitySpec(prompts=["Once upon a time", "The capital of France is"], levels=[2], max_tokens=12,
+                                endpoint=Endpoint.COMPLETIONS),
+        )  # fmt: skip
+    (level,) = record.series[0].levels
+    point, over_chat = level.total, chat.series[0].levels[0].total
+    assert point.tokens_match and point.level_client_tokens == point.requests_done * MAX_TOKENS > 0
+    assert point.sustained > 0 and point.latency is not None and point.latency.ttft.count > 0
+    assert point.prompt_tokens_max is not None and over_chat.prompt_tokens_min is not None
+    assert point.prompt_tokens_max < over_chat.prompt_tokens_min, "no chat template tokens in the prompt"
+    (rate,) = record.sweeps[0].points
+    assert rate.failed == 0 and rate.completed == rate.scheduled > 0 and rate.tokens_match
+    for figure in (rate.latency.ttft, rate.latency.tpot, rate.latency.itl, rate.latency.e2el):
+        assert figure.count > 0 and 0 < figure.median_ms <= figure.percentiles_ms["p99"]
+    (users,) = identity.levels
+    assert users.total == 2 and identity.oracle_has_token_ids, "llama.cpp gives token ids over completions too"

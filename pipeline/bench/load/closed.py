@@ -59,6 +59,7 @@ def chat_request(plan: LevelPlan, prompts: Prompts, target: Target, number: int)
         extra=target.extra,
         keep_token_times=True,
         tag=f"bench-{number}",
+        endpoint=target.endpoint,
     )
 
 

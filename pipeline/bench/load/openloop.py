@@ -135,6 +135,7 @@ def request_of(work: Work, target: Target, number: int, *, greedy: bool) -> Chat
         extra=extra,
         keep_token_times=True,
         tag=f"bench-{number}",
+        endpoint=target.endpoint,
     )
 
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from pipeline.records import Backend, EngineInfo
+from pipeline.records import Backend, Endpoint, EngineInfo
 from pipeline.records.bench import RequestSample, SaturationCheck
 from pipeline.watch.listeners import BenchListener
 
@@ -28,6 +28,7 @@ class Target:
     info: EngineInfo
     extra: dict  # engine-specific body fields (ignore_eos)
     cap: int  # the effective cap: the pool's, after the open-file limit (backend.cap is only the configured one)
+    endpoint: Endpoint = Endpoint.CHAT  # where its requests go: chat or text completions
 
 
 @dataclass(frozen=True)

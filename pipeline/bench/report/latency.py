@@ -52,6 +52,7 @@ def distribution(seconds: list[float], percentiles: Iterable[float]) -> Distribu
         mean_ms=statistics.fmean(ms) if ms else None,
         median_ms=statistics.median(ms) if ms else None,
         percentiles_ms={percentile_key(q): percentile(ms, q) for q in percentiles},
+        std_ms=statistics.pstdev(ms) if ms else None,
     )
 
 

@@ -18,7 +18,7 @@ import anyio
 from pydantic import BaseModel, Field
 
 from pipeline.backends.pool import BackendPool
-from pipeline.records import ChatRequest, Completion
+from pipeline.records import ChatRequest, Completion, Endpoint
 
 DEFAULT_PROMPTS = [
     "Explain in three sentences why the sky is blue.",
@@ -96,9 +96,10 @@ def answer_of(index: int, completion: Completion) -> Answer:
     return Answer(prompt_index=index, text=completion.text, tokens=tokens, alternatives=alternatives)
 
 
-def identity_request(prompt: str, max_tokens: int, tag: str) -> ChatRequest:
+def identity_request(prompt: str, max_tokens: int, tag: str, endpoint: Endpoint = Endpoint.CHAT) -> ChatRequest:
     return ChatRequest(
         messages=[{"role": "user", "content": prompt}],
+        endpoint=endpoint,
         max_tokens=max_tokens,
         temperature=0.0,
         extra={"logprobs": True, "top_logprobs": TOP_LOGPROBS},
@@ -156,7 +157,13 @@ def _at(items: list, index: int, default=None):
 
 
 async def ask_all(
-    pool: BackendPool, prompts: list[str], indices: list[int], max_tokens: int, users: int | None = None
+    pool: BackendPool,
+    prompts: list[str],
+    indices: list[int],
+    max_tokens: int,
+    users: int | None = None,
+    *,
+    endpoint: Endpoint = Endpoint.CHAT,
 ) -> list[Answer]:
     """The requests for `indices`, at most `users` in flight (all at once by default), in request order."""
     answers: list[Answer | None] = [None] * len(indices)
@@ -164,7 +171,7 @@ async def ask_all(
 
     async def one(slot: int, index: int) -> None:
         async with limiter:
-            completion = await pool.complete(identity_request(prompts[index], max_tokens, f"id-{slot}"))
+            completion = await pool.complete(identity_request(prompts[index], max_tokens, f"id-{slot}", endpoint))
         answers[slot] = answer_of(index, completion)
 
     async with anyio.create_task_group() as group:
@@ -173,9 +180,11 @@ async def ask_all(
     return [answer for answer in answers if answer is not None]  # every slot is filled once the group ends
 
 
-async def oracle_answers(pool: BackendPool, prompts: list[str], max_tokens: int) -> list[Answer]:
+async def oracle_answers(
+    pool: BackendPool, prompts: list[str], max_tokens: int, *, endpoint: Endpoint = Endpoint.CHAT
+) -> list[Answer]:
     """The single-user oracle: one request at a time."""
-    return await ask_all(pool, prompts, list(range(len(prompts))), max_tokens, users=1)
+    return await ask_all(pool, prompts, list(range(len(prompts))), max_tokens, users=1, endpoint=endpoint)
 
 
 def compare_level(users: int, oracle: list[Answer], answers: list[Answer]) -> IdentityLevel:
@@ -195,20 +204,36 @@ def compare_level(users: int, oracle: list[Answer], answers: list[Answer]) -> Id
 
 
 async def concurrency_levels(
-    pool: BackendPool, prompts: list[str], levels: list[int], max_tokens: int, oracle: list[Answer]
+    pool: BackendPool,
+    prompts: list[str],
+    levels: list[int],
+    max_tokens: int,
+    oracle: list[Answer],
+    *,
+    endpoint: Endpoint = Endpoint.CHAT,
 ) -> list[IdentityLevel]:
     """At N users every prompt is asked (repeated to fill N when N is larger), N requests in flight."""
     results = []
     for users in levels:
         indices = [i % len(prompts) for i in range(max(users, len(prompts)))]
-        results.append(compare_level(users, oracle, await ask_all(pool, prompts, indices, max_tokens, users)))
+        answers = await ask_all(pool, prompts, indices, max_tokens, users, endpoint=endpoint)
+        results.append(compare_level(users, oracle, answers))
     return results
 
 
 async def same_question(
-    pool: BackendPool, prompts: list[str], levels: list[int], max_tokens: int, oracle: list[Answer]
+    pool: BackendPool,
+    prompts: list[str],
+    levels: list[int],
+    max_tokens: int,
+    oracle: list[Answer],
+    *,
+    endpoint: Endpoint = Endpoint.CHAT,
 ) -> list[IdentityLevel]:
-    return [compare_level(users, oracle, await ask_all(pool, prompts, [0] * users, max_tokens)) for users in levels]
+    return [
+        compare_level(users, oracle, await ask_all(pool, prompts, [0] * users, max_tokens, endpoint=endpoint))
+        for users in levels
+    ]
 
 
 def servers_level(oracle_a: list[Answer], oracle_b: list[Answer]) -> IdentityLevel:
@@ -225,6 +250,7 @@ class IdentitySpec(BaseModel):
     levels: list[int] = Field(default_factory=lambda: [1, 2, 4, 8])
     max_tokens: int = Field(default=96, gt=0)
     mode: str = "concurrency"  # concurrency | same | servers
+    endpoint: Endpoint = Endpoint.CHAT
 
 
 def single_pool(fleet, index: int) -> BackendPool:
@@ -252,13 +278,17 @@ async def run_identity(settings, spec: IdentitySpec) -> IdentityRecord:
         backend, info = fleet.backends[0], fleet.engines[fleet.backends[0].name]
         check_levels(spec, fleet.pool.states[0].cap)
         pool = single_pool(fleet, 0)
-        oracle = await oracle_answers(pool, spec.prompts, spec.max_tokens)
+        endpoint = spec.endpoint
+        oracle = await oracle_answers(pool, spec.prompts, spec.max_tokens, endpoint=endpoint)
         if spec.mode == "concurrency":
-            levels = await concurrency_levels(pool, spec.prompts, spec.levels, spec.max_tokens, oracle)
+            levels = await concurrency_levels(
+                pool, spec.prompts, spec.levels, spec.max_tokens, oracle, endpoint=endpoint
+            )
         elif spec.mode == "same":
-            levels = await same_question(pool, spec.prompts, spec.levels, spec.max_tokens, oracle)
+            levels = await same_question(pool, spec.prompts, spec.levels, spec.max_tokens, oracle, endpoint=endpoint)
         elif len(fleet.backends) > 1:
-            levels = [servers_level(oracle, await oracle_answers(single_pool(fleet, 1), spec.prompts, spec.max_tokens))]
+            other = await oracle_answers(single_pool(fleet, 1), spec.prompts, spec.max_tokens, endpoint=endpoint)
+            levels = [servers_level(oracle, other)]
     if spec.mode == "servers" and len(fleet.backends) == 1:
         if fleet.embedded is None:
             from pipeline.errors import UsageError
@@ -267,9 +297,8 @@ async def run_identity(settings, spec: IdentitySpec) -> IdentityRecord:
                 "setting 'mode' servers needs two servers in setting 'backends' (or the embedded engine, restarted)"
             )
         async with open_fleet(settings) as second:  # a fresh embedded engine
-            levels = [
-                servers_level(oracle, await oracle_answers(single_pool(second, 0), spec.prompts, spec.max_tokens))
-            ]
+            other = await oracle_answers(single_pool(second, 0), spec.prompts, spec.max_tokens, endpoint=spec.endpoint)
+            levels = [servers_level(oracle, other)]
     return IdentityRecord(
         mode=spec.mode,
         backend=backend.base_url,

@@ -44,7 +44,7 @@ from pipeline.bench.studies.context import BenchRun, OnLevel
 from pipeline.bench.studies.rates import cap_rule, run_rate_sweep, run_replay, workload_of
 from pipeline.config import Settings
 from pipeline.errors import UsageError
-from pipeline.records import EngineInfo
+from pipeline.records import Endpoint, EngineInfo
 from pipeline.records.bench import (
     MIN_WINDOW_S,
     BackendInfo,
@@ -65,6 +65,7 @@ def check_spec(spec: BenchSpec) -> None:
     """What can be refused before any backend is touched."""
     if not spec.streams and not spec.rates and not spec.workload:
         raise UsageError("bench: nothing to measure: give stream levels, request rates or a workload to replay")
+    check_endpoint(spec)
     if spec.dataset and spec.input_len:
         raise UsageError("setting 'input_len': a dataset brings its own prompts")
     if spec.prompt_tokens and (spec.input_len or spec.dataset):
@@ -82,6 +83,16 @@ def check_spec(spec: BenchSpec) -> None:
             f"setting 'window' {spec.window_s:g}: too short to hold full occupancy and a best second; "
             f"at least {MIN_WINDOW_S:g} s"
         )
+
+
+def check_endpoint(spec: BenchSpec) -> None:
+    """Text completions take one prompt: not a conversation's history, nor a book's requests with roles."""
+    if spec.endpoint is not Endpoint.COMPLETIONS:
+        return
+    if spec.multi_turn:
+        raise UsageError("setting 'multi_turn': a conversation's turns need roles; use the chat endpoint")
+    if spec.workload:
+        raise UsageError("setting 'workload': a book's requests carry roles and worked examples; replay them over chat")
 
 
 def check_cache_settings(spec: BenchSpec) -> None:
@@ -136,7 +147,8 @@ def targets_of(fleet: Fleet, spec: BenchSpec) -> tuple[list[Target], list[Backen
         slots, source = slots_for(backend.name, info, spec)
         check_level_fits(backend.name, state.cap, slots, source, spec.streams)
         ignore_eos = spec.ignore_eos and engine(info.kind).ignore_eos
-        targets.append(Target(backend, info, {"ignore_eos": True} if ignore_eos else {}, cap=state.cap))
+        extra = {"ignore_eos": True} if ignore_eos else {}
+        targets.append(Target(backend, info, extra, cap=state.cap, endpoint=spec.endpoint))
         infos.append(
             BackendInfo(
                 name=backend.name,

@@ -2,7 +2,8 @@
 
 Run in its own process (`python -m pipeline.bench.studies.sse_source --tick-ms 20 [--port N]`, prints its port):
 POST /v1/chat/completions answers `max_tokens` content events, then a finish_reason event, a usage event and
-[DONE], over HTTP/1.1 keep-alive with chunked encoding, shaped like vLLM's. Paced (tick > 0): one ticker
+[DONE], over HTTP/1.1 keep-alive with chunked encoding, shaped like vLLM's; POST /v1/completions the same as
+text completions (each choice's `text`, no role event). Paced (tick > 0): one ticker
 writes one event to every running stream each tick, so each client read carries one event; unpaced
 (tick 0): the whole answer in one write. Every byte is precomputed per token index, so the server's own
 cost stays far below a client's. Token i's text is `token_text(i)`: mostly plain, some with escapes, quotes
@@ -43,22 +44,29 @@ def _event(payload: dict) -> bytes:
 
 
 HEAD = {"id": "chatcmpl-ceiling", "object": "chat.completion.chunk", "created": 1700000000, "model": MODEL}
+TEXT_HEAD = {"id": "cmpl-ceiling", "object": "text_completion", "created": 1700000000, "model": MODEL}
 
 
-def content_event(index: int) -> bytes:
-    return _event(
-        {
-            **HEAD,
-            "choices": [{"index": 0, "delta": {"content": token_text(index)}, "logprobs": None, "finish_reason": None}],
-        }
+def _choice(text: str | None, *, completion: bool) -> dict:
+    """One choice carrying `text` (None: none, as in the finish event), as chat or as a text completion."""
+    if completion:
+        return {"index": 0, "text": text or ""}
+    return {"index": 0, "delta": {} if text is None else {"content": text}}
+
+
+def content_event(index: int, *, completion: bool = False) -> bytes:
+    choice = _choice(token_text(index), completion=completion) | {"logprobs": None, "finish_reason": None}
+    return _event({**(TEXT_HEAD if completion else HEAD), "choices": [choice]})
+
+
+def tail_events(count: int, *, completion: bool = False) -> bytes:
+    head = TEXT_HEAD if completion else HEAD
+    finish = _event(
+        {**head, "choices": [_choice(None, completion=completion) | {"logprobs": None, "finish_reason": "length"}]}
     )
-
-
-def tail_events(count: int) -> bytes:
-    finish = _event({**HEAD, "choices": [{"index": 0, "delta": {}, "logprobs": None, "finish_reason": "length"}]})
     usage = _event(
         {
-            **HEAD,
+            **head,
             "choices": [],
             "usage": {
                 "prompt_tokens": PROMPT_TOKENS,
@@ -87,40 +95,42 @@ ROLE_EVENT = _event(
 class Source:
     def __init__(self, tick_s: float):
         self.tick_s = tick_s
-        self.chunks: list[bytes] = []  # chunk-encoded content event per token index
-        self.tails: dict[int, bytes] = {}
-        self.whole: dict[int, bytes] = {}
-        self.running: list[list] = []  # [transport, next index, count]
+        # chunk-encoded content event per token index, and the rest, for chat (False) and text completions (True)
+        self.chunks: dict[bool, list[bytes]] = {False: [], True: []}
+        self.tails: dict[tuple[int, bool], bytes] = {}
+        self.whole: dict[tuple[int, bool], bytes] = {}
+        self.running: list[list] = []  # [transport, next index, count, completion]
         self.events = 0
         self.requests = 0
         self.connections = 0
 
-    def chunk(self, index: int) -> bytes:
-        while len(self.chunks) <= index:
-            self.chunks.append(_chunked(content_event(len(self.chunks))))
-        return self.chunks[index]
+    def chunk(self, index: int, *, completion: bool) -> bytes:
+        chunks = self.chunks[completion]
+        while len(chunks) <= index:
+            chunks.append(_chunked(content_event(len(chunks), completion=completion)))
+        return chunks[index]
 
-    def tail(self, count: int) -> bytes:
-        if count not in self.tails:
-            self.tails[count] = _chunked(tail_events(count)) + b"0\r\n\r\n"
-        return self.tails[count]
+    def tail(self, count: int, *, completion: bool) -> bytes:
+        if (count, completion) not in self.tails:
+            self.tails[count, completion] = _chunked(tail_events(count, completion=completion)) + b"0\r\n\r\n"
+        return self.tails[count, completion]
 
-    def start(self, transport: asyncio.Transport, count: int) -> None:
+    def start(self, transport: asyncio.Transport, count: int, *, completion: bool = False) -> None:
         self.requests += 1
+        opening = RESPONSE_HEAD + (b"" if completion else _chunked(ROLE_EVENT))
         if self.tick_s <= 0:
-            if count not in self.whole:
-                self.whole[count] = (
-                    RESPONSE_HEAD
-                    + _chunked(ROLE_EVENT)
-                    + b"".join(self.chunk(i) for i in range(count))
-                    + self.tail(count)
+            if (count, completion) not in self.whole:
+                self.whole[count, completion] = (
+                    opening
+                    + b"".join(self.chunk(i, completion=completion) for i in range(count))
+                    + self.tail(count, completion=completion)
                 )
-            transport.write(self.whole[count])
+            transport.write(self.whole[count, completion])
             self.events += count
             return
-        self.chunk(count)
-        transport.write(RESPONSE_HEAD + _chunked(ROLE_EVENT))
-        self.running.append([transport, 0, count])
+        self.chunk(count, completion=completion)
+        transport.write(opening)
+        self.running.append([transport, 0, count, completion])
 
     async def ticker(self) -> None:
         loop = asyncio.get_running_loop()
@@ -131,16 +141,16 @@ class Source:
             kept = []
             chunks = self.chunks
             for entry in self.running:
-                transport, index, count = entry
+                transport, index, count, completion = entry
                 if transport.is_closing():
                     continue
                 if index < count:
-                    transport.write(chunks[index])
+                    transport.write(chunks[completion][index])
                     entry[1] = index + 1
                     self.events += 1
                     kept.append(entry)
                 else:
-                    transport.write(self.tail(count))
+                    transport.write(self.tail(count, completion=completion))
             self.running = kept
 
     def stats(self) -> bytes:
@@ -186,9 +196,9 @@ class Connection(asyncio.Protocol):
     def answer(self, request_line: list[str], body: bytes) -> None:
         assert self.transport is not None, "answers come after connection_made"
         method, path = request_line[0], request_line[1] if len(request_line) > 1 else "/"
-        if method == "POST" and path.endswith("/chat/completions"):
+        if method == "POST" and path.endswith("/completions"):
             count = int(json.loads(body).get("max_tokens") or 16)
-            self.source.start(self.transport, count)
+            self.source.start(self.transport, count, completion=not path.endswith("/chat/completions"))
             return
         payload = self.source.stats() if path.startswith("/stats") else b'{"status":"ok"}'
         self.transport.write(

@@ -34,7 +34,7 @@ from pipeline.bench.load.prompts import PromptMaker, new_nonce, shared_prefixes,
 from pipeline.bench.report.provenance import host_info
 from pipeline.bench.studies.identity import single_pool
 from pipeline.errors import UsageError
-from pipeline.records import CacheResetDone, ChatRequest, Completion
+from pipeline.records import CacheResetDone, ChatRequest, Completion, Endpoint
 
 GATE = [
     ("What is 2 + 3? Answer with the number only.", r"\b5\b|\bfive\b"),
@@ -54,6 +54,7 @@ class SweepSpec(BaseModel):
     prefix_len: int | None = Field(default=None, gt=0)
     prefix_groups: int = Field(default=1, gt=0)
     reset_cache: bool = False
+    endpoint: Endpoint = Endpoint.CHAT
 
 
 class GateResult(BaseModel):
@@ -106,11 +107,17 @@ class SweepRecord(BaseModel):
     provenance: dict = Field(default_factory=dict)
 
 
-async def coherence_gate(fleet: Fleet, *, skip: bool) -> GateResult:
+def gate_prompt(question: str, endpoint: Endpoint) -> str:
+    """A gate question as asked: as it is over chat, as a question-and-answer line to a text completion."""
+    return question if endpoint is Endpoint.CHAT else f"Question: {question}\nAnswer:"
+
+
+async def coherence_gate(fleet: Fleet, *, skip: bool, endpoint: Endpoint = Endpoint.CHAT) -> GateResult:
     pool = single_pool(fleet, 0)
     answers = []
     for question, _ in GATE:
-        request = ChatRequest(messages=[{"role": "user", "content": question}], max_tokens=24, tag="gate")
+        message = {"role": "user", "content": gate_prompt(question, endpoint)}
+        request = ChatRequest(messages=[message], max_tokens=24, tag="gate", endpoint=endpoint)
         answers.append((await pool.complete(request)).text.strip())
     passed = all(re.search(pattern, answer, re.IGNORECASE) for (_, pattern), answer in zip(GATE, answers))
     if not passed and not skip:
@@ -146,6 +153,7 @@ async def one_repetition(
         request = ChatRequest(
             messages=[{"role": "user", "content": prompts.prompt(number)}],
             max_tokens=spec.max_tokens,
+            endpoint=spec.endpoint,
             extra=extra,
             tag=f"sweep-{number}",
         )
@@ -205,7 +213,7 @@ async def run_sweep(settings, spec: SweepSpec) -> SweepRecord:
                 f"level {max(spec.levels)} exceeds the {min(slots, fleet.pool.states[0].cap)} slots/cap: "
                 "that would measure queueing, not batching"
             )
-        gate = await coherence_gate(fleet, skip=spec.skip_gate)
+        gate = await coherence_gate(fleet, skip=spec.skip_gate, endpoint=spec.endpoint)
         counter = await token_counter(fleet.session, backend)
         prefixes = (
             await shared_prefixes(counter, spec.prefix_len, spec.prefix_groups, new_nonce())

@@ -17,7 +17,7 @@ from pipeline.backends.sse import AttemptError, SseStream
 from pipeline.backends.wire import stream_chat
 from pipeline.bench.studies import ceiling
 from pipeline.bench.studies.sse_source import content_event, expected_text
-from pipeline.records import Backend, ChatRequest
+from pipeline.records import Backend, ChatRequest, Endpoint
 
 HEAD = b'{"id":"c1","object":"chat.completion.chunk","created":5,"model":"m","choices":[{"index":0,"delta":{"content":"'
 TAIL = b'"},"logprobs":null,"finish_reason":null}]}'
@@ -152,9 +152,10 @@ def source():
     process.close()
 
 
-def test_our_path_aiohttp_and_the_sdk_get_the_same_answer(source):
+@pytest.mark.parametrize("endpoint", list(Endpoint))
+def test_our_path_aiohttp_and_the_sdk_get_the_same_answer(source, endpoint):
     backend = Backend(name="s", base_url=f"http://127.0.0.1:{source.port}/v1", model="ceiling")
-    request = ChatRequest(messages=[{"role": "user", "content": "go"}], max_tokens=200)
+    request = ChatRequest(messages=[{"role": "user", "content": "go"}], max_tokens=200, endpoint=endpoint)
 
     async def over_aiohttp():
         async with new_session(4) as session:
@@ -173,7 +174,9 @@ def test_our_path_aiohttp_and_the_sdk_get_the_same_answer(source):
 def test_source_events_are_what_json_says():
     for index in range(200):
         event = json.loads(content_event(index)[len(b"data: ") :])
+        text = json.loads(content_event(index, completion=True)[len(b"data: ") :])
         assert event["choices"][0]["delta"]["content"] == expected_text(index + 1)[len(expected_text(index)) :]
+        assert text["choices"][0]["text"] == event["choices"][0]["delta"]["content"], "both endpoints, one text"
 
 
 def test_ceiling_harness_exact_counts_one_and_two_workers():

@@ -378,7 +378,9 @@ class BookRun:
                     if outline is not None:
                         adopt_journaled_sections(outline, journal)
                     outline = await self._plan(fleet, planning, outline, start_section)
+                    writer.outline_complete()
                 else:
+                    writer.outline_complete()
                     for part, chapter, section in outline.sections():
                         start_section(outline, part, chapter, section)
         finally:

@@ -226,6 +226,7 @@ class SectionWriter:
         self.last_done: float | None = None
         self.asked_later = 0  # section requests that failed on every backend and were asked again later
         self._whole: dict[str, anyio.Event] = {}  # chapter id -> set once every one of its sections is planned
+        self._outline_complete = False
 
     def planned(self, chapter: Chapter) -> None:
         """Told of each section handed over (written or already journaled): once the chapter has all its
@@ -233,10 +234,17 @@ class SectionWriter:
         if len(chapter.sections) >= self.spec.sections:
             self._whole.setdefault(chapter.id, anyio.Event()).set()
 
+    def outline_complete(self) -> None:
+        """No chapter gains another section (planning ended, or the outline was loaded whole): a chapter
+        short of the shape's count (an outline edited by hand) is not waited for."""
+        self._outline_complete = True
+        for event in self._whole.values():
+            event.set()
+
     async def _chapter_whole(self, chapter: Chapter) -> None:
         """A section sent as its line was planned is scored once its chapter is whole: its on-point margin
         and its retry see every sibling, as when the chapter is handed over whole."""
-        if len(chapter.sections) < self.spec.sections:
+        if len(chapter.sections) < self.spec.sections and not self._outline_complete:
             await self._whole.setdefault(chapter.id, anyio.Event()).wait()
 
     @property

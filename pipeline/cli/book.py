@@ -77,14 +77,14 @@ def cmd_book(args: argparse.Namespace) -> int:
     from pipeline.audit.report import audit_table, parse_fail_on
     from pipeline.backends.loop import fast_loop
     from pipeline.book.run import RunOptions, book
+    from pipeline.book.stats import stats_table
+    from pipeline.watch.terminal import BookProgress
 
     if args.endpoint != Endpoint.CHAT:
         raise UsageError(
             "fanout book sends chat completions only: its prompts carry roles and worked examples "
             "(--endpoint completions is for bench, sweep, identity, ask and probe)"
         )
-    from pipeline.book.stats import stats_table
-    from pipeline.watch.terminal import BookProgress
 
     spec = book_spec(args)
     parse_fail_on(args.fail_on)  # a bad gate is a usage error before any work

@@ -127,8 +127,12 @@ def run_load(
         str(out),
         "--quiet",
         "--json",
-        "--warm",  # every section at once: this measures how many streams the client holds, not the cache
+        # every section at once: this measures how many streams the client holds, not the cache (warm) nor
+        # sections sent one by one as planned beside the slot kept for planning (streamed)
+        "--warm",
         "off",
+        "--schedule",
+        "pipelined",
         *[a for u in urls for a in ("--backend", f"{u},cap={cap}")],
     ]
     env = {k: v for k, v in os.environ.items() if not k.startswith("FANOUT_")} | {"FANOUT_JUDGE": "none"}

@@ -86,7 +86,16 @@ def hostile_books(tmp_path_factory, listener):
     with FakeEngineThread(*engines):
         started = {
             seed: subprocess.Popen(
-                book(root / f"seed-{seed}", [f"{e.url},cap=4" for e in fleets[seed]], "--repair"),
+                # pipelined: the premise is faults of many kinds, so traffic on every backend; a whole
+                # chapter's sections at once fill every backend's slots, where streamed sends them one by
+                # one as they are planned and the least loaded (the healthy) backend takes most of them
+                book(
+                    root / f"seed-{seed}",
+                    [f"{e.url},cap=4" for e in fleets[seed]],
+                    "--repair",
+                    "--schedule",
+                    "pipelined",
+                ),
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,

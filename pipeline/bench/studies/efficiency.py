@@ -1,11 +1,12 @@
 """Job efficiency: how much of what the backends sustain does a whole book job get?
 
 Takes Settings (the backends and their caps, or the embedded engine) and a book shape; in one run it
-measures the ladder's sustained rate at the caps (every backend full, closed loop), then writes
-the book three ways (pipelined, the default; streamed, each section sent as its line lands; and with
---barrier), and returns an EfficiencyRecord: plan + write tok/s ÷ sustained (the whole job: first request
-to last section) and write-phase tok/s ÷ sustained, with where the CPU went in the ladder and in each job
-(pipeline/cpu.py). Tokens are the servers' usage counts; times are the client's clock.
+measures the ladder's sustained rate at the caps (every backend full, closed loop), then writes the book
+three ways (pipelined, each chapter's sections sent once it is whole; streamed, the book's default, each
+section sent as its line lands; and with --barrier), and returns an EfficiencyRecord: plan + write tok/s ÷
+sustained (the whole job: first request to last section) and write-phase tok/s ÷ sustained, with where the
+CPU went in the ladder and in each job (pipeline/cpu.py). Tokens are the servers' usage counts; times are
+the client's clock.
 
 Against a book's own workload (`workload_efficiency`): a finished run folder's requests (requests.jsonl:
 every planning and section request as it was sent) replayed all at once on the same fleet, paced only by

@@ -86,19 +86,15 @@ class Planner:
         on_section: OnSection | None = None,
         on_change: Callable[[Outline], None] | None = None,
     ) -> Outline:
-        """Plan what `outline` (a partial one from an interrupted run, or None) still lacks.
+        """Plan what `outline` (a partial one from an interrupted run, or None) still lacks; `schedule` says
+        when `on_section` hears of each section (the book's is records.BOOK_SCHEDULE).
 
-        Pipelined (the default): items are read from each answer as it streams, so a part's chapters are
-        asked the moment the part has arrived, and a chapter's sections are announced to `on_section` the
-        moment the chapter has every one of them, so writing starts while the rest is still being planned.
-        Sections wait for their chapter's last title (a section's request needs only its own, but its
-        on-point score needs its siblings). `streamed=True` announces each section the moment its line has
-        arrived instead: on six FAKE step-law engines (8x12x16, `fanout efficiency`, two runs) the whole job
-        took 0.834 and 0.832 of sustained against 0.784 and 0.764 with the wait, its write phase 0.859 and
-        0.875 against 0.935 and 0.913 (an earlier measurement, before the chapter's first section led its
-        siblings, had it 0.841 against 0.852); it is not the book's default until its text is measured.
-        `barrier=True` waits for each whole level (seed 003's schedule) and announces every section at the
-        end. `on_change` sees the outline after every planned node, to save it."""
+        Items are read from each answer as it streams, so a part's chapters are asked the moment the part
+        has arrived. STREAMED announces each section the moment its line has arrived and been taken (the
+        writer scores it once its chapter is whole, book/write.py); PIPELINED announces a chapter's
+        sections once the chapter has every one of them; both write while the rest is still being planned.
+        BARRIER waits for each whole level (seed 003's schedule) and announces every section at the end.
+        `on_change` sees the outline after every planned node, to save it."""
         started = time.monotonic()
         changed = on_change or (lambda _: None)
         announce = on_section or (lambda outline, part, chapter, section: None)

@@ -51,3 +51,25 @@ async def test_sections_sent_early_are_scored_once_their_chapter_is_whole(tmp_pa
         assert all(r.margin is not None for r in writer.results.values()), "scored against all three siblings"
     finally:
         await engine.stop()
+
+
+async def test_a_chapter_short_of_the_shape_is_not_waited_for_once_the_outline_is_complete(tmp_path):
+    engine = await FakeEngine(tokens=8).start()
+    try:
+        pool = BackendPool([Backend(name="e", base_url=engine.url, cap=4)], RetryPolicy())
+        spec = BookSpec(prompt="A short handbook on feeding a sourdough starter.", parts=1, chapters=1, sections=4)
+        writer = SectionWriter(
+            pool, spec, Journal(tmp_path / "sections.jsonl"), SMALL, BookListener(), open_embedder(),
+            WritePolicy(warm=WarmSchedule.OFF),
+        )  # fmt: skip
+        outline, part, chapter = one_chapter()  # three sections where the shape says four (edited by hand)
+        writer.outline_complete()
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as group:
+                for section in chapter.sections:
+                    writer.planned(chapter)
+                    group.start_soon(writer.write, outline, part, chapter, section)
+        writer.journal.close()
+        assert len(writer.results) == 3
+    finally:
+        await engine.stop()

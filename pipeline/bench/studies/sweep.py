@@ -214,7 +214,7 @@ async def run_sweep(settings, spec: SweepSpec) -> SweepRecord:
                 "that would measure queueing, not batching"
             )
         gate = await coherence_gate(fleet, skip=spec.skip_gate, endpoint=spec.endpoint)
-        counter = await token_counter(fleet.session, backend)
+        counter = await token_counter(fleet.session, backend, spec.endpoint)
         prefixes = (
             await shared_prefixes(counter, spec.prefix_len, spec.prefix_groups, new_nonce())
             if spec.prefix_len

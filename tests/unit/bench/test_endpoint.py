@@ -30,6 +30,8 @@ def test_a_ladder_and_a_rate_over_text_completions(tmp_path, capsys):
         sent = log_of(engine.url)
     record = json.loads(capsys.readouterr().out)
     assert record["spec"]["endpoint"] == "completions"
+    assert main(["report", str(tmp_path / "run"), "--format", "vllm", "--out", str(tmp_path / "vllm")]) == 0
+    assert {json.loads(p.read_text())["backend"] for p in (tmp_path / "vllm").glob("*.json")} == {"openai"}
     assert sent and all(entry["text"] for entry in sent), "every request went to /v1/completions"
     (level,) = record["series"][0]["levels"]
     assert level["total"]["sustained"] > 0 and level["total"]["latency"]["ttft"]["count"] > 0
@@ -63,3 +65,9 @@ async def test_identity_over_text_completions():
         await engine.stop()
     assert all("prompt" in body and "messages" not in body for body in engine.bodies)
     assert [level.identical == level.total for level in record.levels] == [True, True]
+
+
+def test_probe_says_whether_a_backend_answers_text_completions(capsys):
+    with steplaw_in_thread((1.0, 0.01)) as (engine,):
+        assert main(["probe", "--backend", f"{engine.url},cap=4", "--endpoint", "completions"]) == 0
+    assert capsys.readouterr().out.rstrip().endswith("completions=ok")

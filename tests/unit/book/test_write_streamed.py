@@ -3,6 +3,8 @@ its chapter is whole: its on-point margin and its retry see every sibling. On FA
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import anyio
 import pytest
 
@@ -23,15 +25,18 @@ def anyio_backend():
     return "asyncio"
 
 
+def writer_on(engine: FakeEngine, tmp_path: Path, *, sections: int) -> SectionWriter:
+    """A writer on one FAKE engine for a 1x1xN book, every section sent at once (warm off)."""
+    pool = BackendPool([Backend(name="e", base_url=engine.url, cap=4)], RetryPolicy())
+    spec = BookSpec(prompt="A short handbook on feeding a sourdough starter.", parts=1, chapters=1, sections=sections)
+    journal, policy = Journal(tmp_path / "sections.jsonl"), WritePolicy(warm=WarmSchedule.OFF)
+    return SectionWriter(pool, spec, journal, SMALL, BookListener(), open_embedder(), policy)
+
+
 async def test_sections_sent_early_are_scored_once_their_chapter_is_whole(tmp_path):
     engine = await FakeEngine(tokens=8, token_delay=0.01).start()
     try:
-        pool = BackendPool([Backend(name="e", base_url=engine.url, cap=4)], RetryPolicy())
-        spec = BookSpec(prompt="A short handbook on feeding a sourdough starter.", parts=1, chapters=1, sections=3)
-        writer = SectionWriter(
-            pool, spec, Journal(tmp_path / "sections.jsonl"), SMALL, BookListener(), open_embedder(),
-            WritePolicy(warm=WarmSchedule.OFF),
-        )  # fmt: skip
+        writer = writer_on(engine, tmp_path, sections=3)
         outline, part, chapter = one_chapter()
         last = chapter.sections.pop()
         async with anyio.create_task_group() as group:
@@ -56,12 +61,7 @@ async def test_sections_sent_early_are_scored_once_their_chapter_is_whole(tmp_pa
 async def test_a_chapter_short_of_the_shape_is_not_waited_for_once_the_outline_is_complete(tmp_path):
     engine = await FakeEngine(tokens=8).start()
     try:
-        pool = BackendPool([Backend(name="e", base_url=engine.url, cap=4)], RetryPolicy())
-        spec = BookSpec(prompt="A short handbook on feeding a sourdough starter.", parts=1, chapters=1, sections=4)
-        writer = SectionWriter(
-            pool, spec, Journal(tmp_path / "sections.jsonl"), SMALL, BookListener(), open_embedder(),
-            WritePolicy(warm=WarmSchedule.OFF),
-        )  # fmt: skip
+        writer = writer_on(engine, tmp_path, sections=4)
         outline, part, chapter = one_chapter()  # three sections where the shape says four (edited by hand)
         writer.outline_complete()
         with anyio.fail_after(10):

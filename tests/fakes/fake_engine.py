@@ -234,10 +234,11 @@ class FakeEngine:
             top = [("alpha ", -0.6931), ("beta ", -0.6932)] if tied else [(piece, -0.05), ("other ", -3.0)]
             if tied and piece == "beta ":
                 top = top[::-1]
-            entries = [{"id": zlib.crc32(t.encode()), "token": t, "logprob": lp} for t, lp in top]
-            choice["logprobs"] = {"content": [{**entries[0], "top_logprobs": entries}]}
             if is_text(body):  # the legacy completions shape: parallel lists, top as token -> logprob
                 choice["logprobs"] = {"tokens": [top[0][0]], "token_logprobs": [top[0][1]], "top_logprobs": [dict(top)]}
+            else:
+                entries = [{"id": zlib.crc32(t.encode()), "token": t, "logprob": lp} for t, lp in top]
+                choice["logprobs"] = {"content": [{**entries[0], "top_logprobs": entries}]}
         return {"choices": [choice]}
 
     def _pieces(self, body: dict, mode: str) -> list[str]:

@@ -107,25 +107,25 @@ class EngineTokenizer:
         return len(body["tokens"])
 
     async def _count_text(self, text: str) -> int:
-        if self.style == "vllm":
-            payload: dict = {"model": self.backend.model, "prompt": text, "add_special_tokens": True}
-        else:
-            payload = {"content": text, "add_special": True}
-        body = await _post(self.session, self.backend, "/tokenize", payload)
-        if not body or ("count" not in body and not isinstance(body.get("tokens"), list)):
+        tokens = await self._tokenize_text(text, special=True)
+        if tokens is None:
             raise FanoutError(f"{self.backend.name}: /tokenize failed while sizing prompts")
-        return int(body["count"]) if "count" in body else len(body["tokens"])
+        return len(tokens)
 
     async def ids(self, text: str) -> list[int] | None:
+        tokens = await self._tokenize_text(text, special=False)
+        return [int(t) for t in tokens] if tokens is not None and all(isinstance(t, int) for t in tokens) else None
+
+    async def _tokenize_text(self, text: str, *, special: bool) -> list | None:
+        """The engine's tokens for bare text (no chat template), with or without the special tokens a text
+        completion adds (BOS); None when the tokenizer will not say."""
         if self.style == "vllm":
-            payload = {"model": self.backend.model, "prompt": text, "add_special_tokens": False}
+            payload: dict = {"model": self.backend.model, "prompt": text, "add_special_tokens": special}
         else:
-            payload = {"content": text, "add_special": False}
+            payload = {"content": text, "add_special": special}
         body = await _post(self.session, self.backend, "/tokenize", payload)
         tokens = (body or {}).get("tokens")
-        return (
-            [int(t) for t in tokens] if isinstance(tokens, list) and all(isinstance(t, int) for t in tokens) else None
-        )
+        return tokens if isinstance(tokens, list) else None
 
 
 @dataclass

@@ -33,7 +33,6 @@ from pipeline.records import Endpoint
 from pipeline.records.bench import BenchRecord, Distribution, LatencySummary, LevelResult, RatePoint, percentile_key
 
 METRICS = ("ttft", "tpot", "itl", "e2el")  # vLLM's --percentile-metrics ttft,tpot,itl,e2el
-NO_INPUT_TOKENS_IN_WINDOW = None  # a ladder level counts its window's generated tokens, not their prompts
 
 FIELD_NOTES = {
     "endpoint_type": "openai-chat, or openai for a run over /v1/completions (--endpoint completions), as vLLM's "
@@ -136,7 +135,7 @@ def level_result(record: BenchRecord, label: str, backends: list[str], level: Le
             "duration": point.window_s,
             "completed": completed,
             "failed": failed,
-            "total_input_tokens": NO_INPUT_TOKENS_IN_WINDOW,
+            "total_input_tokens": None,  # the window counts generated tokens, not their prompts
             "total_output_tokens": point.tokens,
             "request_throughput": completed / window if window else None,
             "request_goodput": goodput.rate if goodput else None,

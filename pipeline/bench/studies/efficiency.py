@@ -85,10 +85,10 @@ async def sustained_at_caps(settings: Settings, max_tokens: int, window_s: float
     return point.sustained, point.sustained_source
 
 
-SCHEDULES = ("pipelined", "streamed", "barrier")  # sections once their chapter is whole, as each line lands, at the end
+SCHEDULES = (PlanSchedule.PIPELINED, PlanSchedule.STREAMED, PlanSchedule.BARRIER)
 
 
-async def job_row(settings: Settings, spec: BookSpec, *, schedule: str, sustained: float) -> JobRow:
+async def job_row(settings: Settings, spec: BookSpec, *, schedule: PlanSchedule, sustained: float) -> JobRow:
     # Seed 003's job: one request a section (no best of k, no off-point retries), so the figure measures the
     # schedule against the fleet, not how many candidates the text asked for.
     settings = settings.model_copy(update={"best_of": 1, "off_point_retries": 0})
@@ -96,13 +96,13 @@ async def job_row(settings: Settings, spec: BookSpec, *, schedule: str, sustaine
     with tempfile.TemporaryDirectory(prefix="fanout-efficiency-") as folder:
         # Typesetting waits for the end here: on a machine that also hosts the backends (the embedded
         # engine, local fakes) its render processes would take CPU from them mid-job.
-        options = RunOptions(schedule=PlanSchedule(schedule), incremental=False)
+        options = RunOptions(schedule=schedule, incremental=False)
         before = meter.snapshot()
         outcome = await book(settings, spec, Path(folder) / "run", None, BookListener(), options=options)
         cpu = cpu_use(before, meter.snapshot())
     stats = outcome.stats
     return JobRow(
-        schedule=schedule,
+        schedule=schedule.value,
         sections=stats.sections_ok,
         tokens=stats.tokens_written,
         plan_seconds=stats.plan_seconds,

@@ -95,6 +95,16 @@ def render_chat(name: str, **values: object) -> list[dict[str, str]]:
     return [{"role": role, "content": content.strip()} for role, content in zip(pieces[1::2], pieces[2::2])]
 
 
+def book_context(prompt: str) -> list[dict[str, str]]:
+    """The block that opens every planning and section request of a book (templates/book_context.md): the
+    request itself, as a system turn. It is the same for every request of the book, so an engine's prefix
+    cache reads it once. Measured on SmolLM2-135M (four requests' chapters, three samples a node; two
+    sections each, two seeds): the planned lines' fit to the request rose from 0.35 to 0.42 (the share at 0.3
+    or more from 0.54 to 0.71), the sections' text fit from 0.39 to 0.50 (0.75 to 0.94), and the sections'
+    median length from 190 to 234 words."""
+    return [{"role": "system", "content": render("book_context.md", prompt=prompt)}]
+
+
 def example_answer(name: str) -> str:
     """The worked example's answer in a chat template (its first assistant turn), or ''."""
     pieces = TURN.split(template(name).template)

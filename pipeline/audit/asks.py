@@ -34,8 +34,8 @@ from pipeline.titles import content_words, stem, title_words
 
 SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 OPENING = re.compile(
-    r"^(?:please\s+)?(?:write|create|make|produce|draft|give|prepare|compose|explain|teach|tell|show|describe|"
-    r"plan|build)(?:\s+(?:me|us))?\s+",
+    r"^(?:please\s+)?(?:(?:we|i)\s+(?:need|want|would\s+like)(?=\s+an?\s)|(?:write|create|make|produce|draft|"
+    r"give|prepare|compose|explain|teach|tell|show|describe|plan|build)(?:\s+(?:me|us))?)\s+",
     re.I,
 )
 FORM = re.compile(
@@ -103,7 +103,19 @@ SCOPE = re.compile(
 # A bare verb left when its object was cut off ('keep', 'calculated'): not an ask by itself.
 COMMON_VERBS = frozenset(
     """keep kept make do done doing go going get getting got use used using take run put set stay start try find
-    see look come send sends sent say says said call calls""".split()
+    see look come send sends sent say says said call calls welcome cope begin grow dig choose chosen rehearse
+    rehearses respond wear meet play learn teach hire join joined help stop move given give work works talk ask
+    stand just""".split()
+)
+# A count, an age, a day or a month: a detail of the asker's story ('forty plots', 'Thursday evening').
+NUMBER_WORDS = frozenset(
+    """one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen
+    eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred thousand dozen""".split()
+)
+CALENDAR = frozenset(
+    """monday tuesday wednesday thursday friday saturday sunday mondays tuesdays wednesdays thursdays fridays
+    saturdays sundays january february march april may june july august september october november
+    december""".split()
 )
 PARTICIPLE = re.compile(r"^[a-z]{3,}(?<!e)ed$", re.I)
 ADVERB = re.compile(r"^[a-z]{3,}ly$", re.I)
@@ -272,6 +284,58 @@ def worth_asking(phrase: str) -> bool:
     )
 
 
+EVERYDAY_ZIPF = 5.5  # 'home' 5.8, 'night' 5.6, 'year' 6.0 on their own are details; 'light' 5.3, 'evidence' 5.1 not
+
+
+def zipf(word: str) -> float:
+    from wordfreq import zipf_frequency  # 0.4 s to load its list: only once a request is read
+
+    return float(zipf_frequency(word.casefold(), "en"))
+
+
+def is_detail(phrase: str) -> bool:
+    """A detail of the asker's story, not a concern: a count, an age, a day or a month ('forty plots', 'children
+    aged seven', 'Thursday evening'), or one everyday word or bare verb cut from its clause ('home', 'welcome',
+    'cope'): an everyday word is one of wordfreq's Zipf EVERYDAY_ZIPF or more."""
+    words = re.findall(r"[a-z0-9]+", phrase.lower())
+    if any(word in NUMBER_WORDS or word in CALENDAR or word.isdigit() for word in words):
+        return True
+    return len(phrase.split()) == 1 and (verb_like(phrase) or zipf(phrase) >= EVERYDAY_ZIPF)
+
+
+PARTICLES = frozenset("up out off a an the".split())  # left by a phrasal verb cut off ('set up the room')
+
+
+def without_leading_verbs(phrase: str) -> str:
+    """The phrase without the bare verbs that lead or end it ('play board games' -> 'board games', 'set up the
+    room' -> 'room', 'deposits work' -> 'deposits', 'just given' -> '')."""
+    words = phrase.split()
+    while words and (words[0].lower() in COMMON_VERBS or words[0].lower() in PARTICLES):
+        words = words[1:]
+    while len(words) > 1 and words[-1].lower() in COMMON_VERBS | {"run"}:
+        words = words[:-1]
+    return " ".join(words)
+
+
+def without_counted_tail(phrase: str) -> str:
+    """'community choir of about sixty singers' -> 'community choir': a count after 'of' is a detail of it."""
+    head, of, tail = phrase.rpartition(" of ")
+    return head if of and head and is_detail(tail) else phrase
+
+
+PEOPLE_WORDS = frozenset(
+    """volunteers volunteer members member parents children beginners beginner newcomers people carers families
+    students trustees coaches staff""".split()
+)
+
+
+def names_readers(phrase: str) -> bool:
+    """People a book is written for, named in a concern's place ('New members', 'parent volunteers'): the
+    last word is one of PEOPLE_WORDS, and the phrase does not open with a verb ('welcoming clients')."""
+    words = phrase.lower().split()
+    return bool(words) and words[-1] in PEOPLE_WORDS and not words[0].endswith("ing")
+
+
 def verb_like(word: str) -> bool:
     """A bare verb, participle or adverb ('keep', 'received', 'safely'): left when its object was cut off."""
     return word.lower() in COMMON_VERBS or PARTICIPLE.search(word) is not None or ADVERB.search(word) is not None
@@ -290,7 +354,10 @@ def enumerated(phrase: str) -> list[str]:
 def read_request(request: str) -> list[Ask]:
     """Every ask of the request, in its order, without repeats: its subject first (the first phrase after
     the opening 'Write a handbook on', else the request's first phrase), then the audience and the concerns
-    its other words name."""
+    its other words name. A request that opens with the asker's story ('I keep three hens in Leeds. Write me
+    a guide to keeping backyard chickens') takes its subject from the sentence that names the book; the
+    story's details (counts, days, places of one word, bare verbs: is_detail) are not asks, and the people
+    it names are the audience."""
     asks: dict[str, Ask] = {}
 
     def add(text: str, kind: AskKind) -> None:
@@ -298,23 +365,58 @@ def read_request(request: str) -> list[Ask]:
             for part, _ in phrases(text):
                 add(part, kind)
             return
-        for each in enumerated(clean(text)):
-            if worth_asking(each) and each.casefold() not in asks:
-                first = kind == "concern" and all(ask.kind != "subject" for ask in asks.values())
-                asks[each.casefold()] = Ask(each, "subject" if first else kind)
+        for each in enumerated(without_counted_tail(without_leading_verbs(clean(text)))):
+            people = kind == "concern" and names_readers(each)
+            if (
+                not worth_asking(each)
+                or each.casefold() in asks
+                or (kind != "audience" and not people and is_detail(each))
+            ):
+                continue
+            first = kind == "concern" and not people and all(ask.kind != "subject" for ask in asks.values())
+            asks[each.casefold()] = Ask(each, "subject" if first else "audience" if people else kind)
 
     sentences = [s for s in SENTENCE.split(request) if s.strip()]
-    for number, sentence in enumerate(sentences):
+    for number, sentence in reading_order(sentences):
         text, opened = subject_of(sentence) if number == 0 else (later_sentence(sentence), False)
+        text = sentence if number < 0 else text  # the story is read whole, then only what it comes back to
         if opened and (first := PEOPLE_FIRST.match(text)) and names_people(first.group("who")):
             add(first.group("who"), "audience")  # 'a guide for night-shift nurses on sleep': sleep is the subject
             text = first.group("rest")
         found = phrases(text, keep=SUBJECT_KEEPS if opened else frozenset())
-        if number == 0 and not opened and is_brief(request):
+        story = number < 0  # the asker's story before the sentence that names the book
+        if story or (number == 0 and not opened and is_brief(request)):
             found = brief_opening(found, request)
         for phrase, lead in found:
             add(phrase, "audience" if is_audience(phrase, lead) else "concern")
     return list(asks.values())
+
+
+def names_book(sentence: str) -> bool:
+    """The sentence names the book it asks for and its subject ('Write me a guide to ...', 'We need a handbook
+    on ...'), not only the book ('We would like a handbook that we can give each of them', 'a guide written for
+    families like ours')."""
+    rest = OPENING.sub("", sentence.strip(), count=1)
+    form = FORM.match(rest)
+    return (
+        form is not None
+        and ABOUT_THE_BOOK.match(rest[form.end() :]) is None
+        and not PARTICIPLE.match(rest[form.end() :].split(" ", 1)[0])
+    )
+
+
+def reading_order(sentences: list[str]) -> list[tuple[int, str]]:
+    """(number, sentence) in the order they are read: as written, numbered from 0; except where the first
+    sentence tells of the asker and a later one names the book ('Write me a guide to ...'), which is read
+    first as number 0, and the story's sentences before it get negative numbers."""
+    if not sentences or subject_of(sentences[0])[1] or not OWN_CONTEXT.match(sentences[0].strip()):
+        return list(enumerate(sentences))
+    named = next((at for at, sentence in enumerate(sentences) if names_book(sentence)), None)
+    if named is None:
+        return list(enumerate(sentences))
+    story = [(-1 - at, sentence) for at, sentence in enumerate(sentences[:named])]
+    rest = [(at - named + 1, sentence) for at, sentence in enumerate(sentences[named + 1 :], start=named + 1)]
+    return [(0, sentences[named]), *story, *rest]
 
 
 def is_brief(request: str) -> bool:

@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field
 from pipeline.audit.asks import request_asks
 from pipeline.audit.embed import Embedder, Vectors, unit_rows
 from pipeline.audit.offrequest import JUDGED_LEVELS, OFF_REQUEST, request_fit
+from pipeline.audit.onsubject import subject_fits
 from pipeline.audit.source import AuditBook, AuditSection, headings_of
 from pipeline.titles import TitleIndex, content_words, near_duplicates, title_key
 
@@ -77,6 +78,9 @@ class SectionMeaning(BaseModel):
     off_book: bool = False
     stray_headings: int = 0
     repeats: str | None = None  # 'p01.c02.s03' whose paragraph this section's nearly repeats
+    subject_unit: float | None = None  # fit of its title and point to the request (pipeline/audit/onsubject.py)
+    subject_text: float | None = None  # fit of its text's opening to the request
+    on_subject: bool | None = None  # None: not judged (no request, no judge, or no text)
 
 
 class BookMeaning(BaseModel):
@@ -94,6 +98,8 @@ class BookMeaning(BaseModel):
     overlap: int = 0
     off_request: int | None = None  # None: not judged (no request, or the judge's wheel is not installed)
     off_request_ids: list[str] = Field(default_factory=list)  # the parts and chapters off the request
+    on_subject: float | None = None  # share of written sections about the request; None: not judged
+    off_subject_ids: list[str] = Field(default_factory=list)  # the sections off the subject
     asks: list[str] = Field(default_factory=list)
     missing_asks: list[str] = Field(default_factory=list)
     evidence: dict[str, list[str]] = Field(default_factory=dict)  # figure -> one line a finding
@@ -384,6 +390,16 @@ def off_request_nodes(book: AuditBook, judge: Embedder) -> dict[str, str]:
     return found
 
 
+def judge_subject(book: AuditBook, sections: list[SectionMeaning], judge: Embedder) -> None:
+    """Each written section's fit to the request and whether it is on the subject (pipeline/audit/onsubject.py)."""
+    written = {s.id: s for s in book.sections if s.error is None and s.text.strip()}
+    judged = [meaning for meaning in sections if meaning.id in written]
+    units = [unit(written[m.id].title, book.points.get(m.id, "")) for m in judged]
+    texts = [body_text(written[m.id].text) for m in judged]
+    for meaning, fit in zip(judged, subject_fits(judge, book.prompt or "", units, texts)):
+        meaning.subject_unit, meaning.subject_text, meaning.on_subject = fit.unit, fit.text, fit.on_subject
+
+
 def coverage(book: AuditBook, embedder: Embedder) -> tuple[list[str], list[str]]:
     """The request's asks, and those neither the book's title nor any part, chapter or section title and point
     carries."""
@@ -410,6 +426,9 @@ def analyse(book: AuditBook, embedder: Embedder, judge: Embedder | None = None) 
             meaning.repeats = repeats[meaning.id][0]
     asks, missing = coverage(book, embedder) if book.prompt else ([], [])
     off_request = off_request_nodes(book, judge) if judge is not None and book.prompt else None
+    if judge is not None and book.prompt:
+        judge_subject(book, sections, judge)
+    subject = [s for s in sections if s.on_subject is not None]
     evidence = {
         "similar_titles": similar_title_pairs(book, embedder),
         "vague_points": vague_point_list(book, embedder),
@@ -421,6 +440,11 @@ def analyse(book: AuditBook, embedder: Embedder, judge: Embedder | None = None) 
         "off_point": [f"{s.id}: nearer {s.nearest} by {-(s.margin or 0):.2f}" for s in judged if not s.on_point],
         "missing_asks": missing,
         "off_request": [f"{node_id}: {finding}" for node_id, finding in (off_request or {}).items()],
+        "off_subject": [
+            f"{s.id}: {s.subject_unit:.2f} heading, {s.subject_text:.2f} text to the request"
+            for s in subject
+            if not s.on_subject
+        ],
     }
     return BookMeaning(
         model=embedder.name,
@@ -437,6 +461,8 @@ def analyse(book: AuditBook, embedder: Embedder, judge: Embedder | None = None) 
         overlap=len(evidence["overlap"]),
         off_request=None if off_request is None else len(off_request),
         off_request_ids=list(off_request or {}),
+        on_subject=share([bool(s.on_subject) for s in subject]) if subject else None,
+        off_subject_ids=[s.id for s in subject if not s.on_subject],
         asks=asks,
         missing_asks=missing,
         evidence={k: v for k, v in evidence.items() if v},

@@ -68,6 +68,8 @@ FIGURES: dict[str, str] = {
     "overlap": "pairs of chapters (or parts) whose sections' titles and points, pooled, cover the same ground",
     "off_request": "parts and chapters whose title and point are not about the request's subject or any concern "
     "it names, by a sentence encoder (run folders only)",
+    "on_subject": "share of written sections whose title and point and text's opening are about the request, by a "
+    "sentence encoder calibrated on sections labelled by reading (run folders only)",
 }
 MEANING_FIGURES = {
     "on_point": "on_point",
@@ -82,6 +84,7 @@ MEANING_FIGURES = {
     "coverage": "coverage",
     "overlap": "overlap",
     "off_request": "off_request",
+    "on_subject": "on_subject",
 }  # figure -> its BookMeaning field
 
 
@@ -123,6 +126,7 @@ class BookQuality(BaseModel):
     coverage: float | None = None
     overlap: int | None = None
     off_request: int | None = None
+    on_subject: float | None = None
 
 
 # ---------------------------------------------------------------- prose

@@ -291,6 +291,16 @@ def rule_off_book(book: AuditBook, meaning: BookMeaning) -> list[Defect]:
     ]
 
 
+def rule_off_subject(book: AuditBook, meaning: BookMeaning) -> list[Defect]:
+    """A written section whose heading or text is not about the request (pipeline/audit/onsubject.py)."""
+    sections = by_id(book)
+    return [
+        defect("off_subject", sections[m.id], f"{m.subject_unit:.2f} heading, {m.subject_text:.2f} text to the request")
+        for m in meaning.sections
+        if m.on_subject is False
+    ]
+
+
 def rule_repeated_content(book: AuditBook, meaning: BookMeaning) -> list[Defect]:
     sections = by_id(book)
     return [
@@ -330,6 +340,7 @@ RULES: list[tuple[str, Rule]] = [
 MEANING_RULES: list[tuple[str, MeaningRule]] = [
     ("off_point", rule_off_point),
     ("off_book", rule_off_book),
+    ("off_subject", rule_off_subject),
     ("repeated_content", rule_repeated_content),
     ("stray_headings", rule_stray_headings),
 ]

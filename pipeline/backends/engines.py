@@ -1,7 +1,7 @@
 """What fanout knows of each engine kind, in one record a kind: the sampling fields it honours and their wire
-names, whether it has a thinking switch and honours ignore_eos, its Prometheus metric names and how its
-counters move, how (and how far) it empties its prefix cache over HTTP, and how to recognise it (metric
-prefix, /v1/models owned_by, where it reports its version).
+names, whether it has a thinking switch and honours ignore_eos and `n` (several choices of one prompt), its
+Prometheus metric names and how its counters move, how (and how far) it empties its prefix cache over HTTP,
+and how to recognise it (metric prefix, /v1/models owned_by, where it reports its version).
 
 The book's sampling (book/profiles.py), its thinking switch (book/run.py), the bench's ignore_eos
 (bench/studies/ladder.py, bench/studies/sweep.py) and the metric readers (backends/metrics.py, backends/fleet.py,
@@ -9,11 +9,14 @@ bench/report/figures.py) all read `engine(kind)`. Names come from the engines' s
 SGLang's sampling params and /metrics, llama.cpp's server README (`repeat_penalty`, `dry_multiplier`,
 `/props`, `/slots/{id}?action=erase`), TGI's and Ollama's OpenAI-compatible routes; vLLM's
 `/reset_prefix_cache` is registered only in its dev mode (vllm/entrypoints/serve, `VLLM_SERVER_DEV_MODE`).
-An unknown engine gets the OpenAI standard only.
+An unknown engine gets the OpenAI standard only, less `n`: vLLM, SGLang and llama.cpp's server (its n_cmpl,
+child seeds seed+1, seed+2, ...) sample n choices; TGI and Ollama answer one, and an unknown engine is not
+trusted to do more.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from pipeline.records import EngineKind, WarmSchedule
@@ -55,6 +58,7 @@ class Engine:
     wire_names: dict[str, str] = field(default_factory=dict)  # a field's name in this engine's body
     thinking_switch: bool = False  # chat_template_kwargs.enable_thinking reaches the chat template
     ignore_eos: bool = False  # honours ignore_eos, so a bench answer runs to its cap
+    parallel_sampling: bool = False  # honours `n`: one prompt prefilled once, n choices sampled from it
     metrics: MetricNames | None = None  # None: no Prometheus /metrics fanout can read
     metric_prefix: str | None = None  # sample-name prefix that identifies it on /metrics
     owned_by: str | None = None  # its /v1/models `owned_by`
@@ -75,6 +79,7 @@ ENGINES: dict[EngineKind, Engine] = {
         sampling_fields=EXTENDED_FIELDS,
         thinking_switch=True,
         ignore_eos=True,
+        parallel_sampling=True,
         metrics=MetricNames(
             generated_tokens="vllm:generation_tokens_total",
             prompt_tokens="vllm:prompt_tokens_total",
@@ -99,6 +104,7 @@ ENGINES: dict[EngineKind, Engine] = {
         sampling_fields=EXTENDED_FIELDS,
         thinking_switch=True,
         ignore_eos=True,
+        parallel_sampling=True,
         metrics=MetricNames(
             generated_tokens="sglang:generation_tokens_total",
             prompt_tokens="sglang:prompt_tokens_total",
@@ -122,6 +128,7 @@ ENGINES: dict[EngineKind, Engine] = {
         wire_names={"repetition_penalty": "repeat_penalty"},
         thinking_switch=True,
         ignore_eos=True,
+        parallel_sampling=True,
         metrics=MetricNames(
             generated_tokens="llamacpp:tokens_predicted_total",
             prompt_tokens="llamacpp:prompt_tokens_total",
@@ -179,3 +186,9 @@ def engine(kind: EngineKind) -> Engine:
 
 def metric_names(kind: EngineKind) -> MetricNames | None:
     return ENGINES[kind].metrics
+
+
+def honours_choices(kinds: Collection[EngineKind]) -> bool:
+    """Whether a request for several choices (ChatRequest.choices) gets them from every engine of `kinds`:
+    there is at least one, and each honours `n`."""
+    return bool(kinds) and all(ENGINES[kind].parallel_sampling for kind in kinds)

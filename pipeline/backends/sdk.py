@@ -2,9 +2,10 @@
 that need what httpx does and the fast path does not (HTTP(S)_PROXY and NO_PROXY, custom TLS through
 SSL_CERT_FILE, HTTP/2 proxies). Slower per event (the ceiling bench measures by how much).
 
-Takes a Backend and a ChatRequest; returns a Completion or raises AttemptError with the same failure kinds
-as the fast path, so the pool retries it the same way. One SDK client per backend and event loop, its own
-retries off (the pool's retry policy is the only one), closed with the fleet.
+Takes a Backend and a ChatRequest (of one choice or several, `n`); returns a Completion or raises
+AttemptError with the same failure kinds as the fast path, so the pool retries it the same way. One SDK
+client per backend and event loop, its own retries off (the pool's retry policy is the only one), closed
+with the fleet.
 """
 
 from __future__ import annotations
@@ -73,6 +74,8 @@ async def _stream(
         "stream_options": body.pop("stream_options"),
         "extra_headers": {REQUEST_ID_HEADER: request_id},  # the backend's headers and key are the client's
     }
+    if "n" in body:  # several choices: each chunk's choices carry their index, which SseStream sorts by
+        common["n"] = body.pop("n")
     chunks: Any
     if request.endpoint is Endpoint.COMPLETIONS:
         prompt = body.pop("prompt")

@@ -1,10 +1,11 @@
 """Streaming chat completions, the protocol: the lean SSE reader, its failure kinds, and the request body.
 
 Takes a Backend and a ChatRequest's events; `SseStream` reads only what is needed from each event (content
-deltas, finish_reason and usage), `completion_of` turns a finished stream into a Completion (text,
-finish_reason, usage, timestamps) or raises an AttemptError saying what went wrong and whether it is worth
-asking again. The transports feed it: wire.py (the hot path, an asyncio Protocol), aiohttp_chat.py (the
-client-ceiling bench's yardstick) and sdk.py (the openai SDK). Retries and balancing live in pool.py.
+deltas, finish_reason and usage, per choice where the request asked for several), `completion_of` turns a
+finished stream into a Completion (text, finish_reason, usage, timestamps, the other choices' texts) or
+raises an AttemptError saying what went wrong and whether it is worth asking again. The transports feed it:
+wire.py (the hot path, an asyncio Protocol), aiohttp_chat.py (the client-ceiling bench's yardstick) and
+sdk.py (the openai SDK). Retries and balancing live in pool.py.
 """
 
 from __future__ import annotations
@@ -70,7 +71,8 @@ def hide_key(text: str, backend: Backend) -> str:
 
 def request_body(backend: Backend, request: ChatRequest) -> dict[str, Any]:
     """The JSON body: `messages` to chat completions, the one user message's text as `prompt` to text
-    completions (no chat template), and the same fields otherwise (usage streamed at the end)."""
+    completions (no chat template), and the same fields otherwise (usage streamed at the end); `n` only where
+    the request asks for more than one choice."""
     body: dict[str, Any] = {
         **({"prompt": request.prompt} if request.endpoint is Endpoint.COMPLETIONS else {"messages": request.messages}),
         "max_tokens": request.max_tokens,
@@ -78,6 +80,8 @@ def request_body(backend: Backend, request: ChatRequest) -> dict[str, Any]:
         "stream": True,
         "stream_options": {"include_usage": True},
     }
+    if request.choices > 1:
+        body["n"] = request.choices
     if backend.model:
         body["model"] = backend.model
     body.update(request.extra)
@@ -98,7 +102,14 @@ class SseStream:
     usage, and per choice its text (delta.content from chat completions, text from text completions),
     logprobs, finish_reason.
 
-    Fast path: the first plain content event of a stream is parsed by json.loads and remembered as a
+    Choices: an answer to a request for n > 1 (the OpenAI `n`) carries each choice's events under its own
+    `index`, interleaved, the first not always index 0's. Choice 0 (index 0, or none) is read as an answer
+    of one choice is: `parts`, `finish_reason`, `logprobs`, `token_times`, the fast path and `on_delta` are
+    its alone. The other choices' text and finish_reason go to `more_parts` and `more_finish_reasons` by
+    index, through the slow path: the template is learned only from a choice-0 event, so an event of another
+    index (its head or tail holds that index) never matches it. `t_first` and `size` count every choice.
+
+    Fast path: the first plain content event of choice 0 is parsed by json.loads and remembered as a
     template, its bytes split around the content string (head, tail). A later event that is the same head,
     a string with no quote, backslash or control character, and the same tail is that same event with other
     text, so its content is the UTF-8 decoding of the middle, without json.loads. Anything else (escapes,
@@ -112,18 +123,20 @@ class SseStream:
 
     __slots__ = (
         "parts", "size", "finish_reason", "usage", "model", "t_first", "token_times", "on_delta", "logprobs",
-        "response_id", "timings", "other_events", "endpoint",
+        "response_id", "timings", "other_events", "endpoint", "more_parts", "more_finish_reasons",
         "_head", "_tail", "_fixed", "_read_head", "_read_tail", "_read_head_len", "_read_tail_len", "_pending",
     )  # fmt: skip
 
     def __init__(self, *, keep_token_times: bool, on_delta: OnDelta | None = None, endpoint: Endpoint = Endpoint.CHAT):
         self.endpoint = endpoint
-        self.parts: list[str] = []  # the content of each content event, in order
-        self.size = 0  # bytes of content so far
+        self.parts: list[str] = []  # the content of each content event of choice 0, in order
+        self.size = 0  # bytes of content so far, of every choice (one bound for the whole answer)
+        self.more_parts: dict[int, list[str]] = {}  # index -> the content events of that choice (index > 0)
+        self.more_finish_reasons: dict[int, str] = {}  # index -> its finish_reason (index > 0)
         self.finish_reason: str | None = None
         self.usage: dict[str, Any] | None = None
         self.model: str | None = None
-        self.t_first: float | None = None
+        self.t_first: float | None = None  # the first content of any choice (all share one prefill)
         self.token_times: list[float] | None = [] if keep_token_times else None
         self.on_delta = on_delta
         self.logprobs: list[dict[str, Any]] = []
@@ -263,8 +276,11 @@ class SseStream:
             self.usage = event["usage"]
 
     def _learn(self, payload: bytes, choice: Any) -> None:
-        """Remember this event as the template if it is a plain content event that can be split safely."""
+        """Remember this event as the template if it is a plain content event of choice 0 that can be split
+        safely."""
         if not isinstance(choice, dict) or choice.get("logprobs") or choice.get("finish_reason"):
+            return
+        if choice_index(choice):  # another choice's: its events would be taken as choice 0's
             return
         content = self._text_of(choice)
         if not isinstance(content, str) or not content:
@@ -303,16 +319,51 @@ class SseStream:
             return choice.get("text")
         return (choice.get("delta") or {}).get("content")
 
-    def _take_choice(self, choice: dict[str, Any]) -> None:
+    def _checked_text(self, choice: dict[str, Any]) -> str | None:
         content = self._text_of(choice)
         if content and not isinstance(content, str):
             raise AttemptError(Outcome.BAD_EVENT, f"the answer's text is a {type(content).__name__}, not text")
+        return content or None
+
+    def _take_choice(self, choice: dict[str, Any]) -> None:
+        index = choice_index(choice)
+        if index:
+            self._take_other_choice(index, choice)
+            return
+        content = self._checked_text(choice)
         if content:
             self._take_content(content, len(content.encode("utf-8", "surrogatepass")))
         if choice.get("logprobs"):
             self.logprobs.extend(per_token_logprobs(choice["logprobs"]))
         if isinstance(choice.get("finish_reason"), str) and choice["finish_reason"]:
             self.finish_reason = choice["finish_reason"][:40]
+
+    def _take_other_choice(self, index: int, choice: dict[str, Any]) -> None:
+        """Text and finish_reason of choice `index` > 0; its logprobs are not kept."""
+        content = self._checked_text(choice)
+        if content:
+            if self.t_first is None:
+                self.t_first = time.monotonic()
+            self.more_parts.setdefault(index, []).append(content)
+            self.size += len(content.encode("utf-8", "surrogatepass"))
+            if self.size > MAX_ANSWER_BYTES:
+                raise AttemptError(Outcome.OVERSIZED, f"answers passed {MAX_ANSWER_BYTES} bytes")
+        if isinstance(choice.get("finish_reason"), str) and choice["finish_reason"]:
+            self.more_finish_reasons[index] = choice["finish_reason"][:40]
+
+    def more_texts(self, choices: int) -> list[str]:
+        """The texts of choices 1..choices-1, in index order ("" for one that sent no text)."""
+        return ["".join(self.more_parts.get(index, ())) for index in range(1, choices)]
+
+
+def choice_index(choice: dict[str, Any]) -> int:
+    """A choice's `index`: 0 when it has none (an answer of one choice need not say)."""
+    index = choice.get("index")
+    if index is None:
+        return 0
+    if type(index) is not int or index < 0:
+        raise AttemptError(Outcome.BAD_EVENT, f"a choice's index is {str(index)[:40]!r}, not a count")
+    return index
 
 
 def per_token_logprobs(logprobs: dict[str, Any]) -> list[dict[str, Any]]:
@@ -383,16 +434,27 @@ def prefill_ms(timings: dict[str, Any] | None) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0 else None
 
 
+def other_choices(request: ChatRequest, stream: SseStream) -> list[str]:
+    """The texts of choices 1..N-1 of a request for N; an index past N-1 is a bad event."""
+    index = max((*stream.more_parts, *stream.more_finish_reasons), default=0)
+    if index >= request.choices:
+        raise AttemptError(Outcome.BAD_EVENT, f"a choice of index {index} in an answer of {request.choices} asked")
+    return stream.more_texts(request.choices)
+
+
 def completion_of(
     backend: Backend, request: ChatRequest, stream: SseStream, t_sent: float, request_id: str | None = None
 ) -> Completion:
+    """The Completion of a finished stream. EMPTY only when every choice is: `text` is choice 0's even so."""
     text = "".join(stream.parts)
+    more = other_choices(request, stream)
     usage = stream.usage or {}
     cached, cached_source = cached_prompt(usage, stream.timings)
-    if not text.strip():
+    if not text.strip() and not any(other.strip() for other in more):
         raise AttemptError(Outcome.EMPTY, f"finish_reason={stream.finish_reason}")
     try:
-        text.encode("utf-8")
+        for answer in (text, *more):
+            answer.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise AttemptError(Outcome.BAD_UTF8, str(exc)) from exc
     return Completion(
@@ -414,4 +476,6 @@ def completion_of(
         prefill_ms=prefill_ms(stream.timings),
         request_id=request_id,
         response_id=stream.response_id,
+        more_texts=more,
+        more_finish_reasons=[stream.more_finish_reasons.get(index) for index in range(1, request.choices)],
     )

@@ -407,25 +407,25 @@ class BookRun:
         outline = await planner.plan(partial, schedule=self.options.schedule, on_section=on_section, on_change=save)
         self.plan_stats = planner.stats
         log.info(
-            "planned %s: %d sections in %.1f s (%d requests, %d re-asked, %d beside another ask, "
-            "%d placeholder titles, %d headings made from a refused title's point, %d made from the request's "
-            "uncovered asks, %d answers cut short once they had every title, "
-            "%d at the count asked, %d titles without a key point)",
+            "planned %s: %d sections in %.1f s (%d requests, %d samples, %d lines pooled, %d nodes asked a second "
+            "round, %d placeholder titles, %d made from the request's uncovered asks, %d taken although off the "
+            "request, %d titles without a key point)",
             outline.title,
             len(outline.sections()),
             planner.stats.seconds,
             planner.stats.requests,
+            planner.stats.samples,
+            planner.stats.pooled,
             planner.stats.reasked,
-            planner.stats.widened,
             planner.stats.placeholders,
-            planner.stats.headings_from_points,
             planner.stats.titles_from_asks,
-            planner.stats.cut_short,
-            planner.stats.cut_at_count,
+            planner.stats.off_subject_taken,
             planner.stats.missing_points,
         )
+        if planner.stats.passed_over:
+            log.info("lines passed over: %s", dict(planner.stats.passed_over.most_common()))
         if planner.stats.refusals:
-            log.info("titles refused: %s", dict(planner.stats.refusals.most_common()))
+            log.info("lines refused: %s", dict(planner.stats.refusals.most_common()))
             for node_id, title, reason in planner.stats.refused:
                 log.debug("refused under %s: %r %s", node_id or "the book", title, reason)
         return outline

@@ -55,7 +55,7 @@ from pipeline.records import (
     SectionResult,
     WarmSchedule,
 )
-from pipeline.templating import render, render_text
+from pipeline.templating import book_context, render, render_text
 from pipeline.watch.listeners import BookListener
 
 
@@ -91,7 +91,8 @@ def section_request(
     """The section's request; candidate n > 0 (best of k) is sampled with its own seed."""
     prompt = section_prompt(spec, outline, part, chapter, section)
     tag = section.id if candidate == 0 else f"{section.id}#{candidate}"
-    return sampler.request([{"role": "user", "content": prompt}], spec.max_tokens, tag)
+    messages = [*book_context(spec.prompt), {"role": "user", "content": prompt}]
+    return sampler.request(messages, spec.max_tokens, tag)
 
 
 class WallClock:

@@ -117,6 +117,7 @@ class ChatRequest(BaseModel):
     extra: dict[str, Any] = Field(default_factory=dict)
     keep_token_times: bool = False
     tag: str = ""  # the caller's id for the request (section id, bench request number)
+    choices: int = Field(default=1, ge=1)  # samples of the one prompt (the OpenAI `n`): one prefill, N answers
 
     @model_validator(mode="after")
     def _one_prompt_for_completions(self) -> ChatRequest:
@@ -206,7 +207,9 @@ class Attempt(BaseModel):
 
 
 class Completion(BaseModel):
-    """A finished streaming answer, with its raw timestamps (time.monotonic)."""
+    """A finished streaming answer, with its raw timestamps (time.monotonic). Of a request for several
+    choices, `text`, `finish_reason`, `chunks`, `token_times` and `logprobs` are choice 0's, the other
+    choices' texts and finish_reasons are in `more_*`, and usage counts every choice."""
 
     tag: str = ""
     backend: str
@@ -227,6 +230,8 @@ class Completion(BaseModel):
     prefill_ms: float | None = None  # the engine's own prompt-processing time (llama.cpp timings.prompt_ms)
     request_id: str | None = None  # the X-Request-Id this answer's attempt was sent with
     response_id: str | None = None  # the engine's id of the answer (the events' `id`), to join with its logs
+    more_texts: list[str] = Field(default_factory=list)  # choices 1..N-1's texts, in index order ("": none came)
+    more_finish_reasons: list[str | None] = Field(default_factory=list)  # their finish_reasons, likewise
 
     @property
     def ttft(self) -> float | None:
@@ -285,7 +290,6 @@ class BookSpec(BaseModel):
     sections: int = Field(default=16, gt=0)
     words: int = Field(default=DEFAULT_WORDS, gt=0)
     max_tokens: int = Field(gt=0)
-    plan_attempts: int = Field(default=6, gt=0)
     section_template: str | None = None  # the user's own section prompt (its text); None: templates/section.md
     profile: SamplingProfile | None = None  # chosen once the engines are known; a resume keeps it
     planner_profile: SamplingProfile | None = None  # when planning has backends of its own

@@ -1,8 +1,9 @@
 """A FAKE OpenAI-compatible engine for fast unit tests of logic (caps, balancing, retries, faults).
 
 It is not an LLM: it streams a fixed number of word tokens per request, in the SSE format vLLM and
-llama-server use, and keeps a vLLM-style generation counter on /metrics. Each request takes the next mode
-from `modes` (then "ok"): ok, http_500, http_429, reset (connection dropped mid-stream), close_early
+llama-server use, and keeps a vLLM-style generation counter on /metrics. A body with `n` > 1 gets n choices,
+each its own answer, their events interleaved as llama-server's are (the first not choice 0's). Each request
+takes the next mode from `modes` (then "ok"): ok, http_500, http_429, reset (connection dropped mid-stream), close_early
 (connection dropped before any byte), empty, stall (no bytes until the client gives up), no_done (stream
 ends without [DONE]), bad_utf8 (an SSE line that is not UTF-8), huge (a 10 MB answer in 32 KB tokens),
 huge_line (a 10 MB answer in one SSE line), bad_json (a
@@ -200,6 +201,8 @@ class FakeEngine:
         await response.prepare(request)
         if mode == "bad_utf8":
             await response.write(b'data: {"choices": [{"index": 0, "delta": {"content": "caf\xe9 \xff\xfe"}}]}\n\n')
+        if choices_of(body) > 1:
+            return await self._answer_choices(request, response, body, mode)
         pieces = self._pieces(body, mode)
         count = len(pieces)
         for index, piece in enumerate(pieces):
@@ -213,6 +216,10 @@ class FakeEngine:
         finish = "length" if count == body.get("max_tokens") else "stop"
         no_text = {"text": ""} if is_text(body) else {"delta": {}}
         await self._event(response, {"choices": [{"index": 0, **no_text, "finish_reason": finish}]})
+        return await self._end(response, mode, count)
+
+    async def _end(self, response: web.StreamResponse, mode: str, count: int) -> web.StreamResponse:
+        """The usage event (`count` tokens generated), then [DONE] unless the mode leaves it out."""
         await self._event(
             response,
             {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": count, "total_tokens": 5 + count}},
@@ -222,27 +229,69 @@ class FakeEngine:
         await response.write_eof()
         return response
 
-    def _chunk(self, body: dict, index: int, piece: str) -> dict:
-        """One content event; with logprobs when asked. A prompt marked [tie] has a near-tie at TIE_INDEX
-        that falls the other way while more than `tie_flip_above` requests are in flight (FAKE batch
-        nondeterminism, for identity tests)."""
+    async def _answer_choices(
+        self, request: web.Request, response: web.StreamResponse, body: dict, mode: str
+    ) -> web.StreamResponse:
+        """n > 1 choices, their events interleaved round by round from the last index down (so the first
+        content event is not choice 0's, as llama-server may send it), each choice's finish event after its
+        last piece, then one usage event counting every choice's tokens."""
+        answers = self._choice_pieces(body, mode)
+        events = interleaved(answers)
+        no_text = {"text": ""} if is_text(body) else {"delta": {}}
+        for sent, (choice, index, piece) in enumerate(events):
+            if piece is None:
+                finish = "length" if index == body.get("max_tokens") else "stop"
+                await self._event(response, {"choices": [{"index": choice, **no_text, "finish_reason": finish}]})
+            else:
+                await self._event(response, self._chunk(body, index, piece, choice))
+                if self.token_delay:
+                    await asyncio.sleep(self.token_delay)
+            if mode == "reset" and sent == len(events) // 2:
+                request.transport.close()
+                return response
+        count = sum(len(pieces) for pieces in answers)
+        self.generated += count
+        return await self._end(response, mode, count)
+
+    def _choice_pieces(self, body: dict, mode: str) -> list[list[str]]:
+        """The pieces of each of the body's n choices: choice 0's those of an answer of one choice, each other
+        its own (words marked with its index; a reply asked again: a planning reply draws new titles). A
+        reply that repeats an earlier choice's (a section's) opens with a mark of its own, so each differs."""
+        answers: list[list[str]] = []
+        for choice in range(choices_of(body)):
+            pieces = self._pieces(body, mode, choice)
+            if pieces and pieces in answers:
+                pieces = [f"Sample {letters(choice)}: ", *pieces][: body.get("max_tokens", len(pieces) + 1)]
+            answers.append(pieces)
+        return answers
+
+    def _chunk(self, body: dict, index: int, piece: str, choice: int = 0) -> dict:
+        """One content event (of choice `choice`); with logprobs when asked. A prompt marked [tie] has a
+        near-tie at TIE_INDEX that falls the other way while more than `tie_flip_above` requests are in flight
+        (FAKE batch nondeterminism, for identity tests)."""
         tied = "[tie]" in prompt_of(body) and index == TIE_INDEX and self.tie_flip_above is not None
         if tied:
             piece = "beta " if self.in_flight > self.tie_flip_above else "alpha "
-        choice: dict = {"index": 0, "text": piece} if is_text(body) else {"index": 0, "delta": {"content": piece}}
+        content: dict = {"text": piece} if is_text(body) else {"delta": {"content": piece}}
+        choice_event: dict = {"index": choice, **content}
         if body.get("logprobs"):
             top = [("alpha ", -0.6931), ("beta ", -0.6932)] if tied else [(piece, -0.05), ("other ", -3.0)]
             if tied and piece == "beta ":
                 top = top[::-1]
             if is_text(body):  # the legacy completions shape: parallel lists, top as token -> logprob
-                choice["logprobs"] = {"tokens": [top[0][0]], "token_logprobs": [top[0][1]], "top_logprobs": [dict(top)]}
+                choice_event["logprobs"] = {
+                    "tokens": [top[0][0]],
+                    "token_logprobs": [top[0][1]],
+                    "top_logprobs": [dict(top)],
+                }
             else:
                 entries = [{"id": zlib.crc32(t.encode()), "token": t, "logprob": lp} for t, lp in top]
-                choice["logprobs"] = {"content": [{**entries[0], "top_logprobs": entries}]}
-        return {"choices": [choice]}
+                choice_event["logprobs"] = {"content": [{**entries[0], "top_logprobs": entries}]}
+        return {"choices": [choice_event]}
 
-    def _pieces(self, body: dict, mode: str) -> list[str]:
-        """The answer as token-sized pieces, cut at max_tokens like a real engine."""
+    def _pieces(self, body: dict, mode: str, choice: int = 0) -> list[str]:
+        """The answer as token-sized pieces, cut at max_tokens like a real engine; `choice` > 0: another
+        choice of the same body."""
         if mode == "empty":
             return []
         if mode == "huge":
@@ -253,7 +302,8 @@ class FakeEngine:
             return ["Sure! ", "Here ", "is ", "a ", "plan: ", "{titles: ", "[first, ", "second ", "(to be continued"]
         limit = body.get("max_tokens", self.tokens)
         if self.reply is None:
-            return [f"w{index} " for index in range(min(self.tokens, limit))]
+            mark = f".{choice}" if choice else ""
+            return [f"w{index}{mark} " for index in range(min(self.tokens, limit))]
         words = self.reply(body).split(" ")
         pieces = [word + " " for word in words[:-1]] + words[-1:]
         return [piece for piece in pieces if piece][:limit]
@@ -266,6 +316,24 @@ class FakeEngine:
             **payload,
         }
         await response.write(b"data: " + json.dumps(payload).encode() + b"\n\n")
+
+
+def choices_of(body: dict) -> int:
+    """The choices a body asks for: its `n`, 1 when it has none."""
+    n = body.get("n")
+    return n if isinstance(n, int) and n > 1 else 1
+
+
+def interleaved(answers: list[list[str]]) -> list[tuple[int, int, str | None]]:
+    """(choice, position, piece) of every event of several choices, round by round, the last choice first
+    in each round; a choice's finish event (piece None, position its length) follows its last piece."""
+    events: list[tuple[int, int, str | None]] = []
+    for position in range(max(len(pieces) for pieces in answers) + 1):
+        for choice in reversed(range(len(answers))):
+            pieces = answers[choice]
+            if position <= len(pieces):
+                events.append((choice, position, pieces[position] if position < len(pieces) else None))
+    return events
 
 
 def is_text(body: dict) -> bool:

@@ -2,7 +2,8 @@
 planner make by meaning, and the sweep that chose its threshold.
 
 Takes the folder of labelled sets (the repository's tests/fixtures/meaning: titles, points, sections,
-paragraphs, asks, worked-example copies, chapters, requests; each file says where its items came from) and an
+paragraphs, asks, worked-example copies, chapters, requests, requests with their details marked; each file says
+where its items came from) and an
 Embedder;
 returns a Calibration: for each judgement the threshold pipeline/audit/meaning.py uses, its precision and
 recall on the set, and what the best threshold on the set would be (highest F1, ties to the higher
@@ -33,6 +34,7 @@ from pipeline.audit.asks import read_request
 from pipeline.audit.embed import Embedder, open_embedder
 from pipeline.audit.meaning import STOCK_POINTS, body_text, carries, unit
 from pipeline.audit.offrequest import OFF_REQUEST, open_judge, request_fit
+from pipeline.audit.onsubject import ON_SUBJECT, subject_fits
 from pipeline.titles import content_words, near_duplicates
 
 DEFAULT_DIR = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "meaning"  # repository root
@@ -164,6 +166,23 @@ def off_request_cases(judge: Embedder, folder: Path) -> list[Case]:
     return cases
 
 
+SUBJECT_SETS = (("off_subject", "on_subject"), ("off_subject, held out", "on_subject_held_out"))
+
+
+def subject_cases(judge: Embedder, folder: Path, set_name: str) -> list[Case]:
+    """Sections of real books labelled by reading them, judged off the subject or not
+    (pipeline/audit/onsubject.py): the flag is the positive, as the audit's off_subject rule raises it."""
+    cases = []
+    for book in load(folder, set_name)["books"]:
+        sections = book["sections"]
+        units = [unit(s["title"], s["point"]) for s in sections]
+        fits = subject_fits(judge, book["request"], units, [s["text"] for s in sections])
+        for section, fit in zip(sections, fits):
+            what = f"{section['title']} | {book['request'][:40]} ({fit.unit:.2f}, {fit.text:.2f})"
+            cases.append((what, not section["on_subject"], not fit.on_subject, -fit.score))
+    return cases
+
+
 MIN_PRECISION = 0.9  # a judgement that refuses a planned title or flags a section must be right this often
 
 
@@ -218,7 +237,11 @@ JUDGEMENTS: list[tuple[str, str, Callable[[Embedder, Path], list[Case]]]] = [
 
 
 SAME_ASK_JACCARD = 0.5
-REQUEST_SETS = (("requests read", "requests"), ("requests read, held out", "requests_held_out"))
+REQUEST_SETS = (
+    ("requests read", "requests"),
+    ("requests read, held out", "requests_held_out"),
+    ("requests read, with details", "requests_details"),
+)
 
 
 def same_ask(read: str, marked: str) -> bool:
@@ -226,6 +249,15 @@ def same_ask(read: str, marked: str) -> bool:
     left = content_words(read) or frozenset(read.casefold().split())
     right = content_words(marked) or frozenset(marked.casefold().split())
     return left <= right or right <= left or len(left & right) / len(left | right) >= SAME_ASK_JACCARD
+
+
+def is_detail_read(read: str, details: list[str], marked: list[str]) -> bool:
+    """The reader gave a marked detail ('Leeds', 'forty plots') as an ask: by its stemmed content words, it is one
+    of the details or a piece of one, and no marked ask is that phrase itself."""
+    words = content_words(read) or frozenset(read.casefold().split())
+    if any(words == (content_words(m) or frozenset(m.casefold().split())) for m in marked):
+        return False
+    return any(words <= (content_words(d) or frozenset(d.casefold().split())) for d in details)
 
 
 def reader_judgement(name: str, folder: Path, set_name: str) -> Judgement:
@@ -236,7 +268,8 @@ def reader_judgement(name: str, folder: Path, set_name: str) -> Judgement:
     for entry in load(folder, set_name)["requests"]:
         read = [ask.text for ask in read_request(entry["request"])]
         marked: list[str] = entry["asks"]
-        wrong = [r for r in read if not any(same_ask(r, m) for m in marked)]
+        details: list[str] = entry.get("details", [])
+        wrong = [r for r in read if not any(same_ask(r, m) for m in marked) or is_detail_read(r, details, marked)]
         missed = [m for m in marked if not any(same_ask(r, m) for r in read)]
         right, read_count = right + len(read) - len(wrong), read_count + len(read)
         found, marked_count = found + len(marked) - len(missed), marked_count + len(marked)
@@ -270,7 +303,10 @@ def off_request_judgements(folder: Path) -> list[Judgement]:
     if judge is None:
         return []
     threshold = f"OFF_REQUEST {OFF_REQUEST} ({judge.name}; score: minus the fit)"
-    return [judgement("off_request", threshold, off_request_cases(judge, folder))]
+    subject = f"ON_SUBJECT {ON_SUBJECT} ({judge.name}; score: minus the lower fit)"
+    return [judgement("off_request", threshold, off_request_cases(judge, folder))] + [
+        judgement(name, subject, subject_cases(judge, folder, set_name)) for name, set_name in SUBJECT_SETS
+    ]
 
 
 def table(calibration: Calibration) -> str:

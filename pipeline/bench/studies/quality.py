@@ -51,6 +51,7 @@ WORD_COLUMNS: list[Column] = [
     ("distinct-2", "distinct_2", "{:.2f}", "higher"),
 ]
 MEANING_COLUMNS: list[Column] = [
+    ("on subject", "on_subject", "{:.2f}", "higher"),
     ("on point", "on_point", "{:.2f}", "higher"),
     ("on point, restating cut", "on_point_unrestated", "{:.2f}", "higher"),
     ("opens restating", "restating_openings", "{:.0%}", "lower"),

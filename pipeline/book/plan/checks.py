@@ -1,13 +1,16 @@
-"""The checks a planned title must pass before the book takes it, and the book's claim on every title taken.
+"""What a planned line is worth: its defects, its faults and its fit to the request; and the book's claim on
+every title taken.
 
-In code first (pipeline/titles.py's refusal): a title that echoes its parent, the book title or the
-request, looks like an identifier or a JSON key, uses a word that is not a word, nearly repeats a sibling,
-comes from the worked example, or is taken elsewhere in the book. Then by meaning
-(pipeline/audit/meaning.py, the audit's own judgements and thresholds): a title that says what a sibling's
-or another title of its level says, a title and point a writer could not tell from a sibling's, a title and
-point copied from a worked example, a point that says nothing of its own; a part or chapter that is not
-about the request (pipeline/audit/offrequest.py, the audit's off_request, when a judge is given); and,
-among a chapter's last section slots, an item that leaves out what the request still asks for (coverage.py).
+Defects are what a reader sees as one, and a line with a defect is never taken (`defect`): pipeline/titles.py's
+refusal (no usable title, a sentence, a word that is not a word, an identifier or a JSON key, a count, an echo
+of a title above it or of the request, a near repeat of a sibling by words), a word or a whole item of a worked
+example, a planning note's words, a point that only repeats its title. Faults make a line a worse choice
+(`faults`, pipeline/audit/meaning.py's judgements and thresholds): its title says what a sibling's says, its
+title and point cannot be told apart from a sibling's, its point says nothing of its own. The fit (`subject_fit`)
+is the judge's cosine (all-MiniLM-L6-v2, pipeline/audit/minilm.py) of its title and point to the request and
+to its parent (a line whose fit to the request is below the audit's ON_SUBJECT is held back, choose.py). The
+claim (`claim`) refuses a title that another node has, or that nearly repeats one of its level anywhere in the
+book, as the audit's similar_titles would find.
 """
 
 from __future__ import annotations
@@ -20,17 +23,16 @@ import numpy as np
 from pipeline.audit.asks import is_brief, request_asks
 from pipeline.audit.embed import Embedder
 from pipeline.audit.meaning import SIMILAR_TITLE, carries, nearest_example, point_vagueness, title_near, unit, unit_near
-from pipeline.audit.offrequest import is_off_request
+from pipeline.audit.onsubject import unit_fits
 from pipeline.book.plan.answers import PlanItem, heading_from_point, parse_book_title, parse_items
-from pipeline.book.plan.coverage import BookAsks, Coverage
-from pipeline.book.plan.schedule import NodeAsk
+from pipeline.book.plan.coverage import BookAsks
+from pipeline.book.plan.schedule import NodeAsk, carries_note
 from pipeline.cpu import Stage, charged
 from pipeline.records import Outline
 from pipeline.templating import example_answer
 from pipeline.titles import TitleIndex, borrows_from, content_words, is_common, refusal, title_key
 
 ELSEWHERE_NEAR = ", a title elsewhere in the book"
-OFF_REQUEST_LEVELS = ("parts", "chapters")  # sections are judged against their chapter (the audit's off_book)
 
 PLAN_TEMPLATES = ("plan_book.md", "plan_part.md", "plan_chapter.md")
 EXAMPLE_RARE_ZIPF = 4.2  # wordfreq's Zipf: 'sail' 4.0 and 'barometer' 3.2 name the example's subject; 'safe' 5.1
@@ -121,38 +123,68 @@ class TitleChecks:
                     self.claim("sections", PlanItem(section.title, section.point), near=False)
 
     @charged(Stage.PLANNING_CHECKS)
-    def why_refused(
-        self,
-        item: PlanItem,
-        ask: NodeAsk,
-        chosen: list[str],
-        copied: frozenset[str],
-        coverage: Coverage | None = None,
-        sibling_units: list[str] | None = None,
-    ) -> str | None:
-        """Why this item cannot be taken, or None (then its title is claimed for the book): the title checks
-        of pipeline/titles.py, then by meaning: its title says what a sibling's says, or its title and point
-        cannot be told apart from a sibling's, it was copied from a worked example, its point is vague, it is a
-        part or chapter not about the request, or it leaves out what the request asks for while slots run out."""
-        title, embedder = item.title, self.embedder
+    def defect(self, item: PlanItem, ask: NodeAsk, chosen: list[str], copied: frozenset[str]) -> str | None:
+        """What a reader would see as a defect in this line, or None: the title checks of pipeline/titles.py (no
+        usable title, a sentence, not a word, an identifier, a count, an echo of a title above it or of the
+        request, a near repeat of a sibling by words), a word or a whole item of a worked example, a planning
+        note's words, a point that only repeats its title ('Checklists: Checklists.')."""
+        title = item.title
         reason = refusal(title, ask.ancestors, chosen)
         if reason is None and borrows_from(title, copied):
             reason = "comes from the worked example, not from this book"
-        if reason is None and (other := title_near(embedder, title, chosen)) is not None:
-            reason = f'says the same as "{other}"'
-        if reason is None and item.point and sibling_units:
-            near = unit_near(embedder, unit(title, item.point), sibling_units)
-            reason = None if near is None else f'covers what "{sibling_units[near].split(":")[0]}" covers'
-        if reason is None and nearest_example(embedder, unit(title, item.point), self.examples) is not None:
+        if reason is None and carries_note(unit(title, item.point)):
+            reason = "copies a planning note"
+        if reason is None and (said := content_words(item.point)) and said <= content_words(title):
+            reason = "has a point that only repeats its title"
+        if reason is None and nearest_example(self.embedder, unit(title, item.point), self.examples) is not None:
             reason = "comes from the worked example, not from this book"
-        made_from_point = title_key(title) == title_key(heading_from_point(item.point))
-        if reason is None and not made_from_point and (why := point_vagueness(embedder, title, item.point)):
-            reason = f"has a key point that {why}"
-        if reason is None and ask.level in OFF_REQUEST_LEVELS and self._off_request(item):
-            reason = "is not about what the request asks for"
-        if reason is None and coverage is not None:
-            reason = coverage.refusal(item, ask.count - len(chosen))
-        return reason or self.claim(ask.level, item)
+        return reason
+
+    @charged(Stage.PLANNING_CHECKS)
+    def faults(self, item: PlanItem, ask: NodeAsk, chosen: list[str], sibling_units: list[str]) -> list[str]:
+        """What makes a line a worse choice, not a defect: its title says what a chosen sibling's says, its title
+        and point cannot be told apart from a sibling's (a writer could not keep them apart), its point says
+        nothing of its own. A line with a fault is taken only when the pool has nothing better."""
+        found = []
+        if (other := title_near(self.embedder, item.title, chosen)) is not None:
+            found.append(f'says the same as "{other}"')
+        if item.point and sibling_units:
+            near = unit_near(self.embedder, unit(item.title, item.point), sibling_units)
+            if near is not None:
+                found.append(f'covers what "{sibling_units[near].split(":")[0]}" covers')
+        made_from_point = title_key(item.title) == title_key(heading_from_point(item.point))
+        if not made_from_point and (why := point_vagueness(self.embedder, item.title, item.point)):
+            found.append(f"has a key point that {why}")
+        return found
+
+    def subject_fit(self, items: list[PlanItem], parent_unit: str) -> tuple[np.ndarray, np.ndarray]:
+        """Each item's fit to the request (pipeline/audit/onsubject.py's unit fit: the judge's cosine of its title
+        and point to the request or its nearest ask), and the fit it is ranked by: the mean of that and its
+        cosine to its parent's title and point. Without a judge, the static table ranks them and no item is
+        judged off the request (its fit is 1: the floors are the judge's)."""
+        model = self.judge or self.embedder
+        units = [unit(item.title, item.point) for item in items]
+        to_request = unit_fits(model, self.request, units)
+        if not units:
+            return to_request, to_request
+        to_parent = model.embed(units) @ model.embed([parent_unit or self.request])[0]
+        ranked: np.ndarray = (to_request + to_parent) / 2
+        return (to_request if self.judge is not None else np.ones(len(units), dtype=np.float32)), ranked
+
+    def title_taken_near(self, ask: NodeAsk, item: PlanItem, chosen: list[str]) -> bool:
+        """The title says what a chosen sibling's says, by words or by meaning: never taken, even last."""
+        return (
+            refusal(item.title, ask.ancestors, chosen) is not None
+            or title_near(self.embedder, item.title, chosen) is not None
+        )
+
+    def similarity(self, items: list[PlanItem], others: list[str]) -> np.ndarray:
+        """items x others: how near each item's title and point is to each other unit, by the judge."""
+        model = self.judge or self.embedder
+        if not items or not others:
+            return np.zeros((len(items), len(others)), dtype=np.float32)
+        matrix: np.ndarray = model.embed([unit(i.title, i.point) for i in items]) @ model.embed(others).T
+        return matrix
 
     def book_title_refusal(self, title: str) -> str | None:
         """Why the model's book title cannot be used: two words or more of the worked example's book title
@@ -160,7 +192,10 @@ class TitleChecks:
         worked example's book answer in a title that has no word of the request ('The Boat and Its Equipment'
         for an allotment society's handbook); or it does not carry what the book is about, as the audit's
         coverage judges it: the request's subject ('The Greatest Field Guide Ever!' for a field guide to
-        lichens), or for a brief, whose first phrase may be the asker's own story, any of its asks."""
+        lichens), or for a brief, whose first phrase may be the asker's own story, any of its asks; or it adds a
+        content word the request never used: every section's prompt names the book title, and the writer follows
+        such a word ('How to Keep a Sourdough Sustainably at Home' gave sections on sustainable living, 'The Art of
+        Beekeeping' a part on artists), so the title is then made from the request."""
         own = content_words(self.request)
         copied = (content_words(title) & example_book_title_words()) - own
         borrowed = (content_words(title) & (example_book_title_words() | example_words(PLAN_TEMPLATES[0]))) - own
@@ -169,10 +204,9 @@ class TitleChecks:
         wanted = self.title_asks
         if wanted and not any(carries(self.embedder, ask, [title]) for ask in wanted):
             return "does not name what the book is about: " + wanted[0]
+        if added := sorted(content_words(title) - own):
+            return "adds words the request never used: " + ", ".join(added)
         return None
-
-    def _off_request(self, item: PlanItem) -> bool:
-        return self.judge is not None and is_off_request(self.judge, self.request, unit(item.title, item.point))
 
     @charged(Stage.PLANNING_CHECKS)
     def claim(self, level: str, item: PlanItem, *, near: bool = True) -> str | None:

@@ -1,13 +1,11 @@
-"""What a node takes when its asks are spent and titles are still missing, best first: a heading made from the
-asks of the request this node was to carry and none of its titles does; a refused item's own key point, short
-enough to read as a heading; a heading made from the asks no title in the book carries yet (each passing the
-same checks as the model's titles). A made heading is led by one ask and its point names the asks nearest it
-in meaning, up to MAX_ASKS_A_HEADING, so the missing slots carry all the asks they can (a brief's 45 asks for
-a book of 32 titles, one ask a heading, left a third of them carried nowhere). Only then a numbered
-placeholder, flagged in the outline and counted. A title refused for nearly repeating one elsewhere in the
-book is never kept: the audit would count the pair among its similar titles (kept as a lesser fault, they
-were all the similar pairs left in ten books of the embedded engine). And the book's title when the model
-never gave one.
+"""What a node takes when its rounds are spent and titles are still missing (after the lines it held for a
+fault, asking.py): a heading made from the asks of the request this node was to carry and none of its titles
+does; a heading made from the asks no title in the book carries yet (each passing the same checks as the
+model's lines). A made heading is led by one ask and its point names the asks nearest it in meaning, up to
+MAX_ASKS_A_HEADING, so the missing slots carry all the asks they can (a brief's 45 asks for a book of 32 titles,
+one ask a heading, left a third of them carried nowhere); a heading of one ask says where it belongs, never
+the ask again ('Transmitter: Transmitter.'). Then numbered placeholders, flagged in the outline and counted.
+And the book's title when the model never gave one.
 """
 
 from __future__ import annotations
@@ -38,40 +36,34 @@ class Unfilled:
     take: TakeItem
 
     def passes(self, item: PlanItem, checks: TitleChecks) -> bool:
-        return bool(item.title) and (
-            checks.why_refused(item, self.ask, self.chosen, self.copied, None, list(self.units.values())) is None
-        )
+        """No defect, no title that says what a chosen sibling's says, and the book can claim the title (its
+        point is made here, not judged as the model's are)."""
+        if not item.title or checks.defect(item, self.ask, self.chosen, self.copied) is not None:
+            return False
+        return not checks.title_taken_near(self.ask, item, self.chosen) and checks.claim(self.ask.level, item) is None
 
     def missing(self) -> bool:
         return len(self.chosen) < self.ask.count
 
 
 @charged(Stage.PLANNING_CHECKS)
-def last_resorts(
-    node: Unfilled, spare: list[tuple[PlanItem, str]], open_asks: list[str], *, checks: TitleChecks, stats: PlanStats
-) -> None:
-    """Fill what the asks left: a heading made from an ask this node still owes (`open_asks`); a refused item's
-    point as its heading; a heading made from an ask the book still lacks; then placeholders."""
+def last_resorts(node: Unfilled, open_asks: list[str], *, checks: TitleChecks, stats: PlanStats) -> None:
+    """Fill what the rounds left with headings made from an ask this node still owes (`open_asks`), then from
+    an ask the book still lacks."""
     ask, take = node.ask, node.take
+    parent = next(iter(ask.ancestors.values()), "")
 
     def from_asks(asks: list[str]) -> None:
         for group in ask_groups(checks.embedder, asks, slots=ask.count - len(node.chosen)):
             # the whole group's heading, else its lead's alone (the same heading when the group is one ask)
-            for heading in dict.fromkeys([heading_from_asks(group), heading_from_asks(group[:1])]):
+            for heading in dict.fromkeys([heading_from_asks(group, parent), heading_from_asks(group[:1], parent)]):
                 if node.missing() and node.passes(heading, checks):
                     stats.titles_from_asks += 1
                     take(heading)
                     break
 
     from_asks(open_asks)
-    for item, _ in spare:
-        heading = PlanItem(heading_from_point(item.point), item.point)
-        if node.missing() and node.passes(heading, checks):
-            stats.headings_from_points += 1
-            take(heading)
     from_asks(nearest_first(checks, [wanted for wanted in checks.book_asks.open if wanted not in open_asks], ask))
-    for title in placeholders(ask.level, ask.fallback_prefix, ask.count, len(node.chosen), checks=checks, stats=stats):
-        take(PlanItem(title), placeholder=True)
 
 
 MAX_ASKS_A_HEADING = 4  # a made heading's point names at most this many of the request's asks
@@ -116,12 +108,18 @@ def ask_groups(embedder: Embedder, asks: list[str], *, slots: int) -> list[list[
     return groups
 
 
-def heading_from_asks(group: list[str]) -> PlanItem:
+def heading_from_asks(group: list[str], parent: str = "") -> PlanItem:
     """Asks of the request as a heading, made from its lead, and a key point naming them all ('feeding it over
     a holiday', 'storing it cold' -> 'Feeding It Over a Holiday': 'Feeding it over a holiday and storing it
-    cold.'): the request's own words, the heading made as a refused title's point makes one."""
+    cold.'): the request's own words, the heading made as a refused title's point makes one. A heading of
+    one ask says in its point where it belongs ('Transmitter': 'The transmitter, as it bears on Running the
+    Station.'), so the point is not the heading again."""
     lead = group[0]
-    listed = lead if len(group) == 1 else ", ".join(group[:-1]) + " and " + group[-1]
+    if len(group) == 1:
+        listed = f"the {lead}" if len(lead.split()) == 1 and lead.islower() else lead
+        listed += f", as it bears on {parent}" if parent else ", as the request asks"
+    else:
+        listed = ", ".join(group[:-1]) + " and " + group[-1]
     return PlanItem(heading_from_point(lead + "."), listed[:1].upper() + listed[1:] + ".")
 
 

@@ -1,19 +1,18 @@
-"""The planner: BookSpec -> Outline, pipelined or level by level.
+"""The planner: BookSpec -> Outline, as the schedule says (streamed, pipelined or level by level).
 
-One request for the book title and its parts; one per part for its chapters; one per chapter for its
-sections. Every unit is planned with a title and a key point (one sentence on what it covers, so its
-siblings know what to leave to it), asked as a numbered list of `Heading: sentence` lines after one worked
-example (templates/plan_*.md). That format was measured on SmolLM2-135M (examples/planning_formats.py):
-of 40 headings asked, JSON with a schema gave 28 usable titles and no points, a described list 12, the
-worked example 33, each with its point. Lines are read as they stream (answers.py), so the level below (and
-the writing of a chapter's sections) starts before an answer ends.
+One node for the book title and its parts; one per part for its chapters; one per chapter for its sections.
+Every unit is planned with a title and a key point (one sentence on what it covers, so its siblings know
+what to leave to it), asked as a numbered list of `Heading: sentence` lines after one worked example
+(templates/plan_*.md). That format was measured on SmolLM2-135M (examples/planning_formats.py): of 40
+headings asked, JSON with a schema gave 28 usable titles and no points, a described list 12, the worked
+example 33, each with its point.
 
-Each node's titles are asked by asking.py on the schedule of schedule.py, each item checked by checks.py
-(in words, then by meaning, as the audit judges) before the book takes it. The request's asks (its
-subject and each concern it names, pipeline/audit/asks.py) are carried down the plan (coverage.py): each
-node takes along an even share of those still open, and the last section slots are kept for them. What is still
-missing is asked again with the refused titles and their reasons shown, up to `plan_attempts` times; then
-fallbacks.py fills what is left. Model output is untrusted: nothing in an answer raises.
+Each node's question is sampled several times at once and its titles are chosen from the pooled lines
+(asking.py, choose.py) by their fit to the request and their parent and by distinctness from what is chosen;
+only lines with a defect a reader would see are refused (checks.py). The request's asks (its subject and each
+concern it names, pipeline/audit/asks.py) are carried down the plan (coverage.py): each node takes along an
+even share of those still open, and the last section slots are kept for them. A second round only when a
+node's pool cannot fill it; then fallbacks.py. Model output is untrusted: nothing in an answer raises.
 """
 
 from __future__ import annotations
@@ -30,6 +29,7 @@ from anyio.abc import TaskGroup
 
 from pipeline.audit.asks import request_asks
 from pipeline.audit.embed import Embedder, open_embedder
+from pipeline.audit.meaning import unit
 from pipeline.backends.pool import BackendPool
 from pipeline.book.plan.answers import PlanItem
 from pipeline.book.plan.asking import NodeAsker
@@ -208,6 +208,7 @@ class Planner:
                 node_id="book",
                 with_title=True,
                 musts=self.musts["book"],
+                parent_unit=self.spec.prompt,
             )
         )
         add_waiting(final=True)
@@ -254,6 +255,7 @@ class Planner:
                 part.id,
                 fallback_prefix=part.title,
                 musts=musts,
+                parent_unit=unit(part.title, part.point),
             )
         )
         self.on_node("chapters")
@@ -308,6 +310,7 @@ class Planner:
                 chapter.id,
                 fallback_prefix=chapter.title,
                 musts=musts,
+                parent_unit=unit(chapter.title, chapter.point),
             )
         )
         self.on_node("sections")

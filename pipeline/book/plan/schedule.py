@@ -1,68 +1,66 @@
-"""The schedule of a node's asks: what one node's planning question holds, how many of its asks go out side
-by side (asks_at_once, from the share of lines taken so far), the notes a re-ask carries (what was chosen
-and refused, what the request asks of the node), and the planner's counts (PlanStats).
+"""The schedule of a node's asks: what one node's planning question holds, how many samples its rounds take,
+the one note a second round carries (the titles already chosen), and the planner's counts (PlanStats).
+
+A node is asked in at most PLAN_ROUNDS rounds. Its first round samples the question CHOICES times at once
+(one request with `n` where every engine of the fleet samples in parallel, else one request a sample), and
+the titles are chosen from the pooled lines (asking.py); a second round goes out only when the pool could
+not fill the node. No refusal reason is ever shown to the model: the words of a note it could copy into a
+title are only those of CHOSEN_NOTE, and checks.py refuses a line that carries them.
 """
 
 from __future__ import annotations
 
-import math
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pipeline.book.plan.answers import PlanItem
 
-REASK_TEMPERATURES = (0.4, 0.7, 0.7)  # a re-ask at temperature 0 tends to repeat the refused answer
-TOKENS_PER_ITEM = 48  # a heading and its sentence
-SHOWN_REFUSALS = 30
-SPARE_ITEMS = 4  # asked for beyond the need: a refused line costs no round, and the answer is cut once enough
-MAX_ASKS_AT_ONCE = 3  # asks of one node sent side by side when its model's lines are being refused
-ACCEPTANCE_PRIOR_ITEMS = 4  # a node's own items weigh against the book's share as if the book had this many
+TOKENS_PER_ITEM = 40  # a heading and its sentence (SmolLM2-135M's lines: 18-34 tokens)
+SPARE_ITEMS = 3  # asked for beyond the need in every sample, so that the pool holds a choice
+CHOICES = 4  # samples of a node's question in each round, pooled: with three, most of the demo's nodes
+# needed a second round (a small model's lines repeat one another, the book title or a title elsewhere)
+PLAN_ROUNDS = 2  # a second round only when the first round's pool cannot fill the node; never a third
+# A round's samples at the profile's planning temperature, but at least these: three samples at 0.5 gave
+# near-copies of one another (22 lines of the demo's pools refused as near repeats, 7 of 9 nodes asked again)
+FIRST_ROUND_TEMPERATURE = 0.7
+SECOND_ROUND_TEMPERATURE = 0.9  # farther from the first round's lines, which the pool already holds
+CHOSEN_NOTE = "Already chosen, so give others:"  # the only note a planning prompt carries
+SHOWN_CHOSEN = 30
+# The words of the notes a planning prompt carries (chosen_note, must_note), and of the refusal reasons an
+# earlier planner showed ("does not repeat the chapter title" came back as a section title): a line that
+# holds them copied a note, not a heading.
+NOTE_WORDS = re.compile(
+    r"\b(?:already chosen|give others|the request asks for|(?:include|with) an? (?:part|chapter|section) on each"
+    r"|cover several of them|do(?:es)? not repeat|repeats? the (?:entire |whole )?(?:book|part|chapter|section)"
+    r"|refused|the worked example)\b",
+    re.I,
+)
 
 
 @dataclass
 class PlanStats:
     requests: int = 0
-    reasked: int = 0  # asks beyond each node's first
-    widened: int = 0  # asks sent while another ask of the same node was still answering
+    samples: int = 0  # answers sampled (a request with `n` gives several)
+    reasked: int = 0  # nodes asked a second round
+    pooled: int = 0  # distinct lines the rounds' samples gave
     placeholders: int = 0
-    cut_short: int = 0  # answers cancelled once they had given every title needed
-    cut_at_count: int = 0  # answers cancelled, short of titles, once they had given as many lines as asked
     seconds: float = 0.0
-    levels: list[int] = field(default_factory=list)  # requests per level: 1 -> P -> P*C
+    levels: list[int] = field(default_factory=list)  # nodes per level: 1 -> P -> P*C
     missing_points: int = 0  # titles taken without a key point
-    headings_from_points: int = 0  # refused titles replaced by their own key point
     titles_from_asks: int = 0  # missing titles made from what the request asks that the book still lacks
+    off_subject_taken: int = 0  # titles taken although the judge found them off the request (nothing better)
     asks_dropped: int = 0  # asks of the request no section carries after every ask
     asked_later: int = 0  # asks that failed on every backend and were asked again later in the run
     failed_asks: int = 0  # asks that failed on every backend every time (the node took its last resorts)
-    refused: list[tuple[str, str, str]] = field(default_factory=list)  # (node id, title, reason), for run.log
+    refused: list[tuple[str, str, str]] = field(default_factory=list)  # (node id, title, defect), for run.log
+    passed_over: Counter[str] = field(default_factory=Counter)  # fault -> lines left in the pool for it
 
     @property
     def refusals(self) -> Counter[str]:
-        """Reason (without the title it names) -> titles refused for it."""
+        """Defect (without the title it names) -> lines refused for it."""
         return Counter(reason.split(' "')[0] for _, _, reason in self.refused)
-
-
-@dataclass
-class Acceptance:
-    """Of the plan items an answer gave (not counting repeats of titles already chosen), how many were taken."""
-
-    considered: int = 0
-    taken: int = 0
-
-    def share(self, prior: float = 1.0) -> float:
-        """The taken share, starting from `prior` and moving to what was seen as items come in."""
-        return (self.taken + ACCEPTANCE_PRIOR_ITEMS * prior) / (self.considered + ACCEPTANCE_PRIOR_ITEMS)
-
-
-def asks_at_once(need: int, share: float) -> int:
-    """How many asks of one node to send side by side: enough that, at the taken share seen so far, their
-    items together are expected to hold `need` (each asks for SPARE_ITEMS more). A model whose lines are
-    rarely refused gets one ask; a small model that repeats itself gets up to MAX_ASKS_AT_ONCE, so a node
-    needs fewer rounds, one after another, to fill its titles."""
-    expected = (need + SPARE_ITEMS) * max(share, 0.05)
-    return max(1, min(MAX_ASKS_AT_ONCE, math.ceil(need / expected)))
 
 
 def how_many(count: int, noun: str) -> str:
@@ -73,16 +71,16 @@ def about(what: str, point: str) -> str:
     return f" The {what} covers: {point}" if point else ""
 
 
-def avoid_note(chosen: list[str], refused: list[tuple[str, str]]) -> str:
-    """What a re-ask must not give again: the headings already chosen, and the refused ones with the reason."""
-    lines = []
-    if chosen:
-        lines.append("Already chosen, do not repeat: " + "; ".join(f'"{t}"' for t in chosen[-SHOWN_REFUSALS:]) + ".")
-    if refused:
-        lines.append(
-            "Refused, do not use again: " + "; ".join(f'"{t}" ({why})' for t, why in refused[-SHOWN_REFUSALS:]) + "."
-        )
-    return ("\n" + "\n".join(lines)) if lines else ""
+def chosen_note(chosen: list[str]) -> str:
+    """What a second round must not give again: the titles already chosen (never why others were not)."""
+    if not chosen:
+        return ""
+    return f"\n{CHOSEN_NOTE} " + "; ".join(f'"{t}"' for t in chosen[-SHOWN_CHOSEN:]) + "."
+
+
+def carries_note(text: str) -> bool:
+    """The text holds the words of a planning note (NOTE_WORDS)."""
+    return NOTE_WORDS.search(text) is not None
 
 
 def must_note(musts: list[str], noun: str, count: int) -> str:
@@ -96,7 +94,7 @@ def must_note(musts: list[str], noun: str, count: int) -> str:
 
 
 class OnItem(Protocol):
-    """Told of each item a node's ask settles on: whether it is a placeholder, and the asks its children carry."""
+    """Told of each item a node settles on: whether it is a placeholder, and the asks its children carry."""
 
     def __call__(self, item: PlanItem, *, placeholder: bool, musts: list[str]) -> None: ...
 
@@ -121,3 +119,4 @@ class NodeAsk:
     fallback_prefix: str = ""
     with_title: bool = False
     musts: list[str] = field(default_factory=list)  # asks of the request this node's children must carry
+    parent_unit: str = ""  # the parent's title and key point (the request, for the book's parts)

@@ -38,6 +38,9 @@ FLOORS = {
     "requests read": (0.9, 0.9),  # the request reader, by rules: items are asks read, positives asks marked
     "requests read, held out": (0.9, 0.9),
     "off_request": (0.9, 0.35),  # all-MiniLM-L6-v2: the subtler drifts pass; what it flags is off
+    "requests read, with details": (0.75, 0.9),  # a detail read as an ask is wrong even inside a marked ask
+    "off_subject": (0.9, 0.5),  # sections of real books labelled by reading them: what it flags is off
+    "off_subject, held out": (0.9, 0.5),
 }
 
 
@@ -251,6 +254,28 @@ def test_a_part_about_something_else_is_off_the_request_and_named(tmp_path):
     assert report.meaning.evidence["off_request"][0].startswith("p01: The Stock Market (")
     assert is_off_request(MiniLMEmbedder(), "Explain how vaccines train the immune system.", "Stock Markets")
     assert not is_off_request(open_judge(), "Explain how vaccines train the immune system.", "Memory Cells")
+
+
+OFF_SUBJECT_TEXT = (
+    "Shares of a company are bought and sold on an exchange. A broker places the order, the price moves with "
+    "demand, and a dividend is paid to the holders of shares each quarter when the company makes a profit."
+)
+
+
+def test_a_section_whose_text_is_about_something_else_is_off_the_subject_and_named(tmp_path):
+    meaning_run(tmp_path, [ON_FLOUR, ON_SCHEDULE, OFF_SUBJECT_TEXT])
+    report = audit(load_run(tmp_path))
+    off = report.meaning.off_subject_ids
+    assert "p01.c01.s03" in off and report.quality.on_subject == pytest.approx(1 - len(off) / 3)
+    assert report.ids("off_subject") == off and report.counts["off_subject"] == len(off)
+    stocks = next(s for s in report.meaning.sections if s.id == "p01.c01.s03")
+    assert stocks.subject_text is not None and stocks.subject_text < 0.1, "the text about shares is far from starters"
+
+
+def test_the_on_subject_figure_is_not_judged_without_the_judge(tmp_path):
+    meaning_run(tmp_path, [ON_FLOUR, ON_SCHEDULE, OFF_SUBJECT_TEXT])
+    report = audit(load_run(tmp_path), judge="none")
+    assert report.quality.on_subject is None and report.counts["off_subject"] == 0
 
 
 def test_a_briefs_circumstance_and_purpose_are_no_asks_and_its_cues_are_read():

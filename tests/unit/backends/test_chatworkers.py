@@ -1,6 +1,7 @@
 """Chat requests read in worker processes (backends/chatworkers.py) against FAKE engines: the same answers as
-this process reads, pieces in order, failures with the pool's kinds, a cancel that reaches the worker, and a
-book written with --workers 2 that sends the same requests as one written in one process."""
+this process reads, pieces in order, every choice of a request for several, failures with the pool's kinds, a
+cancel that reaches the worker, and a book written with --workers 2 that sends the same requests as one
+written in one process."""
 
 from __future__ import annotations
 
@@ -48,6 +49,24 @@ async def test_a_worker_reads_the_same_answer_with_its_pieces_in_order(workers):
         with pytest.raises(AttemptError) as failed:
             await workers.chat(backend, request(), 5)
         assert failed.value.kind == "http_500" and not failed.value.blames_request
+    finally:
+        await engine.stop()
+
+
+async def test_a_worker_sends_back_every_choice():
+    engine = await FakeEngine(tokens=4).start()
+    try:
+        backend = Backend(name="b0", base_url=engine.url)
+        asked = request().model_copy(update={"choices": 3})
+        here = await chat(backend, asked, 5)
+        with ChatWorkers(1) as own:  # the module's workers answer on the event loop of the first test only
+            there = await own.chat(backend, asked, 5)
+        assert (there.text, there.more_texts, there.more_finish_reasons) == (
+            here.text,
+            here.more_texts,
+            here.more_finish_reasons,
+        )
+        assert len(set(there.more_texts)) == 2 and there.more_finish_reasons == ["stop", "stop"]
     finally:
         await engine.stop()
 

@@ -18,7 +18,7 @@ from pipeline.book.plan.checks import TitleChecks
 from pipeline.book.plan.coverage import Coverage
 from pipeline.book.plan.fallbacks import MAX_ASKS_A_HEADING, ask_groups, heading_from_asks, reads_as_heading
 from pipeline.book.plan.planner import Planner
-from pipeline.book.plan.schedule import MAX_ASKS_AT_ONCE, SPARE_ITEMS, Acceptance, asks_at_once
+from pipeline.book.plan.schedule import CHOICES, CHOSEN_NOTE, FIRST_ROUND_TEMPERATURE, SPARE_ITEMS, carries_note
 from pipeline.book.profiles import PROFILES, Sampler
 from pipeline.records import (
     Backend,
@@ -46,14 +46,18 @@ def anyio_backend():
     return "asyncio"
 
 
-GREEDY = Sampler(profile=PROFILES["greedy"], kinds=frozenset())
+GREEDY = Sampler(profile=PROFILES["greedy"], kinds=frozenset())  # an unknown engine: one request a sample
+PARALLEL = Sampler(profile=PROFILES["greedy"], kinds=frozenset({EngineKind.LLAMACPP}))  # one request, `n` samples
 
 
 class ScriptedPlanner:
-    """FAKE planning answers: each level's first answers come from a script, later ones are clean lists."""
+    """FAKE planning answers: each level's first answers come from a script, later ones are clean lists. Every
+    scripted answer is given to each of a round's CHOICES samples."""
 
     def __init__(self, scripts: dict[str, list[str]]):
-        self.scripts = scripts
+        self.scripts = {
+            level: [answer for answer in answers for _ in range(CHOICES)] for level, answers in scripts.items()
+        }
         self.counter = 0
         self.prompts: list[str] = []
         self.bodies: list[dict] = []
@@ -100,53 +104,38 @@ def shape_of(outline: Outline) -> tuple[int, set[int], set[int]]:
 
 async def test_shape_is_enforced_from_malformed_short_and_overlong_answers():
     scripts = {
-        "book": ["Title: Bad\n1. One half", '{"title": "Short", "parts": ["Only one: its point"]}'],
+        "book": ['{"title": "Short", "parts": ["Only one: its point"]}'],
         "part": ["1. Alpha: a\n2. Bravo: b\n3. Charlie: c\n4. Delta\n5. Echo\n6. Foxtrot", "no list at all"],
         "chapter": ['[{"title": "1. Numbered", "point": "Its point."}, {"title": "**Bold**"}]', "Sure!\n\n"],
     }
     outline, planner = await plan_with(ScriptedPlanner(scripts), BookSpec(prompt="p", parts=3, chapters=2, sections=3))
     assert shape_of(outline) == (3, {2}, {3})
-    sections = {s.title: s for _, _, s in outline.sections()}
-    assert "Numbered" in sections and "Bold" in sections, "numbering and Markdown are cleaned off"
-    assert sections["Numbered"].point == "Its point."
-    assert [c.title for c in outline.parts[0].chapters] == ["Alpha", "Bravo"], "an over-long list is cut"
-    assert planner.stats.placeholders == 0 and planner.stats.reasked >= 4
-    assert planner.stats.levels == [1, 3, 6]
+    titles = {s.title for _, _, s in outline.sections()}
+    assert not any(title[0].isdigit() or "*" in title or "#" in title for title in titles), "numbering, Markdown off"
+    assert planner.stats.placeholders == 0 and planner.stats.levels == [1, 3, 6]
 
 
-async def test_duplicate_titles_are_reasked_with_the_taken_titles_shown():
+async def test_duplicate_titles_are_pooled_once_and_a_second_round_shows_only_what_was_chosen():
     same = "1. Getting Started: a.\n2. getting  STARTED: b.\n3. Common Pitfalls: c."
     replies = ScriptedPlanner({"chapter": [same] * 4})
     outline, planner = await plan_with(replies, BookSpec(prompt="p", parts=1, chapters=4, sections=3))
     keys = [title_key(s.title) for _, _, s in outline.sections()]
     assert len(keys) == 12 and len(set(keys)) == 12, "section titles are unique across the book"
-    assert planner.stats.reasked >= 4
-    assert any('"Getting Started" (is already a title elsewhere in the book)' in p for p in replies.prompts)
-
-
-async def test_a_title_nearly_repeating_one_elsewhere_in_the_book_is_reasked():
-    replies = ScriptedPlanner(
-        {
-            "chapter": [
-                "1. Making a Sourdough: a.\n2. Feeding Times: b.",
-                "1. How to Make Sourdough: a.\n2. Storing It Cold: b.",
-                "1. Baking Day: c.",
-            ]
-        }
+    assert planner.stats.reasked >= 1
+    second = [p for p in replies.prompts if CHOSEN_NOTE in p]
+    assert second and all("(is already" not in p and "refused" not in p.lower() for p in replies.prompts), (
+        "a second round shows what was chosen, never why a line was not taken"
     )
-    outline, planner = await plan_with(replies, BookSpec(prompt="p", parts=1, chapters=2, sections=2))
-    titles = [s.title for _, _, s in outline.sections()]
-    assert ("How to Make Sourdough" in titles) != ("Making a Sourdough" in titles), "whichever came first stays"
-    assert "Baking Day" in titles
-    assert any("a title elsewhere in the book)" in p for p in replies.prompts)
 
 
-async def test_a_near_repeat_elsewhere_is_never_kept_a_placeholder_stands_in():
-    replies = ScriptedPlanner({"chapter": ["1. Making a Sourdough: a.", "1. How to Make Sourdough: b."]})
-    outline, planner = await plan_with(replies, BookSpec(prompt="p", parts=1, chapters=2, sections=1, plan_attempts=1))
+async def test_a_title_nearly_repeating_one_elsewhere_in_the_book_is_never_taken():
+    near = ["1. Making a Sourdough: a.", "1. How to Make Sourdough: b.", "1. How to Make Sourdough: b."]
+    replies = ScriptedPlanner({"chapter": near})
+    outline, planner = await plan_with(replies, BookSpec(prompt="p", parts=1, chapters=2, sections=1))
     sections = [s for _, _, s in outline.sections()]
     assert sum(s.title in ("How to Make Sourdough", "Making a Sourdough") for s in sections) == 1
     assert planner.stats.placeholders == 1 and sum(s.placeholder for s in sections) == 1
+    assert any("nearly repeats" in reason for _, _, reason in planner.stats.refused)
 
 
 async def test_titles_the_model_never_gave_are_made_from_what_the_request_still_asks_for():
@@ -158,7 +147,7 @@ async def test_titles_the_model_never_gave_are_made_from_what_the_request_still_
         }
     )
     prompt = "A guide to keeping bees, covering swarm control, winter feeding and honey extraction."
-    spec = BookSpec(prompt=prompt, parts=1, chapters=1, sections=2, plan_attempts=2)
+    spec = BookSpec(prompt=prompt, parts=1, chapters=1, sections=2)
     outline, planner = await plan_with(replies, spec)
     sections = outline.parts[0].chapters[0].sections
     assert {s.title for s in sections} <= {"Swarm Control", "Winter Feeding", "Honey Extraction"}, "the request's words"
@@ -193,51 +182,55 @@ async def test_titles_the_planner_takes_are_never_a_pair_the_audit_calls_similar
     assert similar_title_pairs(load_run(tmp_path), planner.embedder) == []
 
 
-REFUSED = {  # an answer line -> why it is refused (None: taken); a line with a colon is 'title: point'
+DEFECTS = {  # an answer line -> the defect it is refused for; a line with a colon is 'title: point'
     "Reading the Weather Basics": "repeats the chapter title",
-    "Staying Dry: rain gear and shelter": None,
     "The Weather Book": "repeats the book title",
     "Reading the Sky Basics": "repeats the part title",
     "weatherReadingGuide": "looks like a code identifier",
     "Barometer Basics": "comes from the worked example",
     "Lunar Sails": "comes from the worked example",  # another level's example, by its rare word 'sail'
-    "Fog at Dawn": None,
-    "Dawn Fog": 'nearly repeats "Fog at Dawn"',
-    "Morning Fog": 'says the same as "Fog at Dawn"',  # by meaning: no content word in common
-    "Wet Weather Kit: rain gear and shelter": 'covers what "Staying Dry" covers',  # by its title and point
     "Keeping Watch: Clouds and Fronts": "comes from the worked example",  # by meaning, from its point
     "Why Falling Pressure Means Rain: how the barometer warns of a change": "comes from the worked example",
-    "Dressing Warm: what you need to know": "has a key point that says nothing of its own",
     "Keeping a Log (section 3)": "is told apart from others only by a number",
+    "Checklists: Checklists.": "has a point that only repeats its title",
+    "Lets Begin: does not repeat the chapter title": "copies a planning note",
 }
+FAULTS = {  # an answer line -> the fault it is passed over for while the pool holds better lines
+    "Morning Fog: the fog at first light": 'says the same as "Fog at Dawn"',  # by meaning: no word in common
+    "Wet Weather Kit: rain gear and shelter": 'covers what "Staying Dry" covers',  # by its title and point
+    "Dressing Warm: what you need to know": "has a key point that says nothing of its own",
+}
+GOOD = ["Staying Dry: rain gear and shelter", "Fog at Dawn: why mist gathers in the valley", "Frost Pockets: a."]
 
 
-async def test_each_refusal_reason_is_given_to_the_re_ask():
-    answer = "\n".join(f"{n}. {line}{'' if ':' in line else ': covered here.'}" for n, line in enumerate(REFUSED, 1))
+async def test_lines_with_a_defect_are_refused_and_lines_with_a_fault_passed_over():
+    lines = [*GOOD[:2], *DEFECTS, *FAULTS, GOOD[2]]
+    answer = "\n".join(f"{n}. {line}{'' if ':' in line else ': covered here.'}" for n, line in enumerate(lines, 1))
     replies = ScriptedPlanner(
         {
             "book": ["Title: The Weather Book\n1. Reading the Sky: what frost and dew tell a gardener."],
             "part": ["1. Reading the Weather: frost dates and garden planning."],
-            "chapter": [answer],
+            "chapter": [answer, "1. Frost Pockets: a."],
         }
     )
-    # asked for as many lines as the script has: an answer is read up to the count it was asked for
-    sections = len(REFUSED) - SPARE_ITEMS
-    spec = BookSpec(prompt="Write about weather", parts=1, chapters=1, sections=sections)
+    spec = BookSpec(prompt="Write about weather", parts=1, chapters=1, sections=len(lines) - SPARE_ITEMS)
     outline, planner = await plan_with(replies, spec)
-    kept = [s.title for s in outline.parts[0].chapters[0].sections]
-    assert kept[:2] == ["Staying Dry", "Fog at Dawn"]
-    reask = next(p for p in replies.prompts[3:] if plan_level(p) == "chapter")
-    for line, reason in REFUSED.items():
-        if reason is not None:
-            title = line.split(":")[0]
-            assert f'"{title}" ({reason}' in reask, line
-    assert 'Already chosen, do not repeat: "Staying Dry"; "Fog at Dawn"' in reask
-    assert f"List {sections - 2 + SPARE_ITEMS} sections" in reask, "the re-ask asks for what is missing and the spare"
-    assert sum(planner.stats.refusals.values()) == sum(reason is not None for reason in REFUSED.values())
+    kept = {s.title for s in outline.parts[0].chapters[0].sections}
+    assert {"Staying Dry", "Fog at Dawn", "Frost Pockets"} <= kept
+    for line, reason in DEFECTS.items():
+        assert line.split(":")[0] not in kept, line
+        found = [why for _, title, why in planner.stats.refused if title == line.split(":")[0]]
+        assert any(why.startswith(reason) for why in found), (line, found)
+    assert "Morning Fog" not in kept, "a title saying what a chosen sibling's says is never taken"
+    assert planner.stats.passed_over, "the faulted lines were held back while better ones were left"
 
 
-async def test_a_part_not_about_the_request_is_refused_and_asked_again():
+@pytest.mark.parametrize("note", ["Already chosen, so give others", "does not repeat the chapter title", "refused"])
+def test_a_planning_notes_words_are_a_defect(note):
+    assert carries_note(f"Lets Begin: {note}") and not carries_note("Feeding the Starter: flour and water daily")
+
+
+async def test_a_part_not_about_the_request_is_passed_over_for_one_that_is():
     replies = ScriptedPlanner(
         {
             "book": [
@@ -251,10 +244,8 @@ async def test_a_part_not_about_the_request_is_refused_and_asked_again():
     )
     spec = BookSpec(prompt="Explain how vaccines train the immune system.", parts=2, chapters=1, sections=2)
     outline, planner = await plan_with(replies, spec, judge=open_judge())
-    assert [part.title for part in outline.parts] == ["Memory Cells", "Antibodies"]
-    assert ("book", "The Stock Market", "is not about what the request asks for") in planner.stats.refused
-    reask = [p for p in replies.prompts if plan_level(p) == "book"][1]
-    assert '"The Stock Market" (is not about what the request asks for)' in reask
+    assert "The Stock Market" not in [part.title for part in outline.parts]
+    assert {"Memory Cells", "Antibodies"} <= {part.title for part in outline.parts}
 
 
 async def test_the_worked_examples_book_title_is_refused_and_the_request_names_the_book():
@@ -270,34 +261,17 @@ async def test_the_worked_examples_book_title_is_refused_and_the_request_names_t
         "Explain selling tickets and ushering."
     )
     outline, planner = await plan_with(replies, BookSpec(prompt=brief, parts=1, chapters=1, sections=2))
-    assert outline.title == "Run a small community theatre", "a brief's first clause is no title: its subject is"
+    assert outline.title == "Small community theatre", "a brief's first clause is no title: its subject is"
     assert ("book", "Small Boat Sailing", "comes from the worked example, not from this book") in planner.stats.refused
 
 
 async def test_a_model_that_never_complies_gets_flagged_placeholders_not_a_crash():
     replies = ScriptedPlanner({"chapter": ["garbage"] * 100})
-    outline, planner = await plan_with(replies, BookSpec(prompt="p", parts=1, chapters=1, sections=2, plan_attempts=2))
+    outline, planner = await plan_with(replies, BookSpec(prompt="p", parts=1, chapters=1, sections=2))
     assert shape_of(outline) == (1, {1}, {2})
     assert planner.stats.placeholders == 2
     assert all(s.placeholder for _, _, s in outline.sections())
     assert not any(c.placeholder for p in outline.parts for c in p.chapters)
-
-
-async def test_a_refused_title_gives_way_to_its_own_point_before_a_placeholder():
-    echo = "1. Vaccination: how vaccines protect against infectious diseases.\n2. Vaccination: " + "long " * 12
-    replies = ScriptedPlanner(
-        {
-            "book": ["Title: Shots\n1. Immunity: the body's defences."],
-            "part": ["1. Vaccination: how a vaccine teaches the body to fight a germ."],
-            "chapter": [echo] * 10,
-        }
-    )
-    outline, planner = await plan_with(replies, BookSpec(prompt="p", parts=1, chapters=1, sections=2, plan_attempts=2))
-    sections = outline.parts[0].chapters[0].sections
-    assert sections[0].title == "How Vaccines Protect Against Infectious Diseases" and not sections[0].placeholder
-    assert sections[0].point == "how vaccines protect against infectious diseases."
-    assert sections[1].placeholder, "a point too long for a heading is not used"
-    assert planner.stats.headings_from_points == 1 and planner.stats.placeholders == 1
 
 
 async def test_planning_asks_after_a_worked_example_with_the_profile_sampling():
@@ -309,8 +283,14 @@ async def test_planning_asks_after_a_worked_example_with_the_profile_sampling():
     await engine.stop()
     for body in engine.bodies:
         roles = [m["role"] for m in body["messages"]]
-        assert roles == ["user", "assistant", "user"] and "1." in body["messages"][1]["content"]
-        assert body["temperature"] == 0.5 and body["dry_multiplier"] == 0.8 and "response_format" not in body
+        assert roles == ["system", "user", "assistant", "user"] and "1." in body["messages"][2]["content"]
+        assert body["messages"][0]["content"].endswith("request: p"), "the request opens every request of the book"
+        assert body["n"] == CHOICES
+        assert (
+            body["temperature"] == FIRST_ROUND_TEMPERATURE
+            and body["dry_multiplier"] == 0.8
+            and "response_format" not in body
+        )
     counts = sorted(requested_count(b) for b in engine.bodies)
     assert counts == [n + SPARE_ITEMS for n in (2, 3, 3, 4, 4, 4, 4, 4, 4)], "each ask wants its spare items"
     assert len({b["seed"] for b in engine.bodies}) == 9, "every planning request has its own seed"
@@ -423,7 +403,7 @@ async def test_a_partial_outline_is_completed_without_planning_again():
     replies = ScriptedPlanner({})
     engine = await FakeEngine(reply=replies).start()
     pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=4)])
-    planner = Planner(pool, BookSpec(prompt="p", parts=2, chapters=1, sections=2), GREEDY)
+    planner = Planner(pool, BookSpec(prompt="p", parts=2, chapters=1, sections=2), PARALLEL)
     outline = await planner.plan(partial)
     await engine.stop()
     assert planner.stats.requests == 2, "one request for part 2's chapters, one for its chapter's sections"
@@ -438,7 +418,7 @@ async def announced_plan(
     engine = await FakeEngine(reply=ScriptedPlanner({}), token_delay=delay).start()
     pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=16)])
     announced: dict[str, float] = {}
-    planner = Planner(pool, spec, GREEDY)
+    planner = Planner(pool, spec, PARALLEL)
 
     def on_section(book: Outline, part: Part, chapter: Chapter, section: Section) -> None:
         announced.setdefault(section.title, time.time())
@@ -450,48 +430,33 @@ async def announced_plan(
 
 @pytest.mark.parametrize("barrier", [False, True])
 async def test_a_chapters_sections_are_announced_the_moment_it_has_them_all(barrier):
-    delay = 0.05  # the server sees a planner hang up at its next token: its clock lags the client's by one
+    delay = 0.02
     spec = BookSpec(prompt="p", parts=2, chapters=2, sections=4)
     schedule = PlanSchedule.BARRIER if barrier else PlanSchedule.PIPELINED
     outline, planner, announced, timeline = await announced_plan(spec, delay, schedule)
     assert list(announced) == [s.title for _, _, s in outline.sections()] if barrier else len(announced) == 16
-    assert planner.stats.cut_short == planner.stats.requests == 7, "no answer was read past its last title"
+    assert planner.stats.requests == 7 and planner.stats.samples == 7 * CHOICES, "one request, n samples, a node"
     answers = {prompt: (start, end) for start, end, prompt in timeline}
     for part in outline.parts:
         for chapter in part.chapters:
-            start, end = next(v for k, v in answers.items() if f'chapter "{chapter.title}"' in k)
+            start, _ = next(v for k, v in answers.items() if f'chapter "{chapter.title}"' in k)
             times = [announced[section.title] for section in chapter.sections]
             assert max(times) - min(times) < delay, "a chapter's sections start together, each knowing the others"
             if barrier:
                 assert min(times) >= max(start for start, _ in answers.values())
-            else:  # the answer (with a spare fifth line) is cut the moment the fourth title is whole
-                assert start < min(times) and end - min(times) < 2 * delay
-        part_end = next(v for k, v in answers.items() if f'part "{part.title}"' in k)[1]
-        first_chapter_asked = next(v for k, v in answers.items() if f'chapter "{part.chapters[0].title}"' in k)[0]
-        if barrier:
-            assert first_chapter_asked > part_end - delay
-        else:  # 2 chapters and a spare take 21 tokens: the first is whole after 7
-            assert part_end - first_chapter_asked > 4 * delay
+            else:
+                assert start < min(times)
 
 
-async def test_a_planning_answer_cut_mid_stream_keeps_the_titles_it_gave_and_takes_only_the_rest_from_the_retry():
+async def test_a_planning_answer_cut_mid_stream_is_asked_again_and_the_node_filled():
     replies = ScriptedPlanner({})
     engine = await FakeEngine(reply=replies, plan_modes=["reset"]).start()
     pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=8)], RetryPolicy(backoff_initial=0.01))
-    planner = Planner(pool, BookSpec(prompt="p", parts=6, chapters=1, sections=2), GREEDY)
+    planner = Planner(pool, BookSpec(prompt="p", parts=6, chapters=1, sections=2), PARALLEL)
     outline = await planner.plan()
     await engine.stop()
-    titles = [p.title for p in outline.parts]
-    first_answer = [ScriptedPlanner.title(1, i) for i in range(8)]
-    kept = [title for title, first in zip(titles, first_answer) if title == first]
-    assert kept and kept == titles[: len(kept)] and len(kept) < 6, (
-        "the cut answer's whole lines were kept (and their parts planned)"
-    )
-    assert titles[len(kept)] in {ScriptedPlanner.title(n, 0) for n in range(2, replies.counter + 1)}, (
-        "the retry gave the rest"
-    )
     assert [p.id for p in outline.parts] == [f"p0{n}" for n in range(1, 7)] and shape_of(outline) == (6, {1}, {2})
-    assert planner.stats.placeholders == 0
+    assert planner.stats.placeholders == 0 and planner.stats.failed_asks == 0
 
 
 async def test_a_resumed_chapter_keeps_its_journaled_sections_and_plans_around_their_ids():
@@ -599,43 +564,17 @@ async def test_a_word_of_the_worked_example_is_the_books_own_where_its_parent_us
     assert "Cloud" in outline.parts[0].chapters[0].title, "'cloud': a word of the example's 'Clouds and Fronts'"
 
 
-def test_asks_at_once_follow_the_share_of_lines_taken():
-    assert asks_at_once(4, 1.0) == 1, "lines that pass: one ask at a time"
-    assert asks_at_once(4, 0.3) == 2, "8 lines asked, 2.4 expected to pass: two asks for 4 titles"
-    assert asks_at_once(16, 0.01) == MAX_ASKS_AT_ONCE, "never more than the cap"
-    assert asks_at_once(1, 0.25) == 1
-    seen = Acceptance(considered=8, taken=1)
-    assert seen.share(prior=1.0) == pytest.approx((1 + 4) / 12), "four items' worth of the prior"
-    assert Acceptance().share(prior=0.5) == 0.5
-
-
-async def test_a_node_whose_lines_are_refused_keeps_two_asks_in_flight():
-    """FAKE chapter answers with one usable title and seven sentences each (refused: not a short heading): once
-    the node has shown its lines are mostly refused, its next asks go out side by side."""
-    sentences = [f"Everything a reader could ever want to know about case {n} and a good deal more" for n in range(7)]
-    scripted = [plan_answer("chapter", [ScriptedPlanner.title(90 + n, 0), *sentences], "Book") for n in range(6)]
-    replies = ScriptedPlanner({"chapter": scripted})
-    spec = BookSpec(prompt="p", parts=1, chapters=1, sections=4)
-    outline, planner = await plan_with(replies, spec, token_delay=0.01)
-    assert shape_of(outline) == (1, {1}, {4}) and planner.stats.placeholders == 0
-    assert planner.stats.widened >= 1
-    chapter_asks = sorted((start, end) for start, end, prompt in replies.timeline if plan_level(prompt) == "chapter")
-    assert 4 <= len(chapter_asks) <= 6, "one usable title an answer: four asks at least, plan_attempts at most"
-    assert any(b_start < a_end for (_, a_end), (b_start, _) in zip(chapter_asks, chapter_asks[1:])), "side by side"
-
-
-async def test_an_answer_is_read_up_to_the_count_it_was_asked_for():
-    """A FAKE model that goes on past the lines it was asked for (refused ones, as a small model repeating
-    itself does): the answer is cut at the count, and the next ask goes out at once."""
-    rambling = [f"Everything a reader could ever want to know about case {n} and a good deal more" for n in range(40)]
-    first = plan_answer("chapter", [ScriptedPlanner.title(90, 0), *rambling], "Book")
-    replies = ScriptedPlanner({"chapter": [first]})
-    outline, planner = await plan_with(
-        replies, BookSpec(prompt="p", parts=1, chapters=1, sections=2), token_delay=0.002
-    )
-    assert shape_of(outline) == (1, {1}, {2}) and planner.stats.cut_at_count == 1
-    refused = [title for node, title, _ in planner.stats.refused if node == "p01.c01"]
-    assert len(refused) == 2 + SPARE_ITEMS - 1, "the lines it was asked for, one of them taken; none past them"
+async def test_each_sample_asks_for_spare_lines_and_stops_at_the_line_after_them():
+    """A FAKE model that goes on past the lines it was asked for: each sample asks for the need and
+    SPARE_ITEMS more, stops at the next number, and no line past them is pooled."""
+    rambling = [ScriptedPlanner.title(90, n) for n in range(40)]
+    replies = ScriptedPlanner({"chapter": [plan_answer("chapter", rambling, "Book")]})
+    outline, planner = await plan_with(replies, BookSpec(prompt="p", parts=1, chapters=1, sections=2))
+    assert shape_of(outline) == (1, {1}, {2})
+    body = next(b for b in replies.bodies if plan_level(prompt_of(b)) == "chapter")
+    lines = 2 + SPARE_ITEMS
+    assert f"List {lines} sections" in prompt_of(body) and f"\n{lines + 1}." in body["stop"]
+    assert planner.stats.pooled <= CHOICES * (2 * (1 + SPARE_ITEMS) + lines), "no line past those asked for"
 
 
 BRIEF = (
@@ -657,12 +596,12 @@ def test_each_child_takes_along_an_even_share_of_the_open_asks_the_last_all_that
     [
         ("Small Boat Sailing", True),
         ("The Boat and Its Equipment", True),
-        ("Growing Food on Your Plot", False),
+        ("Staying Safe at the Allotment", False),
         ("Staying Safe While Growing Food", False),  # a word of the example beside a word of the request
     ],
 )
 def test_a_book_title_from_the_worked_example_is_refused(title, refused):
-    checks = TitleChecks(open_embedder(), "A handbook on growing food at our allotment.")
+    checks = TitleChecks(open_embedder(), "A handbook on staying safe while growing food at our allotment.")
     assert (checks.book_title_refusal(title) is not None) == refused
 
 
@@ -670,7 +609,8 @@ def test_a_book_title_from_the_worked_example_is_refused(title, refused):
     ("request_text", "title", "refused"),
     [
         ("A field guide to lichens.", "The Greatest Field Guide Ever!", True),
-        ("A field guide to lichens.", "Lichens of Rock and Bark", False),
+        ("A field guide to lichens.", "Lichens: A Field Guide", False),
+        ("A field guide to lichens.", "Lichens of Rock and Bark", True),  # adds words: the writers follow them
         ("Write an introduction to the history of cartography.", "Ancient Maps: From Ptolemy to Today", True),
         ("Write an introduction to the history of cartography.", "A Short History of Cartography", False),
         (BRIEF, "Caring for Dad at Home", True),
@@ -709,10 +649,7 @@ def test_a_bracket_of_the_points_own_stays():
     )
 
 
-async def test_streamed_sections_are_announced_as_each_line_lands():
-    delay = 0.05
+async def test_streamed_sections_are_announced_as_each_is_chosen():
     spec = BookSpec(prompt="p", parts=1, chapters=1, sections=4)
-    outline, _, announced, _ = await announced_plan(spec, delay, PlanSchedule.STREAMED)
-    times = [announced[section.title] for _, _, section in outline.sections()]
-    assert len(times) == 4 and times == sorted(times)
-    assert times[-1] - times[0] > 2 * delay, "each as its line lands, not all at once with the last"
+    outline, _, announced, _ = await announced_plan(spec, 0.01, PlanSchedule.STREAMED)
+    assert list(announced) == [section.title for _, _, section in outline.sections()]

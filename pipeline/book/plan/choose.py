@@ -1,0 +1,160 @@
+"""Choosing a node's titles from the lines its samples pooled: by fit to the request and the parent, and by
+distinctness from what is already chosen (maximal marginal relevance, Carbonell and Goldstein 1998).
+
+Takes the pool (PlanItems from every sample of a round), the node's question and the checks; takes the chosen
+items through `take` and returns the lines it held back. A line with a defect is never taken (checks.defect).
+The rest are ranked, one pick at a time, by fit − DIVERSITY × (the nearest chosen sibling's similarity), with
+OWED_BONUS for a line that carries an ask of the request the node still owes. The best line is taken unless it
+has a fault (checks.faults), its title and point are off the subject (their fit to the request below PLAN_FLOOR,
+by pipeline/audit/onsubject.py's unit fit), or, in a chapter's last section slots, it carries none of the asks
+still owed; then it is held back, and the next is tried. Each pooled line and its fits go to run.log.
+Held lines fill what the best left (asking.py): those with a fault at the end of each round, best first (so
+a second round goes out only when the pool cannot fill the node even so); those off the request only after the
+last round and the headings made from the request's own asks. A line whose title says what a chosen sibling's
+says is never taken.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pipeline.audit.meaning import unit
+from pipeline.book.plan.answers import PlanItem
+from pipeline.book.plan.checks import TitleChecks
+from pipeline.book.plan.coverage import Coverage
+from pipeline.book.plan.schedule import NodeAsk, PlanStats, TakeItem
+from pipeline.cpu import Stage, charged
+from pipeline.titles import title_key
+
+log = logging.getLogger("fanout")
+OFF_SUBJECT = "is not about what the request asks for"
+PLAN_FLOOR = 0.3  # a line whose title and point fit the request less (pipeline/audit/onsubject.py's unit fit) is
+# held back while the pool has others: 0.11-0.3 in the demo's pools were lemon sorbet, beer, sashimi
+LAST_RESORT_FIT = 0.2  # a line held as off the subject is never taken below this fit: a placeholder instead
+# ('The Science Behind It: making sashimi with lemon and garlic breadcrumbs', 0.11 to a sourdough request)
+DIVERSITY = 0.2  # MMR's weight on the similarity to the nearest chosen sibling: at 0.5, a line off the subject
+# (fit 0.35, 0.2 to the chosen) outranked one on it (fit 0.55, 0.7 to a sibling) in the demo's chapters
+OWED_BONUS = 0.15  # a line that carries an ask of the request the node still owes
+
+
+@dataclass
+class Held:
+    """A line held back, with its score when it was passed over, why, and its fit to the request."""
+
+    item: PlanItem
+    score: float
+    why: str
+    off_request: bool = False
+    fit: float = 1.0
+
+
+@dataclass
+class Choice:
+    """One node's choosing: what it has taken (titles, and title-and-point units) and what it held back."""
+
+    ask: NodeAsk
+    chosen: list[str]
+    units: dict[str, str]
+    coverage: Coverage
+    take: TakeItem
+    held: list[Held] = field(default_factory=list)
+
+    def missing(self) -> int:
+        return self.ask.count - len(self.chosen)
+
+    def known(self, item: PlanItem) -> bool:
+        key = title_key(item.title)
+        return any(key == title_key(t) for t in self.chosen) or any(key == title_key(h.item.title) for h in self.held)
+
+
+def fresh_lines(pool: list[PlanItem], choice: Choice) -> list[PlanItem]:
+    """The pool without repeats of one another, of a chosen title, or of a line already held."""
+    seen: set[str] = set()
+    fresh = []
+    for item in pool:
+        key = title_key(item.title)
+        if key not in seen and not choice.known(item):
+            seen.add(key)
+            fresh.append(item)
+    return fresh
+
+
+@charged(Stage.PLANNING_CHECKS)
+def choose(
+    pool: list[PlanItem], choice: Choice, *, checks: TitleChecks, stats: PlanStats, copied: frozenset[str]
+) -> None:
+    """Take the best lines of the pool into the node's free slots; hold back those with a fault."""
+    ask = choice.ask
+    lines = []
+    for item in fresh_lines(pool, choice):
+        if reason := checks.defect(item, ask, choice.chosen, copied):
+            stats.refused.append((ask.node_id, item.title, reason))
+        else:
+            lines.append(item)
+    to_request, fit = checks.subject_fit(lines, ask.parent_unit)
+    for item, request_fit, ranked in zip(lines, to_request, fit):
+        log.debug(
+            "pool %s: %.2f to the request, %.2f ranked: %s",
+            ask.node_id,
+            request_fit,
+            ranked,
+            unit(item.title, item.point),
+        )
+    while choice.missing() > 0 and lines:
+        scores = mmr(lines, fit, choice, checks)
+        best = int(np.argmax(scores))
+        item, score, request_fit = lines.pop(best), float(scores[best]), float(to_request[best])
+        fit, to_request = np.delete(fit, best), np.delete(to_request, best)
+        consider(item, score, choice, checks=checks, stats=stats, request_fit=request_fit)
+
+
+def mmr(lines: list[PlanItem], fit: np.ndarray, choice: Choice, checks: TitleChecks) -> np.ndarray:
+    """Each line's marginal relevance: its fit, less DIVERSITY × its similarity to the nearest chosen sibling,
+    plus OWED_BONUS when it carries an ask the node still owes."""
+    siblings = list(choice.units.values())
+    nearest = checks.similarity(lines, siblings).max(axis=1) if siblings else np.zeros(len(lines))
+    owed = np.array([bool(choice.coverage.carried(item)) for item in lines], dtype=np.float32)
+    scores: np.ndarray = fit - DIVERSITY * nearest + OWED_BONUS * owed
+    return scores
+
+
+def consider(
+    item: PlanItem, score: float, choice: Choice, *, checks: TitleChecks, stats: PlanStats, request_fit: float
+) -> None:
+    """Take the line, or hold it back with why: a fault, off the subject, or leaving out what a last slot owes."""
+    ask = choice.ask
+    faults = checks.faults(item, ask, choice.chosen, list(choice.units.values()))
+    if not faults and request_fit < PLAN_FLOOR:
+        choice.held.append(Held(item, score, OFF_SUBJECT, off_request=True, fit=request_fit))
+        stats.passed_over[OFF_SUBJECT] += 1
+        return
+    if not faults and (owed := choice.coverage.refusal(item, choice.missing())):
+        faults = [owed]
+    if faults:
+        choice.held.append(Held(item, score, faults[0]))
+        stats.passed_over[faults[0].split(' "')[0].split(":")[0]] += 1
+        return
+    if reason := checks.claim(ask.level, item):
+        stats.refused.append((ask.node_id, item.title, reason))
+        return
+    choice.take(item)
+
+
+def take_held(choice: Choice, *, checks: TitleChecks, stats: PlanStats, off_request: bool) -> None:
+    """Fill free slots from the held lines, best score first: those with a fault, or (`off_request`) those
+    judged off the request. Each must still be free of what the chosen ones now make a defect."""
+    for held in sorted(choice.held, key=lambda h: -h.score):
+        if choice.missing() <= 0:
+            return
+        if held.off_request != off_request or any(title_key(held.item.title) == title_key(t) for t in choice.chosen):
+            continue
+        if held.fit < LAST_RESORT_FIT:
+            continue
+        if checks.title_taken_near(choice.ask, held.item, choice.chosen):
+            continue
+        if checks.claim(choice.ask.level, held.item) is None:
+            stats.off_subject_taken += off_request
+            choice.take(held.item)

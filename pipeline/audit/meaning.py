@@ -109,13 +109,37 @@ class BookMeaning(BaseModel):
 # ---------------------------------------------------------------- judgements the planner shares
 
 
-def title_near(embedder: Embedder, title: str, others: Sequence[str]) -> str | None:
-    """The first of `others` that says what `title` says (same words, or a cosine of SIMILAR_TITLE), or None."""
+def subject_words(request: str) -> frozenset[str]:
+    """The content words (stems) of the request's subject: every title of the book may share them."""
+    asks = request_asks(request)
+    return content_words(asks[0]) if asks else frozenset()
+
+
+def distinctive(title: str, subject: frozenset[str]) -> str:
+    """The title without the words of the book's subject ('Using Sourdough' -> 'Using' in a sourdough book),
+    what tells it from the book's other titles; the whole title when nothing else is left. Two titles that share
+    only the subject say different things: judged whole, 'Using Sourdough' and 'How to Start with Sourdough'
+    were one title to the static table, and the planner of a narrow request took 'Making a Lemonade' instead."""
+    if not subject:
+        return title
+    kept = [
+        word for word in re.findall(r"[\w'’-]+", title) if not (content_words(word) and content_words(word) <= subject)
+    ]
+    rest = " ".join(kept)
+    return rest if content_words(rest) else title
+
+
+def title_near(
+    embedder: Embedder, title: str, others: Sequence[str], subject: frozenset[str] = frozenset()
+) -> str | None:
+    """The first of `others` that says what `title` says (same words, or a cosine of SIMILAR_TITLE), judged on
+    what tells them from the book's subject (`distinctive`), or None."""
     if not others:
         return None
-    scores = embedder.embed([title]) @ embedder.embed(list(others)).T
-    for other, score in zip(others, scores[0]):
-        if score >= SIMILAR_TITLE or near_duplicates(title, other):
+    mine, theirs = distinctive(title, subject), [distinctive(other, subject) for other in others]
+    scores = embedder.embed([mine]) @ embedder.embed(theirs).T
+    for other, text, score in zip(others, theirs, scores[0]):
+        if score >= SIMILAR_TITLE or near_duplicates(mine, text):
             return other
     return None
 
@@ -310,14 +334,16 @@ def similar_title_pairs(book: AuditBook, embedder: Embedder) -> list[str]:
     a book of 1,536 sections is not a million comparisons in Python). In a Markdown file, the same title under
     two parents is left to the repeated_title rule; a placeholder, to placeholder_titles."""
     found = []
+    subject = subject_words(book.prompt or "")
     for level, items in level_titles(book):
         if len(items) < 2:
             continue
-        vectors = embedder.embed([title for _, title in items])
+        vectors = embedder.embed([distinctive(title, subject) for _, title in items])
         scores = vectors @ vectors.T
         pairs = {(int(i), int(j)) for i, j in np.argwhere(np.triu(scores >= SIMILAR_TITLE, k=1))}
         index, position = TitleIndex(), dict[str, int]()
-        for later, (_, title) in enumerate(items):
+        for later, (_, whole) in enumerate(items):
+            title = distinctive(whole, subject)
             earlier = index.near(title)
             if earlier is not None:
                 pairs.add((position[earlier], later))

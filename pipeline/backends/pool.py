@@ -125,6 +125,10 @@ class _Tries:
     refused_by: set[str] = field(default_factory=set)  # backends that blamed the request: never asked again
     prefer: str | None = None  # the backend to take when it has a free slot (it holds the request's prefix)
     on_sent: Callable[[str], None] | None = None  # told the backend of each attempt
+    slots: int = 1  # slots it holds while in flight: one a choice (an engine gives each sample a slot)
+
+    def needs(self, state: BackendState) -> int:
+        return min(self.slots, state.cap)
 
 
 @dataclass(eq=False)
@@ -173,7 +177,7 @@ class BackendPool:
         the first (text an earlier attempt streamed to `on_delta` is void). `prefer` names the backend to
         take whenever it has a free slot (the one whose cache holds the request's prefix), `on_sent` hears
         the backend each attempt goes to."""
-        tries = _Tries(prefer=prefer, on_sent=on_sent)
+        tries = _Tries(prefer=prefer, on_sent=on_sent, slots=request.choices)
         t_asked = time.monotonic()
         completion: Completion | None = None
         try:
@@ -277,7 +281,7 @@ class BackendPool:
             tries.failed_on.add(name)
             raise AttemptError(Outcome.CUT_BEFORE_FIRST_BYTE, f"{REASK_BEFORE_FIRST_BYTE} times in a row")
         finally:
-            self._release(state)
+            self._release(state, tries.needs(state))
 
     def _record(self, attempts: list[Attempt], state: BackendState, t_start: float, outcome: str, detail: str) -> None:
         attempt = Attempt(
@@ -375,7 +379,11 @@ class BackendPool:
         one that blamed the request; one that failed it only when no other is free, and not at all once the
         request has used its attempts."""
         now = time.monotonic()
-        free = [s for s in self.states if s.in_flight < self._limit(s, first=first) and self._is_up(s, now)]
+        free = [
+            s
+            for s in self.states
+            if s.in_flight + (tries.needs(s) if tries else 1) <= self._limit(s, first=first) and self._is_up(s, now)
+        ]
         if tries is not None and (tries.refused_by or tries.failed_on):
             spent = tries.failures >= self.policy.attempts
             free = [s for s in free if s.backend.name not in tries.refused_by]
@@ -403,7 +411,7 @@ class BackendPool:
                 waiter = _Waiter(anyio.Event(), tries, first=first)
                 queue.appendleft(waiter)
                 await self._wait_turn(queue, waiter)
-        state.in_flight += 1
+        state.in_flight += tries.needs(state)
         state.peak_in_flight = max(state.peak_in_flight, state.in_flight)
         self._wake_next()  # more than one slot came free: pass the turn on
         return state
@@ -426,7 +434,9 @@ class BackendPool:
         return max(min(rests), 0.05) if rests else 5.0
 
     def _wake_next(self) -> None:
-        """Wake the first waiter (urgent ones first) that can take a slot now, if any."""
+        """Wake the first waiter (urgent ones first) that can take a slot now, if any. While an urgent waiter
+        needs more slots than are free (a planning request with several samples), no other waiter is woken:
+        slots come free until it fits, or it would wait behind every section of the book."""
         if not (self._urgent or self._waiters) or self._pick(None, first=True) is None:
             return  # no waiter, or no slot free for any (the common case while every slot is busy)
         for queue in (self._urgent, self._waiters):
@@ -435,9 +445,11 @@ class BackendPool:
                     queue.remove(waiter)
                     waiter.event.set()
                     return
+            if queue is self._urgent and self._urgent:
+                return
 
-    def _release(self, state: BackendState) -> None:
-        state.in_flight -= 1
+    def _release(self, state: BackendState, slots: int = 1) -> None:
+        state.in_flight -= slots
         self._wake_next()
 
     def rest(self, names: set[str]) -> None:

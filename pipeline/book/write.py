@@ -1,7 +1,9 @@
 """The writer: every section in its own request, through the pool, journaled as it lands.
 
 A SectionWriter is handed sections (as soon as their chapter is planned) and keeps a SectionResult per
-section. Each request (templates/section.md) asks for a number of paragraphs that fits the word budget and
+section. Each request opens with the book's shared block, the request itself (pipeline/templating.py's
+book_context: the same for every request of the book, so a prefix cache reads it once), then
+(templates/section.md) asks for a number of paragraphs that fits the word budget and
 for a last full sentence, names the book, the request's audience and what it asks every part to have ('with
 code examples') and the chapter, and last the section's own title and key point: in that order every
 request of the book shares its opening and every request of a chapter its prompt up to its own title, which

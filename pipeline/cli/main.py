@@ -53,6 +53,7 @@ from pipeline.cli.serve import (
     cmd_probe,
     cmd_serve,
 )
+from pipeline.cpu import one_blas_thread
 from pipeline.errors import FanoutError, fanout_error_in
 
 log = logging.getLogger("fanout")
@@ -117,6 +118,7 @@ def _interrupt(signum: int, frame: object) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)  # so SIGTERM unwinds like Ctrl-C and stops child engines
+    one_blas_thread()
     try:
         args = build_parser().parse_args(argv)
         configure_logging(verbose=args.verbose)

@@ -1,4 +1,4 @@
-"""Asking the model for one node's titles: a round samples the node's question CHOICES times at once, the
+"""Asking the model for one node's titles: a round samples the node's question at once (schedule.choices_for), the
 lines of every sample are pooled, and choose.py takes the best; a second round only when the pool could not
 fill the node (showing the titles chosen, never why others were not); then the last resorts.
 
@@ -28,7 +28,6 @@ from pipeline.book.plan.choose import Choice, choose, take_held
 from pipeline.book.plan.coverage import Coverage
 from pipeline.book.plan.fallbacks import Unfilled, last_resorts, placeholders
 from pipeline.book.plan.schedule import (
-    CHOICES,
     FIRST_ROUND_TEMPERATURE,
     PLAN_ROUNDS,
     SECOND_ROUND_TEMPERATURE,
@@ -36,6 +35,7 @@ from pipeline.book.plan.schedule import (
     TOKENS_PER_ITEM,
     NodeAsk,
     PlanStats,
+    choices_for,
     chosen_note,
     how_many,
 )
@@ -86,16 +86,17 @@ class NodeAsker:
             pool = await self._round(ask, choice.chosen, round_number)
             self.stats.pooled += len(pool)
             choose(pool, choice, checks=self.checks, stats=self.stats, copied=copied)
-            take_held(choice, checks=self.checks, stats=self.stats, off_request=False)
+            take_held(choice, checks=self.checks, stats=self.stats)
         self._last_resorts(choice, copied)
 
     def _last_resorts(self, choice: Choice, copied: frozenset[str]) -> None:
-        """What the rounds left: headings made from the request's asks; lines held as off the request;
-        placeholders."""
+        """What the rounds left: headings made from the request's asks; lines held for carrying none of the
+        asks a last slot owed; lines held as off the request; placeholders."""
         ask = choice.ask
         if choice.missing() > 0:
             unfilled = Unfilled(ask, choice.chosen, choice.units, copied, choice.take)
             last_resorts(unfilled, list(choice.coverage.open), checks=self.checks, stats=self.stats)
+        take_held(choice, checks=self.checks, stats=self.stats, owed=True)
         take_held(choice, checks=self.checks, stats=self.stats, off_request=True)
         have = len(choice.chosen)
         for title in placeholders(
@@ -120,16 +121,16 @@ class NodeAsker:
         request = self.sampler.request(messages, max_tokens, f"plan:{ask.node_id}:{number}", temperature)
         stop = [*(request.extra.get("stop") or []), f"\n{lines + 1}."]
         request = request.model_copy(update={"extra": {**request.extra, "stop": stop}})
-        texts = await self._samples(request, ask.node_id)
+        texts = await self._samples(request, ask.node_id, choices_for(ask.level))
         if ask.with_title and not self.book_title:
             self.book_title = self._best_book_title([parse_book_title(text) for text in texts])
         answers = [parse_items(text)[:lines] for text in texts]
         return [answer[at] for at in range(lines) for answer in answers if at < len(answer)]
 
-    async def _samples(self, request: ChatRequest, node_id: str) -> list[str]:
-        """CHOICES answers to the request: one request with `n`, or one request a sample (each its own seed)."""
+    async def _samples(self, request: ChatRequest, node_id: str, choices: int) -> list[str]:
+        """`choices` answers to the request: one request with `n`, or one request a sample (each its own seed)."""
         if honours_choices(set(self.sampler.kinds)):
-            return await self._texts(request.model_copy(update={"choices": CHOICES}), node_id)
+            return await self._texts(request.model_copy(update={"choices": choices}), node_id)
         found: list[str] = []
 
         async def one(number: int) -> None:
@@ -139,7 +140,7 @@ class NodeAsker:
             found.extend(await self._texts(seeded, node_id))
 
         async with anyio.create_task_group() as group:
-            for number in range(CHOICES):
+            for number in range(choices):
                 group.start_soon(one, number)
         return found
 

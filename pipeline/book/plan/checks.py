@@ -22,7 +22,17 @@ import numpy as np
 
 from pipeline.audit.asks import is_brief, request_asks
 from pipeline.audit.embed import Embedder
-from pipeline.audit.meaning import SIMILAR_TITLE, carries, nearest_example, point_vagueness, title_near, unit, unit_near
+from pipeline.audit.meaning import (
+    SIMILAR_TITLE,
+    carries,
+    distinctive,
+    nearest_example,
+    point_vagueness,
+    subject_words,
+    title_near,
+    unit,
+    unit_near,
+)
 from pipeline.audit.onsubject import unit_fits
 from pipeline.book.plan.answers import PlanItem, heading_from_point, parse_book_title, parse_items
 from pipeline.book.plan.coverage import BookAsks
@@ -111,6 +121,8 @@ class TitleChecks:
         self.meanings: dict[str, MeaningIndex] = {level: MeaningIndex(embedder) for level in self.book_keys}
         asks = request_asks(request)
         self.book_asks = BookAsks(embedder, asks[1:])  # the concerns; the subject is the book's
+        self.subject = subject_words(request)  # what every title may share: titles are compared without it
+        self.whole: dict[str, str] = {}  # a title without the subject's words -> the title
         self.title_asks = asks if is_brief(request) else asks[:1]  # what the book's title must carry one of
 
     def claim_existing(self, outline: Outline) -> None:
@@ -146,7 +158,7 @@ class TitleChecks:
         and point cannot be told apart from a sibling's (a writer could not keep them apart), its point says
         nothing of its own. A line with a fault is taken only when the pool has nothing better."""
         found = []
-        if (other := title_near(self.embedder, item.title, chosen)) is not None:
+        if (other := title_near(self.embedder, item.title, chosen, self.subject)) is not None:
             found.append(f'says the same as "{other}"')
         if item.point and sibling_units:
             near = unit_near(self.embedder, unit(item.title, item.point), sibling_units)
@@ -175,7 +187,7 @@ class TitleChecks:
         """The title says what a chosen sibling's says, by words or by meaning: never taken, even last."""
         return (
             refusal(item.title, ask.ancestors, chosen) is not None
-            or title_near(self.embedder, item.title, chosen) is not None
+            or title_near(self.embedder, item.title, chosen, self.subject) is not None
         )
 
     def similarity(self, items: list[PlanItem], others: list[str]) -> np.ndarray:
@@ -218,11 +230,14 @@ class TitleChecks:
         if any(key in keys for keys in self.book_keys.values()):  # a section named like a chapter reads as one
             return "is already a title elsewhere in the book"
         if near:
-            other = self.book_titles[level].near(title) or self.meanings[level].near(title)
+            mine = distinctive(title, self.subject)
+            other = self.book_titles[level].near(mine) or self.meanings[level].near(mine)
+            other = self.whole.get(other, other) if other is not None else None
             if other is not None:
                 return f'nearly repeats "{other}"{ELSEWHERE_NEAR}'
         self.book_keys[level].add(key)
-        self.book_titles[level].add(title)
-        self.meanings[level].add(title)
+        self.whole.setdefault(distinctive(title, self.subject), title)
+        self.book_titles[level].add(distinctive(title, self.subject))
+        self.meanings[level].add(distinctive(title, self.subject))
         self.book_asks.take(item)
         return None

@@ -49,6 +49,7 @@ class Held:
     why: str
     off_request: bool = False
     fit: float = 1.0
+    owed: bool = False  # held for carrying none of the asks a last slot owes
 
 
 @dataclass
@@ -131,10 +132,11 @@ def consider(
         choice.held.append(Held(item, score, OFF_SUBJECT, off_request=True, fit=request_fit))
         stats.passed_over[OFF_SUBJECT] += 1
         return
-    if not faults and (owed := choice.coverage.refusal(item, choice.missing())):
-        faults = [owed]
+    owed = not faults and (leaves := choice.coverage.refusal(item, choice.missing())) is not None
+    if owed:
+        faults = [leaves or ""]
     if faults:
-        choice.held.append(Held(item, score, faults[0]))
+        choice.held.append(Held(item, score, faults[0], owed=owed))
         stats.passed_over[faults[0].split(' "')[0].split(":")[0]] += 1
         return
     if reason := checks.claim(ask.level, item):
@@ -143,13 +145,18 @@ def consider(
     choice.take(item)
 
 
-def take_held(choice: Choice, *, checks: TitleChecks, stats: PlanStats, off_request: bool) -> None:
-    """Fill free slots from the held lines, best score first: those with a fault, or (`off_request`) those
-    judged off the request. Each must still be free of what the chosen ones now make a defect."""
+def take_held(
+    choice: Choice, *, checks: TitleChecks, stats: PlanStats, off_request: bool = False, owed: bool = False
+) -> None:
+    """Fill free slots from the held lines, best score first: those with a fault, or (`owed`) those that carry
+    none of the asks a last slot owes, or (`off_request`) those judged off the request. Each must still be free
+    of what the chosen ones now make a defect."""
     for held in sorted(choice.held, key=lambda h: -h.score):
         if choice.missing() <= 0:
             return
-        if held.off_request != off_request or any(title_key(held.item.title) == title_key(t) for t in choice.chosen):
+        if (held.off_request, held.owed) != (off_request, owed):
+            continue
+        if any(title_key(held.item.title) == title_key(t) for t in choice.chosen):
             continue
         if held.fit < LAST_RESORT_FIT:
             continue

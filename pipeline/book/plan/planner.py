@@ -35,7 +35,7 @@ from pipeline.book.plan.answers import PlanItem
 from pipeline.book.plan.asking import NodeAsker
 from pipeline.book.plan.checks import TitleChecks
 from pipeline.book.plan.fallbacks import fallback_book_title
-from pipeline.book.plan.schedule import NodeAsk, PlanStats, about, must_note
+from pipeline.book.plan.schedule import CHOICES, NodeAsk, PlanStats, about, must_note
 from pipeline.book.profiles import Sampler
 from pipeline.records import BookSpec, Chapter, Node, Outline, Part, PlanSchedule, Section
 
@@ -89,9 +89,9 @@ class Planner:
         """Plan what `outline` (a partial one from an interrupted run, or None) still lacks; `schedule` says
         when `on_section` hears of each section (the book's is records.BOOK_SCHEDULE).
 
-        Items are read from each answer as it streams, so a part's chapters are asked the moment the part
-        has arrived. STREAMED announces each section the moment its line has arrived and been taken (the
-        writer scores it once its chapter is whole, book/write.py); PIPELINED announces a chapter's
+        A part's chapters are asked the moment the part is chosen (asking.py). STREAMED announces each
+        section the moment it is chosen (the writer scores it once its chapter is whole, book/write.py), so a
+        chapter filled in a second round hands over its first round's choice at once; PIPELINED announces a chapter's
         sections once the chapter has every one of them; both write while the rest is still being planned.
         BARRIER waits for each whole level (seed 003's schedule) and announces every section at the end.
         `on_change` sees the outline after every planned node, to save it."""
@@ -106,8 +106,8 @@ class Planner:
             outline = await self._plan_levels(outline, changed)
             for part, chapter, section in outline.sections():
                 announce(outline, part, chapter, section)
-        else:  # writing fills the slots meanwhile: keep one a backend for planning answers
-            with self.pool.reserve_for_first():
+        else:  # writing fills the slots meanwhile: keep room for two rounds' samples on each backend for planning
+            with self.pool.reserve_for_first(2 * CHOICES):
                 async with anyio.create_task_group() as group:
                     streamed = schedule is PlanSchedule.STREAMED
                     outline = await self._plan_pipelined(outline, group, announce, changed, streamed=streamed)
@@ -327,7 +327,7 @@ class _Starter:
     group: TaskGroup
     announce: OnSection
     changed: OnChange
-    streamed: bool = False  # each section announced as its line arrives, not once its chapter is whole
+    streamed: bool = False  # each section announced as it is chosen, not once its chapter is whole
 
     def chapter(self, book: Outline, part: Part, chapter: Chapter) -> None:
         if len(chapter.sections) >= self.planner.spec.sections:

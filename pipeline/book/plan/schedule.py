@@ -19,8 +19,17 @@ from pipeline.book.plan.answers import PlanItem
 
 TOKENS_PER_ITEM = 40  # a heading and its sentence (SmolLM2-135M's lines: 18-34 tokens)
 SPARE_ITEMS = 3  # asked for beyond the need in every sample, so that the pool holds a choice
-CHOICES = 4  # samples of a node's question in each round, pooled: with three, most of the demo's nodes
-# needed a second round (a small model's lines repeat one another, the book title or a title elsewhere)
+CHOICES = 4  # samples of the book's and a part's question in each round, pooled: with three, most of the demo's
+# nodes needed a second round (a small model's lines repeat one another, the book title or a title elsewhere)
+SECTION_CHOICES = 2  # samples of a chapter's question: four at every level made the demo's planning 280 s on
+# the embedded engine (48 samples, as many tokens as its sections), the chapters' rounds queueing for slots
+
+
+def choices_for(level: str) -> int:
+    """Samples of a node's question at this level ('parts', 'chapters', 'sections')."""
+    return SECTION_CHOICES if level == "sections" else CHOICES
+
+
 PLAN_ROUNDS = 2  # a second round only when the first round's pool cannot fill the node; never a third
 # A round's samples at the profile's planning temperature, but at least these: three samples at 0.5 gave
 # near-copies of one another (22 lines of the demo's pools refused as near repeats, 7 of 9 nodes asked again)

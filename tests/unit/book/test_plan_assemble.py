@@ -18,7 +18,14 @@ from pipeline.book.plan.checks import TitleChecks
 from pipeline.book.plan.coverage import Coverage
 from pipeline.book.plan.fallbacks import MAX_ASKS_A_HEADING, ask_groups, heading_from_asks, reads_as_heading
 from pipeline.book.plan.planner import Planner
-from pipeline.book.plan.schedule import CHOICES, CHOSEN_NOTE, FIRST_ROUND_TEMPERATURE, SPARE_ITEMS, carries_note
+from pipeline.book.plan.schedule import (
+    CHOICES,
+    CHOSEN_NOTE,
+    FIRST_ROUND_TEMPERATURE,
+    SECTION_CHOICES,
+    SPARE_ITEMS,
+    carries_note,
+)
 from pipeline.book.profiles import PROFILES, Sampler
 from pipeline.records import (
     Backend,
@@ -52,11 +59,12 @@ PARALLEL = Sampler(profile=PROFILES["greedy"], kinds=frozenset({EngineKind.LLAMA
 
 class ScriptedPlanner:
     """FAKE planning answers: each level's first answers come from a script, later ones are clean lists. Every
-    scripted answer is given to each of a round's CHOICES samples."""
+    scripted answer is given to each of a round's samples."""
 
     def __init__(self, scripts: dict[str, list[str]]):
+        samples = {"book": CHOICES, "part": CHOICES, "chapter": SECTION_CHOICES}
         self.scripts = {
-            level: [answer for answer in answers for _ in range(CHOICES)] for level, answers in scripts.items()
+            level: [a for a in answers for _ in range(samples[level])] for level, answers in scripts.items()
         }
         self.counter = 0
         self.prompts: list[str] = []
@@ -285,7 +293,7 @@ async def test_planning_asks_after_a_worked_example_with_the_profile_sampling():
         roles = [m["role"] for m in body["messages"]]
         assert roles == ["system", "user", "assistant", "user"] and "1." in body["messages"][2]["content"]
         assert body["messages"][0]["content"].endswith("request: p"), "the request opens every request of the book"
-        assert body["n"] == CHOICES
+        assert body["n"] == (SECTION_CHOICES if plan_level(prompt_of(body)) == "chapter" else CHOICES)
         assert (
             body["temperature"] == FIRST_ROUND_TEMPERATURE
             and body["dry_multiplier"] == 0.8
@@ -435,7 +443,8 @@ async def test_a_chapters_sections_are_announced_the_moment_it_has_them_all(barr
     schedule = PlanSchedule.BARRIER if barrier else PlanSchedule.PIPELINED
     outline, planner, announced, timeline = await announced_plan(spec, delay, schedule)
     assert list(announced) == [s.title for _, _, s in outline.sections()] if barrier else len(announced) == 16
-    assert planner.stats.requests == 7 and planner.stats.samples == 7 * CHOICES, "one request, n samples, a node"
+    assert planner.stats.requests == 7, "one request a node, its samples as n"
+    assert planner.stats.samples == 3 * CHOICES + 4 * SECTION_CHOICES, "the book and parts four, chapters two"
     answers = {prompt: (start, end) for start, end, prompt in timeline}
     for part in outline.parts:
         for chapter in part.chapters:

@@ -12,6 +12,10 @@ every backend has had it; a backend that blamed the request is never asked it ag
 none has answered for `give_up_after` seconds, no backend can answer anything: requests fail with
 FleetUnavailable, which ends a job (one line; what was written stays, and a resume finishes it).
 A backend whose engine is being restarted is held out of use and revived with its new address.
+A request with several choices (`n`) takes a slot for each, as the engine gives each sample a slot, but only as
+many as are free when its turn comes (at least one), and is sent with that many: waiting for all of them had
+sections take each freed slot first, and llama-server, told of one slot for four samples, let its children wait
+until no backend answered for 60 s.
 A connection the server closed before the first byte (llama-server drops idle keep-alives), or a request
 whose client worker process ended (`--workers`), is re-asked at once on the same slot and counted apart
 from failures. Every attempt is recorded.
@@ -125,10 +129,8 @@ class _Tries:
     refused_by: set[str] = field(default_factory=set)  # backends that blamed the request: never asked again
     prefer: str | None = None  # the backend to take when it has a free slot (it holds the request's prefix)
     on_sent: Callable[[str], None] | None = None  # told the backend of each attempt
-    slots: int = 1  # slots it holds while in flight: one a choice (an engine gives each sample a slot)
-
-    def needs(self, state: BackendState) -> int:
-        return min(self.slots, state.cap)
+    slots: int = 1  # slots it would hold: one a choice (an engine gives each sample a slot)
+    granted: int = 1  # slots its current attempt holds: as many of `slots` as were free, at least one
 
 
 @dataclass(eq=False)
@@ -260,7 +262,12 @@ class BackendPool:
             for _ in range(REASK_BEFORE_FIRST_BYTE):
                 t_start = time.monotonic()
                 try:
-                    completion = await self.transport(state.backend, request, self.policy.read_timeout, on_delta)
+                    sent = (
+                        request
+                        if tries.granted == request.choices
+                        else request.model_copy(update={"choices": tries.granted})
+                    )
+                    completion = await self.transport(state.backend, sent, self.policy.read_timeout, on_delta)
                 except AttemptError as error:
                     self._record(tries.attempts, state, t_start, error.kind, error.detail)
                     if error.outcome.asked_again_at_once:
@@ -281,7 +288,7 @@ class BackendPool:
             tries.failed_on.add(name)
             raise AttemptError(Outcome.CUT_BEFORE_FIRST_BYTE, f"{REASK_BEFORE_FIRST_BYTE} times in a row")
         finally:
-            self._release(state, tries.needs(state))
+            self._release(state, tries.granted)
 
     def _record(self, attempts: list[Attempt], state: BackendState, t_start: float, outcome: str, detail: str) -> None:
         attempt = Attempt(
@@ -379,11 +386,7 @@ class BackendPool:
         one that blamed the request; one that failed it only when no other is free, and not at all once the
         request has used its attempts."""
         now = time.monotonic()
-        free = [
-            s
-            for s in self.states
-            if s.in_flight + (tries.needs(s) if tries else 1) <= self._limit(s, first=first) and self._is_up(s, now)
-        ]
+        free = [s for s in self.states if s.in_flight < self._limit(s, first=first) and self._is_up(s, now)]
         if tries is not None and (tries.refused_by or tries.failed_on):
             spent = tries.failures >= self.policy.attempts
             free = [s for s in free if s.backend.name not in tries.refused_by]
@@ -411,7 +414,8 @@ class BackendPool:
                 waiter = _Waiter(anyio.Event(), tries, first=first)
                 queue.appendleft(waiter)
                 await self._wait_turn(queue, waiter)
-        state.in_flight += tries.needs(state)
+        tries.granted = max(1, min(tries.slots, self._limit(state, first=first) - state.in_flight))
+        state.in_flight += tries.granted
         state.peak_in_flight = max(state.peak_in_flight, state.in_flight)
         self._wake_next()  # more than one slot came free: pass the turn on
         return state
@@ -434,9 +438,7 @@ class BackendPool:
         return max(min(rests), 0.05) if rests else 5.0
 
     def _wake_next(self) -> None:
-        """Wake the first waiter (urgent ones first) that can take a slot now, if any. While an urgent waiter
-        needs more slots than are free (a planning request with several samples), no other waiter is woken:
-        slots come free until it fits, or it would wait behind every section of the book."""
+        """Wake the first waiter (urgent ones first) that can take a slot now, if any."""
         if not (self._urgent or self._waiters) or self._pick(None, first=True) is None:
             return  # no waiter, or no slot free for any (the common case while every slot is busy)
         for queue in (self._urgent, self._waiters):
@@ -445,8 +447,6 @@ class BackendPool:
                     queue.remove(waiter)
                     waiter.event.set()
                     return
-            if queue is self._urgent and self._urgent:
-                return
 
     def _release(self, state: BackendState, slots: int = 1) -> None:
         state.in_flight -= slots

@@ -106,8 +106,8 @@ class Planner:
             outline = await self._plan_levels(outline, changed)
             for part, chapter, section in outline.sections():
                 announce(outline, part, chapter, section)
-        else:  # writing fills the slots meanwhile: keep room for two rounds' samples on each backend for planning
-            with self.pool.reserve_for_first(2 * CHOICES):
+        else:  # writing fills the slots meanwhile: keep a round's samples' slots of each backend for planning
+            with self.pool.reserve_for_first(CHOICES):
                 async with anyio.create_task_group() as group:
                     streamed = schedule is PlanSchedule.STREAMED
                     outline = await self._plan_pipelined(outline, group, announce, changed, streamed=streamed)

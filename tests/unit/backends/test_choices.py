@@ -157,7 +157,7 @@ def test_the_body_asks_for_n_only_past_one_choice():
 async def test_the_fake_engines_choices_come_back_apart_through_the_pool(client):
     engine = await FakeEngine(tokens=4).start()
     try:
-        pool = BackendPool([Backend(name="f", base_url=engine.url, model="fake-model", cap=2, client=client)], FAST)
+        pool = BackendPool([Backend(name="f", base_url=engine.url, model="fake-model", cap=4, client=client)], FAST)
         streamed: list[str] = []
         completion = await pool.complete(ask(3), streamed.append)
         assert engine.bodies[-1]["n"] == 3
@@ -175,7 +175,7 @@ async def test_the_fake_engines_choices_come_back_apart_through_the_pool(client)
 async def test_a_text_completion_gets_its_choices_too(client):
     engine = await FakeEngine(tokens=3).start()
     try:
-        backend = Backend(name="f", base_url=engine.url, model="fake-model", cap=2, client=client)
+        backend = Backend(name="f", base_url=engine.url, model="fake-model", cap=4, client=client)
         pool = BackendPool([backend], FAST)
         asked = ask(2).model_copy(update={"endpoint": Endpoint.COMPLETIONS})
         completion = await pool.complete(asked)
@@ -189,7 +189,7 @@ async def test_a_text_completion_gets_its_choices_too(client):
 async def test_planning_choices_list_different_items():
     engine = await FakeEngine(reply=BookReplies()).start()
     try:
-        pool = BackendPool([Backend(name="f", base_url=engine.url, model="fake-model", cap=2)], FAST)
+        pool = BackendPool([Backend(name="f", base_url=engine.url, model="fake-model", cap=4)], FAST)
         prompt = "Plan a book on tea. List 3 parts, one a line."
         assert plan_level(prompt) == "book"
         completion = await pool.complete(ask(3, prompt, max_tokens=400))
@@ -204,7 +204,7 @@ async def test_planning_choices_list_different_items():
 async def test_a_reply_that_repeats_itself_still_gives_different_choices():
     engine = await FakeEngine(reply=lambda body: "the same answer every time").start()
     try:
-        pool = BackendPool([Backend(name="f", base_url=engine.url, model="fake-model", cap=2)], FAST)
+        pool = BackendPool([Backend(name="f", base_url=engine.url, model="fake-model", cap=4)], FAST)
         completion = await pool.complete(ask(3, max_tokens=400))
         assert len({completion.text, *completion.more_texts}) == 3
         assert completion.text == "the same answer every time"

@@ -332,28 +332,23 @@ async def test_a_request_takes_its_preferred_backend_while_it_has_a_free_slot_an
         await engine.stop()
 
 
-async def test_a_request_with_several_choices_holds_a_slot_for_each_and_is_not_starved_by_single_ones():
-    """A planning request sampled four times takes four of the cap (the engine gives each sample a slot); while
-    it waits for them, requests of one slot that came after it wait too, or they would take each slot it frees."""
+async def test_a_request_with_several_choices_takes_a_slot_for_each_that_is_free_and_is_sent_with_as_many():
+    """A planning request sampled four times takes four of the cap (the engine gives each sample a slot) when
+    four are free; with fewer free it goes at once with as many samples as there are slots, never over the cap."""
     engine = await FakeEngine(tokens=4, token_delay=0.03).start()
     pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=4)])
-    order: list[str] = []
 
-    async def send(tag: str, *, first: bool = False, choices: int = 1) -> None:
+    async def send(tag: str, *, choices: int = 1) -> None:
         request = ChatRequest(messages=[{"role": "user", "content": tag}], max_tokens=4, tag=tag, choices=choices)
-        await pool.complete(request, first=first)
-        order.append(tag)
+        await pool.complete(request, first=choices > 1)
 
+    await send("alone", choices=4)
     async with anyio.create_task_group() as group:
         for n in range(3):
             group.start_soon(send, f"busy-{n}")
         await anyio.sleep(0.02)
-        group.start_soon(partial(send, "plan", first=True, choices=4))
-        await anyio.sleep(0.01)
-        for n in range(3):
-            group.start_soon(send, f"write-{n}")
-        await anyio.sleep(0.01)
-        assert pool.states[0].in_flight == 3, "the planning request waits for four free slots"
+        group.start_soon(partial(send, "squeezed", choices=4))
     await engine.stop()
-    assert order.index("plan") < min(order.index(f"write-{n}") for n in range(3))
+    sent = {prompt: body.get("n", 1) for body in engine.bodies for prompt in [body["messages"][0]["content"]]}
+    assert sent["alone"] == 4 and sent["squeezed"] == 1, "as many samples as free slots, at least one"
     assert pool.states[0].peak_in_flight == 4 and engine.peak_in_flight <= 4

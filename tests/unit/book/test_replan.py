@@ -47,7 +47,7 @@ class ScriptedRepair:
         if level is None:
             self.prose_asked += 1
             return PROSE
-        return self.plans[level].pop(0)
+        return self.plans[level][0]  # every sample of a round gives the scripted answer
 
 
 def off_request_run(folder) -> Outline:
@@ -93,9 +93,9 @@ async def test_a_chapter_off_the_request_is_planned_again_and_its_sections_writt
         await engine.stop()
     assert replanned == {"p01.c02": ("Computer Viruses", "Side Effects")}, "the off title is refused again"
     new = outline.parts[0].chapters[1]
-    assert new.id == "p01.c02" and [s.title for s in new.sections] == ["A Sore Arm", "Shots by Age"]
+    assert new.id == "p01.c02" and sorted(s.title for s in new.sections) == ["A Sore Arm", "Shots by Age"]
     assert [c.title for c in outline.parts[0].chapters] == ["How Vaccines Work", "Side Effects"], "its place kept"
     assert {i: a for i, a in outcome.actions.items() if a == "replan"} == {s.id: "replan" for s in new.sections}
     assert all(outcome.results[s.id].repair == "replan" and outcome.results[s.id].ok for s in new.sections)
     assert replies.prose_asked >= 2
-    assert ("p01", "Computer Viruses", "is not about what the request asks for") in planner.stats.refused
+    assert planner.stats.passed_over["is not about what the request asks for"] >= 1, "the off title is held back"

@@ -99,7 +99,8 @@ def test_the_feed_shows_sections_arriving_and_tokens_rising_and_runs_no_model_sc
     try:
         page = live_port(run)
         driver.get(page)
-        cards = wait_for(lambda: driver.find_elements("css selector", "article.card"))
+        # planning samples each node's question several times first: at 0.06 s a token the first section starts later
+        cards = wait_for(lambda: driver.find_elements("css selector", "article.card"), timeout=90)
         assert cards, "sections appear as they are written"
         first_tokens = int(driver.find_element("id", "tokens").text.replace(",", "") or 0)
         wait_for(lambda: int(driver.find_element("id", "tokens").text.replace(",", "")) > first_tokens)

@@ -190,7 +190,8 @@ def test_invalid_plan_json_is_reasked(runs):
     assert run.done.returncode == 0, run.done.stderr
     assert run.bads["bad_json"].modes_used.count("bad_json") == 2
     stats = run.stats
-    assert stats["requests_planning"] == PLAN_REQUESTS + 2, "each unusable answer was asked again"
+    # an unusable answer is one sample of its node's round: the others fill the node, or a second round does
+    assert PLAN_REQUESTS <= stats["requests_planning"] <= PLAN_REQUESTS + 2, "at most one more round an answer"
     assert stats["placeholder_titles"] == 0 and stats["complete"] and stats["sections_ok"] == SECTIONS
     outline = json.loads((run.out / "outline.json").read_text())
     assert [len(c["sections"]) for p in outline["parts"] for c in p["chapters"]] == [6, 6]

@@ -28,6 +28,7 @@ from pipeline.book.plan.choose import Choice, choose, take_held
 from pipeline.book.plan.coverage import Coverage
 from pipeline.book.plan.fallbacks import Unfilled, last_resorts, placeholders
 from pipeline.book.plan.schedule import (
+    EMPTY_ROUNDS,
     FIRST_ROUND_TEMPERATURE,
     PLAN_ROUNDS,
     SECOND_ROUND_TEMPERATURE,
@@ -79,11 +80,15 @@ class NodeAsker:
             ask.on_item(item, placeholder=placeholder, musts=musts)
 
         choice.take = take
-        for round_number in range(PLAN_ROUNDS):
-            if choice.missing() <= 0:
-                break
-            self.stats.reasked += round_number > 0
-            pool = await self._round(ask, choice.chosen, round_number)
+        rounds = empty = asked = 0
+        while choice.missing() > 0 and rounds < PLAN_ROUNDS:
+            self.stats.reasked += rounds > 0 and empty == 0
+            pool = await self._round(ask, choice.chosen, rounds, asked=asked)
+            asked += 1
+            if not pool and empty < EMPTY_ROUNDS:  # no line at all: the backend's bad answer, not a round
+                empty += 1
+                continue
+            rounds, empty = rounds + 1, 0
             self.stats.pooled += len(pool)
             choose(pool, choice, checks=self.checks, stats=self.stats, copied=copied)
             take_held(choice, checks=self.checks, stats=self.stats)
@@ -107,7 +112,7 @@ class NodeAsker:
             self.stats.asks_dropped += len(choice.coverage.open)
             log.info("under %s no %s carries %s", ask.node_id, ask.level[:-1], "; ".join(choice.coverage.open))
 
-    async def _round(self, ask: NodeAsk, chosen: list[str], number: int) -> list[PlanItem]:
+    async def _round(self, ask: NodeAsk, chosen: list[str], number: int, *, asked: int) -> list[PlanItem]:
         """One round's samples, their lines pooled in turn (every sample's first line, then every second ...),
         so the lines a model gives first, its surest, come first; the book title from the first sample that
         gives a usable one."""
@@ -118,7 +123,7 @@ class NodeAsker:
         floor = FIRST_ROUND_TEMPERATURE if number == 0 else SECOND_ROUND_TEMPERATURE
         temperature = max(self.sampler.profile.planning_temperature, floor)
         max_tokens = TOKENS_PER_ITEM * lines + (BOOK_TITLE_TOKENS if ask.with_title else 0)
-        request = self.sampler.request(messages, max_tokens, f"plan:{ask.node_id}:{number}", temperature)
+        request = self.sampler.request(messages, max_tokens, f"plan:{ask.node_id}:{asked}", temperature)
         stop = [*(request.extra.get("stop") or []), f"\n{lines + 1}."]
         request = request.model_copy(update={"extra": {**request.extra, "stop": stop}})
         texts = await self._samples(request, ask.node_id, choices_for(ask.level))

@@ -31,6 +31,8 @@ def choices_for(level: str) -> int:
 
 
 PLAN_ROUNDS = 2  # a second round only when the first round's pool cannot fill the node; never a third
+EMPTY_ROUNDS = 2  # rounds whose every sample gave no line (JSON chatter, an empty list) asked again on top: the
+# backend's bad answer, which must not spend the node's rounds
 # A round's samples at the profile's planning temperature, but at least these: three samples at 0.5 gave
 # near-copies of one another (22 lines of the demo's pools refused as near repeats, 7 of 9 nodes asked again)
 FIRST_ROUND_TEMPERATURE = 0.7

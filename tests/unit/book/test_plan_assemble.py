@@ -662,3 +662,12 @@ async def test_streamed_sections_are_announced_as_each_is_chosen():
     spec = BookSpec(prompt="p", parts=1, chapters=1, sections=4)
     outline, _, announced, _ = await announced_plan(spec, 0.01, PlanSchedule.STREAMED)
     assert list(announced) == [section.title for _, _, section in outline.sections()]
+
+
+async def test_a_round_that_gave_no_line_at_all_is_asked_again_without_spending_the_nodes_rounds():
+    replies = ScriptedPlanner({"chapter": ["Sure! Here you go.", "Sure! Here you go."]})
+    outline, planner = await plan_with(replies, BookSpec(prompt="p", parts=1, chapters=1, sections=3))
+    assert shape_of(outline) == (1, {1}, {3}) and planner.stats.placeholders == 0
+    chapter_asks = [p for p in replies.prompts if plan_level(p) == "chapter"]
+    assert len(chapter_asks) == 3 * SECTION_CHOICES, "two empty rounds, then one that gave lines"
+    assert planner.stats.reasked == 0

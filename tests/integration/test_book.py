@@ -96,9 +96,10 @@ def test_book_on_fake_engines_end_to_end(fake_fleet, tmp_path):
 @pytest.mark.parametrize("barrier", [False, True])
 def test_writing_starts_before_planning_ends_unless_barrier(tmp_path, barrier):
     # Pauses of up to 0.3 s spread the planning answers apart; with the fleet's 0.05 s the last three could
-    # end within the few ms a section takes to reach the server, and the overlap would not show. A cap of 8
-    # holds all six chapters' planning at once with slots to spare, so a chapter's sections need not wait for
-    # the other chapters' plans to leave a slot (with cap 3 they did, and a run now and then showed no overlap).
+    # end within the few ms a section takes to reach the server, and the overlap would not show. A cap of 16
+    # holds all six chapters' planning at once (two samples each) with slots to spare, so a chapter's sections
+    # need not wait for the other chapters' plans to leave a slot (with cap 3 they did, and with cap 8 once
+    # chapters were sampled twice, and a run now and then showed no overlap).
     process, url = fake_engine_process(token_delay=0.002, jitter=0.3)
     try:
         done = fanout(
@@ -107,7 +108,7 @@ def test_writing_starts_before_planning_ends_unless_barrier(tmp_path, barrier):
             "--shape",
             "2x3x4",
             "--backend",
-            f"{url},cap=8",
+            f"{url},cap=16",
             "--out",
             str(tmp_path / "run"),
             "--quiet",

@@ -1,5 +1,5 @@
-"""Reading the planner's answers: numbered `Heading: sentence` lines as they stream, JSON after all, the
-book title; and a refused item's key point as a heading.
+"""Reading the planner's answers: numbered `Heading: sentence` lines, JSON after all, the book title; and a
+refused item's key point as a heading.
 
 Model output is untrusted: nothing in an answer raises, and what is read is only ever text.
 """
@@ -97,45 +97,6 @@ def parse_book_title(text: str) -> str:
             return clean_title(match.group(1))
     value = find_json(text)
     return clean_title(value.get("title", "")) if isinstance(value, dict) else ""
-
-
-class ItemStream:
-    """Plan items read from an answer while it streams: each line the moment its newline arrives, so the
-    level below can be asked before the answer ends. The last line is read when the answer ends."""
-
-    def __init__(self) -> None:
-        self.text = ""
-        self.position = 0  # where the next unread line starts
-        self.title = ""
-        self.taken: list[PlanItem] = []  # every item handed out, to be skipped in the final parse
-
-    def feed(self, delta: str) -> list[PlanItem]:
-        self.text += delta
-        items = []
-        while (end := self.text.find("\n", self.position)) >= 0:
-            items += self._line(self.text[self.position : end])
-            self.position = end + 1
-        self.taken += items
-        return items
-
-    def _line(self, line: str) -> list[PlanItem]:
-        if not self.title and (match := TITLE_LINE.match(line)):
-            self.title = clean_title(match.group(1))
-            return []
-        match = ITEM_LINE.match(line)
-        item = parse_item(match.group(1)) if match else None
-        return [item] if item is not None and len(item.title) >= 2 else []
-
-    def untaken(self, items: list[PlanItem]) -> list[PlanItem]:
-        """The items of the whole answer that the stream did not already hand out."""
-        left = list(self.taken)
-        fresh = []
-        for item in items:
-            if item in left:
-                left.remove(item)
-            else:
-                fresh.append(item)
-        return fresh
 
 
 def heading_from_point(point: str) -> str:

@@ -13,7 +13,6 @@ with its last resorts: no node ends the job. Model output is untrusted: nothing 
 from __future__ import annotations
 
 import logging
-from functools import partial
 
 import anyio
 
@@ -152,13 +151,12 @@ class NodeAsker:
     async def _texts(self, request: ChatRequest, node_id: str) -> list[str]:
         """The texts of one request's choices; none when it failed on every backend every time."""
         self.stats.requests += 1
-        restart = partial(self._later)
 
         async def complete() -> Completion:
             return await self.pool.complete(request, first=True)
 
         try:
-            answer = await asked_until_answered(self.pool, complete, on_later=restart)
+            answer = await asked_until_answered(self.pool, complete, on_later=self._later)
         except RequestFailed as failure:  # a node's planning never ends the job: its last resorts fill it
             self.stats.failed_asks += 1
             log.warning("planning %s: %s", node_id, failure)

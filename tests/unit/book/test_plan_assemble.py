@@ -13,7 +13,7 @@ from pipeline.audit.offrequest import open_judge
 from pipeline.audit.source import load_run
 from pipeline.backends.pool import BackendPool, RetryPolicy
 from pipeline.book.assemble import assemble, demote_headings
-from pipeline.book.plan.answers import ItemStream, PlanItem, clean_point, parse_items
+from pipeline.book.plan.answers import PlanItem, clean_point, parse_items
 from pipeline.book.plan.checks import TitleChecks
 from pipeline.book.plan.coverage import Coverage
 from pipeline.book.plan.fallbacks import MAX_ASKS_A_HEADING, ask_groups, heading_from_asks, reads_as_heading
@@ -323,20 +323,6 @@ async def test_planning_asks_after_a_worked_example_with_the_profile_sampling():
 )
 def test_parse_items_takes_what_it_can(text, items):
     assert [(item.title, item.point) for item in parse_items(text)] == items
-
-
-@pytest.mark.parametrize("piece", [1, 2, 7, 10_000])
-def test_an_item_stream_hands_out_each_line_as_its_newline_arrives(piece):
-    answer = "Title: A **bold** book\n1. First part: what it covers\n2. x\n3. Café: at the end"
-    stream = ItemStream()
-    items = []
-    for start in range(0, len(answer), piece):
-        items += stream.feed(answer[start : start + piece])
-    assert [i.title for i in items] == ["First part"], "a one-letter title is dropped; the last line waits"
-    assert stream.title == "A bold book"
-    assert [i.title for i in stream.untaken(parse_items(answer))] == ["Café"], "the final parse adds the rest"
-    early = ItemStream()
-    assert early.feed("1. First part: p\n2. Sec") == [PlanItem("First part", "p")], "not a token later"
 
 
 def outline_of(parts: int, chapters: int, sections: int) -> Outline:

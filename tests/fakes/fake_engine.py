@@ -56,9 +56,14 @@ class FakeEngine:
         plan_modes: list[str] | None = None,
         port: int = 0,
         section_pause: float = 0.0,
+        later_chapters_pause: float = 0.0,
     ):
         self.tokens = tokens
         self.section_pause = section_pause  # seconds a section request waits before its first byte
+        # seconds a chapter's planning request waits before its first byte, for every chapter but the first one
+        # asked about: its sections can go out while the others are planned, whatever the timing of the host
+        self.later_chapters_pause = later_chapters_pause
+        self.chapters_asked: list[str] = []  # the chapters planned, in the order first asked about
         self.reply = reply  # the answer's text from the request body; else "w0 w1 ..." of `tokens` words
         self.jitter = jitter  # a random pause of up to this many seconds before answering
         self.token_delay = token_delay
@@ -197,6 +202,8 @@ class FakeEngine:
             await asyncio.sleep(random.uniform(0, self.jitter))
         if self.section_pause and section_title(prompt_of(body)) is not None:
             await asyncio.sleep(self.section_pause)
+        if self.later_chapters_pause and self._a_later_chapter(prompt_of(body)):
+            await asyncio.sleep(self.later_chapters_pause)
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         if mode == "bad_utf8":
@@ -264,6 +271,15 @@ class FakeEngine:
                 pieces = [f"Sample {letters(choice)}: ", *pieces][: body.get("max_tokens", len(pieces) + 1)]
             answers.append(pieces)
         return answers
+
+    def _a_later_chapter(self, prompt: str) -> bool:
+        """Whether the prompt plans a chapter other than the first one asked about."""
+        if plan_level(prompt) != "chapter":
+            return False
+        chapter = prompt.split('for the chapter "', 1)[1].split('"', 1)[0]
+        if chapter not in self.chapters_asked:
+            self.chapters_asked.append(chapter)
+        return chapter != self.chapters_asked[0]
 
     def _chunk(self, body: dict, index: int, piece: str, choice: int = 0) -> dict:
         """One content event (of choice `choice`); with logprobs when asked. A prompt marked [tie] has a
@@ -401,6 +417,7 @@ async def serve_forever(
     retry_after: float = 0.2,
     title_prefix: str = "Topic number",
     section_pause: float = 0.0,
+    later_chapters_pause: float = 0.0,
 ) -> None:
     replies = BookReplies(section_text=section_text, title_prefix=title_prefix)
     engine = FakeEngine(
@@ -413,6 +430,7 @@ async def serve_forever(
         retry_after=retry_after,
         port=port,
         section_pause=section_pause,
+        later_chapters_pause=later_chapters_pause,
     )
     await engine.start()
     print(engine.url, flush=True)
@@ -440,6 +458,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--section-pause", type=float, default=0.0, help="seconds each section request waits before its first byte"
     )
+    parser.add_argument(
+        "--later-chapters-pause",
+        type=float,
+        default=0.0,
+        help="seconds a chapter's planning request waits before its first byte, for all but the first chapter",
+    )
     for name in ("modes", "section-modes", "plan-modes"):
         parser.add_argument(f"--{name}", default="", help="comma list of fault modes")
     args = parser.parse_args(argv)
@@ -456,6 +480,7 @@ def main(argv: list[str] | None = None) -> None:
             args.retry_after,
             args.title_prefix,
             args.section_pause,
+            args.later_chapters_pause,
         )
     )
 

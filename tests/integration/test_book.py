@@ -95,12 +95,11 @@ def test_book_on_fake_engines_end_to_end(fake_fleet, tmp_path):
 
 @pytest.mark.parametrize("barrier", [False, True])
 def test_writing_starts_before_planning_ends_unless_barrier(tmp_path, barrier):
-    # Pauses of up to 0.3 s spread the planning answers apart; with the fleet's 0.05 s the last three could
-    # end within the few ms a section takes to reach the server, and the overlap would not show. A cap of 16
-    # holds all six chapters' planning at once (two samples each) with slots to spare, so a chapter's sections
-    # need not wait for the other chapters' plans to leave a slot (with cap 3 they did, and with cap 8 once
-    # chapters were sampled twice, and a run now and then showed no overlap).
-    process, url = fake_engine_process(token_delay=0.002, jitter=0.3)
+    # Every chapter's planning but the first one asked about waits 1.5 s before its first byte: the first
+    # chapter's sections can go out while the others are planned, however busy the host (random pauses left
+    # the last chapters' plans ending within the few ms a section takes to reach the server, now and then).
+    # A cap of 16 holds the six chapters' plans (two samples each) with slots to spare for those sections.
+    process, url = fake_engine_process(0.002, 0.0, "--later-chapters-pause", "1.5")
     try:
         done = fanout(
             "book",

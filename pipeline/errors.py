@@ -1,4 +1,10 @@
-"""One exception family for the package; only the CLI turns these into exit codes."""
+"""One exception family for the package; only the CLI turns these into exit codes. Also what the CLI needs to
+say of a full disk (DISK_ERRORS) and of SIGTERM (Terminated).
+"""
+
+from __future__ import annotations
+
+import errno
 
 
 class FanoutError(Exception):
@@ -32,3 +38,45 @@ def fanout_error_in(caught: BaseException) -> FanoutError | None:
         found = [fanout_error_in(inner) for inner in caught.exceptions]
         return found[0] if found and all(error is not None for error in found) else None
     return None
+
+
+class Interrupted(FanoutError):
+    """A run stopped by SIGINT (exit 130) or SIGTERM (exit 143): 128 + the signal's number, as shells report."""
+
+    def __init__(self, message: str, *, signal_number: int):
+        super().__init__(message)
+        self.exit_code = 128 + signal_number
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C raises KeyboardInterrupt, so the run unwinds the same way."""
+
+
+# An OSError a run cannot get past by itself: the disk, the quota or the permissions, and the words for each.
+DISK_ERRORS = {
+    errno.ENOSPC: "no space left on device writing",
+    errno.EDQUOT: "disk quota exceeded writing",
+    errno.EROFS: "read-only file system: cannot write",
+    errno.EACCES: "permission denied on",
+    errno.EPERM: "operation not permitted on",
+}
+
+
+def disk_error_in(caught: BaseException | None) -> OSError | None:
+    """The OSError of DISK_ERRORS in `caught`: itself, inside an exception group, or its cause or context."""
+    seen: set[int] = set()
+    while caught is not None and id(caught) not in seen:
+        seen.add(id(caught))
+        if isinstance(caught, OSError) and caught.errno in DISK_ERRORS:
+            return caught
+        if isinstance(caught, BaseExceptionGroup):
+            for inner in caught.exceptions:
+                if (found := disk_error_in(inner)) is not None:
+                    return found
+        caught = caught.__cause__ or caught.__context__
+    return None
+
+
+def disk_words(error: OSError) -> str:
+    """One line for a DISK_ERRORS error: what happened and to which file."""
+    return f"{DISK_ERRORS.get(error.errno or 0, 'cannot write')} {error.filename or 'a file'}"

@@ -1,6 +1,6 @@
 """The journal: sections.jsonl, one SectionResult a line, appended and flushed to disk as each lands.
 
-A kill can leave at most a torn last line; reading ignores it and `open_for_append` cuts it off, so the
+A kill or a full disk can leave at most a torn last line; reading ignores it and `open_for_append` cuts it off, so the
 journal stays consistent. For a section written more than once (a failure, then a success on resume) the
 last line wins.
 """
@@ -13,6 +13,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from pipeline.cpu import Stage, charged
+from pipeline.files import naming
 from pipeline.records import SectionResult
 
 
@@ -52,10 +53,14 @@ class Journal:
     def append(self, result: SectionResult) -> None:
         # One write a line, flushed to the OS at once: a killed client loses nothing it journaled.
         # No fsync per line: it would stall the event loop, and so every stream, on each section.
-        self.handle.write(result.model_dump_json().encode() + b"\n")
-        self.handle.flush()
+        with naming(self.path):
+            self.handle.write(result.model_dump_json().encode() + b"\n")
+            self.handle.flush()
 
     def close(self) -> None:
-        self.handle.flush()
-        os.fsync(self.handle.fileno())
-        self.handle.close()
+        with naming(self.path):
+            try:
+                self.handle.flush()
+                os.fsync(self.handle.fileno())
+            finally:
+                self.handle.close()

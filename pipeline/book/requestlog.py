@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 
 from pipeline.cpu import Stage, charged
+from pipeline.files import naming
+from pipeline.journal import cut_torn_tail
 from pipeline.records import Attempt, ChatRequest, Completion, Outcome
 from pipeline.records.book import PromptCache
 
@@ -43,6 +45,7 @@ class RequestLog:
     def __init__(self, folder: Path):
         self.path = folder / REQUEST_LOG
         self.started = time.monotonic()
+        cut_torn_tail(self.path)  # a line a kill or a full disk cut short: a resume appends after whole lines
         self.handle = self.path.open("a", encoding="utf-8")
         self.answered = 0
         self.told = 0  # answers whose engine said how many prompt tokens came from its cache
@@ -101,8 +104,10 @@ class RequestLog:
         }
         if completion is not None:
             self._count_cache(completion)
-        self.handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-        self.handle.flush()
+        with naming(self.path):
+            self.handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+            self.handle.flush()
 
     def close(self) -> None:
-        self.handle.close()
+        with naming(self.path):
+            self.handle.close()

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import logging
 import shutil
+import sys
 import time
 from collections import ChainMap, Counter
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,7 +41,7 @@ from pipeline.book.write import SectionWriter, WritePolicy
 from pipeline.config import Settings
 from pipeline.cpu import CpuMeter, Stage, charged, cpu_use, stage
 from pipeline.errors import UsageError, fanout_error_in
-from pipeline.files import OUTPUTS, output_path, write_atomic
+from pipeline.files import OUTPUTS, only_writer, output_path, write_atomic
 from pipeline.journal import Journal, read_journal
 from pipeline.records import (
     BOOK_SCHEDULE,
@@ -451,6 +453,16 @@ class BookRun:
         return stats.model_copy(update={"typeset_seconds": round(result.seconds, 2), "pdf_pages": result.pages})
 
 
+def stopped_note(path: Path) -> str:
+    """What a job stopped in `path` leaves: its kept sections and how to finish it, or that nothing is kept."""
+    folder = RunFolder(path)
+    try:
+        spec = BookSpec.model_validate_json(folder.spec.read_text())
+    except (OSError, ValidationError, ValueError):
+        return "nothing was kept"
+    return kept_note(folder, spec)
+
+
 def kept_note(folder: RunFolder, spec: BookSpec) -> str:
     """What a job that stopped leaves: its written sections, and how to finish it."""
     written = sum(result.ok for result in read_journal(folder.journal).values())
@@ -460,8 +472,23 @@ def kept_note(folder: RunFolder, spec: BookSpec) -> str:
     )
 
 
+class RunLogHandler(logging.FileHandler):
+    """run.log: on a full disk (or any OSError) it stops writing, without logging's traceback on stderr; the
+    run's next write to the journal or an output ends the run in one line."""
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        if isinstance(sys.exc_info()[1], OSError):
+            logging.getLogger("fanout").removeHandler(self)
+            stream, self.stream = self.stream, None
+            with suppress(OSError):
+                if stream is not None:
+                    stream.close()
+            return
+        super().handleError(record)
+
+
 def attach_run_log(folder: RunFolder) -> logging.Handler:
-    handler = logging.FileHandler(folder.log)
+    handler = RunLogHandler(folder.log)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
     logging.getLogger("fanout").addHandler(handler)
     return handler
@@ -484,7 +511,7 @@ async def book(
         folder = new_run_folder(spec, out)
     handler = attach_run_log(folder)
     try:
-        with progress:
+        with only_writer(folder.path), progress:
             run = BookRun(settings, spec, folder, resumed=resume is not None, progress=progress, options=options)
             outcome = await run.run()
     except UsageError:

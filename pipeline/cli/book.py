@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,7 +24,8 @@ from pipeline.cli.flags import (
     settings_from,
 )
 from pipeline.config import parse_shape
-from pipeline.errors import UsageError
+from pipeline.errors import FanoutError, Interrupted, Terminated, UsageError, disk_error_in, disk_words
+from pipeline.files import output_path
 from pipeline.records import BOOK_SCHEDULE, Endpoint, PlanSchedule
 
 if TYPE_CHECKING:
@@ -70,6 +74,26 @@ def read_section_template(path: Path | None) -> str | None:
     return section_template(text, str(path))
 
 
+@contextmanager
+def said_when_stopped(folder: Path) -> Iterator[None]:
+    """A run in `folder` stopped by a signal or a full disk ends in one line: what stopped it, the sections
+    kept and the command that finishes the book (exit 130 or 143 for a signal, 1 for the disk)."""
+    from pipeline.book.run import stopped_note
+
+    try:
+        yield
+    except KeyboardInterrupt as stop:
+        terminated = isinstance(stop, Terminated)
+        raise Interrupted(
+            f"{'terminated' if terminated else 'interrupted'}; {stopped_note(folder)}",
+            signal_number=signal.SIGTERM if terminated else signal.SIGINT,
+        ) from None
+    except (OSError, BaseExceptionGroup) as caught:
+        if (disk := disk_error_in(caught)) is None:
+            raise
+        raise FanoutError(f"{disk_words(disk)}; {stopped_note(folder)}") from None
+
+
 def cmd_book(args: argparse.Namespace) -> int:
     from rich.console import Console
 
@@ -89,14 +113,15 @@ def cmd_book(args: argparse.Namespace) -> int:
     spec = book_spec(args)
     parse_fail_on(args.fail_on)  # a bad gate is a usage error before any work
     settings = settings_from(args)
+    folder = args.resume or args.out or output_path(spec.prompt)
     progress = BookProgress(enabled=not args.quiet)
 
     async def job(listener=progress):
         schedule = PlanSchedule.BARRIER if args.barrier else PlanSchedule(args.schedule)
         options = RunOptions(repair=args.repair, schedule=schedule)
-        return await book(settings, spec, args.out, args.resume, listener, options=options)
+        return await book(settings, spec, None if args.resume else folder, args.resume, listener, options=options)
 
-    with fast_loop():
+    with fast_loop(), said_when_stopped(folder):
         if args.live:
             from pipeline.watch.listeners import Listeners
             from pipeline.watch.live import LiveFeed, serve_during
@@ -213,7 +238,8 @@ def cmd_repair(args: argparse.Namespace) -> int:
         options = RunOptions(repair=True, keep_stats=True)
         return await book(settings_from(args), None, None, args.run_dir, progress, options=options)
 
-    result = anyio.run(repair_run)
+    with said_when_stopped(args.run_dir):
+        result = anyio.run(repair_run)
     if not args.quiet:
         console = Console(stderr=True)
         console.print(audit_table(result.audit))

@@ -4,7 +4,9 @@ The parser is wired here from one module per command family (cli.book, cli.bench
 what they share); an error's setting names become flag words here (`flags.flag_words`), in one place.
 
 Exit codes: 0 ok; 1 the run failed; 2 usage or configuration error (bad flag, bad TOML, unreachable
-backend, wrong model name); 3 an audit found defects the user gates on; 130 interrupted.
+backend, wrong model name); 3 an audit found defects the user gates on; 130 interrupted (Ctrl-C, SIGINT);
+143 terminated (SIGTERM). A full disk, a quota, a read-only file system or a permission error ends a run in
+one line naming the file (exit 1); `fanout book` adds what it kept and the command that finishes it.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ from pipeline.cli.serve import (
     cmd_serve,
 )
 from pipeline.cpu import one_blas_thread
-from pipeline.errors import FanoutError, fanout_error_in
+from pipeline.errors import FanoutError, Terminated, disk_error_in, disk_words, fanout_error_in
 
 log = logging.getLogger("fanout")
 # The one registry of commands: how each adds its flags, and what runs it; `fanout -h` lists them in this order.
@@ -75,7 +77,7 @@ COMMANDS: tuple[tuple[Callable[[Any], argparse.ArgumentParser], Callable[[argpar
     (add_frontier_command, cmd_frontier),
     (add_identity_command, cmd_identity),
 )
-EXIT_CODES = "exit codes: 0 ok, 1 run failed, 2 usage/config error, 3 audit gate, 130 interrupted"
+EXIT_CODES = "exit codes: 0 ok, 1 run failed, 2 usage/config error, 3 audit gate, 130 interrupted, 143 terminated"
 
 
 def installed_version() -> str:
@@ -112,26 +114,29 @@ def configure_logging(*, verbose: bool) -> None:
     log.propagate = False
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    signal.signal(signal.SIGTERM, _interrupt)  # so SIGTERM unwinds like Ctrl-C and stops child engines
+    signal.signal(signal.SIGTERM, _terminate)  # so SIGTERM unwinds like Ctrl-C and stops child engines
     one_blas_thread()
     try:
         args = build_parser().parse_args(argv)
         configure_logging(verbose=args.verbose)
         return args.run(args)
-    except (FanoutError, BaseExceptionGroup) as caught:
-        error = fanout_error_in(caught)
-        if error is None:
-            raise
-        print(f"fanout: error: {flag_words(str(error))}", file=sys.stderr)
-        return error.exit_code
-    except KeyboardInterrupt:
-        print("fanout: interrupted", file=sys.stderr)
-        return 130
+    except (FanoutError, OSError, BaseExceptionGroup) as caught:
+        if (error := fanout_error_in(caught)) is not None:
+            print(f"fanout: error: {flag_words(str(error))}", file=sys.stderr)
+            return error.exit_code
+        if (disk := disk_error_in(caught)) is not None:
+            print(f"fanout: error: {disk_words(disk)}", file=sys.stderr)
+            return 1
+        raise
+    except KeyboardInterrupt as stop:
+        terminated = isinstance(stop, Terminated)
+        print(f"fanout: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
+        return 128 + (signal.SIGTERM if terminated else signal.SIGINT)
 
 
 if __name__ == "__main__":

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from tests.environ import isolated_env
 from tests.fakes.fake_engine import BookReplies, FakeEngine, FakeEngineThread
 from tests.fakes.hostile_fleet import hostile_trio
 
@@ -28,7 +28,7 @@ def one_book(seed: int, shape: str, share: float, cap: int, root: Path) -> dict:
     replies = BookReplies(title_prefix=f"Seed {seed} topic")
     fleet = [*hostile_trio(replies, seed, share), FakeEngine(reply=replies)]
     out = root / f"{shape}-seed-{seed}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FANOUT_")} | {"FANOUT_JUDGE": "none"}
+    env = isolated_env()
     env.update({"FANOUT_READ_TIMEOUT": "2"})
     started = time.monotonic()
     with FakeEngineThread(*fleet):  # ports are known once they serve

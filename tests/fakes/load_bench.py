@@ -26,6 +26,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from tests.environ import isolated_env
 from tests.fakes.fake_engine import fake_process
 from tests.fakes.fake_prompts import letters
 
@@ -135,7 +136,7 @@ def run_load(
         "pipelined",
         *[a for u in urls for a in ("--backend", f"{u},cap={cap}")],
     ]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FANOUT_")} | {"FANOUT_JUDGE": "none"}
+    env = isolated_env()
     limit = (lambda: resource.setrlimit(resource.RLIMIT_NOFILE, nofile)) if nofile else None
     started = time.monotonic()
     try:

@@ -124,10 +124,16 @@ def test_writing_starts_before_planning_ends_unless_barrier(tmp_path, barrier):
     assert (first_section_sent >= planning_done) == barrier
 
 
-@pytest.mark.parametrize("stop_with", [signal.SIGKILL, signal.SIGINT])
+STOPPED = {signal.SIGINT: (130, "interrupted"), signal.SIGTERM: (143, "terminated"), signal.SIGKILL: (-9, None)}
+
+
+@pytest.mark.parametrize("stop_with", list(STOPPED))
 def test_a_stopped_run_resumes_without_asking_finished_sections_again(tmp_path, stop_with):
+    # Also: while it runs, a second writer of its folder is refused; stopped by a signal it can catch, it says
+    # in its last line what it kept and how to finish.
     process, url = fake_engine_process(token_delay=0.01, jitter=0.0)
     out = tmp_path / "run"
+    stderr = (tmp_path / "stderr.txt").open("w+")
     try:
         writer = subprocess.Popen(
             [
@@ -145,7 +151,7 @@ def test_a_stopped_run_resumes_without_asking_finished_sections_again(tmp_path, 
                 "weasyprint",
             ],
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stderr=stderr,
             # a shell starts a background job with SIGINT ignored, and a child keeps that; a terminal does not
             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
@@ -155,8 +161,21 @@ def test_a_stopped_run_resumes_without_asking_finished_sections_again(tmp_path, 
             time.sleep(0.05)
         helpers = descendants(writer.pid)  # the render pool: forkserver and workers
         assert len(helpers) >= 2, "the render pool starts with the run"
+        second = fanout("book", "--resume", str(out), "--backend", f"{url},cap=2", "--quiet")
+        assert second.returncode == 2 and second.stderr.splitlines() == [
+            f"fanout: error: {out} is being written by another fanout; wait for it to end, or stop it"
+        ], second.stderr
         os.kill(writer.pid, stop_with)
-        assert writer.wait(30) == (130 if stop_with == signal.SIGINT else -signal.SIGKILL)
+        code, word = STOPPED[stop_with]
+        assert writer.wait(30) == code
+        kept_now = sum(r.ok for r in read_journal(journal).values())
+        stderr.seek(0)
+        last = stderr.read().splitlines()[-1]
+        if word is not None:
+            assert last == (
+                f"fanout: error: {word}; {kept_now} of 24 sections are written and kept in {out} "
+                f"(--resume {out} finishes the book)"
+            )
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and any(Path(f"/proc/{pid}").exists() for pid in helpers):
             time.sleep(0.1)
@@ -182,6 +201,7 @@ def test_a_stopped_run_resumes_without_asking_finished_sections_again(tmp_path, 
         assert_book_follows_outline(out, results)
     finally:
         process.kill()
+        stderr.close()
 
 
 def descendants(pid: int) -> set[int]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -13,6 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from tests.environ import isolated_env
 
 pytestmark = pytest.mark.engine
 FANOUT = [sys.executable, "-m", "pipeline"]
@@ -45,14 +48,17 @@ def kill_engine(process: subprocess.Popen, out: Path, *, after_requests: int, ti
             os.kill(pid, signal.SIGKILL)
             return pid
         time.sleep(0.1)
-    raise AssertionError(f"no engine to kill after {after_requests} requests (exit {process.poll()})")
+    _, stderr = process.communicate(timeout=60) if process.poll() is not None else ("", "(still running)")
+    raise AssertionError(
+        f"no engine to kill after {after_requests} requests (exit {process.poll()}) in "
+        f"{shlex.join(map(str, process.args))}; its stderr ends: {stderr[-1500:]}"
+    )
 
 
 @pytest.fixture(scope="module")
 def killed_books(tmp_path_factory):
     root = tmp_path_factory.mktemp("engine-kill")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FANOUT_")} | {"FANOUT_JUDGE": "none"}
-    env["FANOUT_THREADS"] = "1"
+    env = isolated_env(FANOUT_THREADS="1")
     runs = {}
     for name in ("once", "twice"):
         out = root / name

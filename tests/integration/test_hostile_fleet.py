@@ -14,7 +14,6 @@ against backends that draw, per request and from a seed, a fault of every kind a
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.journal import read_journal
+from tests.environ import isolated_env
 from tests.fakes.fake_engine import BookReplies, FakeEngine, FakeEngineThread, fake_process
 from tests.fakes.fake_prompts import section_title
 from tests.fakes.hostile import Listener
@@ -55,7 +55,7 @@ class HostileProse(BookReplies):
 
 
 def environment(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FANOUT_")} | {"FANOUT_JUDGE": "none"}
+    env = isolated_env()
     env.update({"FANOUT_READ_TIMEOUT": "2", "FANOUT_THREADS": "1", **extra})
     return env
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import signal
 import subprocess
@@ -21,6 +20,7 @@ import pytest
 from pipeline.backends.pool import BackendPool, RequestFailed, RetryPolicy
 from pipeline.journal import read_journal
 from pipeline.records import Backend, ChatRequest
+from tests.environ import isolated_env
 from tests.fakes.fake_engine import FakeEngine, fake_process
 
 FANOUT = [sys.executable, "-m", "pipeline"]
@@ -45,7 +45,7 @@ def test_a_backend_killed_mid_write_loses_nothing_and_is_used_again_when_it_retu
     fakes = [fake_process(0.02, 0.0, "--title-prefix", f"Fleet {name} topic") for name in ("alpha", "bravo", "charlie")]
     out = tmp_path / "run"
     backends = [arg for _, url in fakes for arg in ("--backend", f"{url},cap=3")]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FANOUT_")} | {"FANOUT_JUDGE": "none"}
+    env = isolated_env()
     writer = subprocess.Popen(
         [
             *FANOUT,
@@ -126,7 +126,7 @@ def refused(tmp_path_factory):
     root = tmp_path_factory.mktemp("bad-input")
     (root / "bad.toml").write_text("[[backends]\nurl = 'http://127.0.0.1:9'\n")
     (root / "negative.toml").write_text("[[backends]]\nurl = 'http://127.0.0.1:9'\ncap = -1\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FANOUT_")} | {"FANOUT_JUDGE": "none"}
+    env = isolated_env()
     started = {}
     for name, (args, _) in BAD_INPUT.items():
         out = root / re.sub(r"\W+", "-", name)

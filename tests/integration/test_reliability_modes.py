@@ -9,7 +9,6 @@ the run and the backend of its own fault.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.journal import read_journal
+from tests.environ import isolated_env
 from tests.fakes.fake_engine import BookReplies, FakeEngine, FakeEngineThread
 
 FANOUT = [sys.executable, "-m", "pipeline"]
@@ -116,7 +116,7 @@ def runs(tmp_path_factory):
     planner = FakeEngine(reply=replies, plan_modes=["bad_json", "bad_json"])
     bad_json = Run(root / "bad_json", bads={"bad_json": planner})
     engines = [good, planner, *retried.bads.values(), *oversized.bads.values()]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FANOUT_")} | {"FANOUT_JUDGE": "none"}
+    env = isolated_env()
     env.update({KEY_ENV: SECRET, "FANOUT_READ_TIMEOUT": READ_TIMEOUT})
     with FakeEngineThread(*engines):
         jobs = {

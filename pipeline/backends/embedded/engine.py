@@ -2,7 +2,8 @@
 
 Takes EngineSettings; gives a Backend once /health answers. The server runs in its own process group, is
 told to die with its parent (PR_SET_PDEATHSIG, so even a SIGKILLed client leaves no orphan), and is
-stopped with SIGTERM then SIGKILL after a grace period, from `stop()`, the context manager or atexit.
+stopped with SIGTERM then SIGKILL after a grace period, from `stop()`, the context manager or atexit; stopping
+also removes its temporary slots folder and the temporary log it made when given no log path.
 Binaries and model come from pipeline.backends.embedded.install (built once, cached).
 """
 
@@ -70,6 +71,7 @@ class EmbeddedEngine:
         self.settings = settings or EngineSettings()
         self.assets = assets or ensure_installed()
         self.log_path = log_path
+        self.own_log = False  # the log is a temporary file this engine made (no log_path given): removed at stop
         self.process: subprocess.Popen[bytes] | None = None
         self.port: int | None = None
         self.slot_dir: tempfile.TemporaryDirectory[str] | None = None
@@ -160,7 +162,7 @@ class EmbeddedEngine:
         if self.log_path is None:
             handle, name = tempfile.mkstemp(prefix="llama-server-", suffix=".log")
             os.close(handle)
-            self.log_path = Path(name)
+            self.log_path, self.own_log = Path(name), True
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         return self.log_path.open("ab")
 
@@ -195,6 +197,9 @@ class EmbeddedEngine:
         if self.slot_dir is not None:
             self.slot_dir.cleanup()
             self.slot_dir = None
+        if self.own_log and self.log_path is not None:
+            self.log_path.unlink(missing_ok=True)
+            self.log_path, self.own_log = None, False
 
     def _stop(self, process: subprocess.Popen[bytes]) -> None:
         self._signal_group(process, signal.SIGTERM)

@@ -8,6 +8,12 @@ so bumping a pin builds afresh and a second run with the same pins does nothing.
 Run as `fanout install` or `python -m pipeline.backends.embedded.install`; the embedded engine runs it on
 first use (ensure_installed) where the assets are missing.
 
+One process sets the engine up at a time: `setting_up()` holds an fcntl lock on `install.lock` in the cache
+around the model's unpacking and the build. A second process waits on it, saying so in one line with the log
+the first writes, then finds the assets made. The kernel drops the lock of a process that dies, so a lock file
+left behind never blocks; a failed build leaves no server and the next process builds afresh. Both assets are
+written to a `.partial` first and renamed, so a half-written one is never taken for the asset.
+
 The commands' output (pip, cmake and thousands of compiler warnings) goes to a log file in the cache, not
 to the terminal: `run_logged(command, log)` appends to it, and the build shows one progress line. When a
 command fails, `main` prints the log's last lines, its path, and one line saying what failed (exit 1).
@@ -15,6 +21,7 @@ command fails, `main` prints the log's last lines, its path, and one line saying
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import platform
@@ -27,6 +34,8 @@ import tempfile
 import time
 import zipfile
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -121,6 +130,32 @@ def ensure_installed() -> EngineAssets:
     except CommandFailed as failure:
         raise FanoutError(f"embedded engine set-up failed: {failure}; full log: {failure.log}") from None
     return assets
+
+
+def lock_path() -> Path:
+    return cache_dir() / "install.lock"
+
+
+@contextmanager
+def setting_up() -> Iterator[None]:
+    """Hold the cache's set-up lock: at once when it is free, else after one line saying that another process
+    is setting the engine up (and where it logs), waiting until that process ends or lets go."""
+    path = lock_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(
+                f"another process is setting the embedded engine up (log: {build_log()}); waiting for it",
+                file=sys.stderr,
+                flush=True,
+            )
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def sha256_of(path: Path) -> str:
@@ -240,10 +275,14 @@ def elapsed(seconds: float) -> str:
 
 
 def install(jobs: int) -> None:
-    model = install_model()
-    print(f"model: {model}", file=sys.stderr)
-    server = build_server(jobs)
-    print(f"llama-server: {server}", file=sys.stderr)
+    """Both assets, made under the set-up lock where another process has not made them already."""
+    with setting_up():
+        for left_behind in (model_path().with_suffix(".partial"), server_path().with_suffix(".partial")):
+            left_behind.unlink(missing_ok=True)  # a dead process's: under the lock no one else writes them
+        model = install_model()
+        print(f"model: {model}", file=sys.stderr)
+        server = build_server(jobs)
+        print(f"llama-server: {server}", file=sys.stderr)
 
 
 def default_jobs() -> int:

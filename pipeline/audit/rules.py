@@ -347,6 +347,8 @@ MEANING_RULES: list[tuple[str, MeaningRule]] = [
 
 
 RULE_NAMES = [name for name, _ in RULES] + [name for name, _ in MEANING_RULES]
+# The rules that read only the outline's titles: what `fanout plan` audits before any section is written.
+TITLE_RULES = ["duplicate", "repeated_title", "near_duplicate"]
 # What these rules find in a Markdown file no fanout run wrote is a figure, not a defect: it is counted and
 # listed, but gates only when the fail_on setting names the rule. A run plans every title once and asks every
 # section for the same words; a reference repeats `Event: 'close'` under each class and its entries run from

@@ -25,12 +25,14 @@ from pydantic import ValidationError
 from pipeline.audit.embed import open_embedder
 from pipeline.audit.offrequest import open_judge
 from pipeline.audit.report import AuditReport, audit
+from pipeline.audit.rules import TITLE_RULES
 from pipeline.audit.source import load_run
 from pipeline.backends.engines import engine
 from pipeline.backends.fleet import Fleet, open_fleet
 from pipeline.backends.pool import BackendPool, FleetUnavailable
 from pipeline.book.assemble import assemble
 from pipeline.book.incremental import IncrementalTypesetter
+from pipeline.book.outlinefile import outline_markdown
 from pipeline.book.plan.planner import OnSection, Planner, id_number
 from pipeline.book.plan.schedule import PlanStats
 from pipeline.book.profiles import Sampler, choose_profile
@@ -55,7 +57,7 @@ from pipeline.records import (
     Section,
     SectionResult,
 )
-from pipeline.records.book import BookOutcome, BookStats, RepairSummary
+from pipeline.records.book import BookOutcome, BookStats, PlanOutcome, RepairSummary
 from pipeline.typeset.appendix import appendix_html
 from pipeline.typeset.book import typeset_html
 from pipeline.typeset.epub import typeset_epub
@@ -80,6 +82,7 @@ class RunFolder:
         self.path = path
         self.spec = path / "spec.json"
         self.outline = path / "outline.json"
+        self.outline_md = path / "outline.md"  # the same outline for a person to edit (book/outlinefile.py)
         self.journal = path / "sections.jsonl"
         self.book = path / "book.md"
         self.pdf = path / "book.pdf"
@@ -403,7 +406,7 @@ class BookRun:
         self.progress.planning(self.spec)
 
         def save(outline: Outline) -> None:
-            write_atomic(self.folder.outline, outline.model_dump_json(indent=2))
+            self._save_outline(outline)
             self.progress.outline_ready(outline)
 
         outline = await planner.plan(partial, schedule=self.options.schedule, on_section=on_section, on_change=save)
@@ -431,6 +434,37 @@ class BookRun:
             for node_id, title, reason in planner.stats.refused:
                 log.debug("refused under %s: %r %s", node_id or "the book", title, reason)
         return outline
+
+    def _save_outline(self, outline: Outline) -> None:
+        write_atomic(self.folder.outline, outline.model_dump_json(indent=2))
+        write_atomic(self.folder.outline_md, outline_markdown(outline, self.spec.prompt))
+
+    async def plan_only(self) -> PlanOutcome:
+        """Plan the outline (what outline.json lacks; by the run's schedule, the barrier's for `plan`), write
+        outline.json and outline.md, audit the titles (TITLE_RULES and the outline's figures), and stop: no section
+        is written."""
+        request_log = RequestLog(self.folder.path)
+        try:
+            async with open_fleet(self.settings, engine_log=self.folder.engine_log) as fleet:
+                self.progress.fleet_opened(fleet)
+                for pool in {id(fleet.pool): fleet.pool, id(fleet.planners): fleet.planners}.values():
+                    pool.on_finished = request_log.record
+                _, planning = self._samplers(fleet)
+                outline = load_outline(self.folder)
+                if outline is None or not outline.complete:
+                    outline = await self._plan(fleet, planning, outline, lambda *_: None)
+        finally:
+            request_log.close()
+        self._save_outline(outline)
+        report = audit(load_run(self.folder.path), only=TITLE_RULES, embedder=self.embedder, judge=self.settings.judge)
+        write_atomic(self.folder.audit, report.model_dump_json(indent=2))
+        return PlanOutcome(
+            folder=self.folder.path,
+            outline=outline,
+            audit=report,
+            requests=self.plan_stats.requests,
+            seconds=round(self.plan_stats.seconds, 2),
+        )
 
     async def _typeset(
         self,
@@ -502,13 +536,19 @@ async def book(
     progress: BookListener,
     *,
     options: RunOptions = RunOptions(),
+    given: Outline | None = None,
 ) -> BookOutcome:
+    """Write a book: a new one from `spec` in `out` (from the outline a person `given`, when there is one: its
+    levels kept verbatim, the levels it lacks planned under them), or finish the run in `resume`."""
     if resume is not None:
         folder, spec = load_run_folder(resume)
     elif spec is None:
         raise UsageError("a new book needs a spec (or a run folder to resume)")
     else:
         folder = new_run_folder(spec, out)
+        if given is not None:
+            write_atomic(folder.outline, given.model_dump_json(indent=2))
+            write_atomic(folder.outline_md, outline_markdown(given, spec.prompt))
     handler = attach_run_log(folder)
     try:
         with only_writer(folder.path), progress:
@@ -526,3 +566,21 @@ async def book(
         logging.getLogger("fanout").removeHandler(handler)
         handler.close()
     return outcome
+
+
+async def plan(settings: Settings, spec: BookSpec, out: Path | None, progress: BookListener) -> PlanOutcome:
+    """`fanout plan`: the outline of a new book in `out`, planned, audited and written as outline.json and
+    outline.md (book/outlinefile.py), for a person to read or edit before `fanout book --outline`."""
+    folder = new_run_folder(spec, out)
+    handler = attach_run_log(folder)
+    try:
+        with only_writer(folder.path), progress:
+            options = RunOptions(schedule=PlanSchedule.BARRIER)  # level by level: nothing is written meanwhile
+            run = BookRun(settings, spec, folder, resumed=False, progress=progress, options=options)
+            return await run.plan_only()
+    except UsageError:
+        shutil.rmtree(folder.path, ignore_errors=True)  # refused before any work: leave no folder
+        raise
+    finally:
+        logging.getLogger("fanout").removeHandler(handler)
+        handler.close()

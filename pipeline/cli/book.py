@@ -20,6 +20,9 @@ from pipeline.cli.flags import (
     add_judge_flag,
     add_live_flags,
     add_pdf_engine_flag,
+    add_prompt_file_flag,
+    checked_prompt,
+    prompt_from_file,
     require_positive,
     settings_from,
 )
@@ -29,29 +32,42 @@ from pipeline.files import output_path
 from pipeline.records import BOOK_SCHEDULE, Endpoint, PlanSchedule
 
 if TYPE_CHECKING:
-    from pipeline.records.book import BookOutcome
+    from pipeline.book.outlinefile import GivenOutline
+    from pipeline.records.book import BookOutcome, PlanOutcome
 
-MAX_PROMPT_CHARS = 10_000
+
+def prompt_of(args: argparse.Namespace) -> str | None:
+    """The prompt: the argument, or the text of --prompt-file (`-`: standard input); None when neither is given."""
+    if args.prompt is not None and args.prompt_file is not None:
+        raise UsageError("give the prompt or --prompt-file, not both")
+    if args.prompt_file is not None:
+        return prompt_from_file(args.prompt_file)
+    return None if args.prompt is None else checked_prompt(args.prompt)
 
 
-def book_spec(args: argparse.Namespace):
+def book_spec(args: argparse.Namespace, given: GivenOutline | None = None):
+    """The BookSpec of a new book (None for --resume): the prompt (or the outline's request), the shape (the
+    outline's counts, then --shape's for the levels it leaves out)."""
     from pipeline.records import BookSpec
 
     if args.resume is not None:
-        if args.prompt:
-            raise UsageError("--resume takes the prompt and shape from the run folder; give no prompt")
+        if args.prompt or args.prompt_file or args.outline:
+            raise UsageError("--resume takes the prompt, shape and outline from the run folder; give none of them")
         return None
-    if not args.prompt or not args.prompt.strip():
+    prompt = prompt_of(args) or (given.request if given is not None else None)
+    if prompt is None:
+        if given is not None:
+            raise UsageError(
+                f"--outline {args.outline}: it has no request (front matter `request: ...`); give the prompt"
+            )
         raise UsageError("the prompt is empty")
-    if len(args.prompt) > MAX_PROMPT_CHARS:
-        raise UsageError(f"the prompt is {len(args.prompt):,} characters; at most {MAX_PROMPT_CHARS:,}")
-
     require_positive(args, "words")
     if args.max_tokens is not None:
         require_positive(args, "max_tokens")
-    parts, chapters, sections = parse_shape(args.shape)
+    shape = parse_shape(args.shape)
+    parts, chapters, sections = shape if given is None else given.shape(shape)
     return BookSpec(
-        prompt=args.prompt.strip(),
+        prompt=checked_prompt(prompt),
         parts=parts,
         chapters=chapters,
         sections=sections,
@@ -100,6 +116,7 @@ def cmd_book(args: argparse.Namespace) -> int:
     from pipeline.audit.quality import quality_table
     from pipeline.audit.report import audit_table, parse_fail_on
     from pipeline.backends.loop import fast_loop
+    from pipeline.book.outlinefile import read_outline_file
     from pipeline.book.run import RunOptions, book
     from pipeline.book.stats import stats_table
     from pipeline.watch.terminal import BookProgress
@@ -110,16 +127,19 @@ def cmd_book(args: argparse.Namespace) -> int:
             "(--endpoint completions is for bench, sweep, identity, ask and probe)"
         )
 
-    spec = book_spec(args)
+    given = read_outline_file(args.outline) if args.outline is not None and args.resume is None else None
+    spec = book_spec(args, given)
     parse_fail_on(args.fail_on)  # a bad gate is a usage error before any work
     settings = settings_from(args)
     folder = args.resume or args.out or output_path(spec.prompt)
+    outline = None if given is None else given.outline
     progress = BookProgress(enabled=not args.quiet)
 
     async def job(listener=progress):
         schedule = PlanSchedule.BARRIER if args.barrier else PlanSchedule(args.schedule)
         options = RunOptions(repair=args.repair, schedule=schedule)
-        return await book(settings, spec, None if args.resume else folder, args.resume, listener, options=options)
+        out = None if args.resume else folder
+        return await book(settings, spec, out, args.resume, listener, options=options, given=outline)
 
     with fast_loop(), said_when_stopped(folder):
         if args.live:
@@ -274,6 +294,14 @@ def cmd_typeset(args: argparse.Namespace) -> int:
 def add_book_command(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     book = commands.add_parser("book", help="one prompt -> outline -> sections -> book.md and book.pdf")
     book.add_argument("prompt", nargs="?", help="what the book is about (not needed with --resume)")
+    add_prompt_file_flag(book)
+    book.add_argument(
+        "--outline",
+        type=Path,
+        metavar="FILE",
+        help="write the book from this outline (outline.md as `fanout plan` writes it, or an outline.json): its "
+        "titles and points kept verbatim, the levels it leaves out planned under them; the shape is the file's",
+    )
     book.add_argument("--shape", default="8x12x16", metavar="PxCxS", help="parts x chapters x sections (8x12x16)")
     book.add_argument("--words", type=int, default=250, help="words asked for per section (250)")
     add_endpoint_flag(book)
@@ -334,6 +362,78 @@ def add_book_command(commands: argparse._SubParsersAction) -> argparse.ArgumentP
     add_live_flags(book)
     add_fleet_flags(book, planning=True)
     return book
+
+
+def add_plan_command(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    plan = commands.add_parser(
+        "plan", help="plan a book's outline and stop: outline.md to read or edit, then `fanout book --outline`"
+    )
+    plan.add_argument("prompt", nargs="?", help="what the book is about")
+    add_prompt_file_flag(plan)
+    plan.add_argument("--shape", default="8x12x16", metavar="PxCxS", help="parts x chapters x sections (8x12x16)")
+    plan.add_argument("--out", type=Path, metavar="DIR", help="run folder (default outputs/<slug>-<time>)")
+    plan.add_argument("--quiet", action="store_true", help="no live progress")
+    plan.add_argument("--json", action="store_true", help="print the outline (outline.json) to stdout, not the tree")
+    add_fleet_flags(plan, planning=True)
+    return plan
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from pipeline.backends.loop import fast_loop
+    from pipeline.book.run import plan
+    from pipeline.records import BookSpec
+    from pipeline.watch.terminal import BookProgress
+
+    prompt = prompt_of(args)
+    if prompt is None:
+        raise UsageError("the prompt is empty")
+    parts, chapters, sections = parse_shape(args.shape)
+    spec = BookSpec.model_validate({"prompt": prompt, "parts": parts, "chapters": chapters, "sections": sections})
+    settings = settings_from(args)
+    folder = args.out or output_path(spec.prompt)
+    with fast_loop(), said_when_stopped(folder):
+        result = anyio.run(plan, settings, spec, folder, BookProgress(enabled=not args.quiet))
+    print(result.outline.model_dump_json(indent=2) if args.json else outline_tree(result))
+    print(plan_summary(result), file=sys.stderr)
+    print(
+        f"fanout: outline: {result.folder / 'outline.md'}; edit it, then "
+        f"`fanout book --outline {result.folder / 'outline.md'}` writes the book",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def outline_tree(result: PlanOutcome) -> str:
+    """The outline as an indented contents list: numbers, titles and key points."""
+    lines = [result.outline.title]
+    for p, part in enumerate(result.outline.parts, 1):
+        lines.append(tree_line(1, f"{p}", part.title, part.point))
+        for c, chapter in enumerate(part.chapters, 1):
+            lines.append(tree_line(2, f"{p}.{c}", chapter.title, chapter.point))
+            lines += [
+                tree_line(3, f"{p}.{c}.{s}", section.title, section.point)
+                for s, section in enumerate(chapter.sections, 1)
+            ]
+    return "\n".join(lines)
+
+
+def tree_line(depth: int, number: str, title: str, point: str) -> str:
+    return f"{'  ' * depth}{number} {title}" + (f" — {point}" if point else "")
+
+
+def plan_summary(result: PlanOutcome) -> str:
+    """One line: the outline-level audit (TITLE_RULES' counts and the outline's figures) and the planning cost."""
+    quality, counts = result.audit.quality, result.audit.counts
+    judged = {
+        "similar titles": quality.similar_titles,
+        "off the request": quality.off_request,
+        "vague points": quality.vague_points,
+        "placeholders": quality.placeholder_titles,
+        "duplicate titles": counts.get("duplicate", 0) + counts.get("near_duplicate", 0),
+        "coverage": quality.coverage,
+    }
+    figures = ", ".join(f"{name} {value}" for name, value in judged.items() if value is not None)
+    return f"fanout: planned in {result.seconds} s ({result.requests} planning requests); {figures}"
 
 
 def add_audit_command(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:

@@ -39,6 +39,40 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+MAX_PROMPT_CHARS = 10_000
+
+
+def add_prompt_file_flag(parser: argparse.ArgumentParser, *, many: bool = False) -> None:
+    parser.add_argument(
+        "--prompt-file",
+        type=Path,
+        action="append" if many else "store",
+        metavar="FILE",
+        help="the prompt from a file, its whole text (a brief of several lines); - reads standard input"
+        + ("; repeat for more prompts" if many else ""),
+    )
+
+
+def prompt_from_file(path: Path) -> str:
+    """A prompt file's whole text (`-`: standard input), stripped; UsageError when it is unreadable or empty."""
+    try:
+        text = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise UsageError(f"--prompt-file {path}: cannot read it ({error})") from None
+    if not text.strip():
+        raise UsageError(f"--prompt-file {path}: it is empty")
+    return checked_prompt(text)
+
+
+def checked_prompt(text: str) -> str:
+    """The prompt stripped; UsageError when it is empty or longer than MAX_PROMPT_CHARS."""
+    if not text.strip():
+        raise UsageError("the prompt is empty")
+    if len(text) > MAX_PROMPT_CHARS:
+        raise UsageError(f"the prompt is {len(text):,} characters; at most {MAX_PROMPT_CHARS:,}")
+    return text.strip()
+
+
 def add_live_flags(parser: argparse.ArgumentParser) -> None:
     live = parser.add_argument_group("live page")
     live.add_argument("--live", action="store_true", help="serve a page with every stream merged into one feed")

@@ -37,10 +37,12 @@ from pipeline.cli.bench import (
 from pipeline.cli.book import (
     add_audit_command,
     add_book_command,
+    add_plan_command,
     add_repair_command,
     add_typeset_command,
     cmd_audit,
     cmd_book,
+    cmd_plan,
     cmd_repair,
     cmd_typeset,
 )
@@ -64,6 +66,7 @@ COMMANDS: tuple[tuple[Callable[[Any], argparse.ArgumentParser], Callable[[argpar
     (add_install_command, cmd_install),
     (add_serve_command, cmd_serve),
     (add_ask_command, cmd_ask),
+    (add_plan_command, cmd_plan),
     (add_book_command, cmd_book),
     (add_audit_command, cmd_audit),
     (add_repair_command, cmd_repair),

@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from pipeline.audit.quality import BookQuality
 from pipeline.audit.report import AuditReport
+from pipeline.records import Outline
 from pipeline.records.bench import CpuUse
 
 
@@ -89,6 +90,17 @@ class RepairSummary(BaseModel):
     tokens: int
     seconds: float
     asked_later: int = 0  # repair requests that failed on every backend and were asked again later
+
+
+class PlanOutcome(BaseModel):
+    """What `fanout plan` made: the run folder (outline.json, outline.md, audit.json), the outline, its audit
+    (the outline-level rules and figures), and the planning's requests and seconds."""
+
+    folder: Path
+    outline: Outline
+    audit: AuditReport
+    requests: int
+    seconds: float
 
 
 class BookOutcome(BaseModel):

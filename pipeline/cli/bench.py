@@ -32,7 +32,9 @@ from pipeline.cli.benchflags import (
 from pipeline.cli.flags import (
     add_fleet_flags,
     add_live_flags,
+    add_prompt_file_flag,
     add_record_flags,
+    prompt_from_file,
     require_positive,
     save_record,
     settings_from,
@@ -197,12 +199,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     from pipeline.bench.report.report import load_run, merge_runs, text_report, write_report
     from pipeline.bench.report.vllmformat import write_csv, write_vllm
 
+    if args.detailed and args.format != "vllm":
+        raise UsageError("--detailed belongs to --format vllm")
     one = len(args.runs) == 1 and args.format != "report"  # its labels stay its request rows' labels
     record = load_run(args.runs[0]) if one else merge_runs(args.runs)
     folder = args.out or output_path("report")
     rows_from = args.runs[0] if one else None
     if args.format == "vllm":
-        written = write_vllm(record, folder, rows_from)
+        written = write_vllm(record, folder, rows_from, detailed=args.detailed)
         print(f"fanout: {len(written)} vLLM result files in {folder}", file=sys.stderr)
         return 0
     if args.format == "csv":
@@ -235,6 +239,7 @@ def add_quality_command(commands: argparse._SubParsersAction) -> argparse.Argume
         "quality", help="books from a list of prompts and their quality figures, side by side"
     )
     add_flags(quality, QUALITY)
+    add_prompt_file_flag(quality, many=True)
     add_record_flags(quality)
     add_fleet_flags(quality, planning=True)
     return quality
@@ -407,7 +412,8 @@ def cmd_quality(args: argparse.Namespace) -> int:
         return 0
     require_positive(args, "words")
     shape = parse_shape(args.shape)
-    prompts = read_prompts(args.prompts)
+    from_files = [prompt_from_file(path) for path in args.prompt_file or []]
+    prompts = [*(read_prompts(args.prompts) if args.prompts or not from_files else []), *from_files]
     folder = args.out or output_path("quality")
     with fast_loop():
         record = anyio.run(

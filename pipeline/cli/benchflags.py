@@ -576,6 +576,15 @@ FLAGS: tuple[Flag, ...] = (
             "open-loop rate; csv: bench.csv, one row a level or rate (default: report)",
         },
     ),
+    Flag(
+        "--detailed",
+        (REPORT,),
+        {
+            "action": "store_true",
+            "help": "with --format vllm: the per-request lists `--save-detailed` adds (input_lens, output_lens, ttfts, "
+            "itls, start_times, generated_texts, errors), from a run that kept its request rows (--save-requests)",
+        },
+    ),
 )
 
 

@@ -152,3 +152,12 @@ def test_a_bad_outline_or_prompt_file_is_one_line_and_exit_2(tmp_path, args, mes
     assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
     assert done.stderr.startswith("fanout: error: ") and message in done.stderr, done.stderr
     assert not list(tmp_path.glob("outputs")), "nothing is started"
+
+
+def test_quality_takes_briefs_from_files_and_standard_input(engine, tmp_path):
+    done = fanout("quality", "--prompt-file", str(BRIEF), "--prompt-file", "-", "--shape", "1x1x2",
+                  "--backend", f"{engine},cap=8", "--out", str(tmp_path / "q"), "--quiet",
+                  stdin="A second brief, from standard input.\n")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = json.loads((tmp_path / "q" / "quality.json").read_text())["rows"]
+    assert [row["prompt"] for row in rows] == [BRIEF.read_text().strip(), "A second brief, from standard input."]

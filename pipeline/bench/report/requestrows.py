@@ -5,7 +5,8 @@ Takes RequestSamples with the series and level they belong to and the run's time
 (dicts) and writes requests.jsonl and requests.csv. Times are seconds after the bench started (the wall
 clock of that moment is bench.json's provenance.started_at); latencies are milliseconds, defined as in
 latency.py. Token counts are the engine's (usage); `retries` counts requests asked again because the server
-closed the connection before the first byte.
+closed the connection before the first byte. The JSONL rows also keep what one CSV cell cannot: each request's
+inter-token gaps (`itls_ms`) and its answer's text (`text`), for `fanout report --format vllm --detailed`.
 """
 
 from __future__ import annotations
@@ -87,6 +88,8 @@ def request_row(sample: RequestSample, series: str, level: str, origin: float) -
         "request_id": sample.request_id,
         "response_id": sample.response_id,
         "answer_flags": None if sample.answer_flags is None else " ".join(sample.answer_flags) or "ok",
+        "itls_ms": [round(1000 * gap, 3) for gap in gaps] if done else [],
+        "text": sample.answer,
     }
 
 
@@ -94,7 +97,7 @@ def write_rows(rows: list[dict], folder: Path) -> dict[str, Path]:
     jsonl, table = folder / "requests.jsonl", folder / "requests.csv"
     write_atomic(jsonl, "".join(json.dumps(row) + "\n" for row in rows))
     with table.with_suffix(".csv.tmp").open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=COLUMNS)
+        writer = csv.DictWriter(handle, fieldnames=COLUMNS, extrasaction="ignore")  # the lists stay in the JSONL
         writer.writeheader()
         writer.writerows(rows)
     table.with_suffix(".csv.tmp").replace(table)

@@ -6,8 +6,10 @@ metadata first (date, endpoint_type, backend, label, model_id, tokenizer_id, num
 burstiness, max_concurrency), then `benchmark()`'s figures (duration s, completed, failed, token totals,
 request/goodput/output/total-token throughputs, the per-request `latencies` and `queue_times` in seconds,
 max_output_tokens_per_s, max_concurrent_requests, rtfx), then, per latency metric, `mean_`, `median_`,
-`std_` and `p{P}_{metric}_ms` in milliseconds (`p99`, `p99.9`). The figures are fanout's own, defined as
-vLLM defines them (pipeline/bench/report/latency.py); where a figure differs, FIELD_NOTES says how, and the
+`std_` and `p{P}_{metric}_ms` in milliseconds (`p99`, `p99.9`). With --detailed (vLLM's --save-detailed) a
+rate's file also holds, in vLLM's order and units, input_lens, output_lens, ttfts (s), itls (s, a list a
+request), start_times, generated_texts and errors, from the request rows (--save-requests). The figures are
+fanout's own, defined as vLLM defines them (pipeline/bench/report/latency.py); where a figure differs, FIELD_NOTES says how, and the
 README lists the fields. A file is one plain JSON object, as vLLM's `json.dump` writes it.
 
 An open-loop rate maps field for field: vLLM's duration is the first send to the last answer, and so is
@@ -28,6 +30,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from pipeline.errors import UsageError
 from pipeline.files import write_atomic
 from pipeline.records import Endpoint
 from pipeline.records.bench import BenchRecord, Distribution, LatencySummary, LevelResult, RatePoint, percentile_key
@@ -45,6 +48,9 @@ FIELD_NOTES = {
     "max_concurrent_requests": "ladder: the streams held; rate: the peak in flight, client side",
     "latencies": "open-loop rates of a run that kept its request rows (--save-requests); failed 0.0, as vLLM",
     "queue_times": "only with request rows: send time minus arrival (--max-concurrency holding a request)",
+    "start_times": "--detailed: seconds after the bench started (vLLM: its process's perf_counter)",
+    "output_lens": "--detailed: the engine's usage completion tokens (vLLM: usage, else its tokenizer's count)",
+    "itls": "--detailed: the gaps between content events, in seconds, as vLLM takes them",
     "rtfx": "0.0: no audio, as vLLM writes for text",
 }
 
@@ -91,14 +97,28 @@ def _rows(folder: Path | None) -> dict[tuple[str, str], list[dict]]:
     return rows
 
 
-def _request_lists(rows: list[dict] | None) -> dict[str, list[float]]:
+def _request_lists(rows: list[dict] | None, *, detailed: bool = False) -> dict[str, list[Any]]:
+    """vLLM's per-request lists from the request rows, in its order: `latencies` and `queue_times` always,
+    and with `detailed` the lists --save-detailed keeps (a failed request: 0 and empty, as vLLM writes it)."""
     if not rows:
         return {}
-    latencies = [(row["e2e_ms"] or 0.0) / 1000 for row in rows]
+    seconds = lambda ms: (ms or 0.0) / 1000  # noqa: E731
     queued = [
         max(row["t_sent"] - row["t_scheduled"], 0.0) if row.get("t_scheduled") is not None else 0.0 for row in rows
     ]
-    return {"latencies": latencies, "queue_times": queued}
+    if not detailed:
+        return {"latencies": [seconds(row["e2e_ms"]) for row in rows], "queue_times": queued}
+    return {
+        "input_lens": [row["prompt_tokens"] or 0 for row in rows],
+        "output_lens": [row["completion_tokens"] or 0 for row in rows],
+        "ttfts": [seconds(row["ttft_ms"]) for row in rows],
+        "itls": [[seconds(gap) for gap in row.get("itls_ms") or []] for row in rows],
+        "latencies": [seconds(row["e2e_ms"]) for row in rows],
+        "start_times": [row["t_sent"] for row in rows],
+        "queue_times": queued,
+        "generated_texts": [row.get("text") or "" for row in rows],
+        "errors": [row["error"] or "" for row in rows],
+    }
 
 
 def vllm_backend(record: BenchRecord) -> str:
@@ -148,7 +168,7 @@ def level_result(record: BenchRecord, label: str, backends: list[str], level: Le
 
 
 def rate_result(
-    record: BenchRecord, label: str, backends: list[str], point: RatePoint, rows: list[dict] | None
+    record: BenchRecord, label: str, backends: list[str], point: RatePoint, rows: list[dict] | None, *, detailed: bool
 ) -> dict[str, Any]:
     """One open-loop rate as vLLM's result: every request of the level, drain included, as vLLM counts them."""
     goodput = point.latency.goodput
@@ -166,7 +186,7 @@ def rate_result(
             "output_throughput": point.output_throughput,
             "total_token_throughput": point.total_token_throughput,
         }
-        | _request_lists(rows)
+        | _request_lists(rows, detailed=detailed)
         | {"max_output_tokens_per_s": None, "max_concurrent_requests": point.peak_in_flight, "rtfx": 0.0}
         | metric_keys(point.latency, record.spec.percentiles)
     )
@@ -179,9 +199,9 @@ class VllmResult:
     fields: dict[str, Any]
 
 
-def vllm_results(record: BenchRecord, folder: Path | None = None) -> Iterator[VllmResult]:
+def vllm_results(record: BenchRecord, folder: Path | None = None, *, detailed: bool = False) -> Iterator[VllmResult]:
     """Every ladder level and every open-loop rate of the record as vLLM's result; `folder` (the run's)
-    lends its request rows to the per-request lists."""
+    lends its request rows to the per-request lists (with `detailed`, those --save-detailed adds)."""
     rows, date = _rows(folder), _date(record)
     for series in record.series:
         model = _model(record, series.backends)
@@ -192,16 +212,21 @@ def vllm_results(record: BenchRecord, folder: Path | None = None) -> Iterator[Vl
         model = _model(record, sweep.backends)
         for point in sweep.points:
             kept = rows.get((sweep.label, f"rate {point.rate:g}/s")) if point.rate is not None else None
-            fields = rate_result(record, sweep.label, sweep.backends, point, kept)
+            fields = rate_result(record, sweep.label, sweep.backends, point, kept, detailed=detailed)
             name = result_name(sweep.label, fields["request_rate"], point.max_concurrency, model, date)
             yield VllmResult("rate", name, fields)
 
 
-def write_vllm(record: BenchRecord, out: Path, folder: Path | None = None) -> list[Path]:
-    """One vLLM-style result file a level and a rate in `out`; returns their paths."""
+def write_vllm(record: BenchRecord, out: Path, folder: Path | None = None, *, detailed: bool = False) -> list[Path]:
+    """One vLLM-style result file a level and a rate in `out` (`detailed`: with --save-detailed's lists);
+    returns their paths."""
+    if detailed and (folder is None or not (folder / "requests.jsonl").exists()):
+        raise UsageError(
+            "--detailed lists each request: the run must have kept its request rows (bench --save-requests)"
+        )
     out.mkdir(parents=True, exist_ok=True)
     paths = []
-    for result in vllm_results(record, folder):
+    for result in vllm_results(record, folder, detailed=detailed):
         path = out / result.name
         write_atomic(path, json.dumps(result.fields))
         paths.append(path)

@@ -234,6 +234,10 @@ class BookRun:
                     asked_later=asked_later,
                     engine_restarts=fleet.engine_restarts,
                     cpu=cpu_use(cpu_before, meter.snapshot()),
+                    first_section_s=None if writer.first_sent is None else writer.first_sent - requests_started,
+                    drain_s=None
+                    if writer.last_sent is None
+                    else (writer.last_done or writer.last_sent) - writer.last_sent,
                 )
             tally.prompt_cache = request_log.prompt_cache()
             typesetter = typesetter or self._typesetter()
@@ -466,6 +470,15 @@ class BookRun:
             seconds=round(self.plan_stats.seconds, 2),
         )
 
+    async def first_chain_seconds(self) -> float:
+        """Seconds to plan the chain a first section waits for (the book, its first part, that part's first
+        chapter), alone on the fleet; nothing is written."""
+        async with open_fleet(self.settings, engine_log=self.folder.engine_log) as fleet:
+            _, planning = self._samplers(fleet)
+            planner = self._planner(fleet, planning)
+            await planner.plan_first_chain()
+        return planner.stats.seconds
+
     async def _typeset(
         self,
         outline: Outline,
@@ -584,3 +597,11 @@ async def plan(settings: Settings, spec: BookSpec, out: Path | None, progress: B
     finally:
         logging.getLogger("fanout").removeHandler(handler)
         handler.close()
+
+
+async def first_chain_seconds(settings: Settings, spec: BookSpec, out: Path) -> float:
+    """The planning critical path of the pipelined and streamed schedules on an idle fleet: seconds to plan the
+    book, its first part and that part's first chapter, one after another, in a run folder `out`."""
+    folder = new_run_folder(spec, out)
+    run = BookRun(settings, spec, folder, resumed=False, progress=BookListener(), options=RunOptions())
+    return await run.first_chain_seconds()

@@ -45,6 +45,8 @@ class JobTally:
     asked_later: int = 0  # section and repair requests asked again later in the run (planning's are PlanStats')
     engine_restarts: int = 0
     cpu: CpuUse | None = None  # from the fleet's opening to the last answer (pipeline/cpu.py)
+    first_section_s: float | None = None  # the job's first request to its first section sent (the critical path)
+    drain_s: float | None = None  # the last section sent to the last answer (the tail, the fleet emptying)
 
 
 def book_stats(
@@ -97,6 +99,8 @@ def book_stats(
         backends=backends,
         prompt_cache=tally.prompt_cache,
         cpu=tally.cpu,
+        first_section_s=None if tally.first_section_s is None else round(tally.first_section_s, 2),
+        drain_s=None if tally.drain_s is None else round(tally.drain_s, 2),
     )
 
 
@@ -125,6 +129,10 @@ def failed_line(stats: BookStats) -> str:
     return f"{stats.request_errors} ({kinds})" if kinds else str(stats.request_errors)
 
 
+def seconds_or_dash(seconds: float | None) -> str:
+    return "–" if seconds is None else f"{seconds:.2f}"
+
+
 def stats_table(stats: BookStats) -> Table:
     table = Table(title="fanout book", show_header=True, header_style="bold")
     table.add_column("measure")
@@ -141,6 +149,10 @@ def stats_table(stats: BookStats) -> Table:
         ("write time s", f"{stats.write_seconds:.2f}"),
         ("average while writing tok/s", f"{stats.write_tok_s:,.1f}"),
         ("plan + write s (first request to last section)", f"{stats.generate_seconds:.2f}"),
+        (
+            "first section sent / drain s (first request to it; last section sent to last answer)",
+            f"{seconds_or_dash(stats.first_section_s)} / {seconds_or_dash(stats.drain_s)}",
+        ),
         ("average plan + write tok/s", f"{stats.generate_tok_s:,.1f}"),
         ("whole job s (with engine start and typesetting)", f"{stats.job_seconds:.2f}"),
         ("words", f"{stats.words:,}"),

@@ -226,6 +226,7 @@ class SectionWriter:
         self.wall = WallClock()
         self.results: dict[str, SectionResult] = {}
         self.first_sent: float | None = None
+        self.last_sent: float | None = None  # the last section handed to the pool: the tail drains from here
         self.last_done: float | None = None
         self.asked_later = 0  # section requests that failed on every backend and were asked again later
         self._whole: dict[str, anyio.Event] = {}  # chapter id -> set once every one of its sections is planned
@@ -259,6 +260,7 @@ class SectionWriter:
         leader = self.groups.lead(chapter.id)
         route = Route(leader=leader, prefer=None if leader else await self.groups.follow(chapter.id))
         self.first_sent = self.first_sent or time.monotonic()
+        self.last_sent = time.monotonic()
         self.listener.section_started(section.id, section.title)
         where = (outline, part, chapter, section)
         try:

@@ -58,6 +58,8 @@ class BookStats(BaseModel):
     job_seconds: float
     generate_seconds: float = 0.0  # first request to last section: plan + write, the job the efficiency figures time
     generate_tok_s: float = 0.0
+    first_section_s: float | None = None  # first request to first section sent (None: no section written this run)
+    drain_s: float | None = None  # last section sent to last answer: the tail, while the fleet empties
     words: int
     pages_at_300_words: float
     request_errors: int

@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tests.fakes.fake_steplaw import steplaw_process
 
 
@@ -37,13 +39,22 @@ def test_efficiency_reports_each_schedule_against_the_sustained_rate_and_where_t
     record = json.loads(done.stdout)
     assert record["caps"] == [16, 16] and record["sustained_tok_s"] > 0
     assert [row["schedule"] for row in record["rows"]] == ["pipelined", "streamed", "barrier"]
+    assert record["first_chain_s"] > 0
     for row in record["rows"]:
         assert row["sections"] == 16 and row["tokens"] == 16 * 24
         assert row["whole_ratio"] == round(row["generate_tok_s"] / record["sustained_tok_s"], 3)
         assert 0 < row["whole_ratio"] <= row["write_ratio"] * 1.05
+        # the limit: the planning the schedule waits for, alone, plus the tokens at the sustained rate
+        critical = row["plan_seconds"] if row["schedule"] == "barrier" else record["first_chain_s"]
+        limit = row["tokens"] / (critical + row["tokens"] / record["sustained_tok_s"])
+        assert row["critical_plan_s"] == round(critical, 2) and row["limit_tok_s"] == pytest.approx(limit, rel=0.01)
+        assert row["limit_ratio"] == pytest.approx(row["generate_tok_s"] / row["limit_tok_s"], rel=0.01)
+        assert 0 < row["first_section_s"] < row["generate_seconds"] and row["drain_s"] >= 0
+    barrier = record["rows"][2]
+    assert barrier["first_section_s"] >= barrier["plan_seconds"] * 0.9, "the barrier writes once planning ends"
     assert all(row["cpu"]["client"] > 0 and row["cpu"]["backends"] for row in record["rows"])
     markdown = (tmp_path / "efficiency.md").read_text()
-    assert "÷ sustained" in markdown and "Where the CPU went" in markdown
+    assert "÷ sustained" in markdown and "÷ limit" in markdown and "Where the CPU went" in markdown
 
 
 def run_fanout(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:

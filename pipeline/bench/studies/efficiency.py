@@ -8,6 +8,15 @@ sustained (the whole job: first request to last section) and write-phase tok/s �
 CPU went in the ladder and in each job (pipeline/cpu.py). Tokens are the servers' usage counts; times are
 the client's clock.
 
+Each schedule also has its own limit: the planning it cannot write without, run alone on the idle fleet,
+plus its written tokens at the sustained rate. For pipelined and streamed that planning is the chain a first
+section waits for (the book, its first part, that part's first chapter: `first_chain_seconds`, timed once
+before the jobs); for the barrier it is the whole plan, which runs alone in that job anyway (its own plan
+seconds). `limit_tok_s` = tokens ÷ (that planning + tokens ÷ sustained), and `limit_ratio` = the job's tok/s
+÷ its limit: a shortfall against the limit is the client's or the schedule's loss, not planning's nature.
+Each row also shows the time to the first section sent and the drain (the last section sent to the last
+answer, while the fleet empties), from the job's stats.json.
+
 Against a book's own workload (`workload_efficiency`): a finished run folder's requests (requests.jsonl:
 every planning and section request as it was sent) replayed all at once on the same fleet, paced only by
 the caps, are the ceiling for that very mix (its prompt lengths, answers that end on their own, its
@@ -27,7 +36,7 @@ from pydantic import BaseModel
 
 from pipeline.bench.studies.ladder import bench
 from pipeline.book.requestlog import REQUEST_LOG
-from pipeline.book.run import RunOptions, book
+from pipeline.book.run import RunOptions, book, first_chain_seconds
 from pipeline.config import Settings
 from pipeline.cpu import EVENT_LOOP, CpuMeter, Stage, cpu_use
 from pipeline.errors import UsageError
@@ -47,6 +56,11 @@ class JobRow(BaseModel):
     write_tok_s: float
     whole_ratio: float
     write_ratio: float
+    critical_plan_s: float  # the planning this schedule cannot write without, alone on the idle fleet
+    limit_tok_s: float  # tokens ÷ (critical_plan_s + tokens ÷ sustained)
+    limit_ratio: float  # generate_tok_s ÷ limit_tok_s
+    first_section_s: float | None = None  # first request to first section sent
+    drain_s: float | None = None  # last section sent to last answer
     cpu: CpuUse | None = None  # the whole book() call: plan, write, then assembly and typesetting
 
 
@@ -56,6 +70,7 @@ class EfficiencyRecord(BaseModel):
     sustained_tok_s: float
     sustained_source: str
     window_s: float
+    first_chain_s: float  # the book, its first part and that part's first chapter, planned alone on the idle fleet
     rows: list[JobRow]
     duration_s: float
     ladder_cpu: CpuUse | None = None  # the ladder's window at the caps, with its warm-up
@@ -88,10 +103,29 @@ async def sustained_at_caps(settings: Settings, max_tokens: int, window_s: float
 SCHEDULES = (PlanSchedule.PIPELINED, PlanSchedule.STREAMED, PlanSchedule.BARRIER)
 
 
-async def job_row(settings: Settings, spec: BookSpec, *, schedule: PlanSchedule, sustained: float) -> JobRow:
-    # Seed 003's job: one request a section (no best of k, no off-point retries), so the figure measures the
-    # schedule against the fleet, not how many candidates the text asked for.
-    settings = settings.model_copy(update={"best_of": 1, "off_point_retries": 0})
+def seed_job(settings: Settings) -> Settings:
+    """Seed 003's job: one request a section (no best of k, no off-point retries), so the figure measures the
+    schedule against the fleet, not how many candidates the text asked for."""
+    return settings.model_copy(update={"best_of": 1, "off_point_retries": 0})
+
+
+async def chain_seconds(settings: Settings, spec: BookSpec) -> float:
+    """The pipelined and streamed schedules' planning critical path, timed alone on the idle fleet."""
+    with tempfile.TemporaryDirectory(prefix="fanout-efficiency-") as folder:
+        return await first_chain_seconds(seed_job(settings), spec, Path(folder) / "chain")
+
+
+def limit_tok_s(tokens: int, planning_s: float, sustained: float) -> float:
+    """What a schedule could reach at best: its tokens over the planning it must wait for plus their writing
+    at the sustained rate."""
+    seconds = planning_s + tokens / sustained if sustained > 0 else 0.0
+    return tokens / seconds if seconds > 0 else 0.0
+
+
+async def job_row(
+    settings: Settings, spec: BookSpec, *, schedule: PlanSchedule, sustained: float, chain_s: float
+) -> JobRow:
+    settings = seed_job(settings)
     meter = cpu_meter(settings)
     with tempfile.TemporaryDirectory(prefix="fanout-efficiency-") as folder:
         # Typesetting waits for the end here: on a machine that also hosts the backends (the embedded
@@ -101,6 +135,8 @@ async def job_row(settings: Settings, spec: BookSpec, *, schedule: PlanSchedule,
         outcome = await book(settings, spec, Path(folder) / "run", None, BookListener(), options=options)
         cpu = cpu_use(before, meter.snapshot())
     stats = outcome.stats
+    critical = stats.plan_seconds if schedule is PlanSchedule.BARRIER else chain_s
+    limit = limit_tok_s(stats.tokens_written, critical, sustained)
     return JobRow(
         schedule=schedule.value,
         sections=stats.sections_ok,
@@ -112,6 +148,11 @@ async def job_row(settings: Settings, spec: BookSpec, *, schedule: PlanSchedule,
         write_tok_s=stats.write_tok_s,
         whole_ratio=round(stats.generate_tok_s / sustained, 3),
         write_ratio=round(stats.write_tok_s / sustained, 3),
+        critical_plan_s=round(critical, 2),
+        limit_tok_s=round(limit, 1),
+        limit_ratio=round(stats.generate_tok_s / limit, 3) if limit > 0 else 0.0,
+        first_section_s=stats.first_section_s,
+        drain_s=stats.drain_s,
         cpu=cpu,
     )
 
@@ -122,13 +163,17 @@ async def job_efficiency(settings: Settings, spec: BookSpec, window_s: float) ->
     before = meter.snapshot()
     sustained, source = await sustained_at_caps(settings, spec.max_tokens, window_s)
     ladder_cpu = cpu_use(before, meter.snapshot())
-    rows = [await job_row(settings, spec, schedule=schedule, sustained=sustained) for schedule in SCHEDULES]
+    chain_s = await chain_seconds(settings, spec)
+    rows = [
+        await job_row(settings, spec, schedule=schedule, sustained=sustained, chain_s=chain_s) for schedule in SCHEDULES
+    ]
     return EfficiencyRecord(
         shape=spec.shape,
         caps=caps_of(settings),
         sustained_tok_s=round(sustained, 1),
         sustained_source=source,
         window_s=window_s,
+        first_chain_s=round(chain_s, 2),
         rows=rows,
         duration_s=round(time.monotonic() - started, 1),
         ladder_cpu=ladder_cpu,
@@ -144,16 +189,27 @@ def efficiency_markdown(record: EfficiencyRecord) -> str:
         f"{record.duration_s:.0f} s in all.",
         "",
         "| schedule | sections | plan s | write s | plan + write s | plan + write tok/s | ÷ sustained "
-        "| write tok/s | ÷ sustained |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| write tok/s | ÷ sustained | limit tok/s | ÷ limit | first section s | drain s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in record.rows:
         lines.append(
             f"| {row.schedule} | {row.sections:,} | {row.plan_seconds:.2f} | {row.write_seconds:.2f} | "
             f"{row.generate_seconds:.2f} | {row.generate_tok_s:,.1f} | {row.whole_ratio:.3f} | "
-            f"{row.write_tok_s:,.1f} | {row.write_ratio:.3f} |"
+            f"{row.write_tok_s:,.1f} | {row.write_ratio:.3f} | {row.limit_tok_s:,.1f} | {row.limit_ratio:.3f} | "
+            f"{seconds_cell(row.first_section_s)} | {seconds_cell(row.drain_s)} |"
         )
+    lines += [
+        "",
+        f"Limit: tokens ÷ (the planning a schedule cannot write without, alone on the idle fleet, + tokens at the "
+        f"sustained rate). Pipelined and streamed wait for the chain book → first part → its first chapter: "
+        f"{record.first_chain_s:.2f} s planned alone; the barrier for its whole plan (its own plan s).",
+    ]
     return "\n".join(lines) + "\n" + cpu_markdown(record)
+
+
+def seconds_cell(seconds: float | None) -> str:
+    return "–" if seconds is None else f"{seconds:.2f}"
 
 
 def cpu_markdown(record: EfficiencyRecord) -> str:

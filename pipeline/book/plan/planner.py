@@ -117,6 +117,18 @@ class Planner:
         self.stats.seconds = time.monotonic() - started
         return outline
 
+    async def plan_first_chain(self) -> Outline:
+        """Only what must be planned before a first section can be sent: the book's parts, the first part's
+        chapters, the first chapter's sections, one after another (the critical path of the pipelined and
+        streamed schedules, timed alone by `fanout efficiency`)."""
+        started = time.monotonic()
+        outline = await self._plan_book(None)
+        part = outline.parts[0]
+        await self._plan_part(outline, part)
+        await self._plan_chapter(outline, part, part.chapters[0])
+        self.stats.seconds = time.monotonic() - started
+        return outline
+
     async def replan_chapters(self, outline: Outline, chapter_ids: set[str], musts: list[str]) -> list[Chapter]:
         """Plan the chapters `chapter_ids` names again, title, point and sections, under their parts (the
         audit found them off the request): every other title of the book stays taken, the old ones too, and

@@ -5,7 +5,9 @@ Every engine step advances each running request by one token and takes `a_ms + b
 clock, so a late wake-up is made good by the next step and the law holds on average. Like vLLM, it runs at most
 `max_seqs` requests (the rest wait), exposes `vllm:generation_tokens_total` updated every step, running, waiting,
 KV use and a per-step histogram count on /metrics, and names itself `owned_by: vllm`; like vLLM it cannot report
-its slot count. Answers are `max_tokens` tokens long (as with ignore_eos).
+its slot count. Answers are `max_tokens` tokens long (as with ignore_eos). A body with `n` > 1 runs n sequences,
+each its own answer in the batch (as vLLM's parallel sampling does), their events told apart by `index`; the
+usage and [DONE] follow the last.
 
 A token is a word of the messages' contents. Like vLLM's automatic prefix caching it keeps full blocks of
 `BLOCK` tokens, each named by the hash of everything before it, in an LRU of `cache_blocks` blocks: a request
@@ -57,6 +59,16 @@ class _Running:
     tokens: list[str] | None = None  # the prompt's tokens, for the prefix cache at admission
     cached: int = 0
     text: bool = False  # a text completion (/v1/completions): `text` in each choice, not `delta.content`
+    index: int = 0  # its choice in a request for n > 1
+    group: _Group | None = None  # the request's sequences, when it asked for n > 1
+
+
+@dataclass
+class _Group:
+    """The n sequences of one request: the usage and [DONE] go out once the last has finished."""
+
+    left: int
+    completion_tokens: int = 0
 
 
 class PrefixCache:
@@ -177,7 +189,7 @@ class StepLawEngine:
             if request.connection.closed:
                 self.running.remove(request)
                 continue
-            request.connection.send(self._event(request.pieces[request.sent], text=request.text))
+            request.connection.send(self._event(request.pieces[request.sent], text=request.text, index=request.index))
             if request.log is not None:
                 request.log["events"].append(time.monotonic())
             request.sent += 1
@@ -187,12 +199,14 @@ class StepLawEngine:
         self.generated += len(batch)
         self.steps += 1
 
-    def _event(self, piece: str, *, text: bool) -> bytes:
-        key = ("text:" if text else "chat:") + piece
+    def _event(self, piece: str, *, text: bool, index: int = 0) -> bytes:
+        key = f"{'text' if text else 'chat'}:{index}:{piece}"
         event = self.events.get(key)
         if event is None:
             closing = b"}]}\n\n" if text else b"}}]}\n\n"
-            event = _chunk((TEXT_EVENT_HEAD if text else EVENT_HEAD) + json.dumps(piece).encode() + closing)
+            head = TEXT_EVENT_HEAD if text else EVENT_HEAD
+            head = head.replace(b'"index":0', b'"index":%d' % index)
+            event = _chunk(head + json.dumps(piece).encode() + closing)
             self.events[key] = event
         return event
 
@@ -203,23 +217,23 @@ class StepLawEngine:
     def _finish(self, request: _Running) -> None:
         count = request.sent
         finish = "length" if count == request.max_tokens else "stop"
+        no_text = {"text": ""} if request.text else {"delta": {}}
+        ended = _sse({"choices": [{"index": request.index, **no_text, "finish_reason": finish}]})
+        group = request.group
+        if group is not None:
+            group.left -= 1
+            group.completion_tokens += count
+            if group.left:
+                request.connection.send(_chunk(ended))
+                return
+            count = group.completion_tokens
         usage = {
             "prompt_tokens": request.prompt_tokens,
             "completion_tokens": count,
             "total_tokens": request.prompt_tokens + count,
             "prompt_tokens_details": {"cached_tokens": request.cached},
         }
-        tail = (
-            _sse(
-                {
-                    "choices": [
-                        {"index": 0, **({"text": ""} if request.text else {"delta": {}}), "finish_reason": finish}
-                    ]
-                }
-            )
-            + _sse({"choices": [], "usage": usage})
-            + b"data: [DONE]\n\n"
-        )
+        tail = ended + _sse({"choices": [], "usage": usage}) + b"data: [DONE]\n\n"
         request.connection.send(_chunk(tail) + b"0\r\n\r\n")
         if request.log is not None:
             request.log["done"] = time.monotonic()
@@ -282,12 +296,15 @@ class StepLawEngine:
         connection.send(STREAM_HEAD + b"\r\n")
         entry = {"prompt": content[:24], "arrived": time.monotonic(), "events": [], "done": None, "text": text}
         self.log.append(entry)
-        self.waiting.append(
-            _Running(
-                connection, answer_pieces(body), int(body.get("max_tokens", 16)), prompt, log=entry, tokens=tokens,
-                text=text,
-            )
-        )  # fmt: skip
+        n = body.get("n") if isinstance(body.get("n"), int) and body["n"] > 1 else 1
+        group = _Group(left=n) if n > 1 else None
+        for index in range(n):  # one log entry a request: its choice 0's events
+            self.waiting.append(
+                _Running(
+                    connection, answer_pieces(body), int(body.get("max_tokens", 16)), prompt,
+                    log=entry if index == 0 else None, tokens=tokens, text=text, index=index, group=group,
+                )
+            )  # fmt: skip
         self.wake.set()
 
 

@@ -18,6 +18,7 @@ from pipeline.backends.sse import AttemptError, SseStream, completion_of, reques
 from pipeline.records import Backend, ChatRequest, Endpoint, EngineKind
 from tests.fakes.fake_engine import BookReplies, FakeEngine
 from tests.fakes.fake_prompts import plan_level
+from tests.fakes.fake_steplaw import steplaw_in_thread
 
 pytestmark = pytest.mark.anyio
 FAST = RetryPolicy(attempts=2, backoff_initial=0.01, backoff_max=0.05, read_timeout=2.0, probe_after=0.2)
@@ -218,3 +219,17 @@ def test_vllm_sglang_and_llamacpp_honour_n_and_no_other():
     assert honours_choices({EngineKind.VLLM, EngineKind.LLAMACPP})
     assert not honours_choices({EngineKind.VLLM, EngineKind.OLLAMA})
     assert not honours_choices({EngineKind.UNKNOWN}) and not honours_choices(set())
+
+
+async def test_the_step_law_fake_runs_each_choice_as_its_own_sequence():
+    # tests/fakes/fake_steplaw.py: n sequences in the batch, so the planner's samples cost what vLLM's do
+    with steplaw_in_thread((1.0, 0.01)) as (engine,):
+        pool = BackendPool([Backend(name="s", base_url=engine.url, model="fake-steplaw", cap=8)], FAST)
+        completion = await pool.complete(ask(3, "Plan a book on tea. List 3 parts, one a line.", max_tokens=400))
+        answers = [completion.text, *completion.more_texts]
+        items = [{line for line in answer.splitlines() if line[:1].isdigit()} for answer in answers]
+        assert all(len(lines) == 3 for lines in items) and len(set().union(*items)) == 9, "each its own titles"
+        assert completion.completion_tokens == sum(len(answer.rstrip(" ").split(" ")) for answer in answers)
+        assert completion.more_finish_reasons == ["stop", "stop"]
+        short = await pool.complete(ask(2, max_tokens=5))
+        assert short.completion_tokens == 10 and short.finish_reason == "length"

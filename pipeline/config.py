@@ -89,6 +89,7 @@ class Settings(BaseModel):
     off_point_retries: int = Field(default=1, ge=0)  # more candidates for a section nearer a sibling's point
     pdf_engine: PdfEngine = PdfEngine.TYPST  # what typesets the PDF
     warm: WarmSchedule = WarmSchedule.AUTO  # when a chapter's sections follow its first (book/warm.py)
+    planning_lane: int = Field(default=0, ge=0)  # writing requests the planning lane's backend takes; 0: no lane
 
     @property
     def engine_threads(self) -> int:
@@ -122,6 +123,7 @@ ENV_FIELDS = {
     "off_point_retries": "FANOUT_OFF_POINT_RETRIES",
     "pdf_engine": "FANOUT_PDF_ENGINE",
     "warm": "FANOUT_WARM",
+    "planning_lane": "FANOUT_PLANNING_LANE",
 }
 BACKEND_LISTS = {"backends": "FANOUT_BACKENDS", "planner_backends": "FANOUT_PLANNER_BACKENDS"}
 FILE_KEYS = [*ENV_FIELDS, *BACKEND_LISTS, "sampling", "headers", "extra_body", "ray"]

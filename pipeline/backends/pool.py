@@ -4,7 +4,10 @@ Takes Backends (each with a cap: the most requests in flight there) and ChatRequ
 A request goes to the backend with the lowest in_flight/cap that has a free slot and waits, first come
 first served, while all are full; a request sent with `first=True` (planning) waits ahead of the others,
 and while `reserve_for_first` is on, one slot of each backend is kept for such requests, so planning that
-runs beside writing never waits for a whole section to end.
+runs beside writing never waits for a whole section to end. While `planning_lane` is on (a fleet of two
+backends or more), the first backend takes at most a few writing requests and `first` requests go to it
+before any other: its batch stays small, so planning's tokens come near the engine's idle step time instead
+of the full batch's.
 A failed attempt is the backend's fault unless records.Outcome.blames_request says it is the request's:
 it is retried with backoff (tenacity) on another backend first, until it has failed `attempts` times and
 every backend has had it; a backend that blamed the request is never asked it again. A backend that fails
@@ -155,6 +158,8 @@ class BackendPool:
         self.on_finished: RequestWatcher | None = None  # hears of every request, answered or failed
         self.transport: Transport = chat  # or ChatWorkers.chat: the streams read in worker processes
         self._reserved = 0  # slots of each backend (never its only one) that only `first` requests may take
+        self._lane: BackendState | None = None  # the planning lane's backend while planning_lane is on
+        self._lane_writing = 0  # the writing requests the lane's backend takes meanwhile
         self._backoff = wait_exponential_jitter(
             multiplier=self.policy.backoff_initial, max=self.policy.backoff_max, jitter=self.policy.backoff_initial
         )
@@ -381,6 +386,21 @@ class BackendPool:
             self._reserved = 0
             self._wake_next()
 
+    @contextmanager
+    def planning_lane(self, writing_slots: int) -> Iterator[None]:
+        """While the block runs, the first backend takes at most `writing_slots` writing requests and is the
+        one `first` requests try first. No lane with `writing_slots` 0 or a single backend (its batch is the
+        whole fleet's)."""
+        if writing_slots <= 0 or len(self.states) < 2:
+            yield
+            return
+        self._lane, self._lane_writing = self.states[0], writing_slots
+        try:
+            yield
+        finally:
+            self._lane = None
+            self._wake_next()
+
     def _pick(self, tries: _Tries | None, *, first: bool = True) -> BackendState | None:
         """The request's preferred backend if it is free, else the least-loaded free backend that is up; never
         one that blamed the request; one that failed it only when no other is free, and not at all once the
@@ -393,10 +413,15 @@ class BackendPool:
             untried = [s for s in free if s.backend.name not in tries.failed_on]
             free = untried if spent else untried or free
         preferred = [s for s in free if tries is not None and s.backend.name == tries.prefer]
+        if not preferred and first and self._lane in free:
+            preferred = [self._lane]
         return min(preferred or free, key=lambda s: s.load, default=None)
 
     def _limit(self, state: BackendState, *, first: bool) -> int:
-        return state.cap if first else state.cap - min(self._reserved, state.cap - 1)
+        if first:
+            return state.cap
+        limit = state.cap - min(self._reserved, state.cap - 1)
+        return min(limit, self._lane_writing) if state is self._lane else limit
 
     async def _acquire(self, tries: _Tries, *, first: bool = False) -> BackendState:
         """Take a slot: at once if one is free and nobody waits ahead, else in arrival order (urgent first),

@@ -401,8 +401,16 @@ class BookRun:
 
     def _planner(self, fleet: Fleet, sampler: Sampler) -> Planner:
         judge = open_judge(self.settings.judge)
+        # a lane only where planning shares the writers' pool (planner backends are planning's own already)
+        lane = self.settings.planning_lane if fleet.planner_pool is None else 0
         return Planner(
-            fleet.planners, self.spec, sampler, on_node=self.progress.planned, embedder=self.embedder, judge=judge
+            fleet.planners,
+            self.spec,
+            sampler,
+            on_node=self.progress.planned,
+            embedder=self.embedder,
+            judge=judge,
+            lane_writing=lane,
         )
 
     async def _plan(self, fleet: Fleet, sampler: Sampler, partial: Outline | None, on_section: OnSection) -> Outline:

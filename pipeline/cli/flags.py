@@ -91,6 +91,14 @@ def add_fleet_flags(parser: argparse.ArgumentParser, *, planning: bool = False) 
         help="an OpenAI-compatible server; repeat for a fleet (options, as in a TOML "
         "[[backends]] table: cap, model, name, key_env or api_key_env)",
     )
+    group.add_argument(
+        "--planning-lane",
+        type=int,
+        metavar="N",
+        help="while a book is planned beside its writing, the first backend takes at most N writing requests and "
+        "planning goes there first, so planning's tokens come at a small batch's pace (a fleet of two or more; "
+        "default 0: no lane)",
+    )
     if planning:
         group.add_argument(
             "--planner-backend",
@@ -258,6 +266,7 @@ def settings_from(args: argparse.Namespace):
         "off_point_retries": getattr(args, "off_point_retries", None),
         "pdf_engine": getattr(args, "pdf_engine", None),
         "warm": getattr(args, "warm", None),
+        "planning_lane": getattr(args, "planning_lane", None),
     }
     return load_settings(flags, args.config)
 

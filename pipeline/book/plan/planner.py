@@ -66,9 +66,13 @@ class Planner:
         on_node: Callable[[str], None] | None = None,
         embedder: Embedder | None = None,
         judge: Embedder | None = None,
+        lane_writing: int = 0,
     ):
-        """`judge`: the off-request judge (pipeline/audit/offrequest.py); None: no title is judged on the request."""
+        """`judge`: the off-request judge (pipeline/audit/offrequest.py); None: no title is judged on the request.
+        `lane_writing`: while planning runs beside writing, the writing requests the planning lane's backend
+        takes (BackendPool.planning_lane; 0: no lane)."""
         self.pool = pool
+        self.lane_writing = lane_writing
         self.on_node = on_node or (lambda level: None)
         self.spec = spec
         self.embedder = embedder or open_embedder()
@@ -107,7 +111,7 @@ class Planner:
             for part, chapter, section in outline.sections():
                 announce(outline, part, chapter, section)
         else:  # writing fills the slots meanwhile: keep a round's samples' slots of each backend for planning
-            with self.pool.reserve_for_first(CHOICES):
+            with self.pool.reserve_for_first(CHOICES), self.pool.planning_lane(self.lane_writing):
                 async with anyio.create_task_group() as group:
                     streamed = schedule is PlanSchedule.STREAMED
                     outline = await self._plan_pipelined(outline, group, announce, changed, streamed=streamed)

@@ -173,6 +173,35 @@ async def test_a_reserved_slot_is_left_to_first_requests_until_the_reserve_ends(
     await engine.stop()
 
 
+async def test_a_planning_lane_keeps_its_backends_batch_small_for_planning_until_it_ends():
+    lane, other = await started(FakeEngine(tokens=6, token_delay=0.05), FakeEngine(tokens=6, token_delay=0.05))
+    pool = BackendPool([backend(lane, "lane", 8), backend(other, "other", 8)], FAST)
+    sent: list[tuple[str, str]] = []
+
+    async def send(tag: str, first: bool = False) -> None:
+        completion = await pool.complete(request(tag), first=first)
+        sent.append((tag, completion.backend))
+
+    async with anyio.create_task_group() as group:
+        with pool.planning_lane(2):
+            for i in range(14):
+                group.start_soon(send, f"w{i}")
+            await anyio.sleep(0.1)
+            assert [s.in_flight for s in pool.states] == [2, 8], "the lane takes two writers, the other its cap"
+            for i in range(3):
+                group.start_soon(send, f"plan{i}", True)
+            await anyio.sleep(0.1)
+            assert pool.states[0].in_flight == 5, "planning goes to the lane first, past the writers' two"
+        await anyio.sleep(0.01)
+        assert pool.states[0].in_flight == 8, "the lane is over: the waiting writers fill its backend at once"
+    assert {backend for tag, backend in sent if tag.startswith("plan")} == {"lane"}
+    one = BackendPool([backend(lane, "alone", 4)], FAST)
+    with one.planning_lane(1):
+        assert one._limit(one.states[0], first=False) == 4, "a single backend is never made a lane"
+    await lane.stop()
+    await other.stop()
+
+
 def hostile(fault: str, share: float = 1.0) -> HostileBackend:
     return HostileBackend(BookReplies(), seed=0, share=share, faults=[fault])
 

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from pipeline.backends.embedded.engine import EmbeddedEngine
-from pipeline.backends.embedded.install import installed_assets
+from pipeline.backends.embedded.install import cache_dir, installed_assets
 from pipeline.config import EngineSettings
 from tests.fakes.hostile import Listener
 
@@ -20,6 +20,26 @@ ENGINE_THREADS = int(os.environ["FANOUT_THREADS"])
 # FAKE planners answer with random words, which the off-request judge (pipeline/audit/offrequest.py) would refuse
 # as not about the request: books in the suite are planned without it unless a test asks for it.
 os.environ.setdefault("FANOUT_JUDGE", "none")
+
+
+USERS_HOME = "FANOUT_TEST_USERS_HOME"  # where pytest_configure keeps the user's HOME for pytest_unconfigure
+
+
+@pytest.hookimpl(trylast=True)  # after the tmp_path plugin has set up its factory
+def pytest_configure(config):
+    """The libraries the suite drives write under HOME (matplotlib's font cache, chromium's crash reports,
+    Ray's token, pip's cache): the session runs with a HOME of its own, set before any test module is
+    imported, so the user's is never written. The engine stays where the user keeps it: FANOUT_CACHE is fixed
+    to it first (its default is under HOME)."""
+    os.environ.setdefault("FANOUT_CACHE", str(cache_dir()))
+    os.environ[USERS_HOME] = os.environ.get("HOME", "")
+    os.environ["HOME"] = str(config._tmp_path_factory.mktemp("home"))
+
+
+def pytest_unconfigure(config):
+    users = os.environ.pop(USERS_HOME, None)
+    if users:
+        os.environ["HOME"] = users
 
 
 @pytest.fixture(scope="session")

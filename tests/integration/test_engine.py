@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import anyio
 import pytest
@@ -108,13 +109,16 @@ def test_stop_leaves_no_process(engine_assets, tmp_path):
     assert not alive(pid)
 
 
-def serve(*flags: str) -> subprocess.Popen:
+def serve(*flags: str, scratch: Path) -> subprocess.Popen:
+    """`fanout serve` with its temporary files (the engine's log and slots folder) in `scratch`: a SIGKILL
+    leaves them behind, and they must not be left in the system's temporary folder."""
     return subprocess.Popen(
         [sys.executable, "-m", "pipeline", "serve", "--threads", str(ENGINE_THREADS), *flags],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
         preexec_fn=hear_ctrl_c,
+        env={**os.environ, "TMPDIR": str(scratch)},
     )
 
 
@@ -130,8 +134,8 @@ def server_pid_of(parent: int) -> int:
 
 
 @pytest.mark.parametrize("kill_with", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL])
-def test_fanout_serve_prints_a_healthy_url_and_leaves_no_orphan(kill_with):
-    process = serve("--slots", "2")
+def test_fanout_serve_prints_a_healthy_url_and_leaves_no_orphan(kill_with, tmp_path):
+    process = serve("--slots", "2", scratch=tmp_path)
     try:
         url = process.stdout.readline().strip()
         assert url.startswith("http://127.0.0.1:") and url.endswith("/v1")

@@ -481,10 +481,15 @@ class BookRun:
     async def first_chain_seconds(self) -> float:
         """Seconds to plan the chain a first section waits for (the book, its first part, that part's first
         chapter), alone on the fleet; nothing is written."""
-        async with open_fleet(self.settings, engine_log=self.folder.engine_log) as fleet:
-            _, planning = self._samplers(fleet)
-            planner = self._planner(fleet, planning)
-            await planner.plan_first_chain()
+        request_log = RequestLog(self.folder.path)  # its timestamps show the chain
+        try:
+            async with open_fleet(self.settings, engine_log=self.folder.engine_log) as fleet:
+                fleet.planners.on_finished = request_log.record
+                _, planning = self._samplers(fleet)
+                planner = self._planner(fleet, planning)
+                await planner.plan_first_chain()
+        finally:
+            request_log.close()
         return planner.stats.seconds
 
     async def _typeset(

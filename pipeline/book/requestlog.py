@@ -88,6 +88,7 @@ class RequestLog:
             "t_done": round(time.monotonic() - self.started, 4),  # answered, failed or cancelled
             "messages": request.messages,
             "max_tokens": request.max_tokens,
+            "choices": request.choices,  # samples of the one prompt (`n`): a replay asks as many
             "extra": {"temperature": request.temperature, **request.extra},
             "backend": completion.backend if completion else (attempts[-1].backend if attempts else None),
             "prompt_tokens": completion.prompt_tokens if completion else None,

@@ -136,6 +136,7 @@ def request_of(work: Work, target: Target, number: int, *, greedy: bool) -> Chat
         keep_token_times=True,
         tag=f"bench-{number}",
         endpoint=target.endpoint,
+        choices=work.choices,
     )
 
 

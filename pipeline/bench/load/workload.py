@@ -40,6 +40,7 @@ class Work:
     offset_s: float | None = None  # replay: seconds after the original job began
     kind: str = "synthetic"  # synthetic, dataset, plan, section, repair
     prompt_tokens: int | None = None  # replay: the engine's count in the original run
+    choices: int = 1  # replay: the samples the request asked for (`n`), as the book's planning asks them
     follow_ups: tuple[tuple[str, int], ...] = ()  # a conversation's later turns: (user message, answer cap)
     turn_numbers: tuple[int, ...] = ()  # the request numbers of those turns, given when scheduled
 
@@ -282,6 +283,7 @@ def load_replay(run_dir: Path) -> ReplayWorkload:
                     float(row["t_asked"]),
                     row["kind"],
                     row.get("prompt_tokens"),
+                    choices=max(1, int(row.get("choices") or 1)),
                 )
             )
         except (json.JSONDecodeError, KeyError, TypeError, ValueError):

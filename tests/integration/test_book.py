@@ -154,6 +154,7 @@ def test_a_stopped_run_resumes_without_asking_finished_sections_again(tmp_path, 
             stderr=stderr,
             # a shell starts a background job with SIGINT ignored, and a child keeps that; a terminal does not
             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+            env={**os.environ, "TMPDIR": str(tmp_path)},  # a SIGKILL leaves the typesetter's scratch folder
         )
         journal = out / "sections.jsonl"
         deadline = time.monotonic() + 60

@@ -208,8 +208,7 @@ class BookRun:
                 self.progress.fleet_opened(fleet)
                 meter = CpuMeter({backend.name: backend.base_url for backend in fleet.backends})
                 cpu_before = meter.snapshot()
-                for pool in {id(fleet.pool): fleet.pool, id(fleet.planners): fleet.planners}.values():
-                    pool.on_finished = request_log.record
+                log_requests(fleet, request_log)
                 writing, planning = self._samplers(fleet)
                 journal = read_journal(self.folder.journal)
                 outline, writer = await self._plan_and_write(fleet, journal, writing, planning, typesetter)
@@ -459,8 +458,7 @@ class BookRun:
         try:
             async with open_fleet(self.settings, engine_log=self.folder.engine_log) as fleet:
                 self.progress.fleet_opened(fleet)
-                for pool in {id(fleet.pool): fleet.pool, id(fleet.planners): fleet.planners}.values():
-                    pool.on_finished = request_log.record
+                log_requests(fleet, request_log)
                 _, planning = self._samplers(fleet)
                 outline = load_outline(self.folder)
                 if outline is None or not outline.complete:
@@ -511,6 +509,13 @@ class BookRun:
             typeset_epub(markdown, outline.title, self.folder.epub, appendix)
         log.info("PDF ready %.1f s after the last section (%d pages)", result.seconds, result.pages)
         return stats.model_copy(update={"typeset_seconds": round(result.seconds, 2), "pdf_pages": result.pages})
+
+
+def log_requests(fleet: Fleet, request_log: RequestLog) -> None:
+    """Every request of the fleet's pools, writing's and planning's (one pool when planning has no backends of
+    its own), goes to the request log."""
+    for pool in {id(fleet.pool): fleet.pool, id(fleet.planners): fleet.planners}.values():
+        pool.on_finished = request_log.record
 
 
 def stopped_note(path: Path) -> str:

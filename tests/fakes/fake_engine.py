@@ -26,7 +26,8 @@ import random
 import time
 import zlib
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from aiohttp import web
 
@@ -525,3 +526,14 @@ def fake_process(token_delay: float, jitter: float, *flags: str):
         text=True,
     )
     return process, process.stdout.readline().strip()
+
+
+@contextmanager
+def fake_process_serving(token_delay: float, jitter: float, *flags: str) -> Iterator[str]:
+    """`fake_process` for the block: yields its base URL, and kills and reaps the process after."""
+    process, url = fake_process(token_delay, jitter, *flags)
+    try:
+        yield url
+    finally:
+        process.kill()
+        process.wait()

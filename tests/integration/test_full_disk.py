@@ -15,7 +15,7 @@ import pytest
 
 from pipeline.journal import read_journal
 from tests.environ import isolated_env
-from tests.fakes.fake_engine import fake_process
+from tests.fakes.fake_engine import fake_process_serving
 
 FANOUT = [sys.executable, "-m", "pipeline"]
 
@@ -38,10 +38,8 @@ def small_disk(tmp_path, request):
 
 @pytest.fixture(scope="module")
 def engine_url():
-    process, url = fake_process(0.001, 0.0)
-    yield url
-    process.kill()
-    process.wait()
+    with fake_process_serving(0.001, 0.0) as url:
+        yield url
 
 
 def book(out, url: str, *flags: str) -> subprocess.CompletedProcess:

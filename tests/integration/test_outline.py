@@ -17,7 +17,7 @@ from pypdf import PdfReader
 
 from pipeline.book.outlinefile import read_outline_file
 from tests.environ import isolated_env
-from tests.fakes.fake_engine import fake_process
+from tests.fakes.fake_engine import fake_process_serving
 from tests.fakes.fake_prompts import plan_level, section_title
 
 FANOUT = [sys.executable, "-m", "pipeline"]
@@ -27,10 +27,8 @@ BRIEF = Path(__file__).parents[2] / "examples" / "briefs" / "choir_section_leade
 
 @pytest.fixture(scope="module")
 def engine():
-    process, url = fake_process(0.001, 0.0)
-    yield url
-    process.kill()
-    process.wait()
+    with fake_process_serving(0.001, 0.0) as url:
+        yield url
 
 
 def fanout(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:

@@ -81,7 +81,9 @@ def replay_offsets(work: list[Work], speed: float) -> list[float]:
 
 @dataclass
 class Dispatcher:
-    """Picks the backend with the fewest in flight per slot; with caps, waits until one has a free slot."""
+    """Picks the backend with the fewest in flight per slot; with caps, waits until one has a free slot. A
+    request asking `n` samples holds a slot a sample, as many as are free and at least one, as the book's pool
+    counts it (pipeline/backends/pool.py): an engine runs each sample as its own sequence."""
 
     targets: list[Target]
     slots: dict[str, int]
@@ -106,8 +108,9 @@ class Dispatcher:
     def total_in_flight(self) -> int:
         return sum(self.in_flight.values())
 
-    async def acquire(self, pinned: Target | None = None) -> Target:
-        """The least loaded open backend, or `pinned` (a conversation's) once it is open."""
+    async def acquire(self, pinned: Target | None = None, *, samples: int = 1) -> tuple[Target, int]:
+        """The least loaded open backend, or `pinned` (a conversation's) once it is open, and the slots the
+        request holds there."""
         async with self.freed:
             while not self._choices(pinned):
                 await self.freed.wait()
@@ -115,14 +118,16 @@ class Dispatcher:
                 self._choices(pinned), key=lambda t: self.in_flight[t.backend.name] / self.slots[t.backend.name]
             )
             name = target.backend.name
-            self.in_flight[name] += 1
+            free = samples if self.caps is None else self.caps[name] - self.in_flight[name]
+            held = max(1, min(samples, free))
+            self.in_flight[name] += held
             self.peak[name] = max(self.peak[name], self.in_flight[name])
-            return target
+            return target, held
 
-    async def release(self, target: Target) -> None:
+    async def release(self, target: Target, held: int = 1) -> None:
         async with self.freed:
-            self.in_flight[target.backend.name] -= 1
-            self.freed.notify()
+            self.in_flight[target.backend.name] -= held
+            self.freed.notify(held)
 
 
 def request_of(work: Work, target: Target, number: int, *, greedy: bool) -> ChatRequest:
@@ -178,7 +183,7 @@ class _Sender:
     async def _send(
         self, work: Work, number: int, t_scheduled: float, pinned: Target | None, *, keep_answer: bool
     ) -> tuple[RequestSample, Target]:
-        target = await self.dispatcher.acquire(pinned)
+        target, held = await self.dispatcher.acquire(pinned, samples=work.choices)
         try:
             if self.watcher is not None:
                 self.watcher.request_started(target.backend.name, number)
@@ -187,7 +192,7 @@ class _Sender:
                 target, request, number, self.shard.read_timeout, self._deltas(number), keep_answer=keep_answer
             )
         finally:
-            await self.dispatcher.release(target)
+            await self.dispatcher.release(target, held)
         sample.t_scheduled = t_scheduled
         self.requests.append(sample)
         if self.detector is not None and sample.t_first is not None and sample.ttft is not None:

@@ -4,21 +4,26 @@ own per-request log is the reference for the latency figures."""
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 
+import anyio
 import pytest
 
+from pipeline.bench.load.openloop import Dispatcher
+from pipeline.bench.load.runner import Target
 from pipeline.bench.report.latency import percentile
 from pipeline.bench.report.report import merge_runs, write_report
 from pipeline.bench.studies.ladder import bench
 from pipeline.cli import main
 from pipeline.config import Settings
-from pipeline.records import Backend
+from pipeline.records import Backend, EngineInfo
 from pipeline.records.bench import BenchSpec
 from tests.fakes.fake_steplaw import log_of, prompts_of, steplaw_in_thread, steplaw_process
 
 pytestmark = pytest.mark.anyio
 A_MS, B_MS, SEQS, TOKENS = 12.94, 0.2451, 8, 32
+WIRE_MS = 6.0  # what the client's clock may add to a send-timed figure, beyond the engine's own
 CAPACITY = SEQS * 1000 / (TOKENS * (A_MS + B_MS * SEQS))  # requests per second the law serves at most: 16.8
 
 
@@ -48,6 +53,13 @@ def from_log(log: list[dict]) -> dict[str, list[float]]:
     return figures
 
 
+def most_at_once(log: list[dict]) -> int:
+    """The most requests the engine held at one moment, from its own arrival and end times."""
+    ends = [(entry["done"] or float("inf"), -1) for entry in log]  # None: still open when the level ended
+    edges = sorted([(entry["arrived"], 1) for entry in log] + ends)
+    return max(itertools.accumulate(step for _, step in edges))
+
+
 async def test_below_the_knee_what_arrives_is_served_and_the_knee_is_where_the_law_puts_it():
     rates = [0.3 * CAPACITY, 0.6 * CAPACITY, 1.5 * CAPACITY]
     with steplaw_process(1, A_MS, B_MS, SEQS) as (url,):  # its own process: the suite cannot stall its clock
@@ -68,12 +80,14 @@ async def test_below_the_knee_what_arrives_is_served_and_the_knee_is_where_the_l
     for name in ("ttft", "tpot", "itl", "e2el"):
         dist = getattr(low.latency, name)
         ours, theirs = dist.percentiles_ms["p50"], percentile(reference[name], 50)
-        # the client's clock also sees the connect and the request on the wire: a few ms on a busy host
-        assert ours == pytest.approx(theirs, rel=0.05, abs=3.0), f"{name} p50"
+        # TTFT and E2EL start at the send: the client's clock also sees the connect and the request on the wire,
+        # 4.4 ms at p50 in a clean-clone CI run. Less than one step (13 ms here), so a token miscounted still shows.
+        wire = WIRE_MS if name in ("ttft", "e2el") else 0.0
+        assert theirs - 3.0 <= ours <= 1.05 * theirs + 3.0 + wire, f"{name} p50: {ours:.1f} ms against {theirs:.1f}"
         ours, theirs = dist.percentiles_ms["p90"], percentile(reference[name], 90)
         # the tail also holds the moments the client itself waited for a core: with two CPU-bound processes
         # beside the suite on 2 cores, TTFT p90 was 32.3 ms against the engine's 29.3 (1.10x)
-        assert theirs - 3.0 <= ours <= 1.25 * theirs + 3.0, f"{name} p90: {ours:.1f} ms against {theirs:.1f}"
+        assert theirs - 3.0 <= ours <= 1.25 * theirs + 3.0 + wire, f"{name} p90: {ours:.1f} ms against {theirs:.1f}"
     goodput = low.latency.goodput  # below the knee every first token comes within a few steps: all good
     assert goodput is not None and goodput.good == goodput.requests == low.scheduled
     assert goodput.rate == pytest.approx(low.request_throughput)
@@ -171,11 +185,12 @@ async def test_worker_processes_send_exactly_what_one_process_sends():
     with steplaw_process(1, A_MS, B_MS, 64) as (url,):
         one = await bench(fleet(url), open_spec([20.0], duration_s=2.0, seed=5))
         two = await bench(fleet(url), open_spec([20.0], duration_s=2.0, seed=5, workers=2))
+        before = len(log_of(url))
         ladder = await bench(
             fleet(url),
             BenchSpec(streams=[5], window_s=2.0, warmup_s=0.3, max_tokens=TOKENS, engine_slots={"*": 64}, workers=2),
         )
-        prompts = prompts_of(url)
+        prompts, log = prompts_of(url), log_of(url)
     assert len(set(prompts)) == len(prompts)  # the workers number their requests apart
     (a,), (b,) = one.sweeps[0].points, two.sweeps[0].points
     assert a.scheduled == b.scheduled and a.arrival_rate == pytest.approx(b.arrival_rate)
@@ -183,7 +198,10 @@ async def test_worker_processes_send_exactly_what_one_process_sends():
     assert a.prompt_tokens == b.prompt_tokens and b.tokens_match
     point = ladder.series[0].levels[0].total
     assert point.tokens_match and point.requests_failed == 0
-    assert point.running_mean == pytest.approx(5, abs=0.3)  # five streams in all, split 3 + 2, one window
+    # five streams in all, split 3 + 2: the engine held all five at once; its gauge, sampled every 0.5 s, can
+    # land in the gap between a stream's answer and its next request (a CI run read 4.5)
+    assert most_at_once(log[before:]) == 5
+    assert 4.0 <= point.running_mean <= 5.0
     assert point.level_client_tokens == point.requests_done * TOKENS
 
 
@@ -199,3 +217,18 @@ async def test_the_ladder_keeps_a_dataset_rows_own_caps_and_says_which_applied(t
     assert tokens and set(tokens.values()) == {4, 12}  # not 512: each row's own cap
     assert len(prompts) >= len(tokens) and set(prompts) == set(caps)
     assert "each dataset row's own" in record.series[0].answer_cap
+
+
+async def test_a_request_asking_several_samples_holds_a_slot_a_sample_as_the_books_pool_does():
+    target = Target(Backend(name="a", base_url="http://127.0.0.1:1/v1", cap=4), EngineInfo(), {}, 4)
+    dispatcher = Dispatcher([target], {"a": 4}, {"a": 4})
+    _, held = await dispatcher.acquire(samples=3)
+    assert held == 3 and dispatcher.total_in_flight == 3
+    _, more = await dispatcher.acquire(samples=4)  # one slot free: it goes out holding that one, as pool.py's does
+    assert more == 1 and dispatcher.peak["a"] == 4
+    with anyio.move_on_after(0.2) as waited:
+        await dispatcher.acquire()
+    assert waited.cancelled_caught  # full: the next waits
+    await dispatcher.release(target, held)
+    _, again = await dispatcher.acquire(samples=2)
+    assert again == 2 and dispatcher.total_in_flight == 3

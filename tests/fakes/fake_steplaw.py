@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import httptools
 
-from tests.fakes.fake_prompts import fake_title, plan_answer, plan_level, requested_count, section_point
+from tests.fakes.fake_prompts import fake_title, fake_words, plan_answer, plan_level, requested_count, section_point
 
 MODEL = "fake-steplaw"
 BLOCK = 16  # tokens a cache block holds (vLLM's default block size)
@@ -434,12 +434,15 @@ def steplaw_in_thread(
 
 @contextmanager
 def steplaw_process(
-    count: int = 1, a_ms: float = 12.94, b_ms: float = 0.2451, max_seqs: int = 256
+    count: int = 1, a_ms: float = 12.94, b_ms: float = 0.2451, max_seqs: int = 256, *, plans: bool = False
 ) -> Iterator[list[str]]:
     """FAKE step-law engines in their own process, for tests that check the law itself: a test client's
-    garbage collection or CPU can then not stall the engines' clock. Yields their /v1 URLs."""
+    garbage collection or CPU can then not stall the engines' clock. Yields their /v1 URLs. `plans`: they will
+    answer planning prompts, so the FAKE titles' vocabulary is built before they serve (3.3 s on 2 cores; built
+    in the first planning request it held that request's first token back as long)."""
+    numbers = [str(count), str(a_ms), str(b_ms), str(max_seqs)]
     process = subprocess.Popen(
-        [sys.executable, "-m", "tests.fakes.fake_steplaw", str(count), str(a_ms), str(b_ms), str(max_seqs)],
+        [sys.executable, "-m", "tests.fakes.fake_steplaw", *numbers, *(["plans"] if plans else [])],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -463,7 +466,9 @@ def prompts_of(url: str) -> list[str]:
         return json.load(response)
 
 
-async def _serve(count: int, a_ms: float, b_ms: float, max_seqs: int) -> None:
+async def _serve(count: int, a_ms: float, b_ms: float, max_seqs: int, *, plans: bool) -> None:
+    if plans:
+        fake_words()
     engines = [await StepLawEngine(a_ms, b_ms, max_seqs).start() for _ in range(count)]
     print(" ".join(engine.url for engine in engines), flush=True)
     await asyncio.Event().wait()
@@ -471,6 +476,7 @@ async def _serve(count: int, a_ms: float, b_ms: float, max_seqs: int) -> None:
 
 if (
     __name__ == "__main__"
-):  # FAKE step-law engines in their own process: python -m tests.fakes.fake_steplaw N [A B SEQS]
-    numbers = [float(x) for x in sys.argv[2:5]] + [12.94, 0.2451, 256][len(sys.argv[2:5]) :]
-    asyncio.run(_serve(int(sys.argv[1]), numbers[0], numbers[1], int(numbers[2])))
+):  # FAKE step-law engines in their own process: python -m tests.fakes.fake_steplaw N [A B SEQS] [plans]
+    given = [x for x in sys.argv[2:5] if x != "plans"]
+    numbers = [float(x) for x in given] + [12.94, 0.2451, 256][len(given) :]
+    asyncio.run(_serve(int(sys.argv[1]), numbers[0], numbers[1], int(numbers[2]), plans=sys.argv[-1] == "plans"))

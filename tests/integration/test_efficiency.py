@@ -12,7 +12,7 @@ from tests.fakes.fake_steplaw import steplaw_process
 
 
 def test_efficiency_reports_each_schedule_against_the_sustained_rate_and_where_the_cpu_went(tmp_path):
-    with steplaw_process(2, 5, 0.2, 16) as urls:
+    with steplaw_process(2, 5, 0.2, 16, plans=True) as urls:
         backends = [arg for url in urls for arg in ("--backend", f"{url},cap=16")]
         done = subprocess.run(
             [
@@ -64,7 +64,7 @@ def run_fanout(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[
 def test_a_finished_book_against_its_own_requests_replayed_at_once(tmp_path):
     """A book on FAKE step-law engines, then `efficiency --workload` on its run folder: every logged request is
     replayed on the same fleet, and the ratio is the book's tok/s over the replay's."""
-    with steplaw_process(2, 5, 0.2, 16) as urls:
+    with steplaw_process(2, 5, 0.2, 16, plans=True) as urls:
         backends = [arg for url in urls for arg in ("--backend", f"{url},cap=16")]
         run = tmp_path / "run"
         book = run_fanout("book", "Write a handbook on rope.", "--shape", "1x2x4", "--out", str(run), *backends)

@@ -24,7 +24,7 @@ from typing import Any
 
 from pipeline.backends.processes import Processes
 from pipeline.backends.sdk import close_sdk_clients
-from pipeline.backends.sse import AttemptError, OnDelta
+from pipeline.backends.sse import AttemptError, EveryChoice, OnDelta, deliver
 from pipeline.errors import FanoutError
 from pipeline.records import Backend, ChatRequest, Completion, Outcome
 
@@ -92,11 +92,11 @@ class ChatWorkers:
             self._lose(message[1])
             return
         if kind == "deltas":
-            for request_id, text in message[1]:
+            for request_id, index, text in message[1]:
                 entry = self.pending.get(request_id)
                 if entry is not None and entry.on_delta is not None and not entry.future.done():
                     try:
-                        entry.context.run(entry.on_delta, text)
+                        entry.context.run(deliver, entry.on_delta, index, text)
                     except Exception as exc:  # the caller's own failure: it gets it back from its await
                         entry.future.set_exception(exc)
             return
@@ -153,7 +153,7 @@ async def serve(connection: Connection) -> None:
     inbox: asyncio.Queue[Any] = asyncio.Queue()
     threading.Thread(target=_receive, args=(connection, loop, inbox), daemon=True).start()
     tasks: dict[int, asyncio.Task[None]] = {}
-    deltas: list[tuple[int, str]] = []
+    deltas: list[tuple[int, int, str]] = []
     flusher = asyncio.create_task(_flush_deltas(connection, deltas))
     while (message := await inbox.get()) is not None:
         if message[0] == "cancel":
@@ -200,11 +200,11 @@ async def _one(
     read_timeout: float,
     *,
     wants_deltas: bool,
-    deltas: list[tuple[int, str]],
+    deltas: list[tuple[int, int, str]],
 ) -> None:
     from pipeline.backends.chat import chat
 
-    on_delta = (lambda text: deltas.append((request_id, text))) if wants_deltas else None
+    on_delta = EveryChoice(lambda index, text: deltas.append((request_id, index, text))) if wants_deltas else None
     try:
         completion = await chat(backend, request, read_timeout, on_delta)
     except AttemptError as failure:
@@ -220,14 +220,14 @@ async def _one(
     connection.send(("done", request_id, completion))
 
 
-async def _flush_deltas(connection: Connection, deltas: list[tuple[int, str]]) -> None:
+async def _flush_deltas(connection: Connection, deltas: list[tuple[int, int, str]]) -> None:
     while True:
         await asyncio.sleep(DELTA_BATCH_S)
         if deltas:
             _send_deltas(connection, deltas)
 
 
-def _send_deltas(connection: Connection, deltas: list[tuple[int, str]]) -> None:
+def _send_deltas(connection: Connection, deltas: list[tuple[int, int, str]]) -> None:
     batch = list(deltas)
     deltas.clear()
     connection.send(("deltas", batch))

@@ -18,7 +18,7 @@ from typing import Any
 
 from pipeline.backends.chatworkers import DELTA_BATCH_S
 from pipeline.backends.raycluster import connect
-from pipeline.backends.sse import AttemptError, OnDelta
+from pipeline.backends.sse import AttemptError, EveryChoice, OnDelta, deliver
 from pipeline.errors import FanoutError
 from pipeline.records import Backend, ChatRequest, Completion, Outcome
 
@@ -37,8 +37,8 @@ class ChatActor:
     ) -> Any:  # an async generator of messages, as a Ray streaming generator
         from pipeline.backends.chat import chat
 
-        pieces: list[str] = []
-        on_delta = pieces.append if wants_deltas else None
+        pieces: list[tuple[int, str]] = []  # (choice index, text)
+        on_delta = EveryChoice(lambda index, text: pieces.append((index, text))) if wants_deltas else None
         task = asyncio.create_task(chat(backend, request, read_timeout, on_delta))
         try:
             while not task.done():
@@ -99,8 +99,8 @@ class RayChatWorkers:
             async for ref in stream:
                 message = await ref
                 if message[0] == "deltas" and on_delta is not None:
-                    for text in message[1]:
-                        on_delta(text)
+                    for index, text in message[1]:
+                        deliver(on_delta, index, text)
                 elif message[0] == "done":
                     return message[1]  # type: ignore[no-any-return]
                 elif message[0] == "fail":

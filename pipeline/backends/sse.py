@@ -107,7 +107,8 @@ class SseStream:
     of one choice is: `parts`, `finish_reason`, `logprobs`, `token_times`, the fast path and `on_delta` are
     its alone. The other choices' text and finish_reason go to `more_parts` and `more_finish_reasons` by
     index, through the slow path: the template is learned only from a choice-0 event, so an event of another
-    index (its head or tail holds that index) never matches it. `t_first` and `size` count every choice.
+    index (its head or tail holds that index) never matches it; an `on_delta` that is an EveryChoice hears
+    them too. `t_first` and `size` count every choice.
 
     Fast path: the first plain content event of choice 0 is parsed by json.loads and remembered as a
     template, its bytes split around the content string (head, tail). A later event that is the same head,
@@ -346,6 +347,8 @@ class SseStream:
                 self.t_first = time.monotonic()
             self.more_parts.setdefault(index, []).append(content)
             self.size += len(content.encode("utf-8", "surrogatepass"))
+            if self.on_delta is not None:
+                deliver(self.on_delta, index, content)
             if self.size > MAX_ANSWER_BYTES:
                 raise AttemptError(Outcome.OVERSIZED, f"answers passed {MAX_ANSWER_BYTES} bytes")
         if isinstance(choice.get("finish_reason"), str) and choice["finish_reason"]:
@@ -405,7 +408,29 @@ def not_event_stream(content_type: str) -> AttemptError:
     return AttemptError(Outcome.NOT_EVENT_STREAM, f"a 200 answer of type {content_type[:80]!r}, not an event stream")
 
 
-OnDelta = Callable[[str], None]
+OnDelta = Callable[[str], None]  # the text of choice 0 as it streams
+
+
+class EveryChoice:
+    """An on_delta that hears every choice of an answer to a request for n > 1, each piece with its choice's
+    index (a planner choosing from its samples' lines as they stream, pipeline/book/plan/asking.py). Called as a
+    plain OnDelta it hears choice 0."""
+
+    __slots__ = ("each",)
+
+    def __init__(self, each: Callable[[int, str], None]) -> None:
+        self.each = each
+
+    def __call__(self, text: str) -> None:
+        self.each(0, text)
+
+
+def deliver(on_delta: OnDelta, index: int, text: str) -> None:
+    """A piece of choice `index` to `on_delta`: choice 0's to any, another's only to one that hears every choice."""
+    if index == 0:
+        on_delta(text)
+    elif isinstance(on_delta, EveryChoice):
+        on_delta.each(index, text)
 
 
 def new_request_id() -> str:

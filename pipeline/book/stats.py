@@ -73,6 +73,7 @@ def book_stats(
         requests_writing=candidates,
         requests=plan.requests + candidates,
         plan_reasked=plan.reasked,
+        plan_taken_early=plan.taken_early,
         asks_dropped=plan.asks_dropped,
         plan_seconds=round(plan.seconds, 2),
         tokens_written=tokens,

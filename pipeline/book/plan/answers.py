@@ -112,3 +112,40 @@ def heading_from_point(point: str) -> str:
         w if (i and w.casefold() in small) or not w[:1].islower() else w[:1].upper() + w[1:]
         for i, w in enumerate(words)
     )
+
+
+class StreamingSamples:
+    """A round's samples as they stream: each one's text so far, and the items of its complete lines (a line is
+    complete once its newline came)."""
+
+    def __init__(self, samples: int) -> None:
+        self.texts = [""] * samples
+        self.items: list[list[PlanItem]] = [[] for _ in range(samples)]
+
+    def piece(self, sample: int, text: str) -> bool:
+        """Add a piece of `sample`'s text; True when it completed a line."""
+        if not 0 <= sample < len(self.texts):  # an index the request did not ask for: the backend's bad answer
+            return False
+        self.texts[sample] += text
+        if "\n" not in text:
+            return False
+        complete = self.texts[sample].rsplit("\n", 1)[0]
+        self.items[sample] = [
+            parse_item(match.group(1)) for line in complete.splitlines() if (match := ITEM_LINE.match(line))
+        ]
+        self.items[sample] = [item for item in self.items[sample] if len(item.title) >= 2]
+        return True
+
+    def restart(self, sample: int | None = None) -> None:
+        """A sample (None: every one) is asked again: what it streamed before is void."""
+        for index in range(len(self.texts)) if sample is None else [sample]:
+            self.texts[index], self.items[index] = "", []
+
+    def depth(self) -> int:
+        """The complete item lines every sample has given."""
+        return min((len(items) for items in self.items), default=0)
+
+    def pool(self) -> list[PlanItem]:
+        """The complete lines so far, every sample's first, then every second ..., as the whole pool is read."""
+        longest = max((len(items) for items in self.items), default=0)
+        return [items[at] for at in range(longest) for items in self.items if at < len(items)]

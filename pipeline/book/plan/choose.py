@@ -112,6 +112,26 @@ def choose(
         consider(item, score, choice, checks=checks, stats=stats, request_fit=request_fit)
 
 
+@charged(Stage.PLANNING_CHECKS)
+def take_early(pool: list[PlanItem], choice: Choice, *, checks: TitleChecks, copied: frozenset[str]) -> bool:
+    """While the samples still stream: take the line `choose` would take first from the lines so far, when it
+    has no defect, no fault, fits the request and leaves nothing owed; else take nothing (the whole pool decides
+    once the samples end, and says why of each line). Nothing is held or counted here. True when one was taken."""
+    ask = choice.ask
+    lines = [item for item in fresh_lines(pool, choice) if checks.defect(item, ask, choice.chosen, copied) is None]
+    if not lines or choice.missing() <= 0:
+        return False
+    to_request, fit = checks.subject_fit(lines, ask.parent_unit)
+    best = int(np.argmax(mmr(lines, fit, choice, checks)))
+    item = lines[best]
+    if float(to_request[best]) < PLAN_FLOOR or checks.faults(item, ask, choice.chosen, list(choice.units.values())):
+        return False
+    if choice.coverage.refusal(item, choice.missing()) is not None or checks.claim(ask.level, item) is not None:
+        return False
+    choice.take(item)
+    return True
+
+
 def mmr(lines: list[PlanItem], fit: np.ndarray, choice: Choice, checks: TitleChecks) -> np.ndarray:
     """Each line's marginal relevance: its fit, less DIVERSITY × its similarity to the nearest chosen sibling,
     plus OWED_BONUS when it carries an ask the node still owes."""

@@ -106,6 +106,7 @@ class Planner:
             self.checks.claim_existing(outline)
             self.asker.book_title = outline.title
         self.stats.levels = [1, self.spec.parts, self.spec.parts * self.spec.chapters]
+        self.asker.early = schedule is not PlanSchedule.BARRIER  # a line taken early is worth it only to a writer
         if schedule is PlanSchedule.BARRIER:
             outline = await self._plan_levels(outline, changed)
             for part, chapter, section in outline.sections():
@@ -122,15 +123,31 @@ class Planner:
         return outline
 
     async def plan_first_chain(self) -> Outline:
-        """Only what must be planned before a first section can be sent: the book's parts, the first part's
-        chapters, the first chapter's sections, one after another (the critical path of the pipelined and
-        streamed schedules, timed alone by `fanout efficiency`)."""
+        """Only what must be planned before a first section can be sent, as the pipelined and streamed schedules
+        plan it: the book, its first part, that part's first chapter, each asked as soon as its line is taken (the
+        critical path, timed alone by `fanout efficiency`). `stats.seconds` is the time to the first section
+        taken; the chain's nodes are planned whole before it returns."""
         started = time.monotonic()
-        outline = await self._plan_book(None)
-        part = outline.parts[0]
-        await self._plan_part(outline, part)
-        await self._plan_chapter(outline, part, part.chapters[0])
-        self.stats.seconds = time.monotonic() - started
+        self.asker.early = True
+        book: list[Outline] = []
+
+        def on_section(section: Section) -> None:
+            if not self.stats.seconds:
+                self.stats.seconds = time.monotonic() - started
+
+        async with anyio.create_task_group() as group:
+
+            def on_chapter(part: Part, chapter: Chapter) -> None:
+                if chapter is part.chapters[0]:
+                    group.start_soon(partial(self._plan_chapter, book[0], part, chapter, on_each=on_section))
+
+            def on_part(outline: Outline, part: Part) -> None:
+                book[:] = [outline]
+                if part is outline.parts[0]:
+                    group.start_soon(partial(self._plan_part, outline, part, partial(on_chapter, part)))
+
+            outline = await self._plan_book(None, on_part)
+        self.stats.seconds = self.stats.seconds or time.monotonic() - started
         return outline
 
     async def replan_chapters(self, outline: Outline, chapter_ids: set[str], musts: list[str]) -> list[Chapter]:

@@ -56,6 +56,7 @@ class PlanStats:
     samples: int = 0  # answers sampled (a request with `n` gives several)
     reasked: int = 0  # nodes asked a second round
     pooled: int = 0  # distinct lines the rounds' samples gave
+    taken_early: int = 0  # titles taken while their samples still streamed (asking.py's _Early)
     placeholders: int = 0
     seconds: float = 0.0
     levels: list[int] = field(default_factory=list)  # nodes per level: 1 -> P -> P*C

@@ -12,7 +12,7 @@ import pytest
 
 from pipeline.backends.chat import chat
 from pipeline.backends.chatworkers import ChatWorkers
-from pipeline.backends.sse import AttemptError
+from pipeline.backends.sse import AttemptError, EveryChoice
 from pipeline.cli import main
 from pipeline.records import Backend, ChatRequest
 from tests.fakes.fake_engine import FakeEngine
@@ -59,14 +59,17 @@ async def test_a_worker_sends_back_every_choice():
         backend = Backend(name="b0", base_url=engine.url)
         asked = request().model_copy(update={"choices": 3})
         here = await chat(backend, asked, 5)
+        heard: dict[int, str] = {}
+        every = EveryChoice(lambda index, text: heard.update({index: heard.get(index, "") + text}))
         with ChatWorkers(1) as own:  # the module's workers answer on the event loop of the first test only
-            there = await own.chat(backend, asked, 5)
+            there = await own.chat(backend, asked, 5, every)
         assert (there.text, there.more_texts, there.more_finish_reasons) == (
             here.text,
             here.more_texts,
             here.more_finish_reasons,
         )
         assert len(set(there.more_texts)) == 2 and there.more_finish_reasons == ["stop", "stop"]
+        assert [heard[index] for index in range(3)] == [there.text, *there.more_texts]  # each piece, its choice
     finally:
         await engine.stop()
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from pipeline.backends.engines import ENGINES, honours_choices
 from pipeline.backends.pool import BackendPool, RetryPolicy
 from pipeline.backends.sdk import close_sdk_clients
-from pipeline.backends.sse import AttemptError, SseStream, completion_of, request_body
+from pipeline.backends.sse import AttemptError, EveryChoice, SseStream, completion_of, request_body
 from pipeline.records import Backend, ChatRequest, Endpoint, EngineKind
 from tests.fakes.fake_engine import BookReplies, FakeEngine
 from tests.fakes.fake_prompts import plan_level
@@ -167,6 +167,9 @@ async def test_the_fake_engines_choices_come_back_apart_through_the_pool(client)
         assert completion.more_finish_reasons == ["stop", "stop"] and completion.completion_tokens == 12
         one = await pool.complete(ask(1))
         assert "n" not in engine.bodies[-1] and one.more_texts == [] and one.more_finish_reasons == []
+        heard: dict[int, list[str]] = {}  # a listener of every choice hears each piece with its index
+        again = await pool.complete(ask(3), EveryChoice(lambda index, text: heard.setdefault(index, []).append(text)))
+        assert ["".join(heard[index]) for index in range(3)] == [again.text, *again.more_texts]
     finally:
         await close_sdk_clients()
         await engine.stop()

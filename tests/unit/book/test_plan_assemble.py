@@ -650,6 +650,27 @@ async def test_streamed_sections_are_announced_as_each_is_chosen():
     assert list(announced) == [section.title for _, _, section in outline.sections()]
 
 
+async def test_streamed_planning_is_a_chain_of_first_lines():
+    """A part's chapters are asked while the book's samples still stream, a chapter's sections while its
+    part's do, and the first section is announced before its chapter's samples end."""
+    spec = BookSpec(prompt="p", parts=2, chapters=2, sections=4)
+    outline, planner, announced, timeline = await announced_plan(spec, 0.01, PlanSchedule.STREAMED)
+    spans = {
+        level: sorted((start, end) for start, end, prompt in timeline if plan_level(prompt) == level)
+        for level in ("book", "part", "chapter")
+    }
+    (book,), first_part, first_chapter = spans["book"], spans["part"][0], spans["chapter"][0]
+    assert first_part[0] < book[1] and first_chapter[0] < first_part[1]
+    assert min(announced.values()) < first_chapter[1]
+    assert planner.stats.taken_early > 0 and shape_of(outline) == (2, {2}, {4})
+
+
+async def test_the_barrier_takes_no_line_before_the_whole_pool():
+    spec = BookSpec(prompt="p", parts=1, chapters=2, sections=3)
+    _, planner, _, _ = await announced_plan(spec, 0.005, PlanSchedule.BARRIER)
+    assert planner.stats.taken_early == 0
+
+
 async def test_a_round_that_gave_no_line_at_all_is_asked_again_without_spending_the_nodes_rounds():
     replies = ScriptedPlanner({"chapter": ["Sure! Here you go.", "Sure! Here you go."]})
     outline, planner = await plan_with(replies, BookSpec(prompt="p", parts=1, chapters=1, sections=3))

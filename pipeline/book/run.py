@@ -477,8 +477,9 @@ class BookRun:
         )
 
     async def first_chain_seconds(self) -> float:
-        """Seconds to plan the chain a first section waits for (the book, its first part, that part's first
-        chapter), alone on the fleet; nothing is written."""
+        """Seconds until a first section is taken, planning only the chain it waits for (the book, its first
+        part, that part's first chapter, each asked once its parent's first line is taken), alone on the fleet;
+        nothing is written."""
         request_log = RequestLog(self.folder.path)  # its timestamps show the chain
         try:
             async with open_fleet(self.settings, engine_log=self.folder.engine_log) as fleet:

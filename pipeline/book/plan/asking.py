@@ -1,6 +1,8 @@
 """Asking the model for one node's titles: a round samples the node's question at once (schedule.choices_for), the
 lines of every sample are pooled, and choose.py takes the best; a second round only when the pool could not
-fill the node (showing the titles chosen, never why others were not); then the last resorts.
+fill the node (showing the titles chosen, never why others were not); then the last resorts. In the streamed
+and pipelined schedules a node's first title is taken while the first round's samples still stream (_Early), so
+the next level is asked at once.
 
 The samples of a round are one request with `n` where every engine of the fleet samples in parallel
 (engines.py's `parallel_sampling`: the prompt is read once and each sample has its own seed), else one request

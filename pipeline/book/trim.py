@@ -2,7 +2,8 @@
 full sentence (the cap itself is BookSpec's rule, pipeline/records/__init__.py's token_cap).
 
 Takes the words asked for (returns the paragraph count that fits them), an answer's text
-(returns it without the chatter or the echoed title a small model puts before the section proper:
+(returns it without a Markdown code fence wrapped round all of it, without the chatter or the echoed title a
+small model puts before the section proper:
 "Here's a sample chapter:", a quoted title line, "Section: …", and without a label line it puts after it:
 "END OF THIS SECTION"), or a text that stopped at the cap (returns
 it cut after its last full sentence, or None when it has none to cut back to). STORM trims unfinished
@@ -48,6 +49,24 @@ def without_open_fence(text: str) -> str:
         if FENCE_LINE.match(line):
             opened_at = None if opened_at is not None else index
     return text if opened_at is None else "".join(lines[:opened_at])
+
+
+PROSE_FENCE = re.compile(r"^\s*(```|~~~)\s*(markdown|md|text)\s*$", re.I)
+
+
+def unfenced(text: str) -> str:
+    """An answer the model wrapped whole in a Markdown (or text) code fence, without the fence: set as code, a
+    reader would see its raw marks ('# How to Make a Sourdough' in a grey box, in the demo). A block with other
+    text after it, or one for code, stays; a fence left open (the answer ran to the cap) is taken off too."""
+    lines = text.strip().splitlines()
+    opening = PROSE_FENCE.match(lines[0]) if lines else None
+    if opening is None:
+        return text
+    marker = opening.group(1)
+    closing = next((at for at in range(len(lines) - 1, 0, -1) if lines[at].strip() == marker), len(lines))
+    if any(line.strip() for line in lines[closing + 1 :]):
+        return text
+    return "\n".join(lines[1:closing]).strip()
 
 
 def last_sentence_end(text: str) -> int | None:

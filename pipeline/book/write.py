@@ -42,7 +42,7 @@ from pipeline.backends.pool import BackendPool, RequestFailed
 from pipeline.backends.sse import OnDelta
 from pipeline.book.later import asked_until_answered
 from pipeline.book.profiles import Sampler
-from pipeline.book.trim import end_well, paragraphs_for, tidy_closing, tidy_opening, without_headings
+from pipeline.book.trim import end_well, paragraphs_for, tidy_closing, tidy_opening, unfenced, without_headings
 from pipeline.book.warm import Leader, PrefixGroups, first_token_everywhere
 from pipeline.cpu import Stage, charged
 from pipeline.journal import Journal
@@ -108,9 +108,10 @@ class WallClock:
 
 
 def finished(section: Section, completion: Completion, wall: WallClock) -> SectionResult:
-    """The journaled result: the opening tidied, headings inside the body taken out, and an answer cut at
-    the cap ending on its last full sentence; when that changed the text, the raw answer is kept beside it."""
-    opened, headings = without_headings(tidy_opening(completion.text))
+    """The journaled result: the opening tidied, a Markdown fence around the whole answer taken off, headings
+    inside the body taken out, and an answer cut at the cap ending on its last full sentence; when that changed
+    the text, the raw answer is kept beside it."""
+    opened, headings = without_headings(unfenced(tidy_opening(completion.text)))
     text = tidy_closing(end_well(opened, capped=completion.finish_reason == "length"))
     raw = completion.text if text != completion.text else None
     return SectionResult(

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.book.profiles import PROFILES, Sampler, choose_profile, honoured_fields, is_small_model, sampling_body
-from pipeline.book.trim import cut_to_sentence, paragraphs_for, tidy_closing, tidy_opening
+from pipeline.book.trim import cut_to_sentence, paragraphs_for, tidy_closing, tidy_opening, unfenced
 from pipeline.book.write import WallClock, finished, section_prompt, section_request
 from pipeline.config import load_settings
 from pipeline.errors import UsageError
@@ -288,6 +288,28 @@ def test_the_planner_backend_gets_every_planning_request_and_no_section(tmp_path
 )
 def test_the_opening_loses_chatter_and_an_echoed_title_line_but_never_content(text, tidied):
     assert tidy_opening(text) == tidied
+
+
+@pytest.mark.parametrize(
+    ("text", "unwrapped"),
+    [
+        ("```Markdown\n# How to Make It\nFeed it daily.\n```", "# How to Make It\nFeed it daily."),
+        ("~~~md\nFeed it daily.\n~~~\n\n", "Feed it daily."),
+        ("```text\nFeed it daily. The answer ran to the cap", "Feed it daily. The answer ran to the cap"),
+        ("```python\nprint(1)\n```", "```python\nprint(1)\n```"),  # code stays code
+        ("```\nplain block\n```", "```\nplain block\n```"),  # no label: it may be code
+        ("```markdown\n# A\n```\nText after the block.", "```markdown\n# A\n```\nText after the block."),
+        ("Feed it.\n```markdown\n# Example\n```", "Feed it.\n```markdown\n# Example\n```"),  # an example
+    ],
+)
+def test_an_answer_wrapped_whole_in_a_markdown_fence_is_unwrapped_and_code_is_not(text, unwrapped):
+    assert unfenced(text) == unwrapped
+
+
+def test_a_fenced_answers_headings_are_taken_out_once_it_is_unwrapped():
+    fenced = "```Markdown\n# How to Make a Sourdough\n### Key Ingredients\nFlour, water and salt.\n```"
+    result = finished(Section(id="p01.c01.s01", title="Ingredients"), completion(fenced, "stop"), WallClock())
+    assert result.text == "Flour, water and salt." and result.headings_removed == 2
 
 
 @pytest.mark.parametrize(

@@ -85,10 +85,14 @@ def json_items(text: str) -> list[PlanItem]:
     return items
 
 
+def item_lines(text: str) -> list[PlanItem]:
+    """Every numbered (or bulleted) `Heading: sentence` line of the text."""
+    return [parse_item(match.group(1)) for line in text.splitlines() if (match := ITEM_LINE.match(line))]
+
+
 def parse_items(text: str) -> list[PlanItem]:
     """Every numbered (or bulleted) `Heading: sentence` line of a whole answer; failing that, JSON."""
-    items = [parse_item(match.group(1)) for line in text.splitlines() if (match := ITEM_LINE.match(line))]
-    return [item for item in items or json_items(text) if len(item.title) >= 2]
+    return [item for item in item_lines(text) or json_items(text) if len(item.title) >= 2]
 
 
 def parse_book_title(text: str) -> str:
@@ -130,10 +134,7 @@ class StreamingSamples:
         if "\n" not in text:
             return False
         complete = self.texts[sample].rsplit("\n", 1)[0]
-        self.items[sample] = [
-            parse_item(match.group(1)) for line in complete.splitlines() if (match := ITEM_LINE.match(line))
-        ]
-        self.items[sample] = [item for item in self.items[sample] if len(item.title) >= 2]
+        self.items[sample] = [item for item in item_lines(complete) if len(item.title) >= 2]
         return True
 
     def restart(self, sample: int | None = None) -> None:

@@ -237,6 +237,7 @@ class BookRun:
                     drain_s=None
                     if writer.last_sent is None
                     else (writer.last_done or writer.last_sent) - writer.last_sent,
+                    retry_tail_s=writer.retry_tail_seconds,
                 )
             tally.prompt_cache = request_log.prompt_cache()
             typesetter = typesetter or self._typesetter()

@@ -229,6 +229,9 @@ class SectionWriter:
         self.first_sent: float | None = None
         self.last_sent: float | None = None  # the last section handed to the pool: the tail drains from here
         self.last_done: float | None = None
+        # the last section's first candidates in, and the last off-point retry's: the retry tail between them
+        self.first_answers_done: float | None = None
+        self.last_retry_done: float | None = None
         self.asked_later = 0  # section requests that failed on every backend and were asked again later
         self._whole: dict[str, anyio.Event] = {}  # chapter id -> set once every one of its sections is planned
         self._outline_complete = False
@@ -256,6 +259,15 @@ class SectionWriter:
     def seconds(self) -> float:
         return 0.0 if self.first_sent is None else (self.last_done or self.first_sent) - self.first_sent
 
+    @property
+    def retry_tail_seconds(self) -> float | None:
+        """From the moment every section had its first answers to the last off-point retry's answer: what the
+        retries, each asked once its first answer was scored, added to the job's end (0: none ended later;
+        None: nothing written)."""
+        if self.first_answers_done is None:
+            return None
+        return max(0.0, (self.last_retry_done or 0.0) - self.first_answers_done)
+
     async def write(self, outline: Outline, part: Part, chapter: Chapter, section: Section) -> None:
         """Write one section: its chapter's first leads, the others follow it (warm.py)."""
         leader = self.groups.lead(chapter.id)
@@ -269,11 +281,13 @@ class SectionWriter:
         finally:
             if leader is not None:
                 leader.finished()
+        self.first_answers_done = time.monotonic()
         for extra in range(self.best_of, self.best_of + self.off_point_retries):
             if not off_point(results):
                 break
             retry = Route(prefer=leader.backend if leader is not None else route.prefer)
             results += await self._candidates(where, [extra], retry)
+            self.last_retry_done = time.monotonic()
         result = best_candidate(results)
         if result.text != results[0].text and self.listener.wants_deltas:
             self.listener.section_restarted(section.id)

@@ -61,7 +61,7 @@ class SeededReplies:
         return text + self.after
 
 
-async def write_one(replies: SeededReplies, best_of: int, retries: int, tmp_path: Path) -> SectionResult:
+async def write_one(replies: SeededReplies, best_of: int, retries: int, tmp_path: Path) -> SectionWriter:
     engine = await FakeEngine(reply=replies).start()
     try:
         pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=8)], RetryPolicy())
@@ -75,14 +75,14 @@ async def write_one(replies: SeededReplies, best_of: int, retries: int, tmp_path
         outline, part, chapter = feeding_chapter()
         await writer.write(outline, part, chapter, chapter.sections[0])
         writer.journal.close()
-        return writer.results["p01.c01.s01"]
+        return writer
     finally:
         await engine.stop()
 
 
 async def test_best_of_k_keeps_the_candidate_nearest_its_own_point(tmp_path):
     replies = SeededReplies(off=1)
-    result = await write_one(replies, best_of=2, retries=0, tmp_path=tmp_path)
+    result = (await write_one(replies, best_of=2, retries=0, tmp_path=tmp_path)).results["p01.c01.s01"]
     assert len(set(replies.seeds["Choosing a Flour"])) == 2, "each candidate with a seed of its own"
     assert result.text == ON_FLOUR and result.margin > 0
     assert result.candidates == 2 and result.discarded_tokens > 0
@@ -90,17 +90,21 @@ async def test_best_of_k_keeps_the_candidate_nearest_its_own_point(tmp_path):
 
 async def test_an_off_point_section_is_asked_again_and_an_on_point_one_is_not(tmp_path):
     replies = SeededReplies(off=1)
-    result = await write_one(replies, best_of=1, retries=2, tmp_path=tmp_path)
+    writer = await write_one(replies, best_of=1, retries=2, tmp_path=tmp_path)
+    result = writer.results["p01.c01.s01"]
     assert len(replies.seeds["Choosing a Flour"]) == 2 and result.text == ON_FLOUR and result.candidates == 2
+    assert writer.retry_tail_seconds and writer.retry_tail_seconds > 0, "the retry ran after the first answer"
     replies = SeededReplies(off=0)
-    result = await write_one(replies, best_of=1, retries=2, tmp_path=tmp_path)
+    writer = await write_one(replies, best_of=1, retries=2, tmp_path=tmp_path)
+    result = writer.results["p01.c01.s01"]
     assert len(replies.seeds["Choosing a Flour"]) == 1 and result.candidates == 1 and result.margin > 0
+    assert writer.retry_tail_seconds == 0, "no retry: the last answer was a first one"
 
 
 async def test_headings_inside_an_answer_are_taken_out_and_counted(tmp_path):
     more = "Keep the flour in a sealed tin, away from damp, and it will feed the starter for months."
     replies = SeededReplies(off=0, after=f"\n\n## How to Buy (What's the most important thing?)\n\n{more}")
-    result = await write_one(replies, best_of=1, retries=0, tmp_path=tmp_path)
+    result = (await write_one(replies, best_of=1, retries=0, tmp_path=tmp_path)).results["p01.c01.s01"]
     assert result.text == f"{ON_FLOUR}\n\n{more}" and result.headings_removed == 1
 
 

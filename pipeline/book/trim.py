@@ -51,13 +51,29 @@ def without_open_fence(text: str) -> str:
     return text if opened_at is None else "".join(lines[:opened_at])
 
 
-PROSE_FENCE = re.compile(r"^\s*(```|~~~)\s*(markdown|md|text)\s*$", re.I)
+PROSE_FENCE = re.compile(r"^\s*(```|~~~)\s*(markdown|md|text|txt|plaintext)?\s*$", re.I)
+CODE_MARKS = frozenset("{}();=<>$\\|")
+PROSE_LINE_WORDS = 8  # a line of prose has at least this many words
+PROSE_SHARE = 0.6  # of a block's characters, in such lines, for it to read as prose
+CODE_MARK_SHARE = 0.01  # of its characters, code's marks: more, and it may be code
+
+
+def reads_as_prose(block: str) -> bool:
+    """Most of the block is in long lines of words, with almost none of code's marks: prose, not code."""
+    characters = len(block.replace("\n", ""))
+    if not characters:
+        return False
+    long = sum(len(line) for line in block.splitlines() if len(line.split()) >= PROSE_LINE_WORDS)
+    marks = sum(block.count(mark) for mark in CODE_MARKS)
+    return long / characters >= PROSE_SHARE and marks / characters <= CODE_MARK_SHARE
 
 
 def unfenced(text: str) -> str:
-    """An answer the model wrapped whole in a Markdown (or text) code fence, without the fence: set as code, a
-    reader would see its raw marks ('# How to Make a Sourdough' in a grey box, in the demo). A block with other
-    text after it, or one for code, stays; a fence left open (the answer ran to the cap) is taken off too."""
+    """An answer the model wrapped whole in a code fence, without the fence, when the fence is labelled
+    Markdown or text, or has no label and holds prose: set as code, a reader would see a grey box of raw
+    text and marks ('# How to Make a Sourdough', in the demo). A block with other text after it, a fence for
+    code, and an unlabelled one holding code stay; a fence left open (the answer ran to the cap) is taken off
+    too."""
     lines = text.strip().splitlines()
     opening = PROSE_FENCE.match(lines[0]) if lines else None
     if opening is None:
@@ -66,7 +82,8 @@ def unfenced(text: str) -> str:
     closing = next((at for at in range(len(lines) - 1, 0, -1) if lines[at].strip() == marker), len(lines))
     if any(line.strip() for line in lines[closing + 1 :]):
         return text
-    return "\n".join(lines[1:closing]).strip()
+    inside = "\n".join(lines[1:closing]).strip()
+    return inside if opening.group(2) or reads_as_prose(inside) else text
 
 
 def last_sentence_end(text: str) -> int | None:

@@ -290,6 +290,16 @@ def test_the_opening_loses_chatter_and_an_echoed_title_line_but_never_content(te
     assert tidy_opening(text) == tidied
 
 
+PROSE = (
+    "To keep a starter alive, feed it flour and water every day at the same hour, and keep it somewhere warm.\n\n"
+    "When it doubles within eight hours of a feed, it is strong enough to raise a loaf of bread on its own."
+)
+CODE = (
+    "def feed(starter, flour_g=50, water_g=50):\n    starter.add(flour=flour_g, water=water_g)\n"
+    "    return starter.rise_hours() < 8  # strong enough to bake with"
+)
+
+
 @pytest.mark.parametrize(
     ("text", "unwrapped"),
     [
@@ -297,12 +307,21 @@ def test_the_opening_loses_chatter_and_an_echoed_title_line_but_never_content(te
         ("~~~md\nFeed it daily.\n~~~\n\n", "Feed it daily."),
         ("```text\nFeed it daily. The answer ran to the cap", "Feed it daily. The answer ran to the cap"),
         ("```python\nprint(1)\n```", "```python\nprint(1)\n```"),  # code stays code
-        ("```\nplain block\n```", "```\nplain block\n```"),  # no label: it may be code
+        ("```\nplain block\n```", "```\nplain block\n```"),  # no label and not prose: it may be code
+        ("```\n" + PROSE + "\n```", PROSE),  # no label, but prose: the demo's 3.4
+        (
+            "```\n# The Sourdough\nMaking It\n" + PROSE + "\n# Souring\n" + PROSE,
+            "# The Sourdough\nMaking It\n" + PROSE + "\n# Souring\n" + PROSE,
+        ),
+        ("```\n" + CODE + "\n```", "```\n" + CODE + "\n```"),  # no label, and code
+        ("```plaintext\nFeed it daily.\n```", "Feed it daily."),
         ("```markdown\n# A\n```\nText after the block.", "```markdown\n# A\n```\nText after the block."),
         ("Feed it.\n```markdown\n# Example\n```", "Feed it.\n```markdown\n# Example\n```"),  # an example
     ],
 )
-def test_an_answer_wrapped_whole_in_a_markdown_fence_is_unwrapped_and_code_is_not(text, unwrapped):
+def test_an_answer_wrapped_whole_in_a_markdown_fence_or_a_bare_one_around_prose_is_unwrapped_and_code_is_not(
+    text, unwrapped
+):
     assert unfenced(text) == unwrapped
 
 

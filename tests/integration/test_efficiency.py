@@ -50,7 +50,6 @@ def test_efficiency_reports_each_schedule_against_the_sustained_rate_and_where_t
         assert row["critical_plan_s"] == round(critical, 2) and row["limit_tok_s"] == pytest.approx(limit, rel=0.01)
         assert row["limit_ratio"] == pytest.approx(row["generate_tok_s"] / row["limit_tok_s"], rel=0.01)
         assert 0 < row["first_section_s"] < row["generate_seconds"] and row["drain_s"] >= 0
-        assert 0 <= row["retry_tail_s"] <= row["drain_s"]
     barrier = record["rows"][2]
     assert barrier["first_section_s"] >= barrier["plan_seconds"] * 0.9, "the barrier writes once planning ends"
     assert all(row["cpu"]["client"] > 0 and row["cpu"]["backends"] for row in record["rows"])

@@ -14,10 +14,9 @@ section waits for (the book, its first part, that part's first chapter: `first_c
 before the jobs); for the barrier it is the whole plan, which runs alone in that job anyway (its own plan
 seconds). `limit_tok_s` = tokens ÷ (that planning + tokens ÷ sustained), and `limit_ratio` = the job's tok/s
 ÷ its limit: a shortfall against the limit is the client's or the schedule's loss, not planning's nature.
-Each row also shows the time to the first section sent, the drain (the last section sent to the last
-answer, while the fleet empties) and the retry tail (every section's first answers in to the last answer: what
-off-point retries, asked one after another behind their first answers, added to the end), from the job's
-stats.json.
+Each row also shows the time to the first section sent and the drain (the last section sent to the last
+answer, while the fleet empties), from the job's stats.json. The jobs ask one candidate a section and no
+off-point retry (`seed_job`), so no retry tail (stats.json's `retry_tail_s`) lengthens them.
 
 Against a book's own workload (`workload_efficiency`): a finished run folder's requests (requests.jsonl:
 every planning and section request as it was sent) replayed all at once on the same fleet, paced only by
@@ -63,7 +62,6 @@ class JobRow(BaseModel):
     limit_ratio: float  # generate_tok_s ÷ limit_tok_s
     first_section_s: float | None = None  # first request to first section sent
     drain_s: float | None = None  # last section sent to last answer
-    retry_tail_s: float | None = None  # every section's first answers in to the last answer (off-point retries)
     cpu: CpuUse | None = None  # the whole book() call: plan, write, then assembly and typesetting
 
 
@@ -156,7 +154,6 @@ async def job_row(
         limit_ratio=round(stats.generate_tok_s / limit, 3) if limit > 0 else 0.0,
         first_section_s=stats.first_section_s,
         drain_s=stats.drain_s,
-        retry_tail_s=stats.retry_tail_s,
         cpu=cpu,
     )
 
@@ -193,23 +190,21 @@ def efficiency_markdown(record: EfficiencyRecord) -> str:
         f"{record.duration_s:.0f} s in all.",
         "",
         "| schedule | sections | plan s | write s | plan + write s | plan + write tok/s | ÷ sustained "
-        "| write tok/s | ÷ sustained | limit tok/s | ÷ limit | first section s | drain s | retry tail s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| write tok/s | ÷ sustained | limit tok/s | ÷ limit | first section s | drain s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in record.rows:
         lines.append(
             f"| {row.schedule} | {row.sections:,} | {row.plan_seconds:.2f} | {row.write_seconds:.2f} | "
             f"{row.generate_seconds:.2f} | {row.generate_tok_s:,.1f} | {row.whole_ratio:.3f} | "
             f"{row.write_tok_s:,.1f} | {row.write_ratio:.3f} | {row.limit_tok_s:,.1f} | {row.limit_ratio:.3f} | "
-            f"{seconds_cell(row.first_section_s)} | {seconds_cell(row.drain_s)} | {seconds_cell(row.retry_tail_s)} |"
+            f"{seconds_cell(row.first_section_s)} | {seconds_cell(row.drain_s)} |"
         )
     lines += [
         "",
         f"Limit: tokens ÷ (the planning a schedule cannot write without, alone on the idle fleet, + tokens at the "
         f"sustained rate). Pipelined and streamed wait for the chain book → first part → its first chapter: "
-        f"{record.first_chain_s:.2f} s planned alone; the barrier for its whole plan (its own plan s). "
-        "Retry tail: from the moment every section had its first answers to the last answer, the seconds that "
-        "off-point retries, each asked only once its first answer was scored, added to the job's end.",
+        f"{record.first_chain_s:.2f} s planned alone; the barrier for its whole plan (its own plan s).",
     ]
     return "\n".join(lines) + "\n" + cpu_markdown(record)
 

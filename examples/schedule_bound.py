@@ -19,20 +19,16 @@ import argparse
 import json
 from pathlib import Path
 
-from pipeline.bench.studies.fleetsim import StepLaw, makespan
+from pipeline.bench.studies.fleetsim import StepLaw, first_section_sends, makespan
 from pipeline.book.requestlog import REQUEST_LOG
 
 FACTORS = (1.0, 0.75, 0.5, 0.25, 0.1)
 
 
-def section_sends(run_dir: Path) -> tuple[list[float], list[int], float]:
-    """Each section's first request: its send time from the job's first request and its answer's tokens; and
-    the run's own time, first request to last answer."""
-    rows = [json.loads(line) for line in (run_dir / REQUEST_LOG).read_text().splitlines() if line.strip()]
-    start = min(row["t_asked"] for row in rows)
-    firsts = [row for row in rows if row["kind"] == "section" and "#" not in row["tag"]]
-    own = max(row["t_done"] for row in rows) - start
-    return [row["t_asked"] - start for row in firsts], [row["completion_tokens"] or 0 for row in firsts], own
+def own_seconds(request_log: Path) -> float:
+    """The run's own time: its first request to its last answer."""
+    rows = [json.loads(line) for line in request_log.read_text().splitlines() if line.strip()]
+    return max(row["t_done"] for row in rows) - min(row["t_asked"] for row in rows)
 
 
 def main() -> None:
@@ -44,7 +40,8 @@ def main() -> None:
     args = parser.parse_args()
     cap, engines = (int(n) for n in args.caps.split("x"))
     law = StepLaw(a_s=args.a_ms / 1000, b_s=args.b_ms / 1000)
-    sends, tokens, own = section_sends(args.run_dir)
+    sends, tokens = first_section_sends(args.run_dir / REQUEST_LOG)
+    own = own_seconds(args.run_dir / REQUEST_LOG)
     ideal = sum(tokens) / (engines * law.sustained(cap))
     print(f"{len(sends)} sections, {sum(tokens):,} tokens; the last sent at {max(sends):.2f} s")
     print(f"the run: {own:.2f} s (whole ÷ ideal {ideal / own:.3f}); ideal at the sustained rate: {ideal:.2f} s")

@@ -40,6 +40,10 @@ def test_efficiency_reports_each_schedule_against_the_sustained_rate_and_where_t
     assert record["caps"] == [16, 16] and record["sustained_tok_s"] > 0
     assert [row["schedule"] for row in record["rows"]] == ["pipelined", "streamed", "barrier"]
     assert record["first_chain_s"] > 0
+    # two ladder levels (2 and 16 streams a backend) fit the FAKE engines' law, 5 + 0.2 × streams ms
+    assert record["step_law_a_ms"] == pytest.approx(5, rel=0.5) and record["step_law_b_ms"] == pytest.approx(
+        0.2, rel=0.5
+    )
     for row in record["rows"]:
         assert row["sections"] == 16 and row["tokens"] == 16 * 24
         assert row["whole_ratio"] == round(row["generate_tok_s"] / record["sustained_tok_s"], 3)
@@ -50,6 +54,10 @@ def test_efficiency_reports_each_schedule_against_the_sustained_rate_and_where_t
         assert row["critical_plan_s"] == round(critical, 2) and row["limit_tok_s"] == pytest.approx(limit, rel=0.01)
         assert row["limit_ratio"] == pytest.approx(row["generate_tok_s"] / row["limit_tok_s"], rel=0.01)
         assert 0 < row["first_section_s"] < row["generate_seconds"] and row["drain_s"] >= 0
+        # what its sends allow: its sections on the fitted step law, each sent when the job sent it
+        assert 0 < row["sends_bound_s"] and row["sends_ratio"] == pytest.approx(
+            row["sends_bound_s"] / row["generate_seconds"], abs=0.01
+        )
     barrier = record["rows"][2]
     assert barrier["first_section_s"] >= barrier["plan_seconds"] * 0.9, "the barrier writes once planning ends"
     assert all(row["cpu"]["client"] > 0 and row["cpu"]["backends"] for row in record["rows"])

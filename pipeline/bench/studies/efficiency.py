@@ -14,6 +14,12 @@ section waits for (the book, its first part, that part's first chapter: `first_c
 before the jobs); for the barrier it is the whole plan, which runs alone in that job anyway (its own plan
 seconds). `limit_tok_s` = tokens ÷ (that planning + tokens ÷ sustained), and `limit_ratio` = the job's tok/s
 ÷ its limit: a shortfall against the limit is the client's or the schedule's loss, not planning's nature.
+Each schedule also gets what its own sends allow: the ladder runs a second level (an eighth of the cap a
+backend) so that a step law a + b·n ms is fitted, and the job's sections, each sent when the job sent it, are
+simulated on engines that keep it (pipeline/bench/studies/fleetsim.py): `sends_bound_s` is when the last one
+would end, and `sends_ratio` that over the job's own time. Near 1, the sends (when planning let each section
+go) set the job's length, not the client; well below 1, the client or the engines lost time the sends allowed.
+
 Each row also shows the time to the first section sent and the drain (the last section sent to the last
 answer, while the fleet empties), from the job's stats.json. The jobs ask one candidate a section and no
 off-point retry (`seed_job`), so no retry tail (stats.json's `retry_tail_s`) lengthens them.
@@ -31,10 +37,12 @@ from __future__ import annotations
 import json
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel
 
+from pipeline.bench.studies.fleetsim import StepLaw, first_section_sends, makespan
 from pipeline.bench.studies.ladder import bench
 from pipeline.book.requestlog import REQUEST_LOG
 from pipeline.book.run import RunOptions, book, first_chain_seconds
@@ -62,6 +70,8 @@ class JobRow(BaseModel):
     limit_ratio: float  # generate_tok_s ÷ limit_tok_s
     first_section_s: float | None = None  # first request to first section sent
     drain_s: float | None = None  # last section sent to last answer
+    sends_bound_s: float | None = None  # the last section's end on the fitted step law, each sent when the job sent it
+    sends_ratio: float | None = None  # sends_bound_s ÷ generate_seconds: the share of what its sends allow
     cpu: CpuUse | None = None  # the whole book() call: plan, write, then assembly and typesetting
 
 
@@ -71,10 +81,12 @@ class EfficiencyRecord(BaseModel):
     sustained_tok_s: float
     sustained_source: str
     window_s: float
+    step_law_a_ms: float | None = None  # the ladder's fit: step_ms = a + b × streams a backend (None: no fit)
+    step_law_b_ms: float | None = None
     first_chain_s: float  # the book, its first part and that part's first chapter, planned alone on the idle fleet
     rows: list[JobRow]
     duration_s: float
-    ladder_cpu: CpuUse | None = None  # the ladder's window at the caps, with its warm-up
+    ladder_cpu: CpuUse | None = None  # the ladder's two windows (an eighth of the caps, the caps), with warm-ups
 
 
 def caps_of(settings: Settings) -> list[int]:
@@ -87,18 +99,32 @@ def cpu_meter(settings: Settings) -> CpuMeter:
     return CpuMeter({backend.name: backend.base_url for backend in settings.backends})
 
 
-async def sustained_at_caps(settings: Settings, max_tokens: int, window_s: float) -> tuple[float, str]:
+LOW_LEVEL_SHARE = 8  # the ladder's second level, for the step law's fit: this share of the cap a backend
+
+
+@dataclass(frozen=True)
+class FleetAtCaps:
+    sustained: float
+    source: str
+    law: StepLaw | None  # the fitted step law; None when the fit is not a rising line
+
+
+async def fleet_at_caps(settings: Settings, max_tokens: int, window_s: float) -> FleetAtCaps:
+    """The sustained rate at the caps, and the step law fitted through it and a level of an eighth of them."""
     caps = caps_of(settings)
     if len(set(caps)) != 1:
         raise ValueError("the efficiency benchmark needs one cap for every backend")
     # The cap is the load the book job puts on each backend, so the ladder is measured at exactly that
     # many streams; for engines that cannot report their slots, the cap stands in for them.
+    levels = sorted({max(1, caps[0] // LOW_LEVEL_SHARE), caps[0]})
     spec = BenchSpec(
-        streams=[caps[0]], window_s=window_s, max_tokens=max_tokens, label="at caps", engine_slots={"*": caps[0]}
+        streams=levels, window_s=window_s, max_tokens=max_tokens, label="at caps", engine_slots={"*": caps[0]}
     )
-    record = await bench(settings, spec)
-    point = record.series[0].levels[0].total
-    return point.sustained, point.sustained_source
+    series = (await bench(settings, spec)).series[0]
+    point = next(level.total for level in series.levels if level.streams == caps[0])
+    fit = series.fit
+    law = StepLaw(a_s=fit.a_ms / 1000, b_s=fit.b_ms / 1000) if fit and fit.a_ms > 0 and fit.b_ms >= 0 else None
+    return FleetAtCaps(point.sustained, point.sustained_source, law)
 
 
 SCHEDULES = (PlanSchedule.PIPELINED, PlanSchedule.STREAMED, PlanSchedule.BARRIER)
@@ -124,7 +150,7 @@ def limit_tok_s(tokens: int, planning_s: float, sustained: float) -> float:
 
 
 async def job_row(
-    settings: Settings, spec: BookSpec, *, schedule: PlanSchedule, sustained: float, chain_s: float
+    settings: Settings, spec: BookSpec, *, schedule: PlanSchedule, fleet: FleetAtCaps, chain_s: float
 ) -> JobRow:
     settings = seed_job(settings)
     meter = cpu_meter(settings)
@@ -135,7 +161,10 @@ async def job_row(
         before = meter.snapshot()
         outcome = await book(settings, spec, Path(folder) / "run", None, BookListener(), options=options)
         cpu = cpu_use(before, meter.snapshot())
+        sends, tokens = first_section_sends(Path(folder) / "run" / REQUEST_LOG)
     stats = outcome.stats
+    sustained = fleet.sustained
+    bound = makespan(sends, tokens, caps=caps_of(settings), law=fleet.law) if fleet.law and sends else None
     critical = stats.plan_seconds if schedule is PlanSchedule.BARRIER else chain_s
     limit = limit_tok_s(stats.tokens_written, critical, sustained)
     return JobRow(
@@ -154,6 +183,8 @@ async def job_row(
         limit_ratio=round(stats.generate_tok_s / limit, 3) if limit > 0 else 0.0,
         first_section_s=stats.first_section_s,
         drain_s=stats.drain_s,
+        sends_bound_s=None if bound is None else round(bound, 2),
+        sends_ratio=round(bound / stats.generate_seconds, 3) if bound and stats.generate_seconds > 0 else None,
         cpu=cpu,
     )
 
@@ -162,18 +193,18 @@ async def job_efficiency(settings: Settings, spec: BookSpec, window_s: float) ->
     started = time.monotonic()
     meter = cpu_meter(settings)
     before = meter.snapshot()
-    sustained, source = await sustained_at_caps(settings, spec.max_tokens, window_s)
+    fleet = await fleet_at_caps(settings, spec.max_tokens, window_s)
     ladder_cpu = cpu_use(before, meter.snapshot())
     chain_s = await chain_seconds(settings, spec)
-    rows = [
-        await job_row(settings, spec, schedule=schedule, sustained=sustained, chain_s=chain_s) for schedule in SCHEDULES
-    ]
+    rows = [await job_row(settings, spec, schedule=schedule, fleet=fleet, chain_s=chain_s) for schedule in SCHEDULES]
     return EfficiencyRecord(
         shape=spec.shape,
         caps=caps_of(settings),
-        sustained_tok_s=round(sustained, 1),
-        sustained_source=source,
+        sustained_tok_s=round(fleet.sustained, 1),
+        sustained_source=fleet.source,
         window_s=window_s,
+        step_law_a_ms=None if fleet.law is None else round(fleet.law.a_s * 1000, 3),
+        step_law_b_ms=None if fleet.law is None else round(fleet.law.b_s * 1000, 4),
         first_chain_s=round(chain_s, 2),
         rows=rows,
         duration_s=round(time.monotonic() - started, 1),
@@ -190,14 +221,15 @@ def efficiency_markdown(record: EfficiencyRecord) -> str:
         f"{record.duration_s:.0f} s in all.",
         "",
         "| schedule | sections | plan s | write s | plan + write s | plan + write tok/s | ÷ sustained "
-        "| write tok/s | ÷ sustained | limit tok/s | ÷ limit | first section s | drain s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| write tok/s | ÷ sustained | limit tok/s | ÷ limit | sends allow s | ÷ sends | first section s | drain s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in record.rows:
         lines.append(
             f"| {row.schedule} | {row.sections:,} | {row.plan_seconds:.2f} | {row.write_seconds:.2f} | "
             f"{row.generate_seconds:.2f} | {row.generate_tok_s:,.1f} | {row.whole_ratio:.3f} | "
             f"{row.write_tok_s:,.1f} | {row.write_ratio:.3f} | {row.limit_tok_s:,.1f} | {row.limit_ratio:.3f} | "
+            f"{seconds_cell(row.sends_bound_s)} | {ratio_cell(row.sends_ratio)} | "
             f"{seconds_cell(row.first_section_s)} | {seconds_cell(row.drain_s)} |"
         )
     lines += [
@@ -205,8 +237,22 @@ def efficiency_markdown(record: EfficiencyRecord) -> str:
         f"Limit: tokens ÷ (the planning a schedule cannot write without, alone on the idle fleet, + tokens at the "
         f"sustained rate). Pipelined and streamed wait for the chain book → first part → its first chapter: "
         f"{record.first_chain_s:.2f} s planned alone; the barrier for its whole plan (its own plan s).",
+        "",
+        f"Sends allow: when the last section would end on engines keeping the ladder's step law "
+        f"({law_text(record)}), each sent when the job sent it (pipeline/bench/studies/fleetsim.py); ÷ sends is "
+        "that over the job's own time: near 1, the schedule's sends set the job's length, not the client.",
     ]
     return "\n".join(lines) + "\n" + cpu_markdown(record)
+
+
+def law_text(record: EfficiencyRecord) -> str:
+    if record.step_law_a_ms is None or record.step_law_b_ms is None:
+        return "none fitted: the two levels gave no rising line"
+    return f"step ms = {record.step_law_a_ms:.2f} + {record.step_law_b_ms:.4f} × streams a backend"
+
+
+def ratio_cell(ratio: float | None) -> str:
+    return "–" if ratio is None else f"{ratio:.3f}"
 
 
 def seconds_cell(seconds: float | None) -> str:

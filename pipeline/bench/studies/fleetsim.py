@@ -12,9 +12,11 @@ its sends allowed; with the sends moved earlier (planning made faster) it says w
 
 from __future__ import annotations
 
+import json
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -98,3 +100,15 @@ def _admit(engines: list[_Engine], waiting: deque[int]) -> None:
             return
         engine = min(free, key=lambda e: e.load)
         (engine.joining if engine.step_end is not None else engine.running).append(waiting.popleft())
+
+
+def first_section_sends(request_log: Path) -> tuple[list[float], list[int]]:
+    """Each section's first request in a book's request log (pipeline/book/requestlog.py): when it was sent,
+    in seconds from the log's first request, and its answer's tokens. Off-point retries (tagged '#n') are left
+    out: they are sent when their first answer is scored, which a simulation moves."""
+    rows = [json.loads(line) for line in request_log.read_text().splitlines() if line.strip()]
+    if not rows:
+        return [], []
+    start = min(row["t_asked"] for row in rows)
+    firsts = [row for row in rows if row["kind"] == "section" and "#" not in row["tag"]]
+    return [row["t_asked"] - start for row in firsts], [row["completion_tokens"] or 0 for row in firsts]

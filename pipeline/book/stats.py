@@ -47,7 +47,7 @@ class JobTally:
     cpu: CpuUse | None = None  # from the fleet's opening to the last answer (pipeline/cpu.py)
     first_section_s: float | None = None  # the job's first request to its first section sent (the critical path)
     drain_s: float | None = None  # the last section sent to the last answer (the tail, the fleet emptying)
-    retry_tail_s: float | None = None  # every section's first answers in to the last answer (off-point retries)
+    retry_tail_s: float | None = None  # every section's first answers in to the last off-point retry's answer
 
 
 def book_stats(
@@ -156,7 +156,7 @@ def stats_table(stats: BookStats) -> Table:
             "first section sent / drain s (first request to it; last section sent to last answer)",
             f"{seconds_or_dash(stats.first_section_s)} / {seconds_or_dash(stats.drain_s)}",
         ),
-        ("retry tail s (every section's first answers in to the last answer)", seconds_or_dash(stats.retry_tail_s)),
+        ("retry tail s (all first answers in to the last retry's answer)", seconds_or_dash(stats.retry_tail_s)),
         ("average plan + write tok/s", f"{stats.generate_tok_s:,.1f}"),
         ("whole job s (with engine start and typesetting)", f"{stats.job_seconds:.2f}"),
         ("words", f"{stats.words:,}"),

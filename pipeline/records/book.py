@@ -61,7 +61,7 @@ class BookStats(BaseModel):
     generate_tok_s: float = 0.0
     first_section_s: float | None = None  # first request to first section sent (None: no section written this run)
     drain_s: float | None = None  # last section sent to last answer: the tail, while the fleet empties
-    retry_tail_s: float | None = None  # every section's first answers in to the last answer: off-point retries last
+    retry_tail_s: float | None = None  # every section's first answers in to the last off-point retry's answer
     words: int
     pages_at_300_words: float
     request_errors: int

@@ -108,10 +108,15 @@ class WallClock:
 
 
 def finished(section: Section, completion: Completion, wall: WallClock) -> SectionResult:
-    """The journaled result: the opening tidied, a Markdown fence around the whole answer taken off, headings
-    inside the body taken out, and an answer cut at the cap ending on its last full sentence; when that changed
-    the text, the raw answer is kept beside it."""
-    opened, headings = without_headings(unfenced(tidy_opening(completion.text)))
+    """The journaled result: the opening tidied, a fence around the whole answer taken off (and the opening
+    inside it tidied in turn, once its headings are out), headings inside the body taken out, and an answer
+    cut at the cap ending on its last full sentence; when that changed the text, the raw answer is kept beside
+    it."""
+    tidied = tidy_opening(completion.text)
+    inside = unfenced(tidied)
+    opened, headings = without_headings(inside)
+    if inside != tidied:
+        opened = tidy_opening(opened)
     text = tidy_closing(end_well(opened, capped=completion.finish_reason == "length"))
     raw = completion.text if text != completion.text else None
     return SectionResult(

@@ -331,6 +331,17 @@ def test_a_fenced_answers_headings_are_taken_out_once_it_is_unwrapped():
     assert result.text == "Flour, water and salt." and result.headings_removed == 2
 
 
+def test_the_opening_inside_a_fence_is_tidied_as_an_answers_opening_is():
+    # the demo's 2.3: chatter, a bare fence, a heading, then the section's title echoed before the prose
+    fenced = (
+        "Here's a sample of your text in Markdown format using the markdown divider:\n```\n# The Sourdough\n"
+        "Making the Slippery Sourdough\n" + PROSE + "\n```"
+    )
+    section = Section(id="p01.c02.s03", title="Making the Slippery Sourdough")
+    result = finished(section, completion(fenced, "stop"), WallClock())
+    assert result.text == PROSE and result.headings_removed == 1
+
+
 @pytest.mark.parametrize(
     "text, tidied",
     [

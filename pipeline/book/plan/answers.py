@@ -90,9 +90,21 @@ def item_lines(text: str) -> list[PlanItem]:
     return [parse_item(match.group(1)) for line in text.splitlines() if (match := ITEM_LINE.match(line))]
 
 
+def titled(items: list[PlanItem]) -> list[PlanItem]:
+    """The items with a title of two characters or more."""
+    return [item for item in items if len(item.title) >= 2]
+
+
 def parse_items(text: str) -> list[PlanItem]:
     """Every numbered (or bulleted) `Heading: sentence` line of a whole answer; failing that, JSON."""
-    return [item for item in item_lines(text) or json_items(text) if len(item.title) >= 2]
+    return titled(item_lines(text) or json_items(text))
+
+
+def interleaved(answers: list[list[PlanItem]]) -> list[PlanItem]:
+    """The samples' lines pooled in turn: every sample's first, then every second ..., so the lines a model
+    gives first, its surest, come first."""
+    longest = max((len(items) for items in answers), default=0)
+    return [items[at] for at in range(longest) for items in answers if at < len(items)]
 
 
 def parse_book_title(text: str) -> str:
@@ -134,7 +146,7 @@ class StreamingSamples:
         if "\n" not in text:
             return False
         complete = self.texts[sample].rsplit("\n", 1)[0]
-        self.items[sample] = [item for item in item_lines(complete) if len(item.title) >= 2]
+        self.items[sample] = titled(item_lines(complete))
         return True
 
     def restart(self, sample: int | None = None) -> None:
@@ -147,6 +159,5 @@ class StreamingSamples:
         return min((len(items) for items in self.items), default=0)
 
     def pool(self) -> list[PlanItem]:
-        """The complete lines so far, every sample's first, then every second ..., as the whole pool is read."""
-        longest = max((len(items) for items in self.items), default=0)
-        return [items[at] for at in range(longest) for items in self.items if at < len(items)]
+        """The complete lines so far, pooled as the whole answers are (interleaved)."""
+        return interleaved(self.items)

@@ -26,7 +26,7 @@ from pipeline.backends.engines import honours_choices
 from pipeline.backends.pool import BackendPool, RequestFailed
 from pipeline.backends.sse import EveryChoice, OnDelta
 from pipeline.book.later import asked_until_answered
-from pipeline.book.plan.answers import PlanItem, StreamingSamples, parse_book_title, parse_items
+from pipeline.book.plan.answers import PlanItem, StreamingSamples, interleaved, parse_book_title, parse_items
 from pipeline.book.plan.checks import TitleChecks, example_words, rare_example_words
 from pipeline.book.plan.choose import Choice, choose, take_early, take_held
 from pipeline.book.plan.coverage import Coverage
@@ -137,8 +137,7 @@ class NodeAsker:
         texts = await self._samples(request, ask.node_id, choices_for(ask.level), early)
         if ask.with_title and not self.book_title:
             self.book_title = self._best_book_title([parse_book_title(text) for text in texts])
-        answers = [parse_items(text)[:lines] for text in texts]
-        return [answer[at] for at in range(lines) for answer in answers if at < len(answer)]
+        return interleaved([parse_items(text)[:lines] for text in texts])
 
     async def _samples(
         self, request: ChatRequest, node_id: str, choices: int, early: _Early | None = None

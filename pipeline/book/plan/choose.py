@@ -122,11 +122,12 @@ def take_early(pool: list[PlanItem], choice: Choice, *, checks: TitleChecks, cop
     if not lines or choice.missing() <= 0:
         return False
     to_request, fit = checks.subject_fit(lines, ask.parent_unit)
-    best = int(np.argmax(mmr(lines, fit, choice, checks)))
+    scores = mmr(lines, fit, choice, checks)
+    best = int(np.argmax(scores))
     item = lines[best]
-    if float(to_request[best]) < PLAN_FLOOR or checks.faults(item, ask, choice.chosen, list(choice.units.values())):
+    if held_back(item, float(scores[best]), choice, checks=checks, request_fit=float(to_request[best])):
         return False
-    if choice.coverage.refusal(item, choice.missing()) is not None or checks.claim(ask.level, item) is not None:
+    if checks.claim(ask.level, item) is not None:
         return False
     choice.take(item)
     return True
@@ -142,22 +143,27 @@ def mmr(lines: list[PlanItem], fit: np.ndarray, choice: Choice, checks: TitleChe
     return scores
 
 
+def held_back(item: PlanItem, score: float, choice: Choice, *, checks: TitleChecks, request_fit: float) -> Held | None:
+    """Why the line may not be taken now, as the Held it would be: a fault, off the subject (its fit to the
+    request under PLAN_FLOOR), or leaving out what a last slot owes; None when it may be taken."""
+    faults = checks.faults(item, choice.ask, choice.chosen, list(choice.units.values()))
+    if faults:
+        return Held(item, score, faults[0])
+    if request_fit < PLAN_FLOOR:
+        return Held(item, score, OFF_SUBJECT, off_request=True, fit=request_fit)
+    if (leaves := choice.coverage.refusal(item, choice.missing())) is not None:
+        return Held(item, score, leaves or "", owed=True)
+    return None
+
+
 def consider(
     item: PlanItem, score: float, choice: Choice, *, checks: TitleChecks, stats: PlanStats, request_fit: float
 ) -> None:
-    """Take the line, or hold it back with why: a fault, off the subject, or leaving out what a last slot owes."""
+    """Take the line, or hold it back with why (held_back)."""
     ask = choice.ask
-    faults = checks.faults(item, ask, choice.chosen, list(choice.units.values()))
-    if not faults and request_fit < PLAN_FLOOR:
-        choice.held.append(Held(item, score, OFF_SUBJECT, off_request=True, fit=request_fit))
-        stats.passed_over[OFF_SUBJECT] += 1
-        return
-    owed = not faults and (leaves := choice.coverage.refusal(item, choice.missing())) is not None
-    if owed:
-        faults = [leaves or ""]
-    if faults:
-        choice.held.append(Held(item, score, faults[0], owed=owed))
-        stats.passed_over[faults[0].split(' "')[0].split(":")[0]] += 1
+    if held := held_back(item, score, choice, checks=checks, request_fit=request_fit):
+        choice.held.append(held)
+        stats.passed_over[held.why.split(' "')[0].split(":")[0]] += 1
         return
     if reason := checks.claim(ask.level, item):
         stats.refused.append((ask.node_id, item.title, reason))

@@ -28,25 +28,33 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
+from pipeline.audit.framing import PEOPLE, BookKind, frame, names_people, unframed_kind
 from pipeline.titles import content_words, stem, title_words
 
 SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 OPENING = re.compile(
-    r"^(?:please\s+)?(?:(?:we|i)\s+(?:need|want|would\s+like)(?=\s+an?\s)|(?:write|create|make|produce|draft|"
+    r"^(?:(?:could|can|would|will)\s+you\s+)?(?:please\s+)?"
+    r"(?:(?:we|i)\s+(?:need|want|would\s+like)(?=\s+an?\s)|(?:we|i)'d\s+like(?=\s+an?\s)|"
+    r"(?:write|create|make|produce|draft|"
     r"give|prepare|compose|explain|teach|tell|show|describe|plan|build)(?:\s+(?:me|us))?)\s+",
     re.I,
 )
 FORM = re.compile(
     r"^(?:an?\s+|the\s+)?(?:(?:short|brief|small|little|concise|complete|practical|comprehensive|simple|"
     r"friendly|illustrated|thorough|detailed|quick|gentle|beginner'?s'?|beginners'?|basic|hands-on|"
-    r"step-by-step|new|full|modern)\s+)*(?:[\w'-]+\s+){0,2}?"
+    r"step-by-step|new|full|modern|plain-english|plain\s+english)\s+)*(?:[\w'-]+\s+){0,2}?"
     r"(?:handbook|guide|book|manual|primer|introduction|course|tutorial|overview|reference|textbook|"
-    r"guidebook|booklet|report|essay|survey|history|account|story|explanation|treatise|cookbook|field guide)"
-    r"(?:\s+(?:on|about|to|of|for|covering|explaining))?\s+",
+    r"guidebook|booklet|report|essay|survey|account|explanation|explainer|treatise|cookbook|field guide)"
+    r"(?:\s+(?:on|about|to|of|for|covering|explaining|telling|showing|describing|that\s+explains|"
+    r"answering(?:\s+this)?\s*:?))?\s+",
     re.I,
 )
+# After the book's form, a clause about the book before its subject: 'a handbook we can give them on their first day
+# about working safely'
+BOOK_CLAUSE = re.compile(r"^(?:that\s+|which\s+)?(?:we|i|you|they)\b(?:[^,;:.]*\sabout|[^,;:.]*?\son)\s+(?=\S)", re.I)
 AUDIENCE = re.compile(
     r"^(?:for|aimed at)\s+(?:\w+\s+){0,3}(?:readers?|beginners?|people|students?|children|kids|adults?|"
     r"newcomers?|novices?|experts?|audiences?|engineers?|developers?|cooks?|makers?|parents?|anyone|everyone|"
@@ -58,7 +66,7 @@ STYLE_WORDS = frozenset(
     """practical practically short brief simple clear concise friendly readable examples example illustrated
     concrete detailed thorough hands-on step-by-step fun engaging plain english plainly accessible diagrams
     pictures photos photographs illustrations exercises quizzes chapters chapter sections section pages page
-    words kind warm tone lively informal formal complete comprehensive""".split()
+    words kind warm tone lively informal formal complete comprehensive step steps""".split()
 )
 # Words that frame a request and never carry what it is about: who asks, the verbs of asking, the book's form.
 FRAME_WORDS = frozenset(
@@ -84,13 +92,6 @@ COORDINATORS = frozenset("and or & but plus".split())
 DETERMINERS = frozenset(
     """a an the its their your our his her some any each every all many more most much several few one two three
     four five six seven eight nine ten other another own both either neither""".split()
-)
-PEOPLE = re.compile(
-    r"(?:ers|ors|ists|ians|ants|ents|ees|people|children|kids|adults?|staff|crews?|teams?|famil(?:y|ies)|"
-    r"parents?|students?|teens?|beginners?|newcomers?|novices?|everyone|anyone|owners?|nurses?|doctors?|"
-    r"clinicians?|volunteers?|landlords?|docents?|officers?|interns?|apprentices?|engineer|manager|teacher|"
-    r"worker|reader|learner|user|developer|carer|leader|member|player|writer|designer)$",
-    re.I,
 )
 # How much the book covers, not a thing it must cover: "Every topic", "all aspects", "everything".
 SCOPE = re.compile(
@@ -119,7 +120,8 @@ CALENDAR = frozenset(
 )
 PARTICIPLE = re.compile(r"^[a-z]{3,}(?<!e)ed$", re.I)
 ADVERB = re.compile(r"^[a-z]{3,}ly$", re.I)
-SUBJECT_KEEPS = frozenset({"with", "in", "on", "at"})  # 'woodworking with hand tools', 'a balcony in winter'
+SUBJECT_KEEPS = frozenset({"with", "in", "on", "at", "from", "across"})  # 'woodworking with hand tools', 'a balcony in
+# winter', 'sea bass fishing from the shore', 'a remote team across time zones'
 TOKEN = re.compile(r"[\w][\w'’-]*|[^\w\s]")
 EDGE = " \t\"'“”‘’()[]-–—:;,."
 LEADING = re.compile(r"^(?:of|and|or)\s+", re.I)
@@ -146,9 +148,20 @@ BRIEF_SENTENCES = 3  # a request of this many sentences or more is a brief: its 
 # A sentence after the first that tells of the asker, not of the book ('Our members keep the pond.').
 OWN_CONTEXT = re.compile(r"^(?:i|we|my|our|us)\b", re.I)
 # What a sentence says the book is for, not what it holds: 'so that we know what to expect', 'so keep it plain'.
-PURPOSE = re.compile(r"(?:,\s*|\s+)so(?:\s+that\b|\s*,|\s+(?=(?:we|they|you|i|it|he|she|keep|make)\b)).*$", re.I | re.S)
+PURPOSE = re.compile(
+    r"(?:,\s*|\s+)so(?:\s+that\b|\s*,|\s+(?=(?:we|they|you|i|it|he|she|keep|make)\b)"
+    r"|\s+(?=\w+\s+(?:know|knows|can|will|feel|understand|don't)\b)).*$",
+    re.I | re.S,
+)
 # After the book's form in a later sentence, a clause about the book itself: 'a handbook that we can give ...'.
 ABOUT_THE_BOOK = re.compile(r"^(?:that|which|we|i|you|they)\b", re.I)
+# A sentence that says how the book is written ('Keep it short', 'It should be warm in tone and short enough to read
+# on a bus'): it names no concern.
+STYLE_SENTENCE = re.compile(
+    r"^(?:please\s+)?(?:keep|make|write)\s+(?:it|the\s+book|them)\b|^(?:it|the\s+(?:book|handbook|guide)|this)\s+"
+    r"(?:should|must|needs?\s+to|ought\s+to)\s+(?:be|read|feel|sound)\b",
+    re.I,
+)
 READERS = frozenset({"reader", "readers", "audience", "audiences", "learner", "learners"})
 AskKind = Literal["subject", "audience", "concern"]
 
@@ -169,24 +182,22 @@ def is_style(phrase: str) -> bool:
     return not words or all(word in STYLE_WORDS or word in ("a", "an", "and", "with", "of", "many") for word in words)
 
 
-def names_people(phrase: str) -> bool:
-    """'first-time warehouse shift supervisors', 'a family with young children': who a book is for."""
-    words = phrase.split()
-    return bool(words) and PEOPLE.search(words[-1]) is not None
-
-
 def is_audience(phrase: str, lead: str) -> bool:
     """People the book is for: named after 'for' ('for night-shift nurses'), or as its readers."""
     last = phrase.split()[-1].lower() if phrase.split() else ""
     return (lead == "for" and names_people(phrase)) or last in READERS or phrase.split()[0].lower() in READERS
 
 
-def subject_of(sentence: str) -> tuple[str, bool]:
-    """What follows the opening verb and the book's form ('Write a short handbook on'), and whether there
-    was such an opening: the sentence's subject is its first phrase."""
+def subject_of(sentence: str) -> tuple[str, bool, str]:
+    """What follows the opening verb and the book's form ('Write a short handbook on'), whether there was such
+    an opening, and the preposition the form ended on ('for' in 'a guide for nurses')."""
     stripped = OPENING.sub("", sentence.strip(), count=1)
-    text = FORM.sub("", stripped, count=1)
-    return text, text != sentence.strip()
+    form = FORM.match(stripped)
+    text = stripped[form.end() :] if form else stripped
+    lead = form.group(0).split()[-1].lower() if form else ""
+    if form and (about_book := BOOK_CLAUSE.match(text)):
+        text, lead = text[about_book.end() :], "about"
+    return text, text != sentence.strip(), lead
 
 
 def request_style(request: str) -> list[str]:
@@ -219,10 +230,13 @@ class _Phrases:
             self.found.append((" ".join(self.current), self.lead))
         self.current, self.lead = [], next_lead
 
-    def coordinator(self, token: str, after: str) -> None:
+    def coordinator(self, token: str, after: str, then: str = "") -> None:
         word = token.lower()
         if len(self.current) == 1 and not self.listed and after not in DETERMINERS and word != "but":
             self.current.append(token)  # 'rise and fall of ...', 'users and permissions'
+            return
+        if self.keep and not self.found and not self.listed and after.isalpha() and not then[:1].isalnum():
+            self.current.append(token)  # a subject's 'in wind and rain'
             return
         self.close(self.lead)
         self.negated = self.negated and word != "but"
@@ -236,13 +250,13 @@ class _Phrases:
         else:
             self.close(word)
 
-    def word(self, token: str, after: str) -> None:
+    def word(self, token: str, after: str, then: str = "") -> None:
         word = token.lower()
         if word in NEGATIONS:
             self.close(word)
             self.negated = True
         elif word in COORDINATORS:
-            self.coordinator(token, after)
+            self.coordinator(token, after, then)
         elif word in PREPOSITIONS:
             self.preposition(token)
         elif word in STYLE_WORDS:
@@ -254,16 +268,18 @@ class _Phrases:
             self.current.append(token)
 
 
-def phrases(text: str, *, keep: frozenset[str] = frozenset()) -> list[tuple[str, str]]:
+def phrases(text: str, *, keep: frozenset[str] = frozenset(), listed: bool = False) -> list[tuple[str, str]]:
     """The content phrases of a stretch of a request, each with the word that led into it ('for', 'with',
     or '' after a break): cut at punctuation, frame words, prepositions (other than 'of' and those in
     `keep`), relative words, and 'and'/'or' (not between two bare words outside a list: 'rise and fall',
     'open and close the building'); a phrase after a negation is left out."""
     built = _Phrases(keep)
+    built.listed = listed  # part of a list cut at its commas: 'and' separates its items
     tokens = TOKEN.findall(text)
     for at, token in enumerate(tokens):
         if token[0].isalnum():
-            built.word(token, tokens[at + 1].lower() if at + 1 < len(tokens) else "")
+            after, then = (tokens[at + n].lower() if at + n < len(tokens) else "" for n in (1, 2))
+            built.word(token, after, then)
         else:
             built.listed = built.listed or token == ","
             built.close("")
@@ -303,7 +319,9 @@ def is_detail(phrase: str) -> bool:
     return len(phrase.split()) == 1 and (verb_like(phrase) or zipf(phrase) >= EVERYDAY_ZIPF)
 
 
-PARTICLES = frozenset("up out off a an the".split())  # left by a phrasal verb cut off ('set up the room')
+PARTICLES = frozenset("up out off a an the".split())
+TAIL_ADVERBS = frozenset("run often always sometimes usually also still never".split())  # 'Newcomers often'
+# left by a phrasal verb cut off ('set up the room')
 
 
 def without_leading_verbs(phrase: str) -> str:
@@ -312,7 +330,7 @@ def without_leading_verbs(phrase: str) -> str:
     words = phrase.split()
     while words and (words[0].lower() in COMMON_VERBS or words[0].lower() in PARTICLES):
         words = words[1:]
-    while len(words) > 1 and words[-1].lower() in COMMON_VERBS | {"run"}:
+    while len(words) > 1 and words[-1].lower() in COMMON_VERBS | TAIL_ADVERBS:
         words = words[:-1]
     return " ".join(words)
 
@@ -351,45 +369,397 @@ def enumerated(phrase: str) -> list[str]:
     return ([rest] if rest else []) + list(SEASONS)
 
 
-def read_request(request: str) -> list[Ask]:
-    """Every ask of the request, in its order, without repeats: its subject first (the first phrase after
-    the opening 'Write a handbook on', else the request's first phrase), then the audience and the concerns
-    its other words name. A request that opens with the asker's story ('I keep three hens in Leeds. Write me
-    a guide to keeping backyard chickens') takes its subject from the sentence that names the book; the
-    story's details (counts, days, places of one word, bare verbs: is_detail) are not asks, and the people
-    it names are the audience."""
-    asks: dict[str, Ask] = {}
+@dataclass(frozen=True)
+class Reading:
+    """A request as a person reads it: its subject as the request frames it, the kind of book that makes
+    (framing.py), who the book is for, and each concern it names (not the asker's details)."""
 
-    def add(text: str, kind: AskKind) -> None:
-        if len(text.split()) > MAX_ASK_WORDS:  # a subject run long: its parts, cut at every preposition
-            for part, _ in phrases(text):
-                add(part, kind)
-            return
+    subject: str
+    kind: BookKind
+    audience: tuple[str, ...] = ()
+    concerns: tuple[str, ...] = ()
+
+    @property
+    def asks(self) -> list[str]:
+        """What a plan must carry: the subject, then each concern."""
+        return ([self.subject] if self.subject else []) + list(self.concerns)
+
+
+def read_request(request: str) -> list[Ask]:
+    """Every ask of the request, in its order: its subject, who the book is for, then each concern (`read`)."""
+    reading = read(request)
+    asks = [Ask(reading.subject, "subject")] if reading.subject else []
+    return asks + [Ask(who, "audience") for who in reading.audience] + [Ask(c, "concern") for c in reading.concerns]
+
+
+@lru_cache(maxsize=256)
+def read(request: str) -> Reading:
+    """The request's subject, kind, audience and concerns. The subject is the first sentence's frame where it has
+    one ('the history of the bicycle', 'how new medicines are tested before they are approved', framing.py), else
+    the first phrase after the opening 'Write a handbook on' (or the request's first phrase). A request for people
+    and nothing else ('a handbook for new tower crane operators on building sites') is about their work: its
+    subject is who they are, without 'new' or 'volunteer'. A request that opens with the asker's story ('I run a
+    small bakery. Write me a handbook on food hygiene rules, allergen labelling and training') takes its subject
+    from the sentence that names the book, or, when that names only people or a list of concerns, from what the
+    story's first sentence is about (story_subject); the story's details (counts, days, places of one word, bare
+    verbs: is_detail) are not asks, and the people it names are the audience."""
+    found = _Found()
+    sentences = [s for s in SENTENCE.split(request) if s.strip()]
+    order = reading_order(sentences)
+    found.story = next((story_subject(sentence) for number, sentence in order if number < 0), "")
+    told = is_brief(request) and OWN_CONTEXT.match(sentences[0].strip()) is not None  # a brief that tells of the asker
+    for number, sentence in order:
+        if number == 0:
+            read_first(sentence, found, brief=is_brief(request), request=request)
+            continue
+        if number > 0:  # the story before the sentence that names the book gave its subject, if any, and no more
+            found.add_phrases(concern_phrases(later_sentence(sentence, brief=told)))
+    return found.reading()
+
+
+class _Found:
+    """What a request's sentences have named so far (read())."""
+
+    def __init__(self) -> None:
+        self.subject = ""
+        self.kind: BookKind = "topic"
+        self.story = ""  # what the asker's story is about, for a request whose book names no subject of its own
+        self.role = ""  # the people the book is for, when it names no subject: their work is its subject
+        self.asks: dict[str, Ask] = {}
+
+    def add_subject(self, text: str, kind: BookKind) -> None:
+        subject = clean(text)
+        if subject and not self.subject:
+            self.subject, self.kind = subject, kind
+            self.asks.setdefault(subject.casefold(), Ask(subject, "subject"))
+
+    def add_audience(self, text: str) -> None:
+        who = clean(text)
+        if who and who.casefold() not in self.asks:
+            self.asks[who.casefold()] = Ask(who, "audience")
+
+    def asked(self, text: str, kind: AskKind) -> list[str]:
+        """The asks a phrase holds once cleaned (its members, for 'all four seasons'), none that is no ask."""
+        if len(text.split()) > MAX_ASK_WORDS:  # a phrase run long: its parts, cut at every preposition
+            return [each for part, _ in phrases(text) for each in self.asked(part, kind)]
+        kept = []
         for each in enumerated(without_counted_tail(without_leading_verbs(clean(text)))):
             people = kind == "concern" and names_readers(each)
             if (
-                not worth_asking(each)
-                or each.casefold() in asks
-                or (kind != "audience" and not people and is_detail(each))
+                worth_asking(each)
+                and each.casefold() not in self.asks
+                and (kind == "audience" or people or not is_detail(each))
             ):
-                continue
-            first = kind == "concern" and not people and all(ask.kind != "subject" for ask in asks.values())
-            asks[each.casefold()] = Ask(each, "subject" if first else "audience" if people else kind)
+                kept.append(each)
+        return kept
 
-    sentences = [s for s in SENTENCE.split(request) if s.strip()]
-    for number, sentence in reading_order(sentences):
-        text, opened = subject_of(sentence) if number == 0 else (later_sentence(sentence), False)
-        text = sentence if number < 0 else text  # the story is read whole, then only what it comes back to
-        if opened and (first := PEOPLE_FIRST.match(text)) and names_people(first.group("who")):
-            add(first.group("who"), "audience")  # 'a guide for night-shift nurses on sleep': sleep is the subject
-            text = first.group("rest")
-        found = phrases(text, keep=SUBJECT_KEEPS if opened else frozenset())
-        story = number < 0  # the asker's story before the sentence that names the book
-        if story or (number == 0 and not opened and is_brief(request)):
-            found = brief_opening(found, request)
+    def add(self, text: str, kind: AskKind) -> None:
+        for each in self.asked(text, kind):
+            if kind == "audience" or names_readers(each):
+                self.add_audience(each)
+            else:
+                self.asks[each.casefold()] = Ask(each, "concern")
+
+    def add_phrases(self, found: list[tuple[str, str]]) -> None:
         for phrase, lead in found:
-            add(phrase, "audience" if is_audience(phrase, lead) else "concern")
-    return list(asks.values())
+            if lead == WH:
+                self.asks.setdefault(phrase.casefold(), Ask(phrase, "concern"))
+            else:
+                self.add(phrase, "audience" if is_audience(phrase, lead) else "concern")
+
+    def add_subject_phrase(self, text: str) -> None:
+        """A subject clause taken whole; the set it names, spelled out ('all four seasons'), as concerns."""
+        subject, *members = enumerated(clean(text))
+        self.add_subject(subject, unframed_kind(subject))
+        for member in members:
+            self.asks.setdefault(member.casefold(), Ask(member, "concern"))
+
+    def story_list(self, text: str) -> bool:
+        """The asker told a story and the book's sentence names a list ('I run a bakery. A handbook on hygiene,
+        labelling and training'): the list is concerns, the story the subject."""
+        return bool(self.story) and is_list(re.split(r"[:;.]", text, maxsplit=1)[0])
+
+    def take_subject(self, found: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """The first phrase that holds an ask (not the audience) made the subject; the phrases after it."""
+        for at, (phrase, lead) in enumerate(found):
+            if is_audience(phrase, lead):
+                self.add(phrase, "audience")
+                continue
+            asked = self.asked(phrase, "concern")
+            for each in (each for each in asked if names_readers(each)):
+                self.add_audience(each)
+            if asked := [each for each in asked if not names_readers(each)]:
+                self.add_subject(asked[0], unframed_kind(asked[0]))
+                for each in asked[1:]:
+                    self.asks.setdefault(each.casefold(), Ask(each, "concern"))
+                return found[at + 1 :]
+        return []
+
+    def reading(self) -> Reading:
+        subject, kind = self.subject, self.kind
+        if not subject and self.story:
+            subject, kind = self.story, unframed_kind(self.story)
+        elif not subject and self.role:
+            subject, kind = self.role, "role"
+        audience = tuple(
+            a.text
+            for a in self.asks.values()
+            if a.kind == "audience" and (kind == "role" or a.text.casefold() != subject.casefold())
+        )
+        concerns = tuple(
+            a.text for a in self.asks.values() if a.kind == "concern" and a.text.casefold() != subject.casefold()
+        )
+        return Reading(subject, kind, audience, concerns)
+
+
+# 'A hobbyist's guide to', 'an angler's handbook': who the book is for, before its form
+OWNED_FORM = re.compile(
+    r"^(?:an?\s+)?(?P<who>[a-z-]+(?:er|ist|ian|or|ant|ent)s?)'s?\s+(?:guide|handbook|manual|primer|companion|"
+    r"reference|field guide|book)\b",
+    re.I,
+)
+# where a clause about the people named begins, unless it says what they must do ('who must plan rotas')
+RELATIVE = re.compile(r",?\s+(?:who|whom|that|which)\s+(?!(?:must|need|needs|have\s+to|has\s+to|should|will)\b)", re.I)
+WHOSE = re.compile(r"^(?P<who>[^,;:.]+?)\s+whose\s+(?P<what>[^,;:.!?]+)(?P<rest>.*)$", re.I | re.S)
+
+
+def read_first(sentence: str, found: _Found, *, brief: bool, request: str) -> None:
+    """The first sentence read (the one that names the book, in a brief that opens with the asker's story): its
+    frame or its first phrase is the subject, people after 'for' the audience, the rest concerns. When it names
+    only people, or a list of what it covers, the subject is what the asker's story is about, else the people's
+    work. The ways a sentence can name its subject are tried in turn (FIRST_READERS), then its phrases."""
+    text, opened, lead = subject_of(PURPOSE.sub("", sentence.strip()))
+    if owner := OWNED_FORM.match(OPENING.sub("", sentence.strip(), count=1)):
+        found.add_audience(plural(owner.group("who")))  # 'an angler's guide to ...': anglers
+    if any(reader(text, found, opened=opened, lead=lead) for reader in FIRST_READERS):
+        return
+    keep = SUBJECT_KEEPS if opened and lead != "for" else frozenset()
+    found_phrases = phrases(without_audience(text, found), keep=keep)
+    if not opened and brief:
+        found_phrases = brief_opening(found_phrases, request)
+    if found.story_list(text):  # 'I run a bakery. A handbook on hygiene, labelling and ...'
+        found.add_phrases(found_phrases)
+        return
+    found.add_phrases(found.take_subject(found_phrases))
+
+
+def plural(who: str) -> str:
+    """'beginner' -> 'beginners' (the people a book is for, named in the singular before its form)."""
+    return who if who.lower().endswith("s") else who + "s"
+
+
+def read_framed(text: str, found: _Found, *, opened: bool, lead: str) -> bool:
+    """'how new medicines are tested before ...', 'the history of ...': the frame is the subject (framing.py)."""
+    framed = frame(text)
+    if framed is None:
+        return False
+    found.add_subject(framed.subject, framed.kind)
+    if framed.told_to:
+        found.add_audience(framed.told_to)
+        found.role = role_subject(framed.told_to)
+    found.add_phrases(concern_phrases(without_audience(framed.rest, found)))
+    return True
+
+
+def read_whose(text: str, found: _Found, *, opened: bool, lead: str) -> bool:
+    """'for parents whose teenager has just started driving': the people are the audience, the clause the subject."""
+    whose = WHOSE.match(text) if lead == "for" else None
+    if whose is None or not names_people(whose.group("who")):
+        return False
+    found.add_audience(whose.group("who"))
+    found.add_subject(whose.group("what"), "practice")
+    found.add_phrases(phrases(whose.group("rest")))
+    return True
+
+
+def read_people_on(text: str, found: _Found, *, opened: bool, lead: str) -> bool:
+    """'a guide for night-shift nurses on sleep, meals and ...': the people, then what it covers (a list: their
+    work is the subject), where they work ('on building sites'), or the subject ('on catching bass')."""
+    first = PEOPLE_FIRST.match(text) if opened else None
+    if first is None or not names_people(first.group("who")):
+        return False
+    found.add_audience(first.group("who"))
+    rest = first.group("rest")
+    if is_list(rest):
+        found.role = role_subject(first.group("who"))
+        found.add_phrases(phrases(rest))
+    elif is_place(rest):
+        found.role = f"{role_subject(first.group('who'))} on {clean(rest)}"
+    else:
+        found.add_subject_phrase(clean(PURPOSE.sub("", rest)))
+    return True
+
+
+def read_people_first(text: str, found: _Found, *, opened: bool, lead: str) -> bool:
+    """'a guide for new volunteer lifeboat crew: the sea, ...': people after the form's 'for', their work the subject;
+    a clause about them ('who cycle along the bank') is no concern."""
+    if lead != "for":
+        return False
+    found_phrases = phrases(without_audience(text, found))
+    if not found_phrases or not names_people(found_phrases[0][0]):
+        return False
+    found.add_audience(found_phrases[0][0])
+    found.role = role_subject(found_phrases[0][0])
+    found.add_phrases(phrases(RELATIVE.split(text, maxsplit=1)[0])[1:])
+    return True
+
+
+def read_subject_clause(text: str, found: _Found, *, opened: bool, lead: str) -> bool:
+    """'a guide to restoring rusty cast-iron pans and keeping them seasoned': the clause up to its first break."""
+    if not opened or lead == "for" or found.story_list(text) or (taken := subject_clause(text)) is None:
+        return False
+    found.add_subject_phrase(taken[0])
+    found.add_phrases(concern_phrases(without_audience(taken[1], found)))
+    return True
+
+
+FIRST_READERS = (read_framed, read_whose, read_people_on, read_people_first, read_subject_clause)
+
+
+MAX_SUBJECT_WORDS = 10  # a subject clause longer than this is read phrase by phrase (a list run into it)
+SUBJECT_END = re.compile(
+    r"\s*(?:[,;:.!?(]|\s[-–—]\s|\s+(?:including|covering|such\s+as|especially|so\s+that|so\s+we|to\s+help"
+    r"|and\s+(?=how|why|what)|(?:that|which|who)\s+(?=(?:we|i|you|they|can|will|covers?|explains?)\b)"
+    r"|step[\s-]+by[\s-]+step|in\s+plain)\b)",
+    re.I,
+)
+# the book's form after its subject ('a complete software engineering handbook'): the form is no part of it
+FORM_AFTER = re.compile(
+    r"\s+(?:handbook|guide|book|manual|primer|introduction|course|tutorial|overview|reference|textbook|guidebook|"
+    r"booklet|cookbook)$",
+    re.I,
+)
+RANGE = re.compile(r"\s+from\s+\S.*?\s+to\s+\S", re.I)  # 'ocean currents from the Gulf Stream to the ...'
+FOR_PEOPLE = re.compile(r"\s+for\s+(?P<who>(?:[\w'-]+\s+){0,3}[\w'-]+)", re.I)
+
+
+def subject_clause(text: str) -> tuple[str, str] | None:
+    """The subject as a reader takes it after 'a handbook on': the words up to the first break (a comma, a colon,
+    'including', 'so that', a range 'from ... to ...', the people it is for), kept whole ('restoring rusty
+    cast-iron pans and keeping them seasoned', 'caring for an elderly parent at home'); and the rest. None when
+    that runs past MAX_SUBJECT_WORDS (a list run into it: read phrase by phrase)."""
+    end = SUBJECT_END.search(text)
+    stop = end.start() if end else len(text)
+    for range_ in RANGE.finditer(text[:stop]):
+        stop = min(stop, range_.start())
+    for people in FOR_PEOPLE.finditer(text[:stop]):
+        before = text[: people.start()].split()
+        words = people.group("who").split()
+        named = any(names_people(" ".join(words[: n + 1])) for n in range(len(words)))
+        if named and not (before and before[-1].lower().endswith("ing")):
+            stop = min(stop, people.start())  # 'for amateur stargazers', but not 'caring for an elderly parent'
+            break
+    subject = text[:stop].strip()
+    if FORM_AFTER.search(subject):  # 'a complete software engineering handbook': its form and style are no subject
+        kept = FORM_AFTER.sub("", subject).split()
+        subject = " ".join(word for word in kept if word.lower() not in STYLE_WORDS | DETERMINERS)
+    if not subject or len(subject.split()) > MAX_SUBJECT_WORDS:
+        return None
+    return subject, text[stop:]
+
+
+WH = "how"  # the lead of a concern that is a whole clause ('why they dig'), taken as it is
+WH_CLAUSE = re.compile(
+    r"^(?:and\s+)?(?P<clause>(?:how|why|what|when|where|which)\b[^,;:.!?]*?)"
+    r"(?=\s+and\s+(?:how|why|what|when|where)\b|[,;:.!?]|$)",
+    re.I,
+)
+
+
+def concern_phrases(text: str) -> list[tuple[str, str]]:
+    """The concerns of what follows a subject, in order: a clause led by how, why or what is one concern ('why they
+    dig', 'what to put in'); the rest cut into phrases, read as the list they are part of ('joints and finishing'
+    after a comma is two)."""
+    found: list[tuple[str, str]] = []
+    listed = "," in text or ";" in text
+    for piece in re.split(r"(?<=[,;:!?])\s*|\s+(?=and\s+(?:how|why|what|when|where)\b)", text):
+        piece = piece.strip(" ,;:.!?")
+        if wh := WH_CLAUSE.match(piece):
+            found.append((wh.group("clause").strip(), WH))
+        elif owner := OWNED_FORM.match(piece):  # '...: a beginner's handbook'
+            found.append((owner.group("who"), "for"))
+        elif piece:
+            found.extend(phrases(piece, listed=listed))
+    return found
+
+
+def story_subject(sentence: str) -> str:
+    """What the first sentence of an asker's story is about: what they do ('I run a small bakery', 'Our town
+    library is opening a makerspace', 'Our charity sends volunteers to visit isolated elderly people'), else its
+    first phrase ('The swimming club I coach has forty children')."""
+    found = [(clean(phrase), lead) for phrase, lead in phrases(sentence)]
+    found = [(phrase, lead) for phrase, lead in found if phrase]
+    if not found:
+        return ""
+    first_word = found[0][0].split()[0].lower()
+    if verb_like(first_word) or first_word.endswith("ing"):
+        return without_leading_verb(found[0][0])
+    for phrase, lead in found[1:3]:
+        word, _, rest = phrase.partition(" ")
+        if word.lower().endswith("ing") and len(word) > 4:
+            return without_leading_verb(phrase)
+        if lead == "to":  # 'sends volunteers to visit isolated elderly people'
+            return f"{gerund(word)} {rest}".strip()
+    return found[0][0]
+
+
+def gerund(verb: str) -> str:
+    """'visit' -> 'visiting', 'make' -> 'making', 'run' -> 'running'."""
+    word = verb.lower()
+    if word.endswith("e") and not word.endswith("ee"):
+        return word[:-1] + "ing"
+    if len(word) <= 3 and re.fullmatch(r"[^aeiou][aeiou][^aeiouwxy]", word):
+        return word + word[-1] + "ing"
+    return word + "ing"
+
+
+def without_leading_verb(phrase: str) -> str:
+    """'opening a makerspace' -> 'makerspace', 'run a small bakery' -> 'small bakery'."""
+    words = phrase.split()[1:]
+    while words and words[0].lower() in DETERMINERS:
+        words = words[1:]
+    return " ".join(words) or phrase
+
+
+AUDIENCE_CLAUSE = re.compile(r"(?:^|[\s,])(?:for|aimed\s+at)\s+(?P<who>[^,;:.!?]+)", re.I)
+
+
+def without_audience(text: str, found: _Found) -> str:
+    """The text without the people it names after a 'for' in its middle, taken whole as the audience ('..., for
+    readers with no science background')."""
+    match = AUDIENCE_CLAUSE.search(text)
+    if match is None or not any(PEOPLE.search(w) for w in match.group("who").split()[:4]):
+        return text
+    found.add_audience(match.group("who"))
+    return text[: match.start()] + text[match.end() :]
+
+
+QUALIFIERS = frozenset("new first-time junior trainee volunteer young aspiring would-be beginning novice".split())
+
+
+def role_subject(who: str) -> str:
+    """The work of the people a book is for, as its subject: who they are without 'new' or 'volunteer'."""
+    words = who.split()
+    while len(words) > 1 and words[0].lower() in QUALIFIERS | DETERMINERS:
+        words = words[1:]
+    return " ".join(words)
+
+
+PLACES = frozenset(
+    """site sites ward wards farm farms ship ships boat boats road roads train trains station stations premises
+    duty shift shifts floor floors deck decks estate estates""".split()
+)
+
+
+def is_place(text: str) -> bool:
+    """Where people work rather than what they do ('building sites', 'night shifts'): its last word names a place."""
+    words = re.findall(r"[a-z]+", text.lower())
+    return bool(words) and words[-1] in PLACES
+
+
+def is_list(text: str) -> bool:
+    """Several items: a comma, or 'and'/'or' between them ('sleep, meals and staying alert')."""
+    return "," in text or ";" in text or re.search(r"\s(?:and|or)\s", text) is not None
 
 
 def names_book(sentence: str) -> bool:
@@ -398,10 +768,11 @@ def names_book(sentence: str) -> bool:
     families like ours')."""
     rest = OPENING.sub("", sentence.strip(), count=1)
     form = FORM.match(rest)
+    after = rest[form.end() :] if form else ""
     return (
         form is not None
-        and ABOUT_THE_BOOK.match(rest[form.end() :]) is None
-        and not PARTICIPLE.match(rest[form.end() :].split(" ", 1)[0])
+        and (ABOUT_THE_BOOK.match(after) is None or BOOK_CLAUSE.match(after) is not None)
+        and not PARTICIPLE.match(after.split(" ", 1)[0])
     )
 
 
@@ -437,15 +808,19 @@ def brief_opening(found: list[tuple[str, str]], request: str) -> list[tuple[str,
     return kept
 
 
-def later_sentence(sentence: str) -> str:
+def later_sentence(sentence: str, *, brief: bool = False) -> str:
     """What a sentence after the first asks the book to hold: what follows its first cue ('should cover',
-    'please include'), without what it says the book is for ('so that ...'); nothing when it only tells of
-    the asker ('Our association has forty plots') or of the book ('We would like a handbook that we can give
-    each of them'). A cue that names nothing after it points back: what comes before it is read."""
-    text = PURPOSE.sub("", sentence.strip())
+    'please include'), without what it says the book is for ('so that ...') or an aside in brackets; nothing
+    when it only tells of the asker ('Our association has forty plots') or of the book ('We would like a
+    handbook that we can give each of them'), when it says how the book is written ('Keep it short enough to
+    read in a tea break'), or, in a brief, when it has no cue ('Mum is still sharp and independent': the
+    asker's circumstance). A cue that names nothing after it points back: what comes before it is read."""
+    text = PURPOSE.sub("", re.sub(r"\s*\([^()]*\)", "", sentence.strip()))
+    if STYLE_SENTENCE.match(text):
+        return ""
     cue = CUE.search(text)
     if cue is None:
-        return "" if OWN_CONTEXT.match(text) else text
+        return "" if OWN_CONTEXT.match(text) or brief else text
     rest = text[cue.end() :]
     form = FORM.match(rest.strip())
     if form is not None and ABOUT_THE_BOOK.match(rest.strip()[form.end() :]):
@@ -455,4 +830,4 @@ def later_sentence(sentence: str) -> str:
 
 def request_asks(request: str) -> list[str]:
     """What a plan must carry: the subject first, then every concern the request names (not its audience)."""
-    return [ask.text for ask in read_request(request) if ask.kind != "audience"]
+    return read(request).asks

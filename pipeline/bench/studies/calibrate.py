@@ -15,6 +15,12 @@ many shapes with their asks marked by hand (requests.json, the set its rules wer
 requests_held_out.json, written after them), an ask it reads is right when it is one of the marked asks or
 a piece of one (its content words, stemmed, within the marked ask's, or the other way round, or a Jaccard of
 0.5 or more): precision is the share of its asks that are right, recall the share of marked asks it found.
+Its reading as a person reads a request (asks.read: the subject as the request frames it, the audience, the
+concerns) is measured on readings.json (the set its rules were written from) and readings_held_out.json (written
+by someone else after them, not used to set them): the subject is read right when its key words (content words
+less the words that frame a request, stemmed; a stem that begins another counts as it: 'operator' and 'operating')
+are those of the marked subject or of one of the phrasings marked as also right; audience and concerns are scored
+as asks are.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from pipeline.audit import meaning
-from pipeline.audit.asks import read_request
+from pipeline.audit.asks import DETERMINERS, FRAME_WORDS, PREPOSITIONS, read, read_request
 from pipeline.audit.embed import Embedder, open_embedder
 from pipeline.audit.meaning import STOCK_POINTS, body_text, carries, unit
 from pipeline.audit.offrequest import OFF_REQUEST, open_judge, request_fit
@@ -166,7 +172,11 @@ def off_request_cases(judge: Embedder, folder: Path) -> list[Case]:
     return cases
 
 
-SUBJECT_SETS = (("off_subject", "on_subject"), ("off_subject, held out", "on_subject_held_out"))
+SUBJECT_SETS = (
+    ("off_subject", "on_subject"),
+    ("off_subject, held out", "on_subject_held_out"),
+    ("off_subject, request forms", "on_subject_forms"),
+)
 
 
 def subject_cases(judge: Embedder, folder: Path, set_name: str) -> list[Case]:
@@ -260,6 +270,79 @@ def is_detail_read(read: str, details: list[str], marked: list[str]) -> bool:
     return any(words <= (content_words(d) or frozenset(d.casefold().split())) for d in details)
 
 
+READING_SETS = (("readings", "readings"), ("readings, held out", "readings_held_out"))
+FUNCTION_WORDS = FRAME_WORDS | PREPOSITIONS | DETERMINERS
+SAME_STEM_FROM = 4  # letters a stem must have to count as the start of another ('govern', 'governor')
+
+
+def key_words(phrase: str) -> frozenset[str]:
+    """A subject's key words: its content words, stemmed, less the words that frame a request."""
+    return frozenset(word for word in content_words(phrase) if word not in FUNCTION_WORDS)
+
+
+def same_subject(read_subject: str, marked: str) -> bool:
+    """Both name the same subject: each key word of one is a key word of the other, or its stem starts the other's."""
+
+    def close(a: str, b: str) -> bool:
+        return a == b or (min(len(a), len(b)) >= SAME_STEM_FROM and (a.startswith(b) or b.startswith(a)))
+
+    left, right = key_words(read_subject), key_words(marked)
+    return (
+        bool(left)
+        and all(any(close(a, b) for b in right) for a in left)
+        and all(any(close(b, a) for a in left) for b in right)
+    )
+
+
+def scored(found: list[str], marked: list[str]) -> tuple[list[str], list[str]]:
+    """(what was read that is none of the marked, what was marked that nothing read is)."""
+    wrong = [f for f in found if not any(same_ask(f, m) for m in marked)]
+    missed = [m for m in marked if not any(same_ask(f, m) for f in found)]
+    return wrong, missed
+
+
+def reading_judgements(name: str, folder: Path, set_name: str) -> list[Judgement]:
+    """The reading (asks.read) on one labelled set: the subject (items: requests; precision: the share read right),
+    the audience and the concerns (as asks)."""
+    entries = load(folder, set_name)["requests"]
+    readings = [read(entry["request"]) for entry in entries]
+    wrong_subjects = [
+        f"{reading.subject!r} for {entry['subject']!r} in {entry['request'][:60]}"
+        for entry, reading in zip(entries, readings)
+        if not any(same_subject(reading.subject, m) for m in [entry["subject"], *entry["subject_alternatives"]])
+    ]
+    right = len(entries) - len(wrong_subjects)
+    judgements = [
+        Judgement(
+            name=f"{name}: subject",
+            threshold="rules (no model)",
+            items=len(entries),
+            positives=len(entries),
+            precision=round(right / len(entries), 3),
+            recall=round(right / len(entries), 3),
+            misses=wrong_subjects,
+        )
+    ]
+    for part in ("audience", "concerns"):
+        pairs = [(list(getattr(reading, part)), list(entry[part])) for entry, reading in zip(entries, readings)]
+        outcomes = [scored(found, marked) for found, marked in pairs]
+        read_count, marked_count = sum(len(f) for f, _ in pairs), sum(len(m) for _, m in pairs)
+        wrong, missed = sum(len(w) for w, _ in outcomes), sum(len(m) for _, m in outcomes)
+        judgements.append(
+            Judgement(
+                name=f"{name}: {part}",
+                threshold="rules (no model)",
+                items=read_count,
+                positives=marked_count,
+                precision=round(1 - wrong / read_count, 3) if read_count else 1.0,
+                recall=round(1 - missed / marked_count, 3) if marked_count else 1.0,
+                misses=[m for _, ms in outcomes for m in ms],
+                false_alarms=[w for ws, _ in outcomes for w in ws],
+            )
+        )
+    return judgements
+
+
 def reader_judgement(name: str, folder: Path, set_name: str) -> Judgement:
     """The request reader on one labelled set of requests: precision of what it read, recall of what was marked."""
     right = read_count = found = marked_count = 0
@@ -293,6 +376,7 @@ def calibrate(folder: Path = DEFAULT_DIR, embedder: Embedder | None = None) -> C
         model=embedder.name,
         judgements=[judgement(name, threshold, cases(embedder, folder)) for name, threshold, cases in JUDGEMENTS]
         + [reader_judgement(name, folder, set_name) for name, set_name in REQUEST_SETS]
+        + [j for name, set_name in READING_SETS for j in reading_judgements(name, folder, set_name)]
         + off_request_judgements(folder),
     )
 

@@ -1,0 +1,95 @@
+"""The request read as a person reads it (pipeline/audit/asks.py `read`, pipeline/audit/framing.py): the subject as
+the request frames it, the kind of book that makes, who it is for and what it names; by rules, no model."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.audit.asks import read
+from pipeline.audit.offensive import offensive_words
+
+
+@pytest.mark.parametrize(
+    ("request_text", "subject", "kind"),
+    [
+        ("The history of the bicycle", "history of the bicycle", "history"),  # its frame is its subject
+        (
+            "The rise and fall of the Hanseatic League, told for general readers.",
+            "rise and fall of the Hanseatic League",
+            "history",
+        ),  # noqa: E501
+        (
+            "Explain how new medicines are tested before they are approved, for readers with no science background.",
+            "how new medicines are tested before they are approved",  # testing and approval, not medicines
+            "process",
+        ),
+        ("How do tides work?", "how tides work", "workings"),
+        ("How do I start a vegetable garden on clay soil?", "how to start a vegetable garden on clay soil", "practice"),
+        ("What actually happens to my recycling?", "what happens to my recycling", "workings"),
+        ("What should I know before adopting a rescue greyhound?", "adopting a rescue greyhound", "practice"),
+        ("Teach me to build a dry stone wall.", "how to build a dry stone wall", "practice"),
+        ("A hobbyist's guide to restoring antique clocks.", "restoring antique clocks", "practice"),
+        ("A practical guide to pitching a tent in wind and rain.", "pitching a tent in wind and rain", "practice"),
+        (
+            "A handbook for new tower crane operators on building sites.",
+            "tower crane operators on building sites",
+            "role",
+        ),  # noqa: E501
+        (
+            "Write a short guide for anglers on catching bass from the shore.",
+            "catching bass from the shore",
+            "practice",
+        ),  # noqa: E501
+        (
+            "Could you write a short book answering this: how do migrating birds find their way?",
+            "how migrating birds find their way",
+            "workings",
+        ),  # noqa: E501
+        ("An introduction to public key cryptography.", "public key cryptography", "topic"),
+    ],
+)
+def test_the_subject_is_read_as_the_request_frames_it(request_text, subject, kind):
+    reading = read(request_text)
+    assert (reading.subject, reading.kind) == (subject, kind)
+
+
+def test_who_the_book_is_for_is_its_audience_and_never_a_concern():
+    reading = read("Can you explain to a ten-year-old why the sky is blue?")
+    assert reading.subject == "why the sky is blue" and reading.audience == ("a ten-year-old",)
+    reading = read("Explain how a heat pump heats a house, for homeowners thinking of buying one.")
+    assert reading.audience == ("homeowners thinking of buying one",) and not reading.concerns
+    reading = read("A guide for parents whose teenager has just started driving.")
+    assert reading.subject == "teenager has just started driving" and reading.audience == ("parents",)
+
+
+def test_a_list_names_the_concerns_and_a_request_for_people_is_about_their_work():
+    reading = read("A field handbook for volunteer trail builders on drainage, switchbacks, tool safety and erosion.")
+    assert reading.subject == "trail builders" and reading.kind == "role"
+    assert reading.concerns == ("drainage", "switchbacks", "tool safety", "erosion")
+    reading = read("Write a guide to home composting: choosing a bin, what to put in, and turning the heap.")
+    assert reading.concerns[:2] == ("choosing a bin", "what to put in"), "a clause led by 'what' is one concern"
+
+
+def test_a_briefs_story_gives_its_subject_when_the_book_names_only_people_or_a_list():
+    brief = (
+        "I run a small bakery with six part-time staff. Write me a handbook on food hygiene rules, allergen "
+        "labelling and training part-time staff, so that new people can start on a Monday and be safe by Friday."
+    )
+    reading = read(brief)
+    assert reading.subject == "small bakery"
+    assert set(reading.concerns) >= {"food hygiene rules", "allergen labelling", "training part-time staff"}
+    assert not {"Monday", "Friday", "new people"} & set(reading.concerns + reading.audience)
+    charity = (
+        "Our charity sends volunteers to visit isolated elderly people in their homes. Most visits are on weekday "
+        "afternoons. We need a guide for the volunteers on first visits, spotting signs of neglect, and keeping "
+        "boundaries. It should be warm in tone and short enough to read on a bus."
+    )
+    reading = read(charity)
+    assert reading.subject == "visiting isolated elderly people" and "weekday afternoons" not in reading.concerns
+    assert "first visits" in reading.concerns and "bus" not in reading.concerns, "a brief's cue-less sentence"
+
+
+def test_offensive_words_are_found_as_whole_words_only():
+    assert offensive_words("What the fuck is a starter") == ["fuck"]
+    assert offensive_words("An artisanal loaf from Scunthorpe") == [], "no word hides inside another"
+    assert offensive_words("") == []

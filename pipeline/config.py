@@ -22,7 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pipeline.errors import FanoutError, UsageError
-from pipeline.records import Backend, PdfEngine, SamplingProfile, WarmSchedule
+from pipeline.records import Backend, PdfEngine, PlanMode, SamplingProfile, WarmSchedule
 
 # A backend's options, the same in a TOML table and in a spec (`URL,cap=N,...`), mapped to Backend's fields;
 # `key_env` and `api_key_env` are two documented spellings of one setting.
@@ -90,6 +90,7 @@ class Settings(BaseModel):
     pdf_engine: PdfEngine = PdfEngine.TYPST  # what typesets the PDF
     warm: WarmSchedule = WarmSchedule.AUTO  # when a chapter's sections follow its first (book/warm.py)
     planning_lane: int = Field(default=0, ge=0)  # writing requests the planning lane's backend takes; 0: no lane
+    planning: PlanMode = PlanMode.AUTO  # how the planner gets titles: given facets phrased, or open lists
 
     @property
     def engine_threads(self) -> int:
@@ -124,6 +125,7 @@ ENV_FIELDS = {
     "pdf_engine": "FANOUT_PDF_ENGINE",
     "warm": "FANOUT_WARM",
     "planning_lane": "FANOUT_PLANNING_LANE",
+    "planning": "FANOUT_PLANNING",
 }
 BACKEND_LISTS = {"backends": "FANOUT_BACKENDS", "planner_backends": "FANOUT_PLANNER_BACKENDS"}
 FILE_KEYS = [*ENV_FIELDS, *BACKEND_LISTS, "sampling", "headers", "extra_body", "ray"]

@@ -57,7 +57,16 @@ def render(name: str, **values: object) -> str:
     return template(name).substitute({key: str(value) for key, value in values.items()}).strip()
 
 
-SECTION_FIELDS = ("book_title", "chapter_title", "style", "section_title", "section_point", "paragraphs", "words")
+SECTION_FIELDS = (
+    "book_title",
+    "chapter_title",
+    "style",
+    "section_title",
+    "section_point",
+    "paragraphs",
+    "words",
+    "subject",
+)
 SECTION_NEEDS = ("section_title", "section_point")  # without these a section prompt cannot say which section
 
 
@@ -105,7 +114,12 @@ def book_context(prompt: str) -> list[dict[str, str]]:
     return [{"role": "system", "content": render("book_context.md", prompt=prompt)}]
 
 
+def example_answers(name: str) -> list[str]:
+    """The worked examples' answers in a chat template (its assistant turns)."""
+    pieces = TURN.split(template(name).template)
+    return [content for role, content in zip(pieces[1::2], pieces[2::2]) if role == "assistant"]
+
+
 def example_answer(name: str) -> str:
     """The worked example's answer in a chat template (its first assistant turn), or ''."""
-    pieces = TURN.split(template(name).template)
-    return next((content for role, content in zip(pieces[1::2], pieces[2::2]) if role == "assistant"), "")
+    return next(iter(example_answers(name)), "")

@@ -20,7 +20,7 @@ import numpy as np
 from pipeline.audit.asks import request_asks
 from pipeline.audit.embed import Embedder
 
-ON_SUBJECT = 0.45  # a section whose lower fit (heading or text) is below this is off the subject
+ON_SUBJECT = 0.65  # a section whose lower fit (heading or text) is below this is off the subject
 TEXT_WORDS = 120  # the opening words of a section's text that are judged
 
 

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pydantic import BaseModel
 
 from pipeline.audit.meaning import BookMeaning
+from pipeline.audit.offensive import offensive_words
 from pipeline.audit.source import AuditBook, AuditSection, headings_of
 from pipeline.errors import UsageError
 from pipeline.text import LOOP_REPEATS, LOOP_WORDS, close_open_fence, ends_closed, shingles, words_of
@@ -266,6 +267,19 @@ def rule_word_count_outliers(book: AuditBook) -> list[Defect]:
     ]
 
 
+def rule_offensive(book: AuditBook) -> list[Defect]:
+    """A word a handbook would not print (an obscenity or a slur, pipeline/audit/offensive.py) in a title, a key point
+    or a section's text; each node once, naming the words."""
+    found = []
+    for node in book.nodes:
+        if words := offensive_words(f"{node.title}\n{book.points.get(node.id, '')}"):
+            found.append(Defect(rule="offensive", section_id=node.id, title=node.title, detail=", ".join(words)))
+    for section in book.sections:
+        if words := offensive_words(section.text):
+            found.append(defect("offensive", section, "in its text: " + ", ".join(words)))
+    return found
+
+
 def by_id(book: AuditBook) -> dict[str, AuditSection]:
     return {section.id: section for section in book.sections}
 
@@ -336,6 +350,7 @@ RULES: list[tuple[str, Rule]] = [
     ("repetition_loop", rule_repetition_loop),
     ("heading_outranks", rule_heading_outranks),
     ("word_count_outliers", rule_word_count_outliers),
+    ("offensive", rule_offensive),
 ]
 MEANING_RULES: list[tuple[str, MeaningRule]] = [
     ("off_point", rule_off_point),
@@ -348,7 +363,7 @@ MEANING_RULES: list[tuple[str, MeaningRule]] = [
 
 RULE_NAMES = [name for name, _ in RULES] + [name for name, _ in MEANING_RULES]
 # The rules that read only the outline's titles: what `fanout plan` audits before any section is written.
-TITLE_RULES = ["duplicate", "repeated_title", "near_duplicate"]
+TITLE_RULES = ["duplicate", "repeated_title", "near_duplicate", "offensive"]
 # What these rules find in a Markdown file no fanout run wrote is a figure, not a defect: it is counted and
 # listed, but gates only when the fail_on setting names the rule. A run plans every title once and asks every
 # section for the same words; a reference repeats `Event: 'close'` under each class and its entries run from

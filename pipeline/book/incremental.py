@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from pipeline.book.assemble import PartSource, assemble
 from pipeline.errors import FanoutError
-from pipeline.records import BookSpec, Outline, PdfEngine, SectionResult
+from pipeline.records import BookSpec, Outline, PdfEngine, SectionResult, wants_children
 from pipeline.typeset.markdown import TypesetResult
 from pipeline.typeset.shape import HANDBOOK
 from pipeline.typeset.typst import dejavu_folder, typeset_typst
@@ -80,12 +80,16 @@ class IncrementalTypesetter:
         """Submit the section's part if this was its last section (planned and answered)."""
         if self.engine is PdfEngine.TYPST:
             return
-        index = int(section_id.split(".")[0][1:]) - 1
-        part = outline.parts[index]
-        if index in self.submitted or len(part.chapters) < self.spec.chapters:
+        part_id = section_id.split(".")[0]
+        index = next((at for at, part in enumerate(outline.parts) if part.id == part_id), None)
+        if index is None or index in self.submitted:
             return
-        sections = [s for c in part.chapters for s in c.sections]
-        if len(sections) == self.spec.chapters * self.spec.sections and all(s.id in results for s in sections):
+        part = outline.parts[index]
+        if wants_children(part, self.spec.chapters) or any(
+            wants_children(c, self.spec.sections) for c in part.chapters
+        ):
+            return  # the part may still gain chapters or sections
+        if all(s.id in results for c in part.chapters for s in c.sections):
             self._submit(outline, results, index)
 
     def _submit(self, outline: Outline, results: Mapping[str, SectionResult], index: int) -> None:
@@ -93,7 +97,8 @@ class IncrementalTypesetter:
         runs on the event loop that is still streaming other sections)."""
         part = outline.parts[index]
         mine = {s.id: results[s.id] for c in part.chapters for s in c.sections if s.id in results}
-        source = PartSource(part.model_copy(deep=True), index + 1, mine, index * self.spec.chapters)
+        chapters_before = sum(len(earlier.chapters) for earlier in outline.parts[:index])
+        source = PartSource(part.model_copy(deep=True), index + 1, mine, chapters_before)
         self._open(outline.title).submit_part(index, source)
         self.submitted.add(index)
 

@@ -14,14 +14,15 @@ The format (one heading a line; a key point is the one line of text under its he
     What the section covers.
 
 The request is a front-matter line (a JSON string when it holds a line break or starts with a quote). A file
-may stop at chapters or at parts: the levels it leaves out are planned under what it gives. Each level it gives
-must have one count (every part as many chapters, every chapter as many sections): that count is the book's
-shape. `outline_markdown` and `read_outline_markdown` round-trip an Outline exactly (titles and points are
-single lines; a point that would read as a heading or front matter is written after a backslash).
+may stop at chapters or at parts: the levels it leaves out are planned under what it gives. The most children
+any part (chapter) has is the book's shape at that level; a part or chapter with fewer is short, kept as it is (a
+plan whose node could not be filled has fewer children, and a person may cut a section). `outline_markdown` and
+`read_outline_markdown` round-trip an Outline exactly (titles and points are single lines; a point that would read
+as a heading or front matter is written after a backslash).
 
 Bad files end in one UsageError naming the file and the line: a heading level skipped (a section outside a
 chapter), an empty title, a second book title, text under the book title, a second line of text under one
-heading, a level whose counts differ. `.json` files are an outline.json as a run folder holds it.
+heading. `.json` files are an outline.json as a run folder holds it.
 
 Takes a path or text; gives a GivenOutline (the request, the outline with ids p01, p01.c01, p01.c01.s01 in
 order, and the shape). Model output never passes through here as markup: titles are data in the Outline.
@@ -242,24 +243,18 @@ class _Builder:
         chapters = [c for p in outline.parts for c in p.chapters]
         counts = [len(outline.parts)]
         if chapters:
-            counts.append(self.one_count("part", [(p, len(p.chapters)) for p in outline.parts]))
+            counts.append(shape_count([(p, len(p.chapters)) for p in outline.parts]))
             if outline.sections():
-                counts.append(self.one_count("chapter", [(c, len(c.sections)) for c in chapters]))
+                counts.append(shape_count([(c, len(c.sections)) for c in chapters]))
         self.given.counts = tuple(counts)
         outline.complete = len(counts) == 3
         return self.given
 
-    def one_count(self, name: str, sizes: list[tuple[Node, int]]) -> int:
-        """The one number of children every `name` (part or chapter) has; a UsageError naming the first that
-        differs."""
-        child = "chapter" if name == "part" else "section"
-        first = sizes[0][1]
-        for parent, size in sizes:
-            if size != first:
-                line = self.lines.get(parent.id)
-                at = f" line {line}" if line else ""
-                raise UsageError(
-                    f"{self.where}{at}: {name} {parent.title!r} has {size} {child}s where the first has {first}; "
-                    f"every {name} needs the same number (it is the book's shape)"
-                )
-        return first
+
+def shape_count(sizes: list[tuple[Part, int]] | list[tuple[Chapter, int]]) -> int:
+    """The most children any of these parts (or chapters) has, the book's shape at that level; each with fewer
+    is marked short, so nothing is planned to fill it."""
+    most = max(size for _, size in sizes)
+    for node, size in sizes:
+        node.short = node.short or size < most
+    return most

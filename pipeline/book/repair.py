@@ -56,6 +56,7 @@ ACTIONS = {
     "off_point": "refocus",
     "off_book": "refocus",
     "stray_headings": "tidy",
+    "offensive": "rewrite",
 }
 PRIORITY = ["replan", "rewrite", "retitle", "continue", "refocus", "tidy"]
 REFOCUS_CANDIDATES = 2

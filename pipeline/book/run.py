@@ -33,8 +33,8 @@ from pipeline.backends.pool import BackendPool, FleetUnavailable
 from pipeline.book.assemble import assemble
 from pipeline.book.incremental import IncrementalTypesetter
 from pipeline.book.outlinefile import outline_markdown
-from pipeline.book.plan.planner import OnSection, Planner, id_number
-from pipeline.book.plan.schedule import PlanStats
+from pipeline.book.plan.planner import Planner, id_number
+from pipeline.book.plan.schedule import OnSection, PlanStats
 from pipeline.book.profiles import Sampler, choose_profile
 from pipeline.book.repair import Repairer, replan_off_request
 from pipeline.book.requestlog import RequestLog
@@ -364,6 +364,7 @@ class BookRun:
                 off_point_retries=self.settings.off_point_retries,
                 warm=self.settings.warm,
                 ready_after=fleet.prefix_ready,
+                judge=open_judge(self.settings.judge),
             ),
         )
         self.progress.writing(self.spec.section_count, done, fleet.pool)
@@ -411,6 +412,7 @@ class BookRun:
             embedder=self.embedder,
             judge=judge,
             lane_writing=lane,
+            mode=self.settings.planning,
         )
 
     async def _plan(self, fleet: Fleet, sampler: Sampler, partial: Outline | None, on_section: OnSection) -> Outline:
@@ -424,9 +426,9 @@ class BookRun:
         outline = await planner.plan(partial, schedule=self.options.schedule, on_section=on_section, on_change=save)
         self.plan_stats = planner.stats
         log.info(
-            "planned %s: %d sections in %.1f s (%d requests, %d samples, %d lines pooled, %d nodes asked a second "
-            "round, %d placeholder titles, %d made from the request's uncovered asks, %d taken although off the "
-            "request, %d titles without a key point)",
+            "planned %s: %d sections in %.1f s (%d requests, %d samples, %d lines pooled, %d asked a second round, "
+            "%d units phrased, %d nodes planned short, %d phrased from the request's owed asks, %d taken although "
+            "off the request)",
             outline.title,
             len(outline.sections()),
             planner.stats.seconds,
@@ -434,10 +436,10 @@ class BookRun:
             planner.stats.samples,
             planner.stats.pooled,
             planner.stats.reasked,
-            planner.stats.placeholders,
-            planner.stats.titles_from_asks,
+            planner.stats.phrased,
+            planner.stats.short,
+            planner.stats.filled_from_asks,
             planner.stats.off_subject_taken,
-            planner.stats.missing_points,
         )
         if planner.stats.passed_over:
             log.info("lines passed over: %s", dict(planner.stats.passed_over.most_common()))

@@ -95,7 +95,8 @@ def book_stats(
             r.finish_reason == "length" and not ends_closed(r.text) for r in journal.values() if r.ok
         ),
         trimmed_sections=sum(r.trimmed for r in journal.values() if r.ok),
-        placeholder_titles=plan.placeholders,
+        short_nodes=plan.short,
+        phrased_units=plan.phrased,
         extra_candidates=candidates - len(written),
         headings_removed=sum(r.headings_removed for r in written.values()),
         backends=backends,
@@ -171,7 +172,7 @@ def stats_table(stats: BookStats) -> Table:
             "empty / failed / truncated / trimmed sections",
             f"{stats.empty_sections} / {stats.failed_sections} / {stats.truncated_sections} / {stats.trimmed_sections}",
         ),
-        ("placeholder titles", str(stats.placeholder_titles)),
+        ("planned short (parts and chapters with fewer children)", str(stats.short_nodes)),
         ("extra candidates / headings taken out", f"{stats.extra_candidates} / {stats.headings_removed}"),
     ]
     cache = stats.prompt_cache

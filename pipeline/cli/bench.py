@@ -32,6 +32,7 @@ from pipeline.cli.benchflags import (
 from pipeline.cli.flags import (
     add_fleet_flags,
     add_live_flags,
+    add_planning_flag,
     add_prompt_file_flag,
     add_record_flags,
     prompt_from_file,
@@ -252,6 +253,7 @@ def add_frontier_command(commands: argparse._SubParsersAction) -> argparse.Argum
     add_flags(frontier, FRONTIER)
     add_record_flags(frontier)
     add_fleet_flags(frontier)
+    add_planning_flag(frontier)
     return frontier
 
 

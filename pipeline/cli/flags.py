@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from pipeline.errors import UsageError
-from pipeline.records import Endpoint, PdfEngine, WarmSchedule
+from pipeline.records import Endpoint, PdfEngine, PlanMode, WarmSchedule
 
 SETTING = re.compile(r"setting '([a-z_]+)'")
 FLAG_OF = {  # where a flag is not --NAME
@@ -106,6 +106,7 @@ def add_fleet_flags(parser: argparse.ArgumentParser, *, planning: bool = False) 
             metavar="URL[,cap=N][,model=NAME]",
             help="send planning to these servers instead (plan on a strong model, write on many)",
         )
+        add_planning_flag(group)
         group.add_argument(
             "--profile",
             help="sampling profile: greedy, small, default (default: chosen from the model the engines report)",
@@ -170,6 +171,16 @@ def add_embeddings_flag(group: argparse._ActionsContainer) -> None:
         metavar="URL[,model=NAME]",
         help="the meaning model: an OpenAI-compatible /v1/embeddings server (default: the built-in static model, "
         "wordllama)",
+    )
+
+
+def add_planning_flag(group: argparse._ActionsContainer) -> None:
+    group.add_argument(
+        "--planning",
+        choices=[mode.value for mode in PlanMode],
+        help="how titles are planned: given (the model phrases a title for each facet a book of the request's "
+        "kind covers, or each concern it names), open (the model lists each node's children, the planner "
+        "chooses), or auto (the default: given for a small model, open for the rest)",
     )
 
 
@@ -267,6 +278,7 @@ def settings_from(args: argparse.Namespace):
         "pdf_engine": getattr(args, "pdf_engine", None),
         "warm": getattr(args, "warm", None),
         "planning_lane": getattr(args, "planning_lane", None),
+        "planning": getattr(args, "planning", None),
     }
     return load_settings(flags, args.config)
 

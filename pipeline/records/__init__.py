@@ -44,6 +44,14 @@ class PlanSchedule(StrEnum):
     BARRIER = "barrier"  # once the whole outline is planned, level by level (seed 003's schedule)
 
 
+class PlanMode(StrEnum):
+    """How the planner gets a node's titles (pipeline/book/plan/planner.py)."""
+
+    GIVEN = "given"  # the model phrases a title for each facet or concern the plan gives (book/plan/given.py)
+    OPEN = "open"  # the model lists the node's children and the planner chooses among them (book/plan/asking.py)
+    AUTO = "auto"  # given for a small model (the `small` sampling profile), open for the rest
+
+
 BOOK_SCHEDULE = PlanSchedule.STREAMED  # `fanout book`'s, chosen by measurement (README "Planning and writing overlap")
 
 
@@ -317,7 +325,9 @@ class Node(BaseModel):
     id: str  # p01, p01.c02, p01.c02.s03
     title: str
     point: str = ""  # what it covers, in one line, so its siblings know what to leave to it
-    placeholder: bool = False  # a numbered stand-in: planning never got a usable title
+    placeholder: bool = False  # a numbered stand-in (outlines of older versions; fanout makes none now)
+    about: str = ""  # the facet or concern the plan gave the model to phrase it from ('' : planned open or by hand)
+    short: bool = False  # planned with fewer children than the shape asks: no usable line for the rest
 
 
 class Section(Node):
@@ -332,10 +342,34 @@ class Part(Node):
     chapters: list[Chapter] = Field(default_factory=list)
 
 
+def without_empty(outline: Outline) -> int:
+    """Take out the chapters planning left with no section and the parts left with no chapter, marking their
+    parents short; returns how many were taken out (a reader prefers a chapter fewer to an empty heading)."""
+    taken = 0
+    for part in outline.parts:
+        kept = [chapter for chapter in part.chapters if chapter.sections]
+        part.short, taken = part.short or len(kept) < len(part.chapters), taken + len(part.chapters) - len(kept)
+        part.chapters = kept
+    kept_parts = [part for part in outline.parts if part.chapters]
+    outline.short, taken = (
+        outline.short or len(kept_parts) < len(outline.parts),
+        taken + len(outline.parts) - len(kept_parts),
+    )
+    outline.parts = kept_parts
+    return taken
+
+
+def wants_children(node: Part | Chapter, count: int) -> bool:
+    """The node still lacks children the shape asks for (`count`) and was not planned short."""
+    have = len(node.chapters) if isinstance(node, Part) else len(node.sections)
+    return not node.short and have < count
+
+
 class Outline(BaseModel):
     title: str
     parts: list[Part]
     complete: bool = True  # False while planning: an interrupted run plans only what is missing
+    short: bool = False  # planned with fewer parts than the shape asks: no usable line for the rest
 
     def sections(self) -> list[tuple[Part, Chapter, Section]]:
         """Every section with its part and chapter, in outline order."""
@@ -363,6 +397,9 @@ class SectionResult(BaseModel):
     raw_text: str | None = None  # the answer as the model sent it, when the text differs (trimmed, tidied)
     headings_removed: int = 0  # headings inside the answer, taken out (they would read as sections)
     margin: float | None = None  # on-point margin: cosine to its own title and point minus the nearest sibling's
+    subject_fit: float | None = (
+        None  # the on-subject judge's score of it (pipeline/audit/onsubject.py); None: not judged
+    )
     candidates: int = 1  # answers written for it (best of k), the kept one chosen by margin
     discarded_tokens: int = 0  # tokens of the candidates not kept
 

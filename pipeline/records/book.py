@@ -48,7 +48,7 @@ class BookStats(BaseModel):
     requests_planning: int
     requests_writing: int  # every candidate of every section written this run
     requests: int
-    plan_reasked: int = 0  # planning asks beyond each node's first (for titles the earlier answers lacked)
+    plan_reasked: int = 0  # planning asks beyond each node's (or given unit's) first round
     plan_taken_early: int = 0  # titles taken while their samples still streamed (the chain of first lines)
     asks_dropped: int = 0  # asks of the request no planned section carries
     plan_seconds: float
@@ -74,7 +74,9 @@ class BookStats(BaseModel):
     failed_sections: int
     truncated_sections: int  # stopped at the cap and still ending mid-sentence
     trimmed_sections: int = 0  # stopped at the cap, cut back to their last full sentence
-    placeholder_titles: int
+    placeholder_titles: int = 0  # numbered stand-in titles (an outline of an older version; fanout makes none now)
+    short_nodes: int = 0  # parts and chapters planned with fewer children than the shape asks
+    phrased_units: int = 0  # given facets and concerns the model was asked to phrase (planning `given`)
     extra_candidates: int = 0  # section answers written beyond one a section (best of k, off-point retries)
     headings_removed: int = 0  # headings taken out of section answers
     backends: list[BackendLine]

@@ -32,7 +32,16 @@ from contextlib import contextmanager
 from aiohttp import web
 
 from tests.fakes import fake_prompts
-from tests.fakes.fake_prompts import fake_title, letters, plan_answer, plan_level, section_point, section_title
+from tests.fakes.fake_prompts import (
+    fake_title,
+    letters,
+    phrase_answer,
+    phrase_level,
+    plan_answer,
+    plan_level,
+    section_point,
+    section_title,
+)
 
 MODEL = "fake-model"
 HUGE_BYTES = 10 * 1024 * 1024
@@ -397,6 +406,8 @@ class BookReplies:
                     for n in range(self.words // 10 + 1)
                 )
             )
+        if phrase_level(prompt) is not None:
+            return phrase_answer(self._title())
         level = plan_level(prompt)
         if level is None:
             return " ".join(f"w{i}" for i in range(self.words))  # any other question: plain words

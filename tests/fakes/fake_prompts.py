@@ -9,8 +9,12 @@ import zlib
 from functools import cache
 
 COUNT = re.compile(r"\blist (\d+) (?:part|chapter|section)s?\b", re.I)
-SECTION = re.compile(r'^Write the section "(.+)"\. It explains', re.M)
-POINT = re.compile(r"^Write the section .+\. It explains: (.+)$", re.M)
+SECTION = re.compile(r'^Write the section "(.+?)"(?: of this book on .+?)?\. It explains', re.M)
+POINT = re.compile(r"^Write the section .+?\. It explains: (.+)$", re.M)
+PHRASE = re.compile(
+    r"(?:The book's title is|Its part made of .+ is titled|Its chapter about .+ is titled"
+    r"|the section about .+ is titled):$"
+)
 
 
 def plan_level(prompt: str) -> str | None:
@@ -22,6 +26,22 @@ def plan_level(prompt: str) -> str | None:
     if prompt.startswith("List ") and 'for the chapter "' in prompt:
         return "chapter"
     return None
+
+
+def phrase_level(prompt: str) -> str | None:
+    """title, part, chapter or section for a prompt that asks to phrase one given unit (templates/phrase_*.md);
+    None for anything else."""
+    if PHRASE.search(prompt.strip()) is None:
+        return None
+    last = prompt.strip().splitlines()[-1]
+    if last.endswith("The book's title is:"):
+        return "title"
+    return "part" if "Its part made of" in last else "chapter" if "Its chapter about" in last else "section"
+
+
+def phrase_answer(title: str) -> str:
+    """A phrased unit as a well-behaved model gives it: one `Title: point` line."""
+    return f"{title}: {fake_point(title)}"
 
 
 def requested_count(prompt: str) -> int:

@@ -288,7 +288,9 @@ def test_a_small_book_on_the_real_engine(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     stats = json.loads(done.stdout)
-    assert stats["complete"] and stats["sections_ok"] == 4 and stats["backends"][0]["engine"] == "llama.cpp"
+    # a node the model's lines cannot fill has fewer children: the count of sections is the model's, not asserted
+    assert stats["complete"] and 1 <= stats["sections_ok"] == stats["sections"] <= 4
+    assert stats["backends"][0]["engine"] == "llama.cpp" and stats["phrased_units"] > 0, "a small model's: given"
     outline = json.loads((out / "outline.json").read_text())
     nodes = [
         *outline["parts"],

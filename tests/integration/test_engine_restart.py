@@ -82,7 +82,7 @@ def test_an_engine_killed_once_is_started_again_and_the_book_completes(killed_bo
     out, stdout, stderr, code = killed_books["once"]
     assert code == 0, stderr
     stats = json.loads((out / "stats.json").read_text())
-    assert stats["complete"] and stats["sections_ok"] == 2 and stats["engine_restarts"] == 1
+    assert stats["complete"] and 1 <= stats["sections_ok"] == stats["sections"] <= 2 and stats["engine_restarts"] == 1
     assert "the embedded engine died" in (out / "run.log").read_text()
 
 

@@ -132,7 +132,8 @@ def test_the_installed_fanout_typesets_and_writes_a_book(installed, tmp_path):
     finally:
         engine.kill()
         engine.wait()
-    assert json.loads(done.stdout)["sections_ok"] == 4
+    stats = json.loads(done.stdout)
+    assert stats["complete"] and 1 <= stats["sections_ok"] == stats["sections"] <= 4
     assert_editions(tmp_path / "run")
 
 

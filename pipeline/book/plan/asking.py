@@ -1,6 +1,7 @@
 """Asking the model for one node's titles: a round samples the node's question at once (schedule.choices_for), the
 lines of every sample are pooled, and choose.py takes the best; a second round only when the pool could not
-fill the node (showing the titles chosen, never why others were not); then the last resorts. In the streamed
+fill the node (showing the titles chosen, never why others were not); then the asks the node still owes, each
+phrased by the model (the planner's `fill`), and the lines held back; past those, fewer children. In the streamed
 and pipelined schedules a node's first title is taken while the first round's samples still stream (_Early), so
 the next level is asked at once.
 
@@ -9,12 +10,13 @@ The samples of a round are one request with `n` where every engine of the fleet 
 each. Each sample is asked for SPARE_ITEMS lines more than the node needs and stops at the line number after
 them. An ask whose request failed on every backend is asked again later in the run (pipeline/book/later.py)
 while the rest of the book goes on; one that never gets an answer counts as a failed ask, and the node goes on
-with its last resorts: no node ends the job. Model output is untrusted: nothing in an answer raises.
+with what it has (fewer children): no node ends the job. Model output is untrusted: nothing in an answer raises.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 
@@ -30,7 +32,7 @@ from pipeline.book.plan.answers import PlanItem, StreamingSamples, interleaved, 
 from pipeline.book.plan.checks import TitleChecks, example_words, rare_example_words
 from pipeline.book.plan.choose import Choice, choose, take_early, take_held
 from pipeline.book.plan.coverage import Coverage
-from pipeline.book.plan.fallbacks import Unfilled, fallback_book_title, last_resorts, placeholders
+from pipeline.book.plan.fallbacks import fallback_book_title
 from pipeline.book.plan.schedule import (
     EMPTY_ROUNDS,
     FIRST_ROUND_TEMPERATURE,
@@ -51,6 +53,7 @@ from pipeline.titles import content_words
 
 log = logging.getLogger("fanout")
 BOOK_TITLE_TOKENS = 32
+Fill = Callable[[NodeAsk, Choice], Awaitable[None]]  # phrases a node's owed asks as its children (planner.py)
 
 
 class NodeAsker:
@@ -66,6 +69,7 @@ class NodeAsker:
         self.embedder = checks.embedder
         self.stats = stats
         self.book_title = ""
+        self.fill: Fill | None = None  # asks the model to phrase the asks a node still owes (planner.py)
 
     async def titles(self, ask: NodeAsk) -> None:
         """Choose `ask.count` items, telling `ask.on_item` of each as it is taken."""
@@ -77,12 +81,11 @@ class NodeAsker:
         own_words = " ".join([self.spec.prompt, *ask.ancestors.values(), *ask.musts])
         copied = (example_words(ask.template) | rare_example_words()) - content_words(own_words)
 
-        def take(item: PlanItem, *, placeholder: bool = False) -> None:
+        def take(item: PlanItem) -> None:
             choice.chosen.append(item.title)
             choice.units[item.title] = unit(item.title, item.point)
-            self.stats.missing_points += not item.point and not placeholder
             musts = choice.coverage.take(item, ask.count - len(choice.chosen))
-            ask.on_item(item, placeholder=placeholder, musts=musts)
+            ask.on_item(item, musts=musts)
 
         choice.take = take
         rounds = empty = asked = 0
@@ -98,22 +101,17 @@ class NodeAsker:
             self.stats.pooled += len(pool)
             choose(pool, choice, checks=self.checks, stats=self.stats, copied=copied)
             take_held(choice, checks=self.checks, stats=self.stats)
-        self._last_resorts(choice, copied)
+        await self._last_resorts(choice)
 
-    def _last_resorts(self, choice: Choice, copied: frozenset[str]) -> None:
-        """What the rounds left: headings made from the request's asks; lines held for carrying none of the
-        asks a last slot owed; lines held as off the request; placeholders."""
+    async def _last_resorts(self, choice: Choice) -> None:
+        """What the rounds left: the asks of the request this node still owes, each phrased by the model as a
+        given unit (`fill`); lines held for carrying none of the asks a last slot owed; lines held as off the
+        request. Past those the node has fewer children (the planner marks it short): nothing is made up."""
         ask = choice.ask
-        if choice.missing() > 0:
-            unfilled = Unfilled(ask, choice.chosen, choice.units, copied, choice.take)
-            last_resorts(unfilled, list(choice.coverage.open), checks=self.checks, stats=self.stats)
+        if choice.missing() > 0 and self.fill is not None and choice.coverage.open:
+            await self.fill(ask, choice)
         take_held(choice, checks=self.checks, stats=self.stats, owed=True)
         take_held(choice, checks=self.checks, stats=self.stats, off_request=True)
-        have = len(choice.chosen)
-        for title in placeholders(
-            ask.level, ask.fallback_prefix, ask.count, have, checks=self.checks, stats=self.stats
-        ):
-            choice.take(PlanItem(title), placeholder=True)
         if choice.coverage.open:
             self.stats.asks_dropped += len(choice.coverage.open)
             log.info("under %s no %s carries %s", ask.node_id, ask.level[:-1], "; ".join(choice.coverage.open))
@@ -134,12 +132,12 @@ class NodeAsker:
         request = self.sampler.request(messages, max_tokens, f"plan:{ask.node_id}:{asked}", temperature)
         stop = [*(request.extra.get("stop") or []), f"\n{lines + 1}."]
         request = request.model_copy(update={"extra": {**request.extra, "stop": stop}})
-        texts = await self._samples(request, ask.node_id, choices_for(ask.level), early)
+        texts = await self.sample_texts(request, ask.node_id, choices_for(ask.level), early)
         if ask.with_title and not self.book_title:
             self.book_title = self._best_book_title([parse_book_title(text) for text in texts])
         return interleaved([parse_items(text)[:lines] for text in texts])
 
-    async def _samples(
+    async def sample_texts(
         self, request: ChatRequest, node_id: str, choices: int, early: _Early | None = None
     ) -> list[str]:
         """`choices` answers to the request: one request with `n`, or one request a sample (each its own seed);
@@ -185,7 +183,7 @@ class NodeAsker:
 
         try:
             answer = await asked_until_answered(self.pool, complete, on_later=self._later)
-        except RequestFailed as failure:  # a node's planning never ends the job: its last resorts fill it
+        except RequestFailed as failure:  # a node's planning never ends the job: it goes on with what it has
             self.stats.failed_asks += 1
             log.warning("planning %s: %s", node_id, failure)
             return []
@@ -199,13 +197,13 @@ class NodeAsker:
 
     def _best_book_title(self, titles: list[str]) -> str:
         """Of the samples' book titles, the usable one nearest the request (the judge's fit), or ""."""
-        usable = list(dict.fromkeys(title for title in map(self._usable_book_title, titles) if title))
+        usable = list(dict.fromkeys(title for title in map(self.usable_book_title, titles) if title))
         if len(usable) < 2:
             return usable[0] if usable else ""
         fits = unit_fits(self.checks.judge or self.embedder, self.spec.prompt, usable)
         return usable[int(fits.argmax())]
 
-    def _usable_book_title(self, title: str) -> str:
+    def usable_book_title(self, title: str) -> str:
         """The model's book title, or "" (the planner then makes one from the request) when it is refused."""
         if not title:
             return ""

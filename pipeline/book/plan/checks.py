@@ -4,12 +4,13 @@ every title taken.
 Defects are what a reader sees as one, and a line with a defect is never taken (`defect`): pipeline/titles.py's
 refusal (no usable title, a sentence, a word that is not a word, an identifier or a JSON key, a count, an echo
 of a title above it or of the request, a near repeat of a sibling by words), a word or a whole item of a worked
-example, a planning note's words, a point that only repeats its title. Faults make a line a worse choice
-(`faults`, pipeline/audit/meaning.py's judgements and thresholds): its title says what a sibling's says, its
-title and point cannot be told apart from a sibling's, its point says nothing of its own. The fit (`subject_fit`)
-is the judge's cosine (all-MiniLM-L6-v2, pipeline/audit/minilm.py) of its title and point to the request and
-to its parent (a line whose fit to the request is below the audit's ON_SUBJECT is held back, choose.py). The
-claim (`claim`) refuses a title that another node has, or that nearly repeats one of its level anywhere in the
+example, a planning note's words or a prompt's (`prompt_words`), no key point, a point that only repeats its title,
+a fragment of the request (`is_fragment`), a word a handbook would not print (pipeline/audit/offensive.py). Faults
+make a line a worse choice (`faults`, pipeline/audit/meaning.py's judgements and thresholds): its title says what
+a sibling's says, its title and point cannot be told apart from a sibling's, its point says nothing of its own.
+The fit (`subject_fit`) is the judge's cosine (all-MiniLM-L6-v2, pipeline/audit/minilm.py) of its title and point
+to the request and to its parent (a line whose fit to the request is below choose.py's PLAN_FLOOR is held back).
+The claim (`claim`) refuses a title that another node has, or that nearly repeats one of its level anywhere in the
 book, as the audit's similar_titles would find.
 """
 
@@ -33,25 +34,38 @@ from pipeline.audit.meaning import (
     unit,
     unit_near,
 )
+from pipeline.audit.offensive import offensive_words
 from pipeline.audit.onsubject import unit_fits
-from pipeline.book.plan.answers import PlanItem, heading_from_point, parse_book_title, parse_items
-from pipeline.book.plan.coverage import BookAsks
-from pipeline.book.plan.schedule import NodeAsk, carries_note
+from pipeline.book.plan.answers import PlanItem, heading_from_point, parse_book_title, parse_item, parse_items
+from pipeline.book.plan.schedule import carries_note
 from pipeline.cpu import Stage, charged
 from pipeline.records import Outline
-from pipeline.templating import example_answer
-from pipeline.titles import TitleIndex, borrows_from, content_words, is_common, refusal, title_key
+from pipeline.templating import example_answer, example_answers, template
+from pipeline.titles import TitleIndex, borrows_from, content_words, is_common, refusal, title_key, title_words
 
 ELSEWHERE_NEAR = ", a title elsewhere in the book"
 
 PLAN_TEMPLATES = ("plan_book.md", "plan_part.md", "plan_chapter.md")
+PHRASE_TEMPLATES = ("phrase_title.md", "phrase_part.md", "phrase_chapter.md", "phrase_section.md")
+EXAMPLE_TEMPLATES = PLAN_TEMPLATES + PHRASE_TEMPLATES
 EXAMPLE_RARE_ZIPF = 4.2  # wordfreq's Zipf: 'sail' 4.0 and 'barometer' 3.2 name the example's subject; 'safe' 5.1
+NO_POINT = "has no key point"
+PROMPT_WORDS = "copies the words of a prompt"
+FRAGMENT = "is a fragment of the request, not a heading"
+OFFENSIVE = "uses a word a handbook would not print"
+
+
+def example_items(name: str) -> list[PlanItem]:
+    """A template's worked answers as items: a planning template's listed lines, a phrasing template's one line
+    an answer."""
+    if name in PHRASE_TEMPLATES:
+        return [parse_item(answer.strip()) for answer in example_answers(name)]
+    return parse_items(example_answer(name))
 
 
 def example_words(template: str) -> frozenset[str]:
     """The content words of a worked example's headings: a heading built from them was copied."""
-    items = parse_items(example_answer(template))
-    return frozenset(word for item in items for word in content_words(item.title))
+    return frozenset(word for item in example_items(template) for word in content_words(item.title))
 
 
 @cache
@@ -68,7 +82,7 @@ def rare_example_words() -> frozenset[str]:
     def zipf(word: str) -> float:
         return max(zipf_frequency(form, "en") for form in (word.casefold(), word.casefold().removesuffix("s")))
 
-    headings = [item.title for name in PLAN_TEMPLATES for item in parse_items(example_answer(name))]
+    headings = [item.title for name in EXAMPLE_TEMPLATES for item in example_items(name)]
     words = {word for title in headings for word in re.findall(r"[A-Za-z]+", title) if zipf(word) < EXAMPLE_RARE_ZIPF}
     book_title = parse_book_title(example_answer(PLAN_TEMPLATES[0]))
     words |= {word for word in re.findall(r"[A-Za-z]+", book_title) if not is_common(word)}
@@ -82,7 +96,51 @@ def example_book_title_words() -> frozenset[str]:
 
 def example_units() -> list[str]:
     """Every worked example's items as `title: point`: a planned item near one of them was copied."""
-    return [unit(item.title, item.point) for name in PLAN_TEMPLATES for item in parse_items(example_answer(name))]
+    return [unit(item.title, item.point) for name in EXAMPLE_TEMPLATES for item in example_items(name)]
+
+
+PROMPT_TEMPLATES = ("book_context.md", "section.md", "retitle.md", "continue.md", *EXAMPLE_TEMPLATES)
+SHINGLE = 4  # words in a run of a prompt's own words that a line may not hold
+SHINGLE_CONTENT = 1  # ... of which content words ('its part made of'; 'what to do when' alone is no copy)
+
+
+def shingles(text: str) -> set[tuple[str, ...]]:
+    """The runs of SHINGLE words of a text that hold SHINGLE_CONTENT content words or more."""
+    words = title_words(text)
+    runs = (tuple(words[at : at + SHINGLE]) for at in range(len(words) - SHINGLE + 1))
+    return {run for run in runs if sum(bool(content_words(word)) for word in run) >= SHINGLE_CONTENT}
+
+
+@cache
+def prompt_shingles() -> frozenset[tuple[str, ...]]:
+    """The runs of words of what fanout itself says to the model: its prompts' instructions (the user turns of
+    every template, not the worked answers, which the example checks judge) and the planning notes."""
+    from pipeline.book.plan.schedule import CHOSEN_NOTE, must_note
+
+    said = [CHOSEN_NOTE, must_note(["x", "y"], "section", 1), must_note(["x"], "section", 2)]
+    for name in PROMPT_TEMPLATES:
+        text = template(name).template
+        said += [turn for turn in re.split(r"<<assistant>>.*?(?=<<user>>|$)", text, flags=re.S) if turn.strip()]
+    return frozenset(run for text in said for run in shingles(re.sub(r"\$\w+", " ", text)))
+
+
+def prompt_words(text: str, request: str) -> str | None:
+    """A run of a prompt's own words the text holds (not one the request uses too), or None."""
+    found = shingles(text) & prompt_shingles()
+    found -= shingles(request)
+    return " ".join(sorted(found)[0]) if found else None
+
+
+def is_fragment(title: str, request: str, asks: list[str]) -> bool:
+    """The title is a run of the request's own words cut out whole ('Library Board Each Quarter', 'Evenings') and not
+    one of its asks of two words or more ('First Aid for Burns and Cuts' is a concern a person would title so)."""
+    words, said = title_words(title), title_words(request)
+    if not words or not content_words(title):
+        return False
+    runs = {tuple(said[at : at + len(words)]) for at in range(len(said) - len(words) + 1)}
+    if tuple(words) not in runs:
+        return False
+    return not (len(words) >= 2 and any(title_key(title) == title_key(ask) for ask in asks))
 
 
 class MeaningIndex:
@@ -120,7 +178,7 @@ class TitleChecks:
         self.book_titles: dict[str, TitleIndex] = {level: TitleIndex() for level in self.book_keys}
         self.meanings: dict[str, MeaningIndex] = {level: MeaningIndex(embedder) for level in self.book_keys}
         asks = request_asks(request)
-        self.book_asks = BookAsks(embedder, asks[1:])  # the concerns; the subject is the book's
+        self.asks = asks
         self.subject = subject_words(request)  # what every title may share: titles are compared without it
         self.whole: dict[str, str] = {}  # a title without the subject's words -> the title
         self.title_asks = asks if is_brief(request) else asks[:1]  # what the book's title must carry one of
@@ -135,25 +193,36 @@ class TitleChecks:
                     self.claim("sections", PlanItem(section.title, section.point), near=False)
 
     @charged(Stage.PLANNING_CHECKS)
-    def defect(self, item: PlanItem, ask: NodeAsk, chosen: list[str], copied: frozenset[str]) -> str | None:
+    def defect(
+        self, item: PlanItem, ancestors: dict[str, str], chosen: list[str], copied: frozenset[str]
+    ) -> str | None:
         """What a reader would see as a defect in this line, or None: the title checks of pipeline/titles.py (no
         usable title, a sentence, not a word, an identifier, a count, an echo of a title above it or of the
         request, a near repeat of a sibling by words), a word or a whole item of a worked example, a planning
-        note's words, a point that only repeats its title ('Checklists: Checklists.')."""
-        title = item.title
-        reason = refusal(title, ask.ancestors, chosen)
+        note's or a prompt's words, no key point, a point that only repeats its title ('Checklists: Checklists.'),
+        a fragment of the request, a word a handbook would not print."""
+        title, whole = item.title, unit(item.title, item.point)
+        reason = refusal(title, ancestors, chosen)
         if reason is None and borrows_from(title, copied):
             reason = "comes from the worked example, not from this book"
-        if reason is None and carries_note(unit(title, item.point)):
+        if reason is None and carries_note(whole):
             reason = "copies a planning note"
+        if reason is None and not item.point.strip():
+            reason = NO_POINT
         if reason is None and (said := content_words(item.point)) and said <= content_words(title):
             reason = "has a point that only repeats its title"
-        if reason is None and nearest_example(self.embedder, unit(title, item.point), self.examples) is not None:
+        if reason is None and (run := prompt_words(whole, self.request)):
+            reason = f'{PROMPT_WORDS}: "{run}"'
+        if reason is None and is_fragment(title, self.request, self.asks):
+            reason = FRAGMENT
+        if reason is None and (words := offensive_words(whole)):
+            reason = f"{OFFENSIVE}: " + ", ".join(words)
+        if reason is None and nearest_example(self.embedder, whole, self.examples) is not None:
             reason = "comes from the worked example, not from this book"
         return reason
 
     @charged(Stage.PLANNING_CHECKS)
-    def faults(self, item: PlanItem, ask: NodeAsk, chosen: list[str], sibling_units: list[str]) -> list[str]:
+    def faults(self, item: PlanItem, chosen: list[str], sibling_units: list[str]) -> list[str]:
         """What makes a line a worse choice, not a defect: its title says what a chosen sibling's says, its title
         and point cannot be told apart from a sibling's (a writer could not keep them apart), its point says
         nothing of its own. A line with a fault is taken only when the pool has nothing better."""
@@ -183,10 +252,10 @@ class TitleChecks:
         ranked: np.ndarray = (to_request + to_parent) / 2
         return (to_request if self.judge is not None else np.ones(len(units), dtype=np.float32)), ranked
 
-    def title_taken_near(self, ask: NodeAsk, item: PlanItem, chosen: list[str]) -> bool:
+    def title_taken_near(self, ancestors: dict[str, str], item: PlanItem, chosen: list[str]) -> bool:
         """The title says what a chosen sibling's says, by words or by meaning: never taken, even last."""
         return (
-            refusal(item.title, ask.ancestors, chosen) is not None
+            refusal(item.title, ancestors, chosen) is not None
             or title_near(self.embedder, item.title, chosen, self.subject) is not None
         )
 
@@ -239,5 +308,4 @@ class TitleChecks:
         self.whole.setdefault(distinctive(title, self.subject), title)
         self.book_titles[level].add(distinctive(title, self.subject))
         self.meanings[level].add(distinctive(title, self.subject))
-        self.book_asks.take(item)
         return None

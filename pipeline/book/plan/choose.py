@@ -10,7 +10,7 @@ by pipeline/audit/onsubject.py's unit fit), or, in a chapter's last section slot
 still owed; then it is held back, and the next is tried. Each pooled line and its fits go to run.log.
 Held lines fill what the best left (asking.py): those with a fault at the end of each round, best first (so
 a second round goes out only when the pool cannot fill the node even so); those off the request only after the
-last round and the headings made from the request's own asks. A line whose title says what a chosen sibling's
+last round and the asks the node still owes, phrased by the model. A line whose title says what a chosen sibling's
 says is never taken.
 """
 
@@ -33,7 +33,7 @@ log = logging.getLogger("fanout")
 OFF_SUBJECT = "is not about what the request asks for"
 PLAN_FLOOR = 0.3  # a line whose title and point fit the request less (pipeline/audit/onsubject.py's unit fit) is
 # held back while the pool has others: 0.11-0.3 in the demo's pools were lemon sorbet, beer, sashimi
-LAST_RESORT_FIT = 0.2  # a line held as off the subject is never taken below this fit: a placeholder instead
+LAST_RESORT_FIT = 0.2  # a line held as off the subject is never taken below this fit: the node is short instead
 # ('The Science Behind It: making sashimi with lemon and garlic breadcrumbs', 0.11 to a sourdough request)
 DIVERSITY = 0.2  # MMR's weight on the similarity to the nearest chosen sibling: at 0.5, a line off the subject
 # (fit 0.35, 0.2 to the chosen) outranked one on it (fit 0.55, 0.7 to a sibling) in the demo's chapters
@@ -91,7 +91,7 @@ def choose(
     ask = choice.ask
     lines = []
     for item in fresh_lines(pool, choice):
-        if reason := checks.defect(item, ask, choice.chosen, copied):
+        if reason := checks.defect(item, ask.ancestors, choice.chosen, copied):
             stats.refused.append((ask.node_id, item.title, reason))
         else:
             lines.append(item)
@@ -118,7 +118,9 @@ def take_early(pool: list[PlanItem], choice: Choice, *, checks: TitleChecks, cop
     has no defect, no fault, fits the request and leaves nothing owed; else take nothing (the whole pool decides
     once the samples end, and says why of each line). Nothing is held or counted here. True when one was taken."""
     ask = choice.ask
-    lines = [item for item in fresh_lines(pool, choice) if checks.defect(item, ask, choice.chosen, copied) is None]
+    lines = [
+        item for item in fresh_lines(pool, choice) if checks.defect(item, ask.ancestors, choice.chosen, copied) is None
+    ]
     if not lines or choice.missing() <= 0:
         return False
     to_request, fit = checks.subject_fit(lines, ask.parent_unit)
@@ -146,7 +148,7 @@ def mmr(lines: list[PlanItem], fit: np.ndarray, choice: Choice, checks: TitleChe
 def held_back(item: PlanItem, score: float, choice: Choice, *, checks: TitleChecks, request_fit: float) -> Held | None:
     """Why the line may not be taken now, as the Held it would be: a fault, off the subject (its fit to the
     request under PLAN_FLOOR), or leaving out what a last slot owes; None when it may be taken."""
-    faults = checks.faults(item, choice.ask, choice.chosen, list(choice.units.values()))
+    faults = checks.faults(item, choice.chosen, list(choice.units.values()))
     if faults:
         return Held(item, score, faults[0])
     if request_fit < PLAN_FLOOR:
@@ -186,7 +188,7 @@ def take_held(
             continue
         if held.fit < LAST_RESORT_FIT:
             continue
-        if checks.title_taken_near(choice.ask, held.item, choice.chosen):
+        if checks.title_taken_near(choice.ask.ancestors, held.item, choice.chosen):
             continue
         if checks.claim(choice.ask.level, held.item) is None:
             stats.off_subject_taken += off_request

@@ -1,6 +1,6 @@
 """The request's asks carried down the plan: which of them one node's children must still carry, which a
-taken child takes along for its own children, and when a section that carries none is refused; and which of
-them no title of the whole book carries yet (what a node's last resorts are made from).
+taken child takes along for its own children, and when a section that carries none is refused (what a node still
+owes when its rounds are spent is phrased by the model, planner.py).
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from pipeline.audit.embed import Embedder
-from pipeline.audit.meaning import CARRIED, carries, holds_words, unit
+from pipeline.audit.meaning import carries, unit
 from pipeline.book.plan.answers import PlanItem
 
 
@@ -45,23 +45,3 @@ class Coverage:
         nearest = sorted(self.open, key=lambda ask: -float(self.embedder.embed([ask])[0] @ text))[:share]
         self.open = [ask for ask in self.open if ask not in nearest]
         return nearest
-
-
-class BookAsks:
-    """The request's concerns that no title taken anywhere in the book carries yet: exactly what the book still
-    lacks, so a node whose asks are spent makes its missing titles from them (fallbacks.py)."""
-
-    def __init__(self, embedder: Embedder, asks: list[str]) -> None:
-        self.embedder = embedder
-        self.open = list(asks)
-        self.vectors = dict(zip(asks, embedder.embed(asks))) if asks else {}  # embedded once, not per title
-
-    def take(self, item: PlanItem) -> None:
-        """Mark what a title taken anywhere in the book carries (meaning.py's `carries`, one embedding a title)."""
-        if not self.open:
-            return
-        text = unit(item.title, item.point)
-        row = self.embedder.embed([text])[0]
-        self.open = [
-            ask for ask in self.open if not (holds_words(ask, text) or float(self.vectors[ask] @ row) >= CARRIED)
-        ]

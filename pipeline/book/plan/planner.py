@@ -7,16 +7,23 @@ what to leave to it), asked as a numbered list of `Heading: sentence` lines afte
 headings asked, JSON with a schema gave 28 usable titles and no points, a described list 12, the worked
 example 33, each with its point.
 
-Each node's question is sampled several times at once and its titles are chosen from the pooled lines
-(asking.py, choose.py) by their fit to the request and their parent and by distinctness from what is chosen;
-only lines with a defect a reader would see are refused (checks.py). The request's asks (its subject and each
-concern it names, pipeline/audit/asks.py) are carried down the plan (coverage.py): each node takes along an
-even share of those still open, and the last section slots are kept for them. A second round only when a
-node's pool cannot fill it; then fallbacks.py. Model output is untrusted: nothing in an answer raises.
+Two ways to get a node's titles (records.PlanMode; `auto` picks `given` for a small model, whose invented plans
+drift off the request, and `open` for the rest):
+- given (given.py, phrasing.py, fromgiven.py): the plan gives what each unit is about (the request's concerns and
+  the facets a book of its kind covers), and the model phrases a title and a point for each, all at once.
+- open: each node's question is sampled several times at once and its titles are chosen from the pooled lines
+  (asking.py, choose.py) by their fit to the request and their parent and by distinctness from what is chosen;
+  only lines with a defect a reader would see are refused (checks.py). The request's asks (its subject and each
+  concern it names, pipeline/audit/asks.py) are carried down the plan (coverage.py): each node takes along an
+  even share of those still open, and the last section slots are kept for them. A second round only when a
+  node's pool cannot fill it; then the asks it still owes, each phrased as a given unit.
+Either way a node that cannot be filled has fewer children and is marked short; nothing is made up. Model
+output is untrusted: nothing in an answer raises.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Callable, Coroutine, Sequence
@@ -27,20 +34,35 @@ from typing import Any, TypeVar
 import anyio
 from anyio.abc import TaskGroup
 
-from pipeline.audit.asks import request_asks
+from pipeline.audit.asks import read, request_asks
 from pipeline.audit.embed import Embedder, open_embedder
 from pipeline.audit.meaning import unit
 from pipeline.backends.pool import BackendPool
 from pipeline.book.plan.answers import PlanItem
 from pipeline.book.plan.asking import NodeAsker
 from pipeline.book.plan.checks import TitleChecks
+from pipeline.book.plan.choose import Choice
 from pipeline.book.plan.fallbacks import fallback_book_title
-from pipeline.book.plan.schedule import CHOICES, NodeAsk, PlanStats, about, must_note
+from pipeline.book.plan.fromgiven import GivenPlan
+from pipeline.book.plan.given import GivenBook, given_book
+from pipeline.book.plan.phrasing import Level, Phraser, Taking, Unit
+from pipeline.book.plan.schedule import CHOICES, NodeAsk, OnChange, OnSection, PlanStats, about, must_note
 from pipeline.book.profiles import Sampler
-from pipeline.records import BookSpec, Chapter, Node, Outline, Part, PlanSchedule, Section
+from pipeline.errors import FanoutError
+from pipeline.records import (
+    BookSpec,
+    Chapter,
+    Node,
+    Outline,
+    Part,
+    PlanMode,
+    PlanSchedule,
+    Section,
+    wants_children,
+    without_empty,
+)
 
-OnSection = Callable[[Outline, Part, Chapter, Section], None]
-OnChange = Callable[[Outline], None]
+log = logging.getLogger("fanout")
 _T = TypeVar("_T")
 
 
@@ -67,10 +89,11 @@ class Planner:
         embedder: Embedder | None = None,
         judge: Embedder | None = None,
         lane_writing: int = 0,
+        mode: PlanMode = PlanMode.AUTO,
     ):
         """`judge`: the off-request judge (pipeline/audit/offrequest.py); None: no title is judged on the request.
         `lane_writing`: while planning runs beside writing, the writing requests the planning lane's backend
-        takes (BackendPool.planning_lane; 0: no lane)."""
+        takes (BackendPool.planning_lane; 0: no lane). `mode`: given or open planning (module docstring)."""
         self.pool = pool
         self.lane_writing = lane_writing
         self.on_node = on_node or (lambda level: None)
@@ -81,6 +104,10 @@ class Planner:
         self.asker = NodeAsker(pool, spec, sampler, self.checks, self.stats)
         self.asks = request_asks(spec.prompt)
         self.musts: dict[str, list[str]] = {"book": self.asks[1:]}  # node id -> asks its children must carry
+        self.reading = read(spec.prompt)
+        self.phraser = Phraser(self.asker, self.reading)
+        self.mode = mode
+        self.asker.fill = self._fill
 
     async def plan(
         self,
@@ -107,7 +134,9 @@ class Planner:
             self.asker.book_title = outline.title
         self.stats.levels = [1, self.spec.parts, self.spec.parts * self.spec.chapters]
         self.asker.early = schedule is not PlanSchedule.BARRIER  # a line taken early is worth it only to a writer
-        if schedule is PlanSchedule.BARRIER:
+        if (given := self.given(outline)) is not None:
+            outline = await self._plan_given(given, outline, schedule, announce, changed)
+        elif schedule is PlanSchedule.BARRIER:
             outline = await self._plan_levels(outline, changed)
             for part, chapter, section in outline.sections():
                 announce(outline, part, chapter, section)
@@ -117,10 +146,84 @@ class Planner:
                     streamed = schedule is PlanSchedule.STREAMED
                     outline = await self._plan_pipelined(outline, group, announce, changed, streamed=streamed)
         assert outline is not None, "both schedules return the outline (a failed task raises out of the group)"
+        if dropped := without_empty(outline):
+            log.info("%d chapters or parts had no section that could be planned: taken out", dropped)
+        if not outline.sections():
+            raise FanoutError(
+                "planning gave no section a reader could use: every line the model gave was refused (run.log "
+                "lists each line and why); try again, or give the outline with --outline"
+            )
         outline.complete = True
         changed(outline)
         self.stats.seconds = time.monotonic() - started
         return outline
+
+    def given(self, outline: Outline | None) -> GivenBook | None:
+        """The book as given, when it is planned so (the mode; a small model's profile for `auto`) and the shape
+        fits what can be given; not for an outline planned otherwise (a person's, or an open plan's), whose units
+        have no `about` to phrase the rest from."""
+        small = self.asker.sampler.profile.name == "small"
+        if self.mode is PlanMode.OPEN or (self.mode is PlanMode.AUTO and not small):
+            return None
+        if outline is not None and not all(part.about for part in outline.parts):
+            return None
+        return given_book(self.reading, self.spec.parts, self.spec.chapters, self.spec.sections)
+
+    async def _plan_given(
+        self,
+        given: GivenBook,
+        outline: Outline | None,
+        schedule: PlanSchedule,
+        announce: OnSection,
+        changed: OnChange,
+    ) -> Outline:
+        barrier = schedule is PlanSchedule.BARRIER
+        hand_over = (lambda outline, part, chapter, section: None) if barrier else announce
+        streamed = schedule is PlanSchedule.STREAMED
+        plan = GivenPlan(self, given, self.phraser, hand_over, changed, streamed)
+        with self.pool.reserve_for_first(CHOICES), self.pool.planning_lane(self.lane_writing):
+            outline = await plan.plan(outline)
+        self.stats.phrased = plan.phrased
+        if barrier:
+            for part, chapter, section in outline.sections():
+                announce(outline, part, chapter, section)
+        return outline
+
+    def plan_part_open(
+        self, group: TaskGroup, outline: Outline, part: Part, announce: OnSection, changed: OnChange, *, streamed: bool
+    ) -> None:
+        """Plan a part's chapters (and theirs) open, in `group`, as the pipelined schedule does."""
+        _Starter(self, group, announce, changed, streamed).part(outline, part)
+
+    def plan_chapter_open(
+        self,
+        group: TaskGroup,
+        outline: Outline,
+        part: Part,
+        chapter: Chapter,
+        announce: OnSection,
+        changed: OnChange,
+        *,
+        streamed: bool,
+    ) -> None:
+        """Plan a chapter's sections open, in `group`, as the pipelined schedule does."""
+        _Starter(self, group, announce, changed, streamed).chapter(outline, part, chapter)
+
+    async def _fill(self, ask: NodeAsk, choice: Choice) -> None:
+        """A node's rounds are spent and titles still missing: the asks it still owes, each phrased by the model
+        as a given unit ('its section about <ask>'); what cannot be phrased stays missing."""
+        level: Level = "parts" if ask.level == "parts" else "chapters" if ask.level == "chapters" else "sections"
+        parent = next(iter(ask.ancestors.values()), "")
+        taking = Taking(ask.ancestors, list(choice.chosen), list(choice.units.values()))
+        for owed in list(choice.coverage.open):
+            if choice.missing() <= 0:
+                return
+            values = {"book": self.phraser.book, "about": owed, "chapter": parent}
+            item = await self.phraser.phrase(Unit(level, owed, values, f"{ask.node_id}+"), taking)
+            self.stats.phrased += 1
+            if item is not None:
+                self.stats.filled_from_asks += 1
+                choice.take(item)
 
     async def plan_first_chain(self) -> Outline:
         """Only what must be planned before a first section can be sent, as the pipelined and streamed schedules
@@ -169,15 +272,15 @@ class Planner:
         return [chapter for _, chapter in new]
 
     async def _plan_levels(self, outline: Outline | None, changed: OnChange) -> Outline:
-        if outline is None or len(outline.parts) < self.spec.parts:
+        if outline is None or (len(outline.parts) < self.spec.parts and not outline.short):
             outline = await self._plan_book(outline)
             changed(outline)
         await self._each(
-            [pt for pt in outline.parts if len(pt.chapters) < self.spec.chapters],
+            [pt for pt in outline.parts if wants_children(pt, self.spec.chapters)],
             lambda pt: self._plan_part(outline, pt, changed=changed),
         )
         await self._each(
-            [(pt, ch) for pt in outline.parts for ch in pt.chapters if len(ch.sections) < self.spec.sections],
+            [(pt, ch) for pt in outline.parts for ch in pt.chapters if wants_children(ch, self.spec.sections)],
             lambda pair: self._plan_chapter(outline, *pair, changed=changed),
         )
         return outline
@@ -189,7 +292,7 @@ class Planner:
         if outline is not None:
             for part in list(outline.parts):
                 starter.part(outline, part)
-        if outline is None or len(outline.parts) < self.spec.parts:
+        if outline is None or (len(outline.parts) < self.spec.parts and not outline.short):
             outline = await self._plan_book(outline, starter.part)
             changed(outline)
         return outline
@@ -205,7 +308,7 @@ class Planner:
     ) -> Outline:
         """The book title and the parts still missing. Parts are added (and `on_part` told) as they stream
         in, once the book title, which their own prompts need, is known."""
-        waiting: list[tuple[PlanItem, bool, list[str]]] = []
+        waiting: list[tuple[PlanItem, list[str]]] = []
 
         def add_waiting(*, final: bool = False) -> None:
             nonlocal outline
@@ -215,18 +318,16 @@ class Planner:
                 outline = Outline(
                     title=self.asker.book_title or fallback_book_title(self.spec.prompt), parts=[], complete=False
                 )
-            for item, placeholder, musts in waiting:
-                part = Part(
-                    id=next_id("", "p", outline.parts), title=item.title, point=item.point, placeholder=placeholder
-                )
+            for item, musts in waiting:
+                part = Part(id=next_id("", "p", outline.parts), title=item.title, point=item.point)
                 self.musts[part.id] = musts
                 outline.parts.append(part)
                 if on_part is not None:
                     on_part(outline, part)
             waiting.clear()
 
-        def add(item: PlanItem, *, placeholder: bool, musts: list[str]) -> None:
-            waiting.append((item, placeholder, musts))
+        def add(item: PlanItem, *, musts: list[str]) -> None:
+            waiting.append((item, musts))
             add_waiting()
 
         await self.asker.titles(
@@ -246,6 +347,9 @@ class Planner:
         )
         add_waiting(final=True)
         assert outline is not None, "add_waiting(final=True) makes the outline"
+        if len(outline.parts) < self.spec.parts:
+            outline.short = True
+            self.stats.short += 1
         self.on_node("parts")
         return outline
 
@@ -256,12 +360,11 @@ class Planner:
         on_chapter: Callable[[Chapter], None] | None = None,
         changed: OnChange | None = None,
     ) -> None:
-        def add(item: PlanItem, *, placeholder: bool, musts: list[str]) -> None:
+        def add(item: PlanItem, *, musts: list[str]) -> None:
             chapter = Chapter(
                 id=next_id(part.id + ".", "c", part.chapters),
                 title=item.title,
                 point=item.point,
-                placeholder=placeholder,
             )
             self.musts[chapter.id] = musts
             part.chapters.append(chapter)
@@ -291,6 +394,9 @@ class Planner:
                 parent_unit=unit(part.title, part.point),
             )
         )
+        if len(part.chapters) < self.spec.chapters:
+            part.short = True
+            self.stats.short += 1
         self.on_node("chapters")
         if changed is not None:
             changed(outline)
@@ -304,12 +410,11 @@ class Planner:
         changed: OnChange | None = None,
         on_each: Callable[[Section], None] | None = None,
     ) -> None:
-        def add(item: PlanItem, *, placeholder: bool, musts: list[str]) -> None:
+        def add(item: PlanItem, *, musts: list[str]) -> None:
             section = Section(
                 id=next_id(chapter.id + ".", "s", chapter.sections),
                 title=item.title,
                 point=item.point,
-                placeholder=placeholder,
             )
             chapter.sections.append(section)
             chapter.sections.sort(key=lambda s: id_number(s.id))
@@ -346,6 +451,11 @@ class Planner:
                 parent_unit=unit(chapter.title, chapter.point),
             )
         )
+        if len(chapter.sections) < self.spec.sections:
+            chapter.short = True
+            self.stats.short += 1
+            if on_complete is not None:  # a short chapter is whole with what it has
+                on_complete()
         self.on_node("sections")
         if changed is not None:
             changed(outline)
@@ -363,7 +473,7 @@ class _Starter:
     streamed: bool = False  # each section announced as it is chosen, not once its chapter is whole
 
     def chapter(self, book: Outline, part: Part, chapter: Chapter) -> None:
-        if len(chapter.sections) >= self.planner.spec.sections:
+        if not wants_children(chapter, self.planner.spec.sections):
             self.announce_all(book, part, chapter)
             return
         if self.streamed:
@@ -378,7 +488,7 @@ class _Starter:
     def part(self, book: Outline, part: Part) -> None:
         for chapter in list(part.chapters):
             self.chapter(book, part, chapter)
-        if len(part.chapters) < self.planner.spec.chapters:
+        if wants_children(part, self.planner.spec.chapters):
             on_chapter = partial(self.chapter, book, part)
             self.group.start_soon(partial(self.planner._plan_part, book, part, on_chapter, self.changed))
 

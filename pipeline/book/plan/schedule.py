@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pipeline.book.plan.answers import PlanItem
+from pipeline.records import Chapter, Outline, Part, Section
 
 TOKENS_PER_ITEM = 40  # a heading and its sentence (SmolLM2-135M's lines: 18-34 tokens)
 SPARE_ITEMS = 3  # asked for beyond the need in every sample, so that the pool holds a choice
@@ -39,13 +41,13 @@ FIRST_ROUND_TEMPERATURE = 0.7
 SECOND_ROUND_TEMPERATURE = 0.9  # farther from the first round's lines, which the pool already holds
 CHOSEN_NOTE = "Already chosen, so give others:"  # the only note a planning prompt carries
 SHOWN_CHOSEN = 30
-# The words of the notes a planning prompt carries (chosen_note, must_note), and of the refusal reasons an
-# earlier planner showed ("does not repeat the chapter title" came back as a section title): a line that
-# holds them copied a note, not a heading.
+# The words of the notes a planning prompt carries (chosen_note, must_note), of the refusal reasons an earlier
+# planner showed ("does not repeat the chapter title" came back as a section title) and of the points it joined from
+# the request's phrases ("The scent, as it bears on The Dog."): a line that holds them copied a note, not a heading.
 NOTE_WORDS = re.compile(
     r"\b(?:already chosen|give others|the request asks for|(?:include|with) an? (?:part|chapter|section) on each"
     r"|cover several of them|do(?:es)? not repeat|repeats? the (?:entire |whole )?(?:book|part|chapter|section)"
-    r"|refused|the worked example)\b",
+    r"|refused|the worked example|as it bears on|as the request asks)\b",
     re.I,
 )
 
@@ -57,15 +59,15 @@ class PlanStats:
     reasked: int = 0  # nodes asked a second round
     pooled: int = 0  # distinct lines the rounds' samples gave
     taken_early: int = 0  # titles taken while their samples still streamed (asking.py's _Early)
-    placeholders: int = 0
+    short: int = 0  # parts and chapters planned with fewer children than the shape asks (no usable line)
+    phrased: int = 0  # given units asked to be phrased (phrasing.py)
     seconds: float = 0.0
     levels: list[int] = field(default_factory=list)  # nodes per level: 1 -> P -> P*C
-    missing_points: int = 0  # titles taken without a key point
-    titles_from_asks: int = 0  # missing titles made from what the request asks that the book still lacks
+    filled_from_asks: int = 0  # children phrased from the asks a node still owed, when its rounds were spent
     off_subject_taken: int = 0  # titles taken although the judge found them off the request (nothing better)
     asks_dropped: int = 0  # asks of the request no section carries after every ask
     asked_later: int = 0  # asks that failed on every backend and were asked again later in the run
-    failed_asks: int = 0  # asks that failed on every backend every time (the node took its last resorts)
+    failed_asks: int = 0  # asks that failed on every backend every time (the node went on with what it had)
     refused: list[tuple[str, str, str]] = field(default_factory=list)  # (node id, title, defect), for run.log
     passed_over: Counter[str] = field(default_factory=Counter)  # fault -> lines left in the pool for it
 
@@ -105,14 +107,18 @@ def must_note(musts: list[str], noun: str, count: int) -> str:
     return f"\nThe request asks for all of these, so let each {noun} cover several of them: " + "; ".join(musts) + "."
 
 
-class OnItem(Protocol):
-    """Told of each item a node settles on: whether it is a placeholder, and the asks its children carry."""
+OnSection = Callable[[Outline, Part, Chapter, Section], None]  # told of each section the plan hands to the writer
+OnChange = Callable[[Outline], None]  # told of the outline after each planned node, to save it
 
-    def __call__(self, item: PlanItem, *, placeholder: bool, musts: list[str]) -> None: ...
+
+class OnItem(Protocol):
+    """Told of each item a node settles on, and the asks its children carry."""
+
+    def __call__(self, item: PlanItem, *, musts: list[str]) -> None: ...
 
 
 class TakeItem(Protocol):
-    def __call__(self, item: PlanItem, *, placeholder: bool = False) -> None: ...
+    def __call__(self, item: PlanItem) -> None: ...
 
 
 @dataclass

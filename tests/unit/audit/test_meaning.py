@@ -37,10 +37,21 @@ FLOORS = {
     "overlap": (0.9, 0.9),
     "requests read": (0.9, 0.9),  # the request reader, by rules: items are asks read, positives asks marked
     "requests read, held out": (0.9, 0.9),
-    "off_request": (0.9, 0.35),  # all-MiniLM-L6-v2: the subtler drifts pass; what it flags is off
     "requests read, with details": (0.75, 0.9),  # a detail read as an ask is wrong even inside a marked ask
-    "off_subject": (0.9, 0.5),  # sections of real books labelled by reading them: what it flags is off
-    "off_subject, held out": (0.85, 0.5),  # other books: 0.87 and 0.72 when set
+    # the request read as a person reads it (asks.read): the subject as framed, right or not; audience; concerns
+    "readings: subject": (0.9, 0.9),
+    "readings: audience": (0.85, 0.8),
+    "readings: concerns": (0.8, 0.9),
+    "readings, held out: subject": (0.85, 0.85),  # written by someone else after the rules: 0.875 (21 of 24)
+    "readings, held out: audience": (0.6, 0.55),
+    "readings, held out: concerns": (0.7, 0.8),
+    "off_request": (0.9, 0.3),  # all-MiniLM-L6-v2: the subtler drifts pass; what it flags is off
+    # sections of real books labelled by reading them. ON_SUBJECT was set on the request-forms books, read by the
+    # framed subject and with the opening's story counted off; the two older sets were read more kindly, so there
+    # the stricter threshold flags some sections their readers passed
+    "off_subject": (0.7, 0.9),
+    "off_subject, held out": (0.75, 0.9),
+    "off_subject, request forms": (0.85, 0.9),
 }
 
 
@@ -95,7 +106,7 @@ def test_an_embeddings_endpoint_is_asked_in_batches_and_its_rows_normalised():
         ),
         (
             "Write a short history of the printing press in Europe, from Gutenberg to the steam press.",
-            ["printing press in Europe", "Gutenberg", "steam press"],
+            ["history of the printing press in Europe", "Gutenberg", "steam press"],  # its frame is its subject
         ),
         (
             "Write a guide to growing vegetables on a balcony through all four seasons.",
@@ -103,7 +114,7 @@ def test_an_embeddings_endpoint_is_asked_in_batches_and_its_rows_normalised():
         ),
         (
             "Explain how vaccines train the immune system, for curious readers without a biology degree.",
-            ["vaccines train the immune system"],
+            ["how vaccines train the immune system"],
         ),
         ("Write a book about jazz, including New Orleans, swing and bebop.", ["jazz", "New Orleans", "swing", "bebop"]),
         (
@@ -289,4 +300,8 @@ def test_a_briefs_circumstance_and_purpose_are_no_asks_and_its_cues_are_read():
     assert asks[0] == "choir" and "warming up" in asks and "concert dress" in asks
     assert not {"church hall", "station", "conductor", "new singer", "nobody"} & set(asks), asks
     nurses = read_request("A guide for new night-shift nurses on sleep, meals and staying alert.")
-    assert [(a.text, a.kind) for a in nurses][:2] == [("new night-shift nurses", "audience"), ("sleep", "subject")]
+    assert [(a.text, a.kind) for a in nurses][:3] == [
+        ("night-shift nurses", "subject"),  # the book is about their work: a list of what it covers follows
+        ("new night-shift nurses", "audience"),
+        ("sleep", "concern"),
+    ]

@@ -47,7 +47,7 @@ def test_frontier_writes_a_book_a_setting_and_marks_the_front(tmp_path, capsys):
     with steplaw_in_thread((1.0, 0.01), (1.0, 0.01)) as (engine, planner):
         args = ["frontier", "A handbook on bees", "--shape", "1x2x2", "--words", "20", "--profiles", "greedy,small"]
         args += ["--best-of", "1,2", "--figure", "seq_rep_4_median", "--backend", f"{engine.url},cap=16"]
-        args += ["--planner-backend", f"{planner.url},cap=4,name=planner"]
+        args += ["--planner-backend", f"{planner.url},cap=4,name=planner", "--planning", "open"]  # profiles alone
         assert main([*args, "--quiet", "--out", str(tmp_path), "--json"]) == 0
     record = json.loads(capsys.readouterr().out)
     assert [p["setting"] for p in record["points"]] == [

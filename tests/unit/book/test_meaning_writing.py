@@ -19,7 +19,7 @@ from pipeline.book.repair import Repairer
 from pipeline.book.run import spare_best_of
 from pipeline.book.write import SectionWriter, WritePolicy
 from pipeline.journal import Journal
-from pipeline.records import Backend, BookSpec, Chapter, EngineKind, Outline, Part, Section, SectionResult
+from pipeline.records import Backend, BookSpec, Chapter, EngineKind, Outline, Part, PlanMode, Section, SectionResult
 from pipeline.watch.listeners import BookListener
 from tests.fakes.fake_engine import FakeEngine, prompt_of
 from tests.fakes.fake_prompts import plan_level, section_title
@@ -160,7 +160,8 @@ async def test_the_requests_asks_are_carried_and_the_last_slots_kept_for_them():
     engine = await FakeEngine(reply=replies).start()
     try:
         pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=8)], RetryPolicy())
-        planner = Planner(pool, BookSpec(prompt=woodwork, parts=1, chapters=1, sections=4), SMALL)
+        spec = BookSpec(prompt=woodwork, parts=1, chapters=1, sections=4)
+        planner = Planner(pool, spec, SMALL, mode=PlanMode.OPEN)
         outline = await planner.plan()
     finally:
         await engine.stop()
@@ -172,3 +173,20 @@ async def test_the_requests_asks_are_carried_and_the_last_slots_kept_for_them():
     assert sorted(note.split("; ")) == ["finishing", "joints", "sharpening"], "a part takes the asks along"
     second = [p for p in replies.prompts if plan_level(p) == "chapter" and CHOSEN_NOTE in p]
     assert second and '"Choosing Timber"' in second[0] and "Glue Types" not in second[0], "what was chosen, no more"
+
+
+class SwearingFirst(SeededReplies):
+    """FAKE answers whose first for a section uses a word a handbook would not print; later ones are clean."""
+
+    def __call__(self, body: dict) -> str:
+        text = super().__call__(body)
+        title = section_title(prompt_of(body))
+        return text.replace("flour", "fucking flour", 1) if len(self.seeds[title]) == 1 else text
+
+
+async def test_a_section_with_a_word_no_handbook_prints_is_asked_again_and_the_clean_answer_kept(tmp_path):
+    replies = SwearingFirst(off=0)
+    writer = await write_one(replies, best_of=1, retries=1, tmp_path=tmp_path)
+    result = writer.results["p01.c01.s01"]
+    assert len(replies.seeds["Choosing a Flour"]) == 2, "asked again although it was on its point"
+    assert "fucking" not in result.text and result.candidates == 2

@@ -16,7 +16,6 @@ from pipeline.book.assemble import assemble, demote_headings
 from pipeline.book.plan.answers import PlanItem, clean_point, parse_items
 from pipeline.book.plan.checks import TitleChecks
 from pipeline.book.plan.coverage import Coverage
-from pipeline.book.plan.fallbacks import MAX_ASKS_A_HEADING, ask_groups, heading_from_asks, reads_as_heading
 from pipeline.book.plan.planner import Planner
 from pipeline.book.plan.schedule import (
     CHOICES,
@@ -27,6 +26,7 @@ from pipeline.book.plan.schedule import (
     carries_note,
 )
 from pipeline.book.profiles import PROFILES, Sampler
+from pipeline.errors import FanoutError
 from pipeline.records import (
     Backend,
     BookSpec,
@@ -35,6 +35,7 @@ from pipeline.records import (
     EngineKind,
     Outline,
     Part,
+    PlanMode,
     PlanSchedule,
     Section,
     SectionResult,
@@ -42,7 +43,7 @@ from pipeline.records import (
 from pipeline.text import close_open_fence
 from pipeline.titles import title_key
 from tests.fakes.fake_engine import FakeEngine, prompt_of, requested_count
-from tests.fakes.fake_prompts import fake_title, plan_answer, plan_level
+from tests.fakes.fake_prompts import fake_title, phrase_answer, phrase_level, plan_answer, plan_level
 from tests.unit.audit.test_quality import write_outline_run
 
 pytestmark = pytest.mark.anyio
@@ -75,6 +76,9 @@ class ScriptedPlanner:
         prompt = prompt_of(body)
         self.prompts.append(prompt)
         self.bodies.append(body)
+        if phrase_level(prompt) is not None:
+            self.counter += 1
+            return phrase_answer(self.title(self.counter, 0))
         level = plan_level(prompt)
         if self.scripts.get(level):
             return self.scripts[level].pop(0)
@@ -120,7 +124,7 @@ async def test_shape_is_enforced_from_malformed_short_and_overlong_answers():
     assert shape_of(outline) == (3, {2}, {3})
     titles = {s.title for _, _, s in outline.sections()}
     assert not any(title[0].isdigit() or "*" in title or "#" in title for title in titles), "numbering, Markdown off"
-    assert planner.stats.placeholders == 0 and planner.stats.levels == [1, 3, 6]
+    assert planner.stats.short == 0 and planner.stats.levels == [1, 3, 6]
 
 
 async def test_duplicate_titles_are_pooled_once_and_a_second_round_shows_only_what_was_chosen():
@@ -142,11 +146,12 @@ async def test_a_title_nearly_repeating_one_elsewhere_in_the_book_is_never_taken
     outline, planner = await plan_with(replies, BookSpec(prompt="p", parts=1, chapters=2, sections=1))
     sections = [s for _, _, s in outline.sections()]
     assert sum(s.title in ("How to Make Sourdough", "Making a Sourdough") for s in sections) == 1
-    assert planner.stats.placeholders == 1 and sum(s.placeholder for s in sections) == 1
+    assert len(sections) == 1 and planner.stats.short >= 1, "the chapter left with no section is taken out"
+    assert outline.parts[0].short and not any(s.placeholder for s in sections)
     assert any("nearly repeats" in reason for _, _, reason in planner.stats.refused)
 
 
-async def test_titles_the_model_never_gave_are_made_from_what_the_request_still_asks_for():
+async def test_titles_the_model_never_gave_are_phrased_from_what_the_request_still_asks_for():
     replies = ScriptedPlanner(
         {
             "book": ["Title: Bees\n1. The Apiary: where the hives stand and why."],
@@ -158,19 +163,15 @@ async def test_titles_the_model_never_gave_are_made_from_what_the_request_still_
     spec = BookSpec(prompt=prompt, parts=1, chapters=1, sections=2)
     outline, planner = await plan_with(replies, spec)
     sections = outline.parts[0].chapters[0].sections
-    assert {s.title for s in sections} <= {"Swarm Control", "Winter Feeding", "Honey Extraction"}, "the request's words"
-    assert not any(s.placeholder for s in sections) and planner.stats.placeholders == 0
-    assert planner.stats.titles_from_asks == 2 and sections[0].point.endswith(".")
-
-
-def test_a_made_heading_names_the_asks_nearest_its_lead_so_the_missing_slots_carry_them_all():
-    asks = ["aphids", "rhubarb", "blight", "soft fruit bushes", "slugs", "working part time"]
-    groups = ask_groups(open_embedder(), asks, slots=2)
-    assert [group[0] for group in groups] == ["aphids", "rhubarb"], "the first asks that can stand as headings lead"
-    assert sorted(sum(groups, [])) == sorted(asks) and all(len(group) <= MAX_ASKS_A_HEADING for group in groups)
-    assert "soft fruit bushes" in groups[1] and "blight" in groups[0]
-    item = heading_from_asks(groups[1])
-    assert item.title == "Rhubarb" and item.point.startswith("Rhubarb, ") and " and " in item.point
+    asked = [p.splitlines()[-1] for p in replies.prompts if phrase_level(p) == "section"]
+    assert asked and all("the section about" in line for line in asked), "the model phrases them, nothing is made"
+    assert {line.split("the section about ")[1].split(" is titled")[0] for line in asked} <= {
+        "swarm control",
+        "winter feeding",
+        "honey extraction",
+    }, "what it is asked to phrase is what the chapter still owes"
+    assert len(sections) == 2 and planner.stats.filled_from_asks == 2 and all(s.point for s in sections)
+    assert not any(s.placeholder for s in sections) and not outline.parts[0].chapters[0].short
 
 
 async def test_titles_the_planner_takes_are_never_a_pair_the_audit_calls_similar(tmp_path):
@@ -269,17 +270,22 @@ async def test_the_worked_examples_book_title_is_refused_and_the_request_names_t
         "Explain selling tickets and ushering."
     )
     outline, planner = await plan_with(replies, BookSpec(prompt=brief, parts=1, chapters=1, sections=2))
-    assert outline.title == "Small community theatre", "a brief's first clause is no title: its subject is"
+    assert outline.title == "Small Community Theatre", "a brief's first clause is no title: its subject is"
     assert ("book", "Small Boat Sailing", "comes from the worked example, not from this book") in planner.stats.refused
 
 
-async def test_a_model_that_never_complies_gets_flagged_placeholders_not_a_crash():
+async def test_a_model_that_never_complies_ends_the_plan_with_one_clear_error_not_placeholders():
     replies = ScriptedPlanner({"chapter": ["garbage"] * 100})
-    outline, planner = await plan_with(replies, BookSpec(prompt="p", parts=1, chapters=1, sections=2))
-    assert shape_of(outline) == (1, {1}, {2})
-    assert planner.stats.placeholders == 2
-    assert all(s.placeholder for _, _, s in outline.sections())
-    assert not any(c.placeholder for p in outline.parts for c in p.chapters)
+    with pytest.raises(FanoutError, match="planning gave no section a reader could use"):
+        await plan_with(replies, BookSpec(prompt="p", parts=1, chapters=1, sections=2))
+
+
+async def test_a_chapter_the_model_cannot_fill_has_fewer_sections_never_a_made_up_one():
+    replies = ScriptedPlanner({"chapter": ["1. Rye Flour: the grain.\ngarbage"] + ["garbage"] * 100})
+    outline, planner = await plan_with(replies, BookSpec(prompt="p", parts=1, chapters=1, sections=3))
+    chapter = outline.parts[0].chapters[0]
+    assert [s.title for s in chapter.sections] == ["Rye Flour"] and chapter.short and planner.stats.short == 1
+    assert not any(s.placeholder for s in chapter.sections)
 
 
 async def test_planning_asks_after_a_worked_example_with_the_profile_sampling():
@@ -287,7 +293,7 @@ async def test_planning_asks_after_a_worked_example_with_the_profile_sampling():
     engine = await FakeEngine(reply=replies).start()
     pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=4)])
     small = Sampler(profile=PROFILES["small"], kinds=frozenset({EngineKind.LLAMACPP}))
-    await Planner(pool, BookSpec(prompt="p", parts=2, chapters=3, sections=4), small).plan()
+    await Planner(pool, BookSpec(prompt="p", parts=2, chapters=3, sections=4), small, mode=PlanMode.OPEN).plan()
     await engine.stop()
     for body in engine.bodies:
         roles = [m["role"] for m in body["messages"]]
@@ -451,7 +457,7 @@ async def test_a_planning_answer_cut_mid_stream_is_asked_again_and_the_node_fill
     outline = await planner.plan()
     await engine.stop()
     assert [p.id for p in outline.parts] == [f"p0{n}" for n in range(1, 7)] and shape_of(outline) == (6, {1}, {2})
-    assert planner.stats.placeholders == 0 and planner.stats.failed_asks == 0
+    assert planner.stats.short == 0 and planner.stats.failed_asks == 0
 
 
 async def test_a_resumed_chapter_keeps_its_journaled_sections_and_plans_around_their_ids():
@@ -617,15 +623,6 @@ def test_a_book_title_that_does_not_name_what_was_asked_is_refused(request_text,
 
 
 @pytest.mark.parametrize(
-    ("ask", "heading"),
-    [("rhubarb", True), ("spring", True), ("hardening off seedlings", True), ("failing", False), ("work", False)]
-    + [("usually changes", False), ("kept", False)],
-)
-def test_an_ask_becomes_a_heading_only_when_it_can_stand_as_one(ask, heading):
-    assert reads_as_heading(ask) == heading
-
-
-@pytest.mark.parametrize(
     "point",
     [
         'Where the rota goes (nearly repeats "Rota", a title elsewhere in the book)',
@@ -674,7 +671,7 @@ async def test_the_barrier_takes_no_line_before_the_whole_pool():
 async def test_a_round_that_gave_no_line_at_all_is_asked_again_without_spending_the_nodes_rounds():
     replies = ScriptedPlanner({"chapter": ["Sure! Here you go.", "Sure! Here you go."]})
     outline, planner = await plan_with(replies, BookSpec(prompt="p", parts=1, chapters=1, sections=3))
-    assert shape_of(outline) == (1, {1}, {3}) and planner.stats.placeholders == 0
+    assert shape_of(outline) == (1, {1}, {3}) and planner.stats.short == 0
     chapter_asks = [p for p in replies.prompts if plan_level(p) == "chapter"]
     assert len(chapter_asks) == 3 * SECTION_CHOICES, "two empty rounds, then one that gave lines"
     assert planner.stats.reasked == 0

@@ -99,7 +99,10 @@ def test_a_section_request_carries_its_book_chapter_and_own_point_and_no_sibling
     spec = BookSpec(prompt="Write a short handbook on keeping a sourdough starter alive.", words=180)
     prompt = section_prompt(spec, outline, part, chapter, chapter.sections[1])
     assert '"Starter Care"' in prompt and '"Feeding Your Starter"' in prompt
-    assert 'Write the section "The Feeding Ratio". It explains: How to weigh 1:1:1.' in prompt
+    assert (
+        'Write the section "The Feeding Ratio" of this book on keeping a sourdough starter alive. It explains: How '
+        "to weigh 1:1:1." in prompt
+    ), "the subject as the request frames it beside the section's own title"
     for elsewhere in ("Choosing a Flour", "rye", "Feeding Schedules", "Signs of Hunger", "What and when to feed"):
         assert elsewhere not in prompt, "siblings and the chapter's point pull a small model off its own point"
     assert spec.prompt not in prompt and "Daily Care" not in prompt

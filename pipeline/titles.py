@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from difflib import SequenceMatcher
 from functools import lru_cache
 from typing import Any
@@ -49,9 +50,15 @@ def clean_title(raw: Any) -> str:
     return text
 
 
+def folded(text: str) -> str:
+    """The text lower-cased with its accents taken off ('Café' -> 'cafe'): a model writes a word both ways."""
+    return "".join(c for c in unicodedata.normalize("NFKD", text.casefold()) if not unicodedata.combining(c))
+
+
 def title_key(title: str) -> str:
-    """What makes two titles the same: case, whitespace, Markdown marks and edge punctuation do not count."""
-    return " ".join(re.sub(r"[#*_`]", "", title).casefold().split()).strip(" .,:;!?")
+    """What makes two titles the same: case, accents, whitespace, Markdown marks and edge punctuation do not
+    count."""
+    return " ".join(re.sub(r"[#*_`]", "", folded(title)).split()).strip(" .,:;!?")
 
 
 MAX_PLAUSIBLE_CHARS = 90
@@ -98,7 +105,7 @@ COUNTED = re.compile(r"\((?:part|chapter|section|topic|item)?\s*\d+\)\s*$", re.I
 
 
 def title_words(title: str) -> list[str]:
-    return re.findall(r"[a-z0-9]+(?:'[a-z]+)?", title.casefold())
+    return re.findall(r"[a-z0-9]+(?:'[a-z]+)?", folded(title))
 
 
 @lru_cache(maxsize=65536)

@@ -146,6 +146,11 @@ CUE = re.compile(
 PEOPLE_FIRST = re.compile(r"^(?P<who>[^,;:.]+?)\s+(?:on|about)\s+(?P<rest>.+)$", re.I | re.S)
 BRIEF_SENTENCES = 3  # a request of this many sentences or more is a brief: its first may tell of the asker
 # A sentence after the first that tells of the asker, not of the book ('Our members keep the pond.').
+# The asker naming their role in something they run: 'I'm the volunteer secretary of Severnside Rowing Club'.
+SELF_INTRODUCTION = re.compile(
+    r"^(?i:i'm|i am|we're|we are)\s+(?i:the\s+|an?\s+)?[\w\s-]+?\s+(?:of|for)\s+"
+    r"(?P<organisation>(?:(?i:the|an?|our)\s+)?[A-Z].*)$"  # a named body, not 'head of geography'
+)
 OWN_CONTEXT = re.compile(r"^(?:i|we|my|our|us)\b", re.I)
 # What a sentence says the book is for, not what it holds: 'so that we know what to expect', 'so keep it plain'.
 PURPOSE = re.compile(
@@ -537,6 +542,8 @@ def read_first(sentence: str, found: _Found, *, brief: bool, request: str) -> No
     found_phrases = phrases(without_audience(text, found), keep=keep)
     if not opened and brief:
         found_phrases = brief_opening(found_phrases, request)
+    if not opened and found_phrases and OWN_CONTEXT.match(sentence.strip()):  # 'My sister and I run a flower shop'
+        found_phrases[0] = (story_subject(sentence), found_phrases[0][1])
     if found.story_list(text):  # 'I run a bakery. A handbook on hygiene, labelling and ...'
         found.add_phrases(found_phrases)
         return
@@ -691,6 +698,9 @@ def story_subject(sentence: str) -> str:
     found = [(phrase, lead) for phrase, lead in found if phrase]
     if not found:
         return ""
+    introduced = SELF_INTRODUCTION.match(found[0][0])
+    if introduced:  # 'I'm the coordinator of the Hollins Repair Café': what they run
+        return f"running {introduced.group('organisation')}"
     first_word = found[0][0].split()[0].lower()
     if verb_like(first_word) or first_word.endswith("ing"):
         return without_leading_verb(found[0][0])
@@ -698,14 +708,21 @@ def story_subject(sentence: str) -> str:
         word, _, rest = phrase.partition(" ")
         if word.lower().endswith("ing") and len(word) > 4:
             return without_leading_verb(phrase)
-        if lead == "to":  # 'sends volunteers to visit isolated elderly people'
+        if lead == "to" or (rest and (word.lower() in COMMON_VERBS or PARTICIPLE.search(word))):
+            # 'sends volunteers to visit isolated elderly people', 'My sister and I have run a small flower shop'
             return f"{gerund(word)} {rest}".strip()
     return found[0][0]
 
 
+PAST_FORMS = dict(
+    pair.split(":") for pair in "kept:keep ran:run made:make grown:grow done:do taught:teach built:build".split()
+)
+
+
 def gerund(verb: str) -> str:
-    """'visit' -> 'visiting', 'make' -> 'making', 'run' -> 'running'."""
+    """'visit' -> 'visiting', 'make' -> 'making', 'run' -> 'running', 'kept' -> 'keeping', 'opened' -> 'opening'."""
     word = verb.lower()
+    word = PAST_FORMS.get(word) or (word[:-2] if PARTICIPLE.search(word) else word)
     if word.endswith("e") and not word.endswith("ee"):
         return word[:-1] + "ing"
     if len(word) <= 3 and re.fullmatch(r"[^aeiou][aeiou][^aeiouwxy]", word):

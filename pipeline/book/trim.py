@@ -31,6 +31,7 @@ CHATTER = re.compile(
     r"happy|i'd love|what is your pleasure|great question)\b",
     re.I,
 )
+TASK_TALK = re.compile(r"^(?:you(?:'re| are) writing|you asked)\b.*:$", re.I)  # to the writer
 TITLE_LINE_WORDS = 14
 BLOCK_START = re.compile(r"^\s*(?:[-*+]\s|\d+[.)]\s|\|)")  # a list item or a table row is content
 SENTENCE_CLOSE = re.compile(r"[.!?…]$")
@@ -119,6 +120,8 @@ def is_preamble(line: str, *, has_more: bool) -> bool:
         return False
     bare = unmarked(line)
     if CHATTER.match(bare) and (bare.endswith((":", "!")) or len(bare.split()) <= 20):
+        return True
+    if TASK_TALK.match(bare):
         return True
     title_like = (
         has_more

@@ -12,6 +12,7 @@ from pipeline.titles import (
     near_duplicates,
     non_words,
     refusal,
+    title_key,
 )
 
 CHAPTER = {"the chapter title": "Sourdough Starter Sourcing"}
@@ -128,3 +129,8 @@ def test_the_title_index_finds_what_comparing_every_pair_finds():
 )
 def test_words_that_are_not_words_are_found_unless_the_request_uses_them(title, known, odd):
     assert non_words(title, known) == odd
+
+
+def test_a_title_written_with_and_without_its_accents_is_one_title():
+    assert title_key("The Repair Café") == title_key("the repair cafe")
+    assert echoes("The Repair Cafe", "The Repair Café"), "a section titled as its chapter, but for an accent"

@@ -176,6 +176,7 @@ SUBJECT_SETS = (
     ("off_subject", "on_subject"),
     ("off_subject, held out", "on_subject_held_out"),
     ("off_subject, request forms", "on_subject_forms"),
+    ("off_subject, request forms, written after", "on_subject_forms_held_out"),
 )
 
 

@@ -131,7 +131,7 @@ class Phraser:
         spec, sampler = self.asker.spec, self.asker.sampler
         messages = book_context(spec.prompt) + render_chat(phrase.template, **phrase.values)
         temperature = sampler.profile.planning_temperature if number == 0 else SECOND_TEMPERATURE
-        request = sampler.request(messages, PHRASE_TOKENS, f"phrase:{phrase.node_id}:{number}", temperature)
+        request = sampler.request(messages, PHRASE_TOKENS, f"plan:phrase:{phrase.node_id}:{number}", temperature)
         request = request.model_copy(update={"extra": {**request.extra, "stop": ["\n"]}})
         count = PHRASE_SAMPLES if number == 0 else MORE_SAMPLES
         texts = await self.asker.sample_texts(request, phrase.node_id, count)

@@ -89,6 +89,20 @@ def test_a_briefs_story_gives_its_subject_when_the_book_names_only_people_or_a_l
     assert "first visits" in reading.concerns and "bus" not in reading.concerns, "a brief's cue-less sentence"
 
 
+def test_a_brief_that_opens_with_the_asker_is_about_what_they_run_never_the_asker():
+    keeper = (
+        "I'm the warden of the Elmley Bird Hide, a small reserve that opens at weekends. We need a handbook for "
+        "our volunteer guides on identifying waders, talking to visitors and closing up the hide."
+    )
+    assert read(keeper).subject == "running the Elmley Bird Hide"
+    partners = (
+        "My husband and I have kept a guest house in Keswick for twenty years, and we'd like a handbook "
+        "for the business. It should cover bookings, breakfasts and cleaning between guests."
+    )
+    assert read(partners).subject == "keeping a guest house"
+    assert read("I'm head of science at a large school and want a guide to lab safety.").subject != "running science"
+
+
 def test_offensive_words_are_found_as_whole_words_only():
     assert offensive_words("What the fuck is a starter") == ["fuck"]
     assert offensive_words("An artisanal loaf from Scunthorpe") == [], "no word hides inside another"

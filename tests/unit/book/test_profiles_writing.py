@@ -280,6 +280,15 @@ def test_the_planner_backend_gets_every_planning_request_and_no_section(tmp_path
             "Rye is a grain.",
         ),
         ("Section: Choosing A Flour\nA starter needs flour.", "A starter needs flour."),
+        (
+            "You're writing a book that answers just what you asked, but with more practical and actionable advice "
+            "than your typical nonfiction content. Here's how you can craft your chapter:\n\nRye is a grain.",
+            "Rye is a grain.",
+        ),
+        (
+            "You are writing about rye, a grain that feeds a starter well.",
+            "You are writing about rye, a grain that feeds a starter well.",
+        ),
         ("<<The Sourdough Souring: A Simple Recipe>>\n\nA starter needs flour.", "A starter needs flour."),
         ('"Quoted opening. Cut mid-way\n\nSecond.', "Quoted opening. Cut mid-way\n\nSecond."),
         ("Feeding Schedules\n\nFeed it twice a day.", "Feed it twice a day."),

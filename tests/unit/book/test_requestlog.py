@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from pipeline.book.requestlog import RequestLog
+from pipeline.book.requestlog import RequestLog, request_kind
 from pipeline.records import ChatRequest, Completion
 
 
@@ -36,3 +36,8 @@ def test_rows_carry_the_cache_and_ids_and_the_tally_counts_what_was_told(tmp_pat
     tally = log.prompt_cache()
     assert (tally.requests, tally.told, tally.prompt_tokens, tally.cached_tokens) == (3, 2, 200, 80)
     assert tally.share == 0.4 and tally.prefill_seconds == 0.48 and tally.sources == ["timings.cache_n"]
+
+
+def test_every_planning_request_is_logged_as_planning():
+    kinds = [request_kind(tag) for tag in ("plan:1.2:0", "plan:phrase:1.2:1", "retitle:1.1.1", "1.1.1")]
+    assert kinds == ["plan", "plan", "repair", "section"]

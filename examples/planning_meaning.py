@@ -33,8 +33,6 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pipeline.audit.embed import open_embedder  # noqa: E402
-from pipeline.audit.meaning import unit  # noqa: E402
 from pipeline.backends.embedded.engine import EmbeddedEngine  # noqa: E402
 from pipeline.backends.pool import BackendPool  # noqa: E402
 from pipeline.book.plan.answers import parse_items  # noqa: E402
@@ -43,6 +41,8 @@ from pipeline.book.plan.planner import Planner  # noqa: E402
 from pipeline.book.plan.schedule import NodeAsk, about, avoid_note  # noqa: E402
 from pipeline.book.profiles import PROFILES, Sampler, sampling_body  # noqa: E402
 from pipeline.config import EngineSettings  # noqa: E402
+from pipeline.meaning.embed import open_embedder  # noqa: E402
+from pipeline.meaning.nearness import unit  # noqa: E402
 from pipeline.records import Backend, BookSpec, EngineKind  # noqa: E402
 from pipeline.templating import render_chat  # noqa: E402
 from pipeline.titles import content_words  # noqa: E402

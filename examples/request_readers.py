@@ -1,4 +1,4 @@
-"""Which reader finds a request's asks: the measurement behind pipeline/audit/asks.py.
+"""Which reader finds a request's asks: the measurement behind pipeline/meaning/asks.py.
 
 Reads every request of the labelled sets (tests/fixtures/meaning/requests.json, the set the rules were
 written from, and requests_held_out.json, written after them) with fanout's rules and with yake 0.7.3 (a
@@ -32,8 +32,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipeline.audit.asks import read_request  # noqa: E402
 from pipeline.bench.studies.calibrate import DEFAULT_DIR, same_ask  # noqa: E402
+from pipeline.meaning.asks import read_request  # noqa: E402
 
 Reader = Callable[[str], list[str]]
 

@@ -32,12 +32,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pipeline.audit.embed import open_embedder  # noqa: E402
-from pipeline.audit.meaning import margins, unit, unrestated  # noqa: E402
+from pipeline.audit.analysis import margins  # noqa: E402
 from pipeline.backends.embedded.engine import EmbeddedEngine  # noqa: E402
 from pipeline.book.profiles import PROFILES, sampling_body  # noqa: E402
 from pipeline.book.trim import tidy_opening  # noqa: E402
 from pipeline.config import EngineSettings  # noqa: E402
+from pipeline.meaning.embed import open_embedder  # noqa: E402
+from pipeline.meaning.nearness import unit, unrestated  # noqa: E402
 from pipeline.records import EngineKind  # noqa: E402
 
 CHAPTERS = [

@@ -3,7 +3,7 @@
     python examples/subject_counts.py FIXTURE.json [RUN_DIR ...]
 
 FIXTURE.json is a labelled set made by examples/label_fixture.py; each book's reader share of sections on the
-subject is set beside the judge's (pipeline/audit/onsubject.py on the same sections), with the reader's share of
+subject is set beside the judge's (pipeline/meaning/onsubject.py on the same sections), with the reader's share of
 headings on the subject (the contents page), and, for each RUN_DIR given, its job and planning seconds and how many
 sections it planned. Prints a Markdown table and the mean and largest gap.
 """
@@ -17,9 +17,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipeline.audit.meaning import unit  # noqa: E402
-from pipeline.audit.offrequest import open_judge  # noqa: E402
-from pipeline.audit.onsubject import subject_fits  # noqa: E402
+from pipeline.meaning.nearness import unit  # noqa: E402
+from pipeline.meaning.offrequest import open_judge  # noqa: E402
+from pipeline.meaning.onsubject import subject_fits  # noqa: E402
 
 
 def shares(book: dict) -> tuple[float, float, float]:

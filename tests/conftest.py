@@ -17,7 +17,7 @@ from tests.fakes.hostile import Listener
 # Settings) runs on one thread unless FANOUT_THREADS says otherwise.
 os.environ.setdefault("FANOUT_THREADS", "1")
 ENGINE_THREADS = int(os.environ["FANOUT_THREADS"])
-# FAKE planners answer with random words, which the off-request judge (pipeline/audit/offrequest.py) would refuse
+# FAKE planners answer with random words, which the off-request judge (pipeline/meaning/offrequest.py) would refuse
 # as not about the request: books in the suite are planned without it unless a test asks for it.
 os.environ.setdefault("FANOUT_JUDGE", "none")
 

@@ -16,11 +16,9 @@ from dataclasses import dataclass
 from itertools import combinations
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, Field
-
-from pipeline.audit.meaning import BookMeaning
-from pipeline.audit.source import TITLE_LEVEL, AuditBook, AuditSection
+from pipeline.audit.source import AuditBook, AuditSection
 from pipeline.errors import UsageError
+from pipeline.records.audit import TITLE_LEVEL, BookMeaning, BookQuality, SectionQuality
 from pipeline.text import ends_closed, shingles, words_of
 from pipeline.titles import echoes, near_duplicates, non_words
 
@@ -86,47 +84,6 @@ MEANING_FIGURES = {
     "off_request": "off_request",
     "on_subject": "on_subject",
 }  # figure -> its BookMeaning field
-
-
-class SectionQuality(BaseModel):
-    id: str
-    title: str
-    words: int
-    seq_rep_4: float
-    length_ratio: float | None = None  # words ÷ the words asked for; None without a target
-    unfinished: bool
-
-
-class BookQuality(BaseModel):
-    distinct_2: float
-    seq_rep_4_median: float
-    seq_rep_4_max: float
-    sections_over_0_3: int
-    unfinished_share: float
-    words_median: float
-    length_ratio_median: float | None = None
-    title_echo_rate: float
-    placeholder_titles: int
-    near_duplicate_titles: int
-    non_words: int = 0
-    repeated_passages: int
-    sections: int
-    echoing_titles: list[str] = Field(default_factory=list)  # "id: title ~ what it echoes"
-    non_word_titles: list[str] = Field(default_factory=list)  # "id: title (the words)"
-    # by meaning (pipeline/audit/meaning.py); None: not measured (a record from before, or not measurable here)
-    on_point: float | None = None
-    on_point_margin: float | None = None
-    on_point_unrestated: float | None = None
-    restating_openings: float | None = None
-    similar_titles: int | None = None
-    off_book: int | None = None
-    vague_points: int | None = None
-    repeated_content: int | None = None
-    stray_headings: int | None = None
-    coverage: float | None = None
-    overlap: int | None = None
-    off_request: int | None = None
-    on_subject: float | None = None
 
 
 # ---------------------------------------------------------------- prose

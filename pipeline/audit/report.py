@@ -14,40 +14,19 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, Field
-
-from pipeline.audit.embed import Embedder, open_embedder
-from pipeline.audit.meaning import BookMeaning, analyse
-from pipeline.audit.offrequest import open_judge
-from pipeline.audit.quality import FIGURES, BookQuality, SectionQuality, Threshold, measure, parse_threshold
-from pipeline.audit.rules import RULE_NAMES, Defect, choose_rules, figure_rules, find_defects, rule_repeated_passages
-from pipeline.audit.source import AuditBook, BookStructure
+from pipeline.audit.analysis import analyse
+from pipeline.audit.quality import FIGURES, Threshold, measure, parse_threshold
+from pipeline.audit.rules import RULE_NAMES, choose_rules, figure_rules, find_defects, rule_repeated_passages
+from pipeline.audit.source import AuditBook
 from pipeline.errors import UsageError
+from pipeline.meaning.embed import Embedder, open_embedder
+from pipeline.meaning.offrequest import open_judge
+from pipeline.records.audit import AuditReport
 from pipeline.text import ends_closed
 from pipeline.titles import title_key
 
 if TYPE_CHECKING:
     from rich.table import Table
-
-
-class AuditReport(BaseModel):
-    source: str
-    sections: int
-    blocks: int
-    blocks_unpunctuated: int
-    code_blocks: int
-    rules: list[str]
-    counts: dict[str, int]
-    figure_rules: list[str] = Field(default_factory=list)  # rules whose findings here are figures, not defects
-    structure: BookStructure | None = None  # what the book was read as, and its words and code over the whole
-    defects: list[Defect] = Field(default_factory=list)
-    summary: list[str] = Field(default_factory=list)
-    quality: BookQuality
-    section_quality: list[SectionQuality] = Field(default_factory=list)
-    meaning: BookMeaning | None = None  # the figures by meaning, with their evidence and each section's
-
-    def ids(self, rule: str) -> list[str]:
-        return [d.section_id for d in self.defects if d.rule == rule]
 
 
 # ---------------------------------------------------------------- report
@@ -61,7 +40,7 @@ def audit(
     judge: str = "minilm",
 ) -> AuditReport:
     """Every chosen rule's defects and the book's figures, by words and by meaning (`embedder`: the static
-    model unless another is given; `judge`: the off-request judge's setting, pipeline/audit/offrequest.py)."""
+    model unless another is given; `judge`: the off-request judge's setting, pipeline/meaning/offrequest.py)."""
     rules = choose_rules(only, skip)
     meaning = analyse(book, embedder or open_embedder(), open_judge(judge) if book.prompt else None)
     defects = find_defects(book, meaning, rules)

@@ -17,12 +17,10 @@ import statistics
 from collections import Counter
 from collections.abc import Callable
 
-from pydantic import BaseModel
-
-from pipeline.audit.meaning import BookMeaning
-from pipeline.audit.offensive import offensive_words
 from pipeline.audit.source import AuditBook, AuditSection, headings_of
 from pipeline.errors import UsageError
+from pipeline.meaning.offensive import offensive_words
+from pipeline.records.audit import BookMeaning, Defect
 from pipeline.text import LOOP_REPEATS, LOOP_WORDS, close_open_fence, ends_closed, shingles, words_of
 from pipeline.titles import title_key
 
@@ -33,13 +31,6 @@ MIN_PEERS = 3  # blocks a Markdown block is compared with, at the least, before 
 NEAR_DUPLICATE_JACCARD = 0.75
 SHARED_PASSAGE_WORDS = 12  # a run of this many words in two sections is a repeated passage
 OUTLIER_FACTOR = 3.0
-
-
-class Defect(BaseModel):
-    rule: str
-    section_id: str
-    title: str
-    detail: str
 
 
 def defect(rule: str, section: AuditSection, detail: str) -> Defect:
@@ -268,7 +259,7 @@ def rule_word_count_outliers(book: AuditBook) -> list[Defect]:
 
 
 def rule_offensive(book: AuditBook) -> list[Defect]:
-    """A word a handbook would not print (an obscenity or a slur, pipeline/audit/offensive.py) in a title, a key point
+    """A word a handbook would not print (an obscenity or a slur, pipeline/meaning/offensive.py) in a title, a key point
     or a section's text; each node once, naming the words."""
     found = []
     for node in book.nodes:
@@ -306,7 +297,7 @@ def rule_off_book(book: AuditBook, meaning: BookMeaning) -> list[Defect]:
 
 
 def rule_off_subject(book: AuditBook, meaning: BookMeaning) -> list[Defect]:
-    """A written section whose heading or text is not about the request (pipeline/audit/onsubject.py)."""
+    """A written section whose heading or text is not about the request (pipeline/meaning/onsubject.py)."""
     sections = by_id(book)
     return [
         defect("off_subject", sections[m.id], f"{m.subject_unit:.2f} heading, {m.subject_text:.2f} text to the request")

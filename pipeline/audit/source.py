@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from markdown_it.token import Token
-from pydantic import BaseModel, Field
 
 from pipeline.document import (
     block_tokens,
@@ -33,10 +32,10 @@ from pipeline.document import (
 from pipeline.errors import UsageError
 from pipeline.journal import read_journal
 from pipeline.records import BookSpec, Node, Outline, SectionResult
+from pipeline.records.audit import TITLE_LEVEL, BookStructure, LevelShape
 from pipeline.text import close_open_fence, without_link_targets
 from pipeline.titles import NUMBERING
 
-TITLE_LEVEL = "title"  # the level name of a Markdown file's title heading, when its block holds text
 RUN_LEVELS = ("part", "chapter", "section")
 TAG_ONLY = re.compile(r"^(?:\s*</?[A-Za-z][^<>]*>)+\s*$")  # `<a id="1.95-Language"></a>`: markup, no text
 TRAILING_TAGS = re.compile(r"(?:\s*</?[A-Za-z][^<>]*>)+\s*$")  # an anchor glued to a block's last line
@@ -65,37 +64,6 @@ class BookNode:
     title: str
     level: str  # 'part', 'chapter', 'section'; or 'title', 'h1' … 'h6'
     rank: int  # orders the levels: 1 … 3 in a run, the heading level in a Markdown file (0: its title)
-
-
-class LevelShape(BaseModel):
-    level: str
-    headings: int
-    with_text: int  # units at this level
-    containers: int  # headings at this level with others under them
-
-
-class BookStructure(BaseModel):
-    """The structure the audit found, and what it counted over the whole book."""
-
-    kind: str  # 'fanout run' or 'markdown'
-    title: str | None = None  # the title (a Markdown file: its title heading's text, when it has one)
-    levels: list[LevelShape] = Field(default_factory=list)
-    units: int = 0  # what the rules judge: a run's sections; a Markdown file's heading-delimited blocks
-    words: int = 0
-    code_blocks: int = 0  # fenced
-    indented_code_blocks: int = 0
-
-    def line(self) -> str:
-        """'markdown: title 'HTTP' (with text) > h2 18 (17 with text, 15 holding others) > …; 170 units'."""
-        shown = []
-        for level in self.levels:
-            if level.level == TITLE_LEVEL:
-                shown.append(f"title {self.title!r}" + (" (with text)" if level.with_text else ""))
-                continue
-            notes = [f"{level.with_text} with text"] if level.with_text else []
-            notes += [f"{level.containers} holding others"] if level.containers else []
-            shown.append(f"{level.level} {level.headings}" + (f" ({', '.join(notes)})" if notes else ""))
-        return f"{self.kind}: {' > '.join(shown)}; {self.units} units"
 
 
 @dataclass

@@ -24,8 +24,6 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from pipeline.audit.embed import Embedder
-from pipeline.audit.report import AuditReport
 from pipeline.audit.rules import word_floor
 from pipeline.backends.pool import BackendPool, RequestFailed
 from pipeline.book.later import asked_until_answered
@@ -35,7 +33,9 @@ from pipeline.book.profiles import Sampler
 from pipeline.book.trim import cut_repeats, without_headings
 from pipeline.book.write import WallClock, best_candidate, failed, finished, section_request, with_margin
 from pipeline.journal import Journal
+from pipeline.meaning.embed import Embedder
 from pipeline.records import BookSpec, Chapter, ChatRequest, Completion, Outline, Part, Section, SectionResult
+from pipeline.records.audit import AuditReport
 from pipeline.templating import render
 from pipeline.titles import plausible_title, title_key
 

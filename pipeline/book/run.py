@@ -22,9 +22,7 @@ from typing import Any
 import anyio
 from pydantic import ValidationError
 
-from pipeline.audit.embed import open_embedder
-from pipeline.audit.offrequest import open_judge
-from pipeline.audit.report import AuditReport, audit
+from pipeline.audit.report import audit
 from pipeline.audit.rules import TITLE_RULES
 from pipeline.audit.source import load_run
 from pipeline.backends.engines import engine
@@ -45,6 +43,8 @@ from pipeline.cpu import CpuMeter, Stage, charged, cpu_use, stage
 from pipeline.errors import UsageError, fanout_error_in
 from pipeline.files import OUTPUTS, only_writer, output_path, write_atomic
 from pipeline.journal import Journal, read_journal
+from pipeline.meaning.embed import open_embedder
+from pipeline.meaning.offrequest import open_judge
 from pipeline.records import (
     BOOK_SCHEDULE,
     BookSpec,
@@ -57,6 +57,7 @@ from pipeline.records import (
     Section,
     SectionResult,
 )
+from pipeline.records.audit import AuditReport
 from pipeline.records.book import BookOutcome, BookStats, PlanOutcome, RepairSummary
 from pipeline.typeset.appendix import appendix_html
 from pipeline.typeset.book import typeset_html

@@ -35,11 +35,6 @@ from dataclasses import dataclass
 
 import anyio
 
-from pipeline.audit.asks import read, request_style
-from pipeline.audit.embed import Embedder, open_embedder
-from pipeline.audit.meaning import point_margin, unit
-from pipeline.audit.offensive import offensive_words
-from pipeline.audit.onsubject import ON_SUBJECT, subject_fits
 from pipeline.backends.pool import BackendPool, RequestFailed
 from pipeline.backends.sse import OnDelta
 from pipeline.book.later import asked_until_answered
@@ -48,6 +43,11 @@ from pipeline.book.trim import end_well, paragraphs_for, tidy_closing, tidy_open
 from pipeline.book.warm import Leader, PrefixGroups, first_token_everywhere
 from pipeline.cpu import Stage, charged
 from pipeline.journal import Journal
+from pipeline.meaning.asks import read, request_style
+from pipeline.meaning.embed import Embedder, open_embedder
+from pipeline.meaning.nearness import point_margin, unit
+from pipeline.meaning.offensive import offensive_words
+from pipeline.meaning.onsubject import ON_SUBJECT, subject_fits
 from pipeline.records import (
     BookSpec,
     Chapter,
@@ -166,7 +166,7 @@ def with_margin(
 def with_subject_fit(
     judge: Embedder, request: str, section: Section, results: list[SectionResult]
 ) -> list[SectionResult]:
-    """Each written result with its fit to the request (pipeline/audit/onsubject.py: the lower of its heading's and
+    """Each written result with its fit to the request (pipeline/meaning/onsubject.py: the lower of its heading's and
     its opening's), as the audit's on_subject judges it."""
     written = [r for r in results if r.ok]
     fits = subject_fits(judge, request, [unit(section.title, section.point)] * len(written), [r.text for r in written])
@@ -175,7 +175,7 @@ def with_subject_fit(
 
 
 def offensive(result: SectionResult) -> bool:
-    """A written candidate that uses a word a handbook would not print (pipeline/audit/offensive.py)."""
+    """A written candidate that uses a word a handbook would not print (pipeline/meaning/offensive.py)."""
     return result.ok and bool(offensive_words(result.text))
 
 

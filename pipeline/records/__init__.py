@@ -398,7 +398,7 @@ class SectionResult(BaseModel):
     headings_removed: int = 0  # headings inside the answer, taken out (they would read as sections)
     margin: float | None = None  # on-point margin: cosine to its own title and point minus the nearest sibling's
     subject_fit: float | None = (
-        None  # the on-subject judge's score of it (pipeline/audit/onsubject.py); None: not judged
+        None  # the on-subject judge's score of it (pipeline/meaning/onsubject.py); None: not judged
     )
     candidates: int = 1  # answers written for it (best of k), the kept one chosen by margin
     discarded_tokens: int = 0  # tokens of the candidates not kept

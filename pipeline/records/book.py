@@ -9,9 +9,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from pipeline.audit.quality import BookQuality
-from pipeline.audit.report import AuditReport
 from pipeline.records import Outline
+from pipeline.records.audit import AuditReport, BookQuality
 from pipeline.records.bench import CpuUse
 
 

@@ -80,7 +80,7 @@ def fake_words() -> list[str]:
     by the planner's own test, no stopwords, book words or JSON words, one a stem), each far in meaning from
     every one before it: FAKE titles made of them are distinct to the planner's checks by words and by
     meaning, as real titles should be."""
-    from pipeline.audit.embed import TOKENIZER_FILE, open_embedder, wordllama_folder
+    from pipeline.meaning.embed import TOKENIZER_FILE, open_embedder, wordllama_folder
     from pipeline.titles import GENERIC_WORDS, JSON_WORDS, STOPWORDS, content_words, non_words
 
     vocabulary = json.loads((wordllama_folder() / TOKENIZER_FILE).read_text())["model"]["vocab"]

@@ -1,7 +1,7 @@
 """The house's shape, read from the source: every import of the package (inside functions and TYPE_CHECKING
 blocks too) points down the layers below, no module imports another's `_private` names, and no import
-circle exists. The layers, lowest first, are the DESIGN's: leaves, backends, audit and typeset, watch, book,
-bench (load, then report, then studies), the CLI."""
+circle exists. The layers, lowest first, are the DESIGN's: leaves (records among them), backends and meaning,
+audit and typeset, watch, book, bench (load, then report, then studies), the CLI."""
 
 from __future__ import annotations
 
@@ -23,9 +23,9 @@ LAYERS = {
     "pipeline.cpu": 0,  # where the CPU went, charged by every stage above it
     "pipeline.config": 1,
     "pipeline.backends": 2,
+    "pipeline.meaning": 2,  # the request read, the encoders and judges: below the planner, the writer and the audit
     "pipeline.audit": 3,
     "pipeline.typeset": 3,
-    "pipeline.records.book": 4,  # a book run's outcome records carry the audit's report
     "pipeline.watch": 5,
     "pipeline.book": 6,
     "pipeline.ask": 6,

@@ -10,7 +10,7 @@ recall on the set, and what the best threshold on the set would be (highest F1, 
 precision). `python -m pipeline.bench.studies.calibrate [DIR]` prints the table; tests/unit/audit/test_meaning.py
 holds the figures to a floor, so a changed threshold or model that does worse on the set fails.
 
-The request reader (pipeline/audit/asks.py) is measured the same way, by rules, with no model: on requests of
+The request reader (pipeline/meaning/asks.py) is measured the same way, by rules, with no model: on requests of
 many shapes with their asks marked by hand (requests.json, the set its rules were written from, and
 requests_held_out.json, written after them), an ask it reads is right when it is one of the marked asks or
 a piece of one (its content words, stemmed, within the marked ask's, or the other way round, or a Jaccard of
@@ -35,12 +35,12 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
-from pipeline.audit import meaning
-from pipeline.audit.asks import DETERMINERS, FRAME_WORDS, PREPOSITIONS, read, read_request
-from pipeline.audit.embed import Embedder, open_embedder
-from pipeline.audit.meaning import STOCK_POINTS, body_text, carries, unit
-from pipeline.audit.offrequest import OFF_REQUEST, open_judge, request_fit
-from pipeline.audit.onsubject import ON_SUBJECT, subject_fits
+from pipeline.meaning import nearness as meaning
+from pipeline.meaning.asks import DETERMINERS, FRAME_WORDS, PREPOSITIONS, read, read_request
+from pipeline.meaning.embed import Embedder, open_embedder
+from pipeline.meaning.nearness import STOCK_POINTS, body_text, carries, unit
+from pipeline.meaning.offrequest import OFF_REQUEST, open_judge, request_fit
+from pipeline.meaning.onsubject import ON_SUBJECT, subject_fits
 from pipeline.titles import content_words, near_duplicates
 
 DEFAULT_DIR = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "meaning"  # repository root
@@ -163,7 +163,7 @@ def chapter_cases(embedder: Embedder, folder: Path) -> list[Case]:
 
 
 def off_request_cases(judge: Embedder, folder: Path) -> list[Case]:
-    """Parts' and chapters' titles and points under a request, judged off it or not (pipeline/audit/offrequest.py)."""
+    """Parts' and chapters' titles and points under a request, judged off it or not (pipeline/meaning/offrequest.py)."""
     cases = []
     for entry in load(folder, "off_request")["requests"]:
         for title, point, on in entry["units"]:
@@ -182,7 +182,7 @@ SUBJECT_SETS = (
 
 def subject_cases(judge: Embedder, folder: Path, set_name: str) -> list[Case]:
     """Sections of real books labelled by reading them, judged off the subject or not
-    (pipeline/audit/onsubject.py): the flag is the positive, as the audit's off_subject rule raises it."""
+    (pipeline/meaning/onsubject.py): the flag is the positive, as the audit's off_subject rule raises it."""
     cases = []
     for book in load(folder, set_name)["books"]:
         sections = book["sections"]

@@ -22,7 +22,6 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from pipeline.audit.quality import BookQuality
 from pipeline.bench.report.plotting import plt, save_figure
 from pipeline.bench.report.provenance import host_info
 from pipeline.bench.studies.quality import MEANING_COLUMNS, WORD_COLUMNS, read_stats
@@ -31,6 +30,7 @@ from pipeline.config import Settings
 from pipeline.errors import UsageError
 from pipeline.files import slug
 from pipeline.records import BookSpec
+from pipeline.records.audit import BookQuality
 from pipeline.records.bench import HostInfo
 from pipeline.watch.listeners import BookListener
 

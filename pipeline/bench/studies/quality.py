@@ -18,7 +18,6 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from pipeline.audit.quality import BookQuality
 from pipeline.audit.report import audit
 from pipeline.audit.source import load_run
 from pipeline.bench.report.provenance import host_info
@@ -27,6 +26,7 @@ from pipeline.config import Settings
 from pipeline.errors import UsageError
 from pipeline.files import slug
 from pipeline.records import BookSpec
+from pipeline.records.audit import BookQuality
 from pipeline.records.bench import HostInfo
 from pipeline.watch.listeners import BookListener
 

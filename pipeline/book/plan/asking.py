@@ -22,8 +22,6 @@ from functools import partial
 
 import anyio
 
-from pipeline.audit.meaning import unit
-from pipeline.audit.onsubject import unit_fits
 from pipeline.backends.engines import honours_choices
 from pipeline.backends.pool import BackendPool, RequestFailed
 from pipeline.backends.sse import EveryChoice, OnDelta
@@ -47,6 +45,8 @@ from pipeline.book.plan.schedule import (
     how_many,
 )
 from pipeline.book.profiles import Sampler
+from pipeline.meaning.nearness import unit
+from pipeline.meaning.onsubject import unit_fits
 from pipeline.records import BookSpec, ChatRequest, Completion
 from pipeline.templating import book_context, render_chat
 from pipeline.titles import content_words

@@ -5,10 +5,10 @@ Defects are what a reader sees as one, and a line with a defect is never taken (
 refusal (no usable title, a sentence, a word that is not a word, an identifier or a JSON key, a count, an echo
 of a title above it or of the request, a near repeat of a sibling by words), a word or a whole item of a worked
 example, a planning note's words or a prompt's (`prompt_words`), no key point, a point that only repeats its title,
-a fragment of the request (`is_fragment`), a word a handbook would not print (pipeline/audit/offensive.py). Faults
+a fragment of the request (`is_fragment`), a word a handbook would not print (pipeline/meaning/offensive.py). Faults
 make a line a worse choice (`faults`, pipeline/audit/meaning.py's judgements and thresholds): its title says what
 a sibling's says, its title and point cannot be told apart from a sibling's, its point says nothing of its own.
-The fit (`subject_fit`) is the judge's cosine (all-MiniLM-L6-v2, pipeline/audit/minilm.py) of its title and point
+The fit (`subject_fit`) is the judge's cosine (all-MiniLM-L6-v2, pipeline/meaning/minilm.py) of its title and point
 to the request and to its parent (a line whose fit to the request is below choose.py's PLAN_FLOOR is held back).
 The claim (`claim`) refuses a title that another node has, or that nearly repeats one of its level anywhere in the
 book, as the audit's similar_titles would find.
@@ -21,9 +21,12 @@ from functools import cache
 
 import numpy as np
 
-from pipeline.audit.asks import is_brief, request_asks
-from pipeline.audit.embed import Embedder
-from pipeline.audit.meaning import (
+from pipeline.book.plan.answers import PlanItem, heading_from_point, parse_book_title, parse_item, parse_items
+from pipeline.book.plan.schedule import carries_note
+from pipeline.cpu import Stage, charged
+from pipeline.meaning.asks import is_brief, request_asks
+from pipeline.meaning.embed import Embedder
+from pipeline.meaning.nearness import (
     SIMILAR_TITLE,
     carries,
     distinctive,
@@ -34,11 +37,8 @@ from pipeline.audit.meaning import (
     unit,
     unit_near,
 )
-from pipeline.audit.offensive import offensive_words
-from pipeline.audit.onsubject import unit_fits
-from pipeline.book.plan.answers import PlanItem, heading_from_point, parse_book_title, parse_item, parse_items
-from pipeline.book.plan.schedule import carries_note
-from pipeline.cpu import Stage, charged
+from pipeline.meaning.offensive import offensive_words
+from pipeline.meaning.onsubject import unit_fits
 from pipeline.records import Outline
 from pipeline.templating import example_answer, example_answers, template
 from pipeline.titles import TitleIndex, borrows_from, content_words, is_common, refusal, title_key, title_words
@@ -239,7 +239,7 @@ class TitleChecks:
         return found
 
     def subject_fit(self, items: list[PlanItem], parent_unit: str) -> tuple[np.ndarray, np.ndarray]:
-        """Each item's fit to the request (pipeline/audit/onsubject.py's unit fit: the judge's cosine of its title
+        """Each item's fit to the request (pipeline/meaning/onsubject.py's unit fit: the judge's cosine of its title
         and point to the request or its nearest ask), and the fit it is ranked by: the mean of that and its
         cosine to its parent's title and point. Without a judge, the static table ranks them and no item is
         judged off the request (its fit is 1: the floors are the judge's)."""

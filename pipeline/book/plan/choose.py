@@ -6,7 +6,7 @@ items through `take` and returns the lines it held back. A line with a defect is
 The rest are ranked, one pick at a time, by fit − DIVERSITY × (the nearest chosen sibling's similarity), with
 OWED_BONUS for a line that carries an ask of the request the node still owes. The best line is taken unless it
 has a fault (checks.faults), its title and point are off the subject (their fit to the request below PLAN_FLOOR,
-by pipeline/audit/onsubject.py's unit fit), or, in a chapter's last section slots, it carries none of the asks
+by pipeline/meaning/onsubject.py's unit fit), or, in a chapter's last section slots, it carries none of the asks
 still owed; then it is held back, and the next is tried. Each pooled line and its fits go to run.log.
 Held lines fill what the best left (asking.py): those with a fault at the end of each round, best first (so
 a second round goes out only when the pool cannot fill the node even so); those off the request only after the
@@ -21,17 +21,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pipeline.audit.meaning import unit
 from pipeline.book.plan.answers import PlanItem
 from pipeline.book.plan.checks import TitleChecks
 from pipeline.book.plan.coverage import Coverage
 from pipeline.book.plan.schedule import NodeAsk, PlanStats, TakeItem
 from pipeline.cpu import Stage, charged
+from pipeline.meaning.nearness import unit
 from pipeline.titles import title_key
 
 log = logging.getLogger("fanout")
 OFF_SUBJECT = "is not about what the request asks for"
-PLAN_FLOOR = 0.3  # a line whose title and point fit the request less (pipeline/audit/onsubject.py's unit fit) is
+PLAN_FLOOR = 0.3  # a line whose title and point fit the request less (pipeline/meaning/onsubject.py's unit fit) is
 # held back while the pool has others: 0.11-0.3 in the demo's pools were lemon sorbet, beer, sashimi
 LAST_RESORT_FIT = 0.2  # a line held as off the subject is never taken below this fit: the node is short instead
 # ('The Science Behind It: making sashimi with lemon and garlic breadcrumbs', 0.11 to a sourdough request)

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import math
 
-from pipeline.audit.embed import Embedder
-from pipeline.audit.meaning import carries, unit
 from pipeline.book.plan.answers import PlanItem
+from pipeline.meaning.embed import Embedder
+from pipeline.meaning.nearness import carries, unit
 
 
 class Coverage:

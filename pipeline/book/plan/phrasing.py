@@ -24,14 +24,14 @@ import anyio
 import numpy as np
 from anyio.abc import TaskGroup
 
-from pipeline.audit.asks import Reading
-from pipeline.audit.meaning import unit
 from pipeline.book.plan.answers import PlanItem, parse_item
 from pipeline.book.plan.asking import NodeAsker
 from pipeline.book.plan.checks import PHRASE_TEMPLATES, example_words, rare_example_words
 from pipeline.book.plan.choose import DIVERSITY, Choice, held_back
 from pipeline.book.plan.coverage import Coverage
 from pipeline.book.plan.schedule import NodeAsk
+from pipeline.meaning.asks import Reading
+from pipeline.meaning.nearness import unit
 from pipeline.templating import book_context, render_chat
 from pipeline.titles import content_words, title_key
 
@@ -44,7 +44,7 @@ PHRASE_SAMPLES = 2  # samples of a unit's first round: about half of SmolLM2-135
 MORE_SAMPLES = 4  # samples of its second round, when no sample of the first could be taken
 PHRASE_TOKENS = 40  # one line: a title and its sentence (SmolLM2-135M's: 20-40 tokens)
 SECOND_TEMPERATURE = 0.9  # farther from the first round's lines, none of which could be taken
-# A title whose own fit to the request (the judge's unit fit, pipeline/audit/onsubject.py, of the title alone: the
+# A title whose own fit to the request (the judge's unit fit, pipeline/meaning/onsubject.py, of the title alone: the
 # contents page shows it alone) is under this is passed over. On the demo's phrased titles, those under 0.3 were
 # 'Milk Additives', 'Get Ready for War', 'Pest Control', 'Pronto' ('Getting Started' 0.29); over 0.45 all were about
 # a starter. Readers' labels of 230 headings of nine books (tests/fixtures/meaning/on_subject_forms.json) separate

@@ -14,7 +14,7 @@ drift off the request, and `open` for the rest):
 - open: each node's question is sampled several times at once and its titles are chosen from the pooled lines
   (asking.py, choose.py) by their fit to the request and their parent and by distinctness from what is chosen;
   only lines with a defect a reader would see are refused (checks.py). The request's asks (its subject and each
-  concern it names, pipeline/audit/asks.py) are carried down the plan (coverage.py): each node takes along an
+  concern it names, pipeline/meaning/asks.py) are carried down the plan (coverage.py): each node takes along an
   even share of those still open, and the last section slots are kept for them. A second round only when a
   node's pool cannot fill it; then the asks it still owes, each phrased as a given unit.
 Either way a node that cannot be filled has fewer children and is marked short; nothing is made up. Model
@@ -34,9 +34,6 @@ from typing import Any, TypeVar
 import anyio
 from anyio.abc import TaskGroup
 
-from pipeline.audit.asks import read, request_asks
-from pipeline.audit.embed import Embedder, open_embedder
-from pipeline.audit.meaning import unit
 from pipeline.backends.pool import BackendPool
 from pipeline.book.plan.answers import PlanItem
 from pipeline.book.plan.asking import NodeAsker
@@ -49,6 +46,9 @@ from pipeline.book.plan.phrasing import Level, Phraser, Taking, Unit
 from pipeline.book.plan.schedule import CHOICES, NodeAsk, OnChange, OnSection, PlanStats, about, must_note
 from pipeline.book.profiles import Sampler
 from pipeline.errors import FanoutError
+from pipeline.meaning.asks import read, request_asks
+from pipeline.meaning.embed import Embedder, open_embedder
+from pipeline.meaning.nearness import unit
 from pipeline.records import (
     BookSpec,
     Chapter,
@@ -91,7 +91,7 @@ class Planner:
         lane_writing: int = 0,
         mode: PlanMode = PlanMode.AUTO,
     ):
-        """`judge`: the off-request judge (pipeline/audit/offrequest.py); None: no title is judged on the request.
+        """`judge`: the off-request judge (pipeline/meaning/offrequest.py); None: no title is judged on the request.
         `lane_writing`: while planning runs beside writing, the writing requests the planning lane's backend
         takes (BackendPool.planning_lane; 0: no lane). `mode`: given or open planning (module docstring)."""
         self.pool = pool

@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.audit.asks import read_request, request_asks, request_style
-from pipeline.audit.embed import EndpointEmbedder, StaticEmbedder, open_embedder, parse_endpoint
-from pipeline.audit.meaning import point_margin, unit
-from pipeline.audit.minilm import MiniLMEmbedder
-from pipeline.audit.offrequest import is_off_request, open_judge
 from pipeline.audit.report import audit
 from pipeline.audit.source import load_run
 from pipeline.bench.studies.calibrate import calibrate
 from pipeline.errors import UsageError
+from pipeline.meaning.asks import read_request, request_asks, request_style
+from pipeline.meaning.embed import EndpointEmbedder, StaticEmbedder, open_embedder, parse_endpoint
+from pipeline.meaning.minilm import MiniLMEmbedder
+from pipeline.meaning.nearness import point_margin, unit
+from pipeline.meaning.offrequest import is_off_request, open_judge
 from pipeline.records import BookSpec, Chapter, Outline, Part, Section, SectionResult
 from tests.fakes.fake_embeddings import FakeEmbeddings
 

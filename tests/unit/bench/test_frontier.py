@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from pipeline.audit.quality import BookQuality
 from pipeline.bench.studies.frontier import FrontierPoint, mark_front
 from pipeline.cli import main
+from pipeline.records.audit import BookQuality
 from tests.fakes.fake_steplaw import steplaw_in_thread
 
 QUALITY = BookQuality(

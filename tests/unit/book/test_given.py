@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.audit.asks import read
-from pipeline.audit.framing import BOOK_KINDS
 from pipeline.book.plan.given import CONCERN, facets, given_book, groups
+from pipeline.meaning.asks import read
+from pipeline.meaning.framing import BOOK_KINDS
 
 SOURDOUGH = "Write a short handbook on keeping a sourdough starter alive. Practical, with examples."
 STOVE = (

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.audit.embed import open_embedder
 from pipeline.audit.report import audit
 from pipeline.audit.source import load_run
 from pipeline.backends.pool import BackendPool, RetryPolicy
@@ -19,6 +18,7 @@ from pipeline.book.repair import Repairer
 from pipeline.book.run import spare_best_of
 from pipeline.book.write import SectionWriter, WritePolicy
 from pipeline.journal import Journal
+from pipeline.meaning.embed import open_embedder
 from pipeline.records import Backend, BookSpec, Chapter, EngineKind, Outline, Part, PlanMode, Section, SectionResult
 from pipeline.watch.listeners import BookListener
 from tests.fakes.fake_engine import FakeEngine, prompt_of

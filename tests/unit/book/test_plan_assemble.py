@@ -7,9 +7,7 @@ import time
 
 import pytest
 
-from pipeline.audit.embed import Embedder, open_embedder
-from pipeline.audit.meaning import similar_title_pairs
-from pipeline.audit.offrequest import open_judge
+from pipeline.audit.analysis import similar_title_pairs
 from pipeline.audit.source import load_run
 from pipeline.backends.pool import BackendPool, RetryPolicy
 from pipeline.book.assemble import assemble, demote_headings
@@ -27,6 +25,8 @@ from pipeline.book.plan.schedule import (
 )
 from pipeline.book.profiles import PROFILES, Sampler
 from pipeline.errors import FanoutError
+from pipeline.meaning.embed import Embedder, open_embedder
+from pipeline.meaning.offrequest import open_judge
 from pipeline.records import (
     Backend,
     BookSpec,

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.audit.embed import open_embedder
-from pipeline.audit.offrequest import open_judge
 from pipeline.audit.report import audit
 from pipeline.audit.source import load_run
 from pipeline.backends.pool import BackendPool, RetryPolicy
 from pipeline.book.plan.planner import Planner
 from pipeline.book.repair import Repairer, replan_off_request
 from pipeline.journal import Journal
+from pipeline.meaning.embed import open_embedder
+from pipeline.meaning.offrequest import open_judge
 from pipeline.records import Backend, BookSpec, Chapter, Outline, Part, Section, SectionResult
 from tests.fakes.fake_engine import FakeEngine, prompt_of
 from tests.fakes.fake_prompts import plan_level

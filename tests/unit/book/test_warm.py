@@ -8,12 +8,12 @@ from pathlib import Path
 import anyio
 import pytest
 
-from pipeline.audit.embed import open_embedder
 from pipeline.backends.pool import BackendPool, RetryPolicy
 from pipeline.book.profiles import PROFILES, Sampler
 from pipeline.book.warm import PrefixGroups
 from pipeline.book.write import SectionWriter, WritePolicy
 from pipeline.journal import Journal
+from pipeline.meaning.embed import open_embedder
 from pipeline.records import Backend, BookSpec, Chapter, EngineKind, Outline, Part, Section, WarmSchedule
 from pipeline.watch.listeners import BookListener
 from tests.fakes.fake_engine import FakeEngine

@@ -8,10 +8,10 @@ from pathlib import Path
 import anyio
 import pytest
 
-from pipeline.audit.embed import open_embedder
 from pipeline.backends.pool import BackendPool, RetryPolicy
 from pipeline.book.write import SectionWriter, WritePolicy
 from pipeline.journal import Journal
+from pipeline.meaning.embed import open_embedder
 from pipeline.records import Backend, BookSpec, WarmSchedule
 from pipeline.watch.listeners import BookListener
 from tests.fakes.fake_engine import FakeEngine

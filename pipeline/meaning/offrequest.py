@@ -1,8 +1,8 @@
 """Is a part or a chapter about what was asked? The off-request judgement, for the audit and the planner.
 
 A part's or chapter's title and key point are off the request when their cosine to every ask of the request
-(its subject and the concerns it names, pipeline/audit/asks.py) is below OFF_REQUEST, judged by
-all-MiniLM-L6-v2 (pipeline/audit/minilm.py): a sentence encoder that knows a computer virus from a vaccine's,
+(its subject and the concerns it names, pipeline/meaning/asks.py) is below OFF_REQUEST, judged by
+all-MiniLM-L6-v2 (pipeline/meaning/minilm.py): a sentence encoder that knows a computer virus from a vaccine's,
 where the static token table does not. Calibrated on tests/fixtures/meaning/off_request.json, 102 headings
 under 10 requests, half of them near misses a small model makes (the right word in the wrong sense, the
 neighbouring branch of a field, self-help drift): the static table separated on from off with an AUC of
@@ -18,10 +18,10 @@ from __future__ import annotations
 import logging
 from functools import cache
 
-from pipeline.audit.asks import request_asks
-from pipeline.audit.embed import Embedder
-from pipeline.audit.minilm import MiniLMEmbedder
 from pipeline.errors import UsageError
+from pipeline.meaning.asks import request_asks
+from pipeline.meaning.embed import Embedder
+from pipeline.meaning.minilm import MiniLMEmbedder
 
 OFF_REQUEST = 0.18  # a part's or chapter's title and point below this to every ask of the request is off it
 JUDGED_LEVELS = ("part", "chapter")

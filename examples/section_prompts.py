@@ -2,7 +2,7 @@
 
 Writes the sections of a few well-planned chapters (titles and key points as a good planner gives them) in
 several prompt forms, each with several seeds, on the embedded engine (or `--backend URL`) with the `small`
-sampling profile, and scores every answer by meaning (pipeline/audit/meaning.py): on point (nearer its own
+sampling profile, and scores every answer by meaning (pipeline/audit/analysis.py): on point (nearer its own
 title and point than any sibling's), the margin, the same with sentences that restate the point removed, and
 best-of-k (the candidate with the widest margin of k seeds).
 

@@ -45,7 +45,7 @@ def job_threads(pdf_engine: PdfEngine) -> int:
     """The embedded engine's threads for a job of fanout's own, chosen from what else runs beside it: every
     core when only the client does (it reads a few hundred tokens a second; Typst typesets at the end), one
     fewer when WeasyPrint renders parts in worker processes while sections stream. On 2 cores with the demo
-    book running, 2 threads against 1: job 167 s against 268 s (README, "Threads")."""
+    book running, 2 threads against 1: job 167 s against 268 s (docs/measurements.md, "Threads")."""
     cores = os.cpu_count() or 2
     return max(1, cores - 1) if pdf_engine is PdfEngine.WEASYPRINT else cores
 

@@ -12,7 +12,7 @@ Prompt templates are plain files in templates/ with $placeholders (string.Templa
 A template may be a whole chat: lines `<<user>>` and `<<assistant>>` start each turn, so a worked example
 (a question and the answer we want) goes before the real question. Small models follow a shown answer far
 better than a described one (SmolLM2-135M planning: 37 of 40 usable headings with one worked example, 14 of
-40 without; see the README's planning notes).
+40 without; examples/planning_formats.py).
 """
 
 from __future__ import annotations

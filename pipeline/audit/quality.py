@@ -3,7 +3,7 @@ how its titles echo their ancestors, repeat their siblings or stand in for a mis
 
 Takes an AuditBook, the book's title, the user's prompt and the words asked for per section (a bare
 Markdown book has neither of the last two) and returns a SectionQuality a section and one BookQuality.
-FIGURES defines each book figure in one line, for the printed table and the README. A `--fail-on`
+FIGURES defines each book figure in one line, for the printed table and docs/figures.md. A `--fail-on`
 threshold on a figure (`distinct_2<0.5`) parses to a Threshold.
 """
 

@@ -276,7 +276,7 @@ def by_id(book: AuditBook) -> dict[str, AuditSection]:
 
 
 def rule_off_point(book: AuditBook, meaning: BookMeaning) -> list[Defect]:
-    """Sections whose text is nearer a sibling's title and point than their own (pipeline/audit/meaning.py)."""
+    """Sections whose text is nearer a sibling's title and point than their own (pipeline/audit/analysis.py)."""
     sections = by_id(book)
     return [
         defect(

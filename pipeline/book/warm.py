@@ -13,7 +13,7 @@ goes first and its siblings wait for its sign, then prefer its backend (pool.py'
 - `off`: every section at once, wherever a slot is free.
 
 A leader that fails gives the sign as well: its siblings are never held up by it. The measured choice of
-default is in the README ("Prefix cache").
+default is in docs/measurements.md ("Warm, then fan out").
 """
 
 from __future__ import annotations

@@ -8,13 +8,13 @@ for a last full sentence, names the book, the request's audience and what it ask
 code examples') and the chapter, and last the section's own title and key point: in that order every
 request of the book shares its opening and every request of a chapter its prompt up to its own title, which
 is what an engine's prefix cache reuses (the demo book: 0.37 of prompt tokens from the cache with the
-instructions last, 0.45 and 0.47 with them first; README "Prefix cache"). That form was chosen by
+instructions last, 0.45 and 0.47 with them first; docs/measurements.md "Prefix cache"). That form was chosen by
 measurement (examples/section_prompts.py, SmolLM2-135M): the siblings' titles and points as "covered
 elsewhere, so not here" led the model to write its siblings' sections (on point 11 of 36), leaving them
 out gave 19 of 36, leaving out the whole request and the chapter's point as well 65 of 96 over three runs.
 Requests stay independent, so every section of a book can be in flight at once.
 
-Each candidate is scored by meaning (pipeline/audit/meaning.py): its margin is how much nearer it is to its
+Each candidate is scored by meaning (pipeline/meaning/nearness.py): its margin is how much nearer it is to its
 own title and point than to the nearest sibling's. `best_of` candidates are asked at once (best of three:
 11 of 12 on point in the same measurement), and while every candidate is off its point up to
 `off_point_retries` more, one at a time; the widest margin is kept.
@@ -153,7 +153,7 @@ def chapter_units(chapter: Chapter) -> list[str]:
 def with_margin(
     embedder: Embedder, chapter: Chapter, section: Section, results: list[SectionResult]
 ) -> list[SectionResult]:
-    """Each written result with its on-point margin (pipeline/audit/meaning.py) against the chapter's units."""
+    """Each written result with its on-point margin (pipeline/meaning/nearness.py) against the chapter's units."""
     units = chapter_units(chapter)
     own = next(i for i, s in enumerate(chapter.sections) if s.id == section.id)
     return [

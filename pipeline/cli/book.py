@@ -178,7 +178,7 @@ def cmd_book(args: argparse.Namespace) -> int:
 
 
 def print_repairable(result: BookOutcome) -> None:
-    """Say what `fanout repair` would fix in a book written without --repair (repair stays opt-in: README)."""
+    """Say what `fanout repair` would fix in a book written without --repair (repair stays opt-in: docs/commands.md)."""
     from pipeline.book.repair import plan_actions
 
     sections = len(plan_actions(result.audit, {defect.section_id for defect in result.audit.defects}))

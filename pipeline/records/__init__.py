@@ -52,7 +52,7 @@ class PlanMode(StrEnum):
     AUTO = "auto"  # given for a small model (the `small` sampling profile), open for the rest
 
 
-BOOK_SCHEDULE = PlanSchedule.STREAMED  # `fanout book`'s, chosen by measurement (README "Planning and writing overlap")
+BOOK_SCHEDULE = PlanSchedule.STREAMED  # `fanout book`'s, chosen by measurement (docs/measurements.md "Schedules")
 
 
 class Backend(BaseModel):

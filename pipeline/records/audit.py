@@ -71,7 +71,7 @@ class BookQuality(BaseModel):
     sections: int
     echoing_titles: list[str] = Field(default_factory=list)  # "id: title ~ what it echoes"
     non_word_titles: list[str] = Field(default_factory=list)  # "id: title (the words)"
-    # by meaning (pipeline/audit/meaning.py); None: not measured (a record from before, or not measurable here)
+    # by meaning (pipeline/audit/analysis.py); None: not measured (a record from before, or not measurable here)
     on_point: float | None = None
     on_point_margin: float | None = None
     on_point_unrestated: float | None = None

@@ -150,7 +150,7 @@ def refused(tmp_path_factory):
 
 @pytest.mark.parametrize("case", list(BAD_INPUT))
 def test_bad_input_gets_one_line_exit_2_and_no_run_folder(refused, case):
-    """One line on stderr starting `fanout: error:`, exit 2 (README's table), and no folder at --out."""
+    """One line on stderr starting `fanout: error:`, exit 2 (docs/commands.md's table), and no folder at --out."""
     out, code, stdout, stderr = refused[case]
     assert code == 2, stderr
     assert stderr.startswith("fanout: error:") and stderr.count("\n") == 1, stderr

@@ -10,7 +10,8 @@ max_output_tokens_per_s, max_concurrent_requests, rtfx), then, per latency metri
 rate's file also holds, in vLLM's order and units, input_lens, output_lens, ttfts (s), itls (s, a list a
 request), start_times, generated_texts and errors, from the request rows (--save-requests). The figures are
 fanout's own, defined as vLLM defines them (pipeline/bench/report/latency.py); where a figure differs,
-FIELD_NOTES says how, and the README lists the fields. A file is one plain JSON object, as vLLM's `json.dump` writes it.
+FIELD_NOTES says how, and docs/figures.md lists the fields. A file is one plain JSON object, as vLLM's
+`json.dump` writes it.
 
 An open-loop rate maps field for field: vLLM's duration is the first send to the last answer, and so is
 fanout's. A ladder level is a closed loop of N streams a backend: its figures are those of the requests

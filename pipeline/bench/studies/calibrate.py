@@ -5,7 +5,7 @@ Takes the folder of labelled sets (the repository's tests/fixtures/meaning: titl
 paragraphs, asks, worked-example copies, chapters, requests, requests with their details marked; each file says
 where its items came from) and an
 Embedder;
-returns a Calibration: for each judgement the threshold pipeline/audit/meaning.py uses, its precision and
+returns a Calibration: for each judgement the threshold pipeline/meaning/nearness.py holds, its precision and
 recall on the set, and what the best threshold on the set would be (highest F1, ties to the higher
 precision). `python -m pipeline.bench.studies.calibrate [DIR]` prints the table; tests/unit/audit/test_meaning.py
 holds the figures to a floor, so a changed threshold or model that does worse on the set fails.

@@ -6,7 +6,7 @@ refusal (no usable title, a sentence, a word that is not a word, an identifier o
 of a title above it or of the request, a near repeat of a sibling by words), a word or a whole item of a worked
 example, a planning note's words or a prompt's (`prompt_words`), no key point, a point that only repeats its title,
 a fragment of the request (`is_fragment`), a word a handbook would not print (pipeline/meaning/offensive.py). Faults
-make a line a worse choice (`faults`, pipeline/audit/meaning.py's judgements and thresholds): its title says what
+make a line a worse choice (`faults`, pipeline/meaning/nearness.py's judgements and thresholds): its title says what
 a sibling's says, its title and point cannot be told apart from a sibling's, its point says nothing of its own.
 The fit (`subject_fit`) is the judge's cosine (all-MiniLM-L6-v2, pipeline/meaning/minilm.py) of its title and point
 to the request and to its parent (a line whose fit to the request is below choose.py's PLAN_FLOOR is held back).
@@ -145,7 +145,7 @@ def is_fragment(title: str, request: str, asks: list[str]) -> bool:
 
 class MeaningIndex:
     """The titles of one level across the book, embedded as they are taken: a new title that says what one
-    of them says (pipeline/audit/meaning.py's SIMILAR_TITLE, the audit's own) is refused."""
+    of them says (pipeline/meaning/nearness.py's SIMILAR_TITLE, the audit's own) is refused."""
 
     def __init__(self, embedder: Embedder) -> None:
         self.embedder = embedder

@@ -17,7 +17,7 @@ from pipeline.records import BookSpec, Chapter, Outline, Part, Section, SectionR
 from pipeline.text import words_of
 from pipeline.typeset.appendix import appendix_html
 
-README = Path(__file__).parents[3] / "README.md"
+FIGURES_PAGE = Path(__file__).parents[3] / "docs" / "figures.md"
 
 
 def bare_book(*texts: str, titles: list[str] | None = None) -> AuditBook:
@@ -241,7 +241,7 @@ def test_a_gate_on_a_figure_the_book_lacks_is_a_usage_error():
         gate(audit(bare_book("Some words here.")), "length_ratio_median<0.5")
 
 
-# ---------------------------------------------------------------- the command and the README
+# ---------------------------------------------------------------- the command and docs/figures.md
 
 
 def test_audit_command_prints_the_figures_and_json_carries_them(tmp_path):
@@ -273,7 +273,7 @@ def test_the_appendix_shows_the_figures_once_and_no_row_a_section(tmp_path):
     assert "Seq rep 4</th>" not in html and "Length ratio</th>" not in html
 
 
-def test_readme_defines_every_figure_as_the_module_does():
-    readme = README.read_text()
+def test_the_figures_page_defines_every_figure_as_the_module_does():
+    page = FIGURES_PAGE.read_text()
     for name, definition in FIGURES.items():
-        assert f"| `{name}` | {definition} |" in readme, name
+        assert f"| `{name}` | {definition} |" in page, name

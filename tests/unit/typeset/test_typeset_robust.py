@@ -2,7 +2,7 @@
 headings and blocks (levels skipped and repeated, empty parts, text before the first heading, only a title,
 parts written as `# ` headings, deep nesting, headings in lists and quotes, raw HTML, huge code lines,
 unclosed fences, unicode and control characters) and check that each command either writes complete editions
-(the PDF's bookmarks are the book's headings at part, chapter and section level as the README's rule reads
+(the PDF's bookmarks are the book's headings at part, chapter and section level as docs/book.md's rule reads
 them, nested by level, with one contents entry each; the HTML and every EPUB document parse; raw HTML stays
 escaped) or ends with one `fanout: error:` line and a documented
 exit code. Never a traceback.
@@ -34,7 +34,7 @@ from pipeline.cli import main
 
 TYPESET_EXAMPLES = 40
 AUDIT_EXAMPLES = 100
-EXIT_CODES = {1, 2}  # README, "Exit codes": a failed run, a usage or input error
+EXIT_CODES = {1, 2}  # docs/commands.md, "Exit codes": a failed run, a usage or input error
 BOOKMARKED = {2: 0, 3: 1, 4: 2}  # levels as typeset (book.css): parts, chapters, sections
 CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f]")  # XML 1.0 cannot hold them: the typesetter drops them
 ROBUST = {"deadline": None, "derandomize": True, "database": None, "suppress_health_check": [HealthCheck.too_slow]}
@@ -141,7 +141,7 @@ def _plain(children) -> str:
 
 
 def expected_headings(markdown: str) -> list[tuple[int, str]]:
-    """(level as typeset, text) of every heading CommonMark finds, by the README's rule written out here
+    """(level as typeset, text) of every heading CommonMark finds, by docs/book.md's rule written out here
     apart from the code: the first top-level `# ` is the title (left out) when it is the only one or no
     heading stands between it and the next; the other top-level headings move together so the shallowest is
     level 2 (a part); headings inside lists and quotes keep their level; HTML comment blocks are dropped."""

@@ -2,8 +2,8 @@
 
 Asks the same chapters for their sections in three formats, on the embedded engine (or `--backend URL`),
 with the `small` sampling profile and two seeds each, and counts the headings fanout's own checks would take
-(titles.refusal: no echo of the chapter or book title, no identifier, no near-repeat of a sibling) and how
-many came with a key point:
+(pipeline/book/plan/policy.py's title rules: no echo of the chapter or book title, no identifier, no
+near-repeat of a sibling) and how many came with a key point:
 
 - json: "Answer with JSON only" and a JSON schema with the exact count (the planner's first format);
 - list: a numbered `Heading: sentence` list, described but not shown;
@@ -35,12 +35,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pipeline.backends.embedded.engine import EmbeddedEngine  # noqa: E402
-from pipeline.book.plan.answers import parse_items  # noqa: E402
+from pipeline.book.plan import policy  # noqa: E402
+from pipeline.book.plan.answers import (
+    PlanItem,  # noqa: E402
+    parse_items,  # noqa: E402
+)
 from pipeline.book.profiles import PROFILES, sampling_body  # noqa: E402
 from pipeline.config import EngineSettings  # noqa: E402
 from pipeline.records import EngineKind  # noqa: E402
 from pipeline.templating import render_chat  # noqa: E402
-from pipeline.titles import refusal  # noqa: E402
 
 CHAPTERS = [
     ("Keeping a Sourdough Starter Alive", "Feeding Your Starter"),
@@ -105,11 +108,16 @@ def ask(url: str, payload: dict) -> str:
 
 def usable(text: str, book: str, chapter: str) -> tuple[int, int]:
     """Headings fanout would take (at most COUNT), and how many of them came with a point."""
-    chosen, points = [], 0
+    chosen: list[str] = []
+    points = 0
+    ancestors = {"the chapter title": chapter, "the book title": book}
     for item in parse_items(text):
         if (
             len(chosen) < COUNT
-            and refusal(item.title, {"the chapter title": chapter, "the book title": book}, chosen) is None
+            and policy.first(
+                policy.TITLE_PLACE, policy.Line(PlanItem(item.title), ancestors, chosen, frozenset(), "", [])
+            )
+            is None
         ):
             chosen.append(item.title)
             points += bool(item.point)

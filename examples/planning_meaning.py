@@ -36,9 +36,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from pipeline.backends.embedded.engine import EmbeddedEngine  # noqa: E402
 from pipeline.backends.pool import BackendPool  # noqa: E402
 from pipeline.book.plan.answers import parse_items  # noqa: E402
-from pipeline.book.plan.checks import example_words  # noqa: E402
 from pipeline.book.plan.planner import Planner  # noqa: E402
-from pipeline.book.plan.schedule import NodeAsk, about, avoid_note  # noqa: E402
+from pipeline.book.plan.prompts import (
+    about,
+    avoid_note,
+    example_words,  # noqa: E402
+)
+from pipeline.book.plan.schedule import NodeAsk  # noqa: E402
 from pipeline.book.profiles import PROFILES, Sampler, sampling_body  # noqa: E402
 from pipeline.config import EngineSettings  # noqa: E402
 from pipeline.meaning.embed import open_embedder  # noqa: E402

@@ -232,34 +232,3 @@ def non_words(title: str, known: str = "") -> list[str]:
         if not is_english(word.casefold()):
             odd.append(word)
     return odd
-
-
-def refusal(title: str, ancestors: dict[str, str], siblings: list[str]) -> str | None:
-    """Why a title cannot be used, in words the model can act on, or None when it can. `ancestors` maps
-    what each one is ('the chapter title', 'the book title', 'the request') to its text."""
-    if reason := form_refusal(title, known=" ".join(ancestors.values())):
-        return reason
-    for what, text in ancestors.items():
-        if text and echoes(title, text):
-            return f"repeats {what}"
-    for sibling in siblings:
-        if near_duplicates(title, sibling):
-            return f'nearly repeats "{sibling}"'
-    return None
-
-
-def form_refusal(title: str, *, known: str) -> str | None:
-    """Why a title is no title by its own form, whatever is around it; `known`: the words it may use."""
-    if not plausible_title(title):
-        return "is not a usable title (empty, too long, or repeating itself)"
-    if len(title_words(title)) > MAX_HEADING_WORDS or ";" in title:
-        return f"is a sentence or a list, not a short heading (at most {MAX_HEADING_WORDS} words)"
-    if not content_words(title):
-        return "says nothing of its own (only generic words like 'basics' or 'introduction')"
-    if looks_like_identifier(title):
-        return "looks like a code identifier or a JSON key, not a title"
-    if is_counted(title):
-        return "is told apart from others only by a number"
-    if odd := non_words(title, known):
-        return "uses a word that is not a word: " + ", ".join(f'"{word}"' for word in odd)
-    return None

@@ -446,8 +446,8 @@ class BookRun:
             log.info("lines passed over: %s", dict(planner.stats.passed_over.most_common()))
         if planner.stats.refusals:
             log.info("lines refused: %s", dict(planner.stats.refusals.most_common()))
-            for node_id, title, reason in planner.stats.refused:
-                log.debug("refused under %s: %r %s", node_id or "the book", title, reason)
+            for node_id, title, verdict in planner.stats.refused:
+                log.debug("refused under %s by %s: %r %s", node_id or "the book", verdict.rule, title, verdict)
         return outline
 
     def _save_outline(self, outline: Outline) -> None:

@@ -97,6 +97,7 @@ def book_stats(
         trimmed_sections=sum(r.trimmed for r in journal.values() if r.ok),
         short_nodes=plan.short,
         phrased_units=plan.phrased,
+        plan_rules=plan.rule_counts(),
         extra_candidates=candidates - len(written),
         headings_removed=sum(r.headings_removed for r in written.values()),
         backends=backends,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from pipeline.records import Outline
 from pipeline.records.audit import AuditReport, BookQuality
@@ -76,6 +76,9 @@ class BookStats(BaseModel):
     placeholder_titles: int = 0  # numbered stand-in titles (an outline of an older version; fanout makes none now)
     short_nodes: int = 0  # parts and chapters planned with fewer children than the shape asks
     phrased_units: int = 0  # given facets and concerns the model was asked to phrase (planning `given`)
+    # the title policy's rules that acted (pipeline/book/plan/policy.py): rule id -> lines it refused, lines it
+    # held back, and second rounds asked after it refused or held one of the node's lines
+    plan_rules: dict[str, dict[str, int]] = Field(default_factory=dict)
     extra_candidates: int = 0  # section answers written beyond one a section (best of k, off-point retries)
     headings_removed: int = 0  # headings taken out of section answers
     backends: list[BackendLine]

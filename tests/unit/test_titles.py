@@ -1,4 +1,4 @@
-"""Title checks: each refusal reason, and the titles that must pass (product names, numbered eras)."""
+"""Title words and keys: content words, echoes, near duplicates, identifiers, non-words, the title index."""
 
 import pytest
 
@@ -11,68 +11,8 @@ from pipeline.titles import (
     looks_like_identifier,
     near_duplicates,
     non_words,
-    refusal,
     title_key,
 )
-
-CHAPTER = {"the chapter title": "Sourdough Starter Sourcing"}
-
-
-@pytest.mark.parametrize(
-    "title, ancestors, siblings, reason",
-    [
-        ("contentTypeId", {}, [], "identifier"),
-        ("titles", {}, [], "identifier"),
-        ("snake_case_name", {}, [], "identifier"),
-        ('{"title": "x"}', {}, [], "identifier"),
-        ("Sourdough Starter Sourcing 2", CHAPTER, [], "repeats the chapter title"),
-        ("Sourdough Starter Sourcing Basics", CHAPTER, [], "repeats the chapter title"),
-        ("Keeping a Starter (section 3)", {}, [], "number"),
-        (
-            "Keeping Your Starter Alive",
-            {"the request": "Write a short handbook on keeping a sourdough starter alive. Practical, with examples."},
-            [],
-            "repeats the request",
-        ),
-        ("Choosing Flour", {}, ["Choosing the Flour"], 'nearly repeats "Choosing the Flour"'),
-        ("Starter Sourcing 3", {}, ["Starter Sourcing 2"], "nearly repeats"),
-        ("", {}, [], "not a usable title"),
-        ("go go go go go go", {}, [], "not a usable title"),
-        ("The Basics", {}, [], "says nothing of its own"),
-        ("Introduction", {}, [], "says nothing of its own"),
-        ("How to keep a sourdough starter is something all bakers do differently", {}, [], "not a short heading"),
-        ("The Art of Souring; A Guide for Beginners", {}, [], "not a short heading"),
-        ("Lifeguising at the Pool", {}, [], 'uses a word that is not a word: "Lifeguising"'),
-        (
-            "How to Make Sourdough Starters at Home",
-            {"the chapter title": "Making Your Own Sourdough Starters"},
-            [],
-            "repeats the chapter title",
-        ),
-    ],
-)
-def test_each_refusal_reason_is_given_in_words(title, ancestors, siblings, reason):
-    assert reason in (refusal(title, ancestors, siblings) or "")
-
-
-@pytest.mark.parametrize(
-    "title",
-    [
-        "Feeding Schedule",
-        "World War II",
-        "Python 3",
-        "HTTP/2 Explained",
-        "C++ Basics",
-        "JavaScript",
-        "PostgreSQL",
-        "The 1450s",
-        "Sourdough Starters at Home",
-    ],
-)
-def test_ordinary_titles_pass(title):
-    assert (
-        refusal(title, {"the chapter title": "Starter Feeding", "the book title": "A Handbook"}, ["Overview"]) is None
-    )
 
 
 def test_content_words_drop_stopwords_generic_words_and_numbers():

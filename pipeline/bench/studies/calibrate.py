@@ -142,7 +142,7 @@ def ask_cases(embedder: Embedder, folder: Path) -> list[Case]:
 
 
 def example_cases(embedder: Embedder, folder: Path) -> list[Case]:
-    from pipeline.book.plan.checks import example_units
+    from pipeline.book.plan.prompts import example_units
 
     examples = example_units()
     cases = []

@@ -27,10 +27,11 @@ from pipeline.backends.pool import BackendPool, RequestFailed
 from pipeline.backends.sse import EveryChoice, OnDelta
 from pipeline.book.later import asked_until_answered
 from pipeline.book.plan.answers import PlanItem, StreamingSamples, interleaved, parse_book_title, parse_items
-from pipeline.book.plan.checks import TitleChecks, example_words, rare_example_words
+from pipeline.book.plan.checks import TitleChecks
 from pipeline.book.plan.choose import Choice, choose, take_early, take_held
 from pipeline.book.plan.coverage import Coverage
 from pipeline.book.plan.fallbacks import fallback_book_title
+from pipeline.book.plan.prompts import chosen_note, example_words, how_many, rare_example_words
 from pipeline.book.plan.schedule import (
     EMPTY_ROUNDS,
     FIRST_ROUND_TEMPERATURE,
@@ -41,8 +42,6 @@ from pipeline.book.plan.schedule import (
     NodeAsk,
     PlanStats,
     choices_for,
-    chosen_note,
-    how_many,
 )
 from pipeline.book.profiles import Sampler
 from pipeline.meaning.nearness import unit
@@ -91,6 +90,8 @@ class NodeAsker:
         rounds = empty = asked = 0
         while choice.missing() > 0 and rounds < PLAN_ROUNDS:
             self.stats.reasked += rounds > 0 and empty == 0
+            if rounds > 0 and empty == 0:
+                self.stats.asked_again(ask.node_id)
             early = _Early(self, choice, copied) if self.early and rounds == 0 else None
             pool = await self._round(ask, choice.chosen, rounds, asked=asked, early=early)
             asked += 1
@@ -207,8 +208,8 @@ class NodeAsker:
         """The model's book title, or "" (the planner then makes one from the request) when it is refused."""
         if not title:
             return ""
-        if reason := self.checks.book_title_refusal(title):
-            self.stats.refused.append(("book", title, reason))
+        if found := self.checks.book_title(title):
+            self.stats.refuse("book", title, found)
             return ""
         return title
 

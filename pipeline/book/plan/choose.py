@@ -3,11 +3,11 @@ distinctness from what is already chosen (maximal marginal relevance, Carbonell 
 
 Takes the pool (PlanItems from every sample of a round), the node's question and the checks; takes the chosen
 items through `take` and returns the lines it held back. A line with a defect is never taken (checks.defect).
-The rest are ranked, one pick at a time, by fit − DIVERSITY × (the nearest chosen sibling's similarity), with
+The rest are ranked, one pick at a time, by fit − policy.DIVERSITY × (the nearest chosen sibling's similarity), with
 OWED_BONUS for a line that carries an ask of the request the node still owes. The best line is taken unless it
-has a fault (checks.faults), its title and point are off the subject (their fit to the request below PLAN_FLOOR,
-by pipeline/meaning/onsubject.py's unit fit), or, in a chapter's last section slots, it carries none of the asks
-still owed; then it is held back, and the next is tried. Each pooled line and its fits go to run.log.
+has a fault (checks.faults), its title and point are off the subject (their fit to the request below
+policy.PLAN_FLOOR, by pipeline/meaning/onsubject.py's unit fit), or, in a chapter's last section slots, it carries
+none of the asks still owed; then it is held back, and the next is tried. Each pooled line and its fits go to run.log.
 Held lines fill what the best left (asking.py): those with a fault at the end of each round, best first (so
 a second round goes out only when the pool cannot fill the node even so); those off the request only after the
 last round and the asks the node still owes, phrased by the model. A line whose title says what a chosen sibling's
@@ -21,32 +21,26 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pipeline.book.plan import policy
 from pipeline.book.plan.answers import PlanItem
 from pipeline.book.plan.checks import TitleChecks
 from pipeline.book.plan.coverage import Coverage
+from pipeline.book.plan.policy import DIVERSITY, LAST_RESORT_FIT, OWED_BONUS, Verdict
 from pipeline.book.plan.schedule import NodeAsk, PlanStats, TakeItem
 from pipeline.cpu import Stage, charged
 from pipeline.meaning.nearness import unit
 from pipeline.titles import title_key
 
 log = logging.getLogger("fanout")
-OFF_SUBJECT = "is not about what the request asks for"
-PLAN_FLOOR = 0.3  # a line whose title and point fit the request less (pipeline/meaning/onsubject.py's unit fit) is
-# held back while the pool has others: 0.11-0.3 in the demo's pools were lemon sorbet, beer, sashimi
-LAST_RESORT_FIT = 0.2  # a line held as off the subject is never taken below this fit: the node is short instead
-# ('The Science Behind It: making sashimi with lemon and garlic breadcrumbs', 0.11 to a sourdough request)
-DIVERSITY = 0.2  # MMR's weight on the similarity to the nearest chosen sibling: at 0.5, a line off the subject
-# (fit 0.35, 0.2 to the chosen) outranked one on it (fit 0.55, 0.7 to a sibling) in the demo's chapters
-OWED_BONUS = 0.15  # a line that carries an ask of the request the node still owes
 
 
 @dataclass
 class Held:
-    """A line held back, with its score when it was passed over, why, and its fit to the request."""
+    """A line held back, with its score when it was passed over, the policy's verdict, and its fit to the request."""
 
     item: PlanItem
     score: float
-    why: str
+    why: Verdict
     off_request: bool = False
     fit: float = 1.0
     owed: bool = False  # held for carrying none of the asks a last slot owes
@@ -91,8 +85,8 @@ def choose(
     ask = choice.ask
     lines = []
     for item in fresh_lines(pool, choice):
-        if reason := checks.defect(item, ask.ancestors, choice.chosen, copied):
-            stats.refused.append((ask.node_id, item.title, reason))
+        if found := checks.defect(item, ask.ancestors, choice.chosen, copied):
+            stats.refuse(ask.node_id, item.title, found)
         else:
             lines.append(item)
     to_request, fit = checks.subject_fit(lines, ask.parent_unit)
@@ -147,14 +141,14 @@ def mmr(lines: list[PlanItem], fit: np.ndarray, choice: Choice, checks: TitleChe
 
 def held_back(item: PlanItem, score: float, choice: Choice, *, checks: TitleChecks, request_fit: float) -> Held | None:
     """Why the line may not be taken now, as the Held it would be: a fault, off the subject (its fit to the
-    request under PLAN_FLOOR), or leaving out what a last slot owes; None when it may be taken."""
+    request under policy.PLAN_FLOOR), or leaving out what a last slot owes; None when it may be taken."""
     faults = checks.faults(item, choice.chosen, list(choice.units.values()))
     if faults:
         return Held(item, score, faults[0])
-    if request_fit < PLAN_FLOOR:
-        return Held(item, score, OFF_SUBJECT, off_request=True, fit=request_fit)
+    if (off := policy.off_subject(request_fit)) is not None:
+        return Held(item, score, off, off_request=True, fit=request_fit)
     if (leaves := choice.coverage.refusal(item, choice.missing())) is not None:
-        return Held(item, score, leaves or "", owed=True)
+        return Held(item, score, leaves, owed=True)
     return None
 
 
@@ -165,10 +159,10 @@ def consider(
     ask = choice.ask
     if held := held_back(item, score, choice, checks=checks, request_fit=request_fit):
         choice.held.append(held)
-        stats.passed_over[held.why.split(' "')[0].split(":")[0]] += 1
+        stats.hold(ask.node_id, held.why)
         return
-    if reason := checks.claim(ask.level, item):
-        stats.refused.append((ask.node_id, item.title, reason))
+    if found := checks.claim(ask.level, item):
+        stats.refuse(ask.node_id, item.title, found)
         return
     choice.take(item)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 from pipeline.book.plan.answers import PlanItem
+from pipeline.book.plan.policy import Verdict, leaves_out
 from pipeline.meaning.embed import Embedder
 from pipeline.meaning.nearness import carries, unit
 
@@ -29,10 +30,10 @@ class Coverage:
         text = unit(item.title, item.point)
         return [ask for ask in self.open if carries(self.embedder, ask, [text])]
 
-    def refusal(self, item: PlanItem, slots_left: int) -> str | None:
+    def refusal(self, item: PlanItem, slots_left: int) -> Verdict | None:
         if not self.leaf or not self.open or slots_left > len(self.open) or self.carried(item):
             return None
-        return "leaves out what the request asks for: " + "; ".join(self.open)
+        return leaves_out(self.open)
 
     def take(self, item: PlanItem, slots_after: int) -> list[str]:
         """Mark what the taken item carries; return the asks it takes along for its children."""

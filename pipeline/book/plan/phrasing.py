@@ -24,11 +24,13 @@ import anyio
 import numpy as np
 from anyio.abc import TaskGroup
 
+from pipeline.book.plan import policy
 from pipeline.book.plan.answers import PlanItem, parse_item
 from pipeline.book.plan.asking import NodeAsker
-from pipeline.book.plan.checks import PHRASE_TEMPLATES, example_words, rare_example_words
-from pipeline.book.plan.choose import DIVERSITY, Choice, held_back
+from pipeline.book.plan.choose import Choice, held_back
 from pipeline.book.plan.coverage import Coverage
+from pipeline.book.plan.policy import DIVERSITY
+from pipeline.book.plan.prompts import PHRASE_TEMPLATES, example_words, rare_example_words
 from pipeline.book.plan.schedule import NodeAsk
 from pipeline.meaning.asks import Reading
 from pipeline.meaning.nearness import unit
@@ -39,18 +41,11 @@ log = logging.getLogger("fanout")
 Level = Literal["title", "parts", "chapters", "sections"]
 TEMPLATES: dict[Level, str] = dict(zip(("title", "parts", "chapters", "sections"), PHRASE_TEMPLATES))
 PHRASE_SAMPLES = 2  # samples of a unit's first round: about half of SmolLM2-135M's phrased titles are on the
-# subject (TITLE_FLOOR), so two samples hold one for about 0.7 of the units and a second round finds most of the
+# subject (policy.TITLE_FLOOR), so two samples hold one for about 0.7 of the units and a second round finds most of the
 # rest; four at first cost the demo 234 samples of planning (as many tokens as its sections) and 53.6 s
 MORE_SAMPLES = 4  # samples of its second round, when no sample of the first could be taken
 PHRASE_TOKENS = 40  # one line: a title and its sentence (SmolLM2-135M's: 20-40 tokens)
 SECOND_TEMPERATURE = 0.9  # farther from the first round's lines, none of which could be taken
-# A title whose own fit to the request (the judge's unit fit, pipeline/meaning/onsubject.py, of the title alone: the
-# contents page shows it alone) is under this is passed over. On the demo's phrased titles, those under 0.3 were
-# 'Milk Additives', 'Get Ready for War', 'Pest Control', 'Pronto' ('Getting Started' 0.29); over 0.45 all were about
-# a starter. Readers' labels of 230 headings of nine books (tests/fixtures/meaning/on_subject_forms.json) separate
-# on from off by this fit only partly (AUC 0.76): a floor near the judge's ON_SUBJECT would refuse most lines.
-TITLE_FLOOR = 0.3
-OFF_SUBJECT_TITLE = "has a title that is not about what the request asks for"
 
 
 def book_phrase(reading: Reading) -> str:
@@ -151,6 +146,8 @@ class Phraser:
         or faults (a part's title: leaving a part out would drop its chapters)."""
         seen: list[PlanItem] = []
         for number in range(2):
+            if number > 0:
+                self.asker.stats.asked_again(phrase.node_id)
             items = await first if number == 0 and first is not None else await self.samples(phrase, number)
             self.asker.stats.pooled += len(items)
             seen += items
@@ -170,11 +167,11 @@ class Phraser:
         lines: list[PlanItem] = []
         for item in dict((title_key(i.title), i) for i in items).values():
             if title_key(item.title) in {title_key(phrase.about), *map(title_key, taking.chosen)}:
-                reason: str | None = "repeats what it was asked to phrase"
+                found = policy.repeats_given(item.title, phrase.about, taking.chosen)
             else:
-                reason = checks.defect(item, taking.ancestors, taking.chosen, self.copied)
-            if reason:
-                stats.refused.append((phrase.node_id, item.title, reason))
+                found = checks.defect(item, taking.ancestors, taking.chosen, self.copied)
+            if found:
+                stats.refuse(phrase.node_id, item.title, found)
             else:
                 lines.append(item)
         if not lines:
@@ -194,15 +191,15 @@ class Phraser:
                 score,
                 unit(item.title, item.point),
             )
-            if strict and title_fit[at] < TITLE_FLOOR:  # a title is read alone on the contents page
-                stats.passed_over[OFF_SUBJECT_TITLE] += 1
+            if strict and (off := policy.title_off_subject(float(title_fit[at]))):  # a title is read alone
+                stats.hold(phrase.node_id, off)
                 continue
             held = held_back(item, score, choice, checks=checks, request_fit=float(to_request[at]))
             if strict and held is not None:
-                stats.passed_over[held.why.split(' "')[0].split(":")[0]] += 1
+                stats.hold(phrase.node_id, held.why)
                 continue
-            if (reason := checks.claim(phrase.level, item)) is not None:
-                stats.refused.append((phrase.node_id, item.title, reason))
+            if (claimed := checks.claim(phrase.level, item)) is not None:
+                stats.refuse(phrase.node_id, item.title, claimed)
                 continue
             return item
         return None

@@ -43,7 +43,8 @@ from pipeline.book.plan.fallbacks import fallback_book_title
 from pipeline.book.plan.fromgiven import GivenPlan
 from pipeline.book.plan.given import GivenBook, given_book
 from pipeline.book.plan.phrasing import Level, Phraser, Taking, Unit
-from pipeline.book.plan.schedule import CHOICES, NodeAsk, OnChange, OnSection, PlanStats, about, must_note
+from pipeline.book.plan.prompts import about, must_note
+from pipeline.book.plan.schedule import CHOICES, NodeAsk, OnChange, OnSection, PlanStats
 from pipeline.book.profiles import Sampler
 from pipeline.errors import FanoutError
 from pipeline.meaning.asks import read, request_asks

@@ -5,18 +5,18 @@ A node is asked in at most PLAN_ROUNDS rounds. Its first round samples the quest
 (one request with `n` where every engine of the fleet samples in parallel, else one request a sample), and
 the titles are chosen from the pooled lines (asking.py); a second round goes out only when the pool could
 not fill the node. No refusal reason is ever shown to the model: the words of a note it could copy into a
-title are only those of CHOSEN_NOTE, and checks.py refuses a line that carries them.
+title are only those of prompts.CHOSEN_NOTE, and the policy refuses a line that carries them.
 """
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pipeline.book.plan.answers import PlanItem
+from pipeline.book.plan.policy import Verdict
 from pipeline.records import Chapter, Outline, Part, Section
 
 TOKENS_PER_ITEM = 40  # a heading and its sentence (SmolLM2-135M's lines: 18-34 tokens)
@@ -39,17 +39,6 @@ EMPTY_ROUNDS = 2  # rounds whose every sample gave no line (JSON chatter, an emp
 # near-copies of one another (22 lines of the demo's pools refused as near repeats, 7 of 9 nodes asked again)
 FIRST_ROUND_TEMPERATURE = 0.7
 SECOND_ROUND_TEMPERATURE = 0.9  # farther from the first round's lines, which the pool already holds
-CHOSEN_NOTE = "Already chosen, so give others:"  # the only note a planning prompt carries
-SHOWN_CHOSEN = 30
-# The words of the notes a planning prompt carries (chosen_note, must_note), of the refusal reasons an earlier
-# planner showed ("does not repeat the chapter title" came back as a section title) and of the points it joined from
-# the request's phrases ("The scent, as it bears on The Dog."): a line that holds them copied a note, not a heading.
-NOTE_WORDS = re.compile(
-    r"\b(?:already chosen|give others|the request asks for|(?:include|with) an? (?:part|chapter|section) on each"
-    r"|cover several of them|do(?:es)? not repeat|repeats? the (?:entire |whole )?(?:book|part|chapter|section)"
-    r"|refused|the worked example|as it bears on|as the request asks)\b",
-    re.I,
-)
 
 
 @dataclass
@@ -68,43 +57,38 @@ class PlanStats:
     asks_dropped: int = 0  # asks of the request no section carries after every ask
     asked_later: int = 0  # asks that failed on every backend and were asked again later in the run
     failed_asks: int = 0  # asks that failed on every backend every time (the node went on with what it had)
-    refused: list[tuple[str, str, str]] = field(default_factory=list)  # (node id, title, defect), for run.log
-    passed_over: Counter[str] = field(default_factory=Counter)  # fault -> lines left in the pool for it
+    refused: list[tuple[str, str, Verdict]] = field(default_factory=list)  # (node id, title, verdict), for run.log
+    passed_over: Counter[str] = field(default_factory=Counter)  # rule id -> lines held back for it
+    caused: Counter[str] = field(default_factory=Counter)  # rule id -> second rounds asked after it took a line
+    _since_round: dict[str, set[str]] = field(default_factory=dict)  # node id -> rules that took its lines
+
+    def refuse(self, node_id: str, title: str, verdict: Verdict) -> None:
+        """A line refused by a rule of the title policy."""
+        self.refused.append((node_id, title, verdict))
+        self._since_round.setdefault(node_id, set()).add(verdict.rule)
+
+    def hold(self, node_id: str, verdict: Verdict) -> None:
+        """A line held back by a rule of the title policy."""
+        self.passed_over[verdict.rule] += 1
+        self._since_round.setdefault(node_id, set()).add(verdict.rule)
+
+    def asked_again(self, node_id: str) -> None:
+        """The node asks another round: each rule that refused or held back one of its lines since its last round
+        had a share in the request."""
+        self.caused.update(self._since_round.pop(node_id, set()))
 
     @property
     def refusals(self) -> Counter[str]:
-        """Defect (without the title it names) -> lines refused for it."""
-        return Counter(reason.split(' "')[0] for _, _, reason in self.refused)
+        """Rule id -> lines refused by it."""
+        return Counter(verdict.rule for _, _, verdict in self.refused)
 
-
-def how_many(count: int, noun: str) -> str:
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
-
-
-def about(what: str, point: str) -> str:
-    return f" The {what} covers: {point}" if point else ""
-
-
-def chosen_note(chosen: list[str]) -> str:
-    """What a second round must not give again: the titles already chosen (never why others were not)."""
-    if not chosen:
-        return ""
-    return f"\n{CHOSEN_NOTE} " + "; ".join(f'"{t}"' for t in chosen[-SHOWN_CHOSEN:]) + "."
-
-
-def carries_note(text: str) -> bool:
-    """The text holds the words of a planning note (NOTE_WORDS)."""
-    return NOTE_WORDS.search(text) is not None
-
-
-def must_note(musts: list[str], noun: str, count: int) -> str:
-    """What the request asks of this node's children, for its planning prompt: a child on each, or, when
-    they outnumber the children (a brief's dozens of concerns), each child holding several."""
-    if not musts:
-        return ""
-    if len(musts) <= count:
-        return f"\nThe request asks for these, so include a {noun} on each: " + "; ".join(musts) + "."
-    return f"\nThe request asks for all of these, so let each {noun} cover several of them: " + "; ".join(musts) + "."
+    def rule_counts(self) -> dict[str, dict[str, int]]:
+        """Each rule that acted: lines it refused, lines it held back, and second rounds asked after it acted."""
+        rules = set(self.refusals) | set(self.passed_over) | set(self.caused)
+        return {
+            rule: {"refused": self.refusals[rule], "held": self.passed_over[rule], "rounds": self.caused[rule]}
+            for rule in sorted(rules)
+        }
 
 
 OnSection = Callable[[Outline, Part, Chapter, Section], None]  # told of each section the plan hands to the writer

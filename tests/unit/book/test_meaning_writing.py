@@ -12,7 +12,7 @@ from pipeline.audit.report import audit
 from pipeline.audit.source import load_run
 from pipeline.backends.pool import BackendPool, RetryPolicy
 from pipeline.book.plan.planner import Planner
-from pipeline.book.plan.schedule import CHOSEN_NOTE
+from pipeline.book.plan.prompts import CHOSEN_NOTE
 from pipeline.book.profiles import PROFILES, Sampler
 from pipeline.book.repair import Repairer
 from pipeline.book.run import spare_best_of

@@ -1,0 +1,157 @@
+"""The title policy (pipeline/book/plan/policy.py): a fixture row for every rule of its table, each line found by
+that rule (its id, its action, its words) and by no rule before it; the titles that must pass every rule; the
+run's counts keyed on the rule id."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline import titles
+from pipeline.book.plan import policy, prompts
+from pipeline.book.plan.answers import PlanItem
+from pipeline.book.plan.checks import TitleChecks
+from pipeline.book.plan.policy import RULES, Action, Line
+from pipeline.book.plan.prompts import CHOSEN_NOTE, rare_example_words
+from pipeline.book.plan.schedule import PlanStats
+from pipeline.meaning import nearness
+from pipeline.meaning.embed import open_embedder
+
+REQUEST = "Write a short handbook on keeping a sourdough starter alive. Practical, with examples."
+CHAPTER = {"the chapter title": "Sourdough Starter Sourcing"}
+
+
+def line(title: str, point: str = "A point of its own about flour.", **given: object) -> Line:
+    values: dict[str, object] = {"ancestors": {}, "chosen": [], "copied": frozenset(), "request": REQUEST, "asks": []}
+    values.update(given)
+    return Line(PlanItem(title, point), **values)  # type: ignore[arg-type]
+
+
+def found(rule: str, verdict: policy.Verdict | None, words: str = "") -> None:
+    assert verdict is not None, f"{rule} found nothing"
+    assert (verdict.rule, verdict.action) == (rule, RULES[rule].action)
+    assert words in verdict.message
+
+
+TITLE_ROWS = [
+    ("identifier", "contentTypeId", {}, "identifier"),
+    ("identifier", "snake_case_name", {}, "identifier"),
+    ("identifier", '{"title": "x"}', {}, "identifier"),
+    ("echoes_above", "Sourdough Starter Sourcing 2", {"ancestors": CHAPTER}, "repeats the chapter title"),
+    ("echoes_above", "Sourdough Starter Sourcing Basics", {"ancestors": CHAPTER}, "repeats the chapter title"),
+    ("counted", "Keeping a Starter (section 3)", {}, "number"),
+    ("echoes_above", "Keeping Your Starter Alive", {"ancestors": {"the request": REQUEST}}, "repeats the request"),
+    ("repeats_sibling", "Choosing Flour", {"chosen": ["Choosing the Flour"]}, 'nearly repeats "Choosing the'),
+    ("repeats_sibling", "Starter Sourcing 3", {"chosen": ["Starter Sourcing 2"]}, "nearly repeats"),
+    ("unusable", "", {}, "not a usable title"),
+    ("unusable", "go go go go go go", {}, "not a usable title"),
+    ("generic", "The Basics", {}, "says nothing of its own"),
+    ("generic", "Introduction", {}, "says nothing of its own"),
+    ("sentence", "How to keep a sourdough starter is something all bakers do differently", {}, "short heading"),
+    ("sentence", "The Art of Souring; A Guide for Beginners", {}, "not a short heading"),
+    ("non_word", "Lifeguising at the Pool", {}, 'not a word: "Lifeguising"'),
+]
+
+
+@pytest.mark.parametrize(("rule", "title", "given", "words"), TITLE_ROWS)
+def test_each_title_rule_finds_its_line_first(rule, title, given, words):
+    found(rule, policy.first(policy.DEFECTS_BY_WORDS, line(title, **given)), words)
+
+
+LINE_ROWS = [
+    ("example_words", "Trimming the Sails", "How a starter rises.", {"copied": rare_example_words()}, "example"),
+    ("planning_note", "Feeding Times", f"{CHOSEN_NOTE} nothing", {}, "planning note"),
+    ("no_point", "Feeding Times", "", {}, "no key point"),
+    ("point_repeats_title", "Feeding Times", "Feeding times.", {}, "only repeats its title"),
+    ("prompt_words", "Feeding Times", "You are writing one section of a book on flour.", {}, "words of a prompt"),
+    ("fragment", "Starter Alive", "Why a starter lives on flour.", {}, "fragment of the request"),
+    ("offensive", "What the Fuck Is a Starter", "A starter explained.", {}, "fuck"),
+]
+
+
+@pytest.mark.parametrize(("rule", "title", "point", "given", "words"), LINE_ROWS)
+def test_each_line_rule_by_words_finds_its_line_first(rule, title, point, given, words):
+    found(rule, policy.first(policy.DEFECTS_BY_WORDS, line(title, point, **given)), words)
+
+
+def test_a_concern_the_request_names_is_no_fragment():
+    asks = ["keeping a sourdough starter alive"]
+    assert policy.fragment(line("Keeping a Sourdough Starter Alive", asks=asks)) is None
+
+
+MEANING_RULES = ("example_meaning", "same_as_sibling", "covers_sibling", "vague_point", "taken_elsewhere")
+MEANING_RULES += ("near_elsewhere", "book_title_example", "book_title_subject", "book_title_adds")
+HOLD_RULES = ("off_subject", "title_off_subject", "leaves_out", "repeats_given")
+
+
+def test_the_rules_by_meaning_and_the_books_claims():
+    embedder = open_embedder()
+    checks = TitleChecks(embedder, REQUEST)
+    example = checks.examples[0]
+    title, _, point = example.partition(": ")
+    found("example_meaning", checks.defect(PlanItem(title, point), {}, [], frozenset()), "worked example")
+    near = checks.faults(PlanItem("Feeding the Starter", "When to feed."), ["Feeding Your Starter"], [])
+    found("same_as_sibling", near[0], 'says the same as "Feeding Your Starter"')
+    covers = checks.faults(
+        PlanItem("Daily Feeding", "How often to feed a starter flour and water."),
+        [],
+        ["Feeding Schedule: how often to feed a starter flour and water"],
+    )
+    found("covers_sibling", covers[0], 'covers what "Feeding Schedule" covers')
+    found("vague_point", checks.faults(PlanItem("Rye Flour", "What you need to know."), [], [])[0], "key point")
+    assert checks.claim("chapters", PlanItem("Feeding Your Starter", "When to feed.")) is None
+    found("taken_elsewhere", checks.claim("sections", PlanItem("Feeding Your Starter", "x")), "elsewhere in the book")
+    found("near_elsewhere", checks.claim("chapters", PlanItem("Feeding the Starter", "x")), "nearly repeats")
+    found("book_title_example", checks.book_title("Small Boat Sailing"), "worked example")
+    found("book_title_subject", checks.book_title("The Greatest Guide Ever"), "does not name")
+    found("book_title_adds", checks.book_title("Keeping a Sourdough Starter Alive in Paris"), "never used")
+
+
+def test_the_holds_and_their_floors():
+    found("off_subject", policy.off_subject(policy.PLAN_FLOOR - 0.01), "not about what the request asks for")
+    assert policy.off_subject(policy.PLAN_FLOOR) is None
+    found("title_off_subject", policy.title_off_subject(policy.TITLE_FLOOR - 0.01), "title that is not about")
+    assert policy.title_off_subject(policy.TITLE_FLOOR) is None
+    found("leaves_out", policy.leaves_out(["allergen labelling"]), "leaves out what the request asks for")
+    found("repeats_given", policy.repeats_given("Tools", "tools", []), "repeats what it was asked to phrase")
+    assert policy.repeats_given("Jars, Spoons and Scales", "tools", []) is None
+
+
+@pytest.mark.parametrize(
+    "title",
+    [
+        "Feeding Schedule",
+        "World War II",
+        "Python 3",
+        "HTTP/2 Explained",
+        "C++ Basics",
+        "JavaScript",
+        "PostgreSQL",
+        "The 1450s",
+        "Sourdough Starters at Home",
+    ],
+)
+def test_ordinary_titles_pass_every_rule_by_words(title):
+    ancestors = {"the chapter title": "Starter Feeding", "the book title": "A Handbook"}
+    assert policy.first(policy.DEFECTS_BY_WORDS, line(title, ancestors=ancestors, chosen=["Overview"])) is None
+
+
+def test_every_rule_has_a_row_and_every_verdict_its_rule():
+    ranking = {rule for rule, row in RULES.items() if row.action is Action.RANK_LOWER} | {"last_resort"}
+    rows = {row[0] for row in TITLE_ROWS + LINE_ROWS} | set(MEANING_RULES) | set(HOLD_RULES)
+    assert set(RULES) - ranking == rows, "each refusing or holding rule is found by a row above"
+    named = {**vars(nearness), **vars(prompts), **vars(titles), **vars(policy)}
+    for rule in RULES.values():  # each threshold the table names is the constant its rule uses
+        for name, value in (pair.split(" ")[:2] for pair in rule.threshold.split(", ") if pair):
+            assert str(named[name]) == value, rule.id
+
+
+def test_the_runs_counts_key_on_the_rule_id():
+    stats = PlanStats()
+    stats.refuse("p01", "The Basics", policy.first(policy.DEFECTS_BY_WORDS, line("The Basics")))  # type: ignore[arg-type]
+    stats.hold("p01", policy.off_subject(0.1))  # type: ignore[arg-type]
+    stats.asked_again("p01")
+    stats.hold("p02", policy.off_subject(0.1))  # type: ignore[arg-type]
+    assert stats.rule_counts() == {
+        "generic": {"refused": 1, "held": 0, "rounds": 1},
+        "off_subject": {"refused": 0, "held": 2, "rounds": 1},
+    }

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TypedDict
@@ -38,12 +38,12 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wai
 
 from pipeline.backends.chat import chat
 from pipeline.backends.sse import AttemptError, OnDelta
+from pipeline.backends.transport import Transport
 from pipeline.errors import FanoutError
 from pipeline.records import Attempt, Backend, ChatRequest, Completion, Outcome
 
 REASK_BEFORE_FIRST_BYTE = 5
 RequestWatcher = Callable[[ChatRequest, Completion | None, float, list[Attempt]], None]
-Transport = Callable[[Backend, ChatRequest, float, OnDelta | None], Awaitable[Completion]]
 
 
 class BackendSnapshot(TypedDict):

@@ -26,10 +26,11 @@ from pipeline.backends.embedded.install import ensure_installed
 from pipeline.backends.engines import engine, metric_names
 from pipeline.backends.limits import plan_open_files
 from pipeline.backends.metrics import detect_engine, scrape
-from pipeline.backends.pool import BackendPool, RetryPolicy, Transport
+from pipeline.backends.pool import BackendPool, RetryPolicy
 from pipeline.backends.raychat import RayChatWorkers
 from pipeline.backends.sdk import close_sdk_clients
 from pipeline.backends.supervisor import EngineSupervisor
+from pipeline.backends.transport import Transport
 from pipeline.config import EngineSettings, Settings
 from pipeline.errors import UsageError
 from pipeline.records import Backend, EngineInfo, EngineKind, WarmSchedule

@@ -5,7 +5,7 @@ deltas, finish_reason and usage, per choice where the request asked for several)
 finished stream into a Completion (text, finish_reason, usage, timestamps, the other choices' texts) or
 raises an AttemptError saying what went wrong and whether it is worth asking again. The transports feed it:
 wire.py (the hot path, an asyncio Protocol), aiohttp_chat.py (the client-ceiling bench's yardstick) and
-sdk.py (the openai SDK). Retries and balancing live in pool.py.
+sdk.py (the openai SDK). Retries and balancing live in pool/ (retry.py, admission.py).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Work whose request failed on every backend is asked again later in the run, not given up.
 
-The pool (pipeline/backends/pool.py) asks a failed request again on other backends until every backend has
-had it; when even that fails, the planner's node, the writer's section or the repair waits, while the rest
+The pool (pipeline/backends/pool/retry.py) asks a failed request again on other backends until every backend
+has had it; when even that fails, the planner's node, the writer's section or the repair waits, while the rest
 of the book goes on, until any backend answers something (or LATER_PAUSE_S), and asks again: up to
 LATER_ROUNDS times while the fleet answers other requests, for as long as the pool does not say that no
 backend can answer anything (FleetUnavailable, which passes through and ends the job) while it answers none.

@@ -5,7 +5,7 @@ Sent together, a chapter's sections each land on their own slot before any has c
 part, and nothing is shared: llama.cpp's server keeps a prompt in the slot that computed it (a new request is
 given the idle slot whose prompt it shares most, and the host-memory prompt cache saves a slot's prompt when
 the slot is taken for another); vLLM's and SGLang's caches serve only blocks already computed. So the leader
-goes first and its siblings wait for its sign, then prefer its backend (pool.py's `prefer`):
+goes first and its siblings wait for its sign, then prefer its backend (BackendPool.complete's `prefer`):
 
 - `answer`: the leader's whole answer (its slot is free again and holds its prompt: what llama.cpp needs);
 - `first-token`: the leader's first token (its prompt's blocks are computed: enough for vLLM and SGLang);

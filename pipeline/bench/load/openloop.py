@@ -83,7 +83,7 @@ def replay_offsets(work: list[Work], speed: float) -> list[float]:
 class Dispatcher:
     """Picks the backend with the fewest in flight per slot; with caps, waits until one has a free slot. A
     request asking `n` samples holds a slot a sample, as many as are free and at least one, as the book's pool
-    counts it (pipeline/backends/pool.py): an engine runs each sample as its own sequence."""
+    counts it (pipeline/backends/pool/admission.py): an engine runs each sample as its own sequence."""
 
     targets: list[Target]
     slots: dict[str, int]

@@ -197,7 +197,7 @@ async def test_a_planning_lane_keeps_its_backends_batch_small_for_planning_until
     assert {backend for tag, backend in sent if tag.startswith("plan")} == {"lane"}
     one = BackendPool([backend(lane, "alone", 4)], FAST)
     with one.planning_lane(1):
-        assert one._limit(one.states[0], first=False) == 4, "a single backend is never made a lane"
+        assert one.admission.limit(one.states[0], first=False) == 4, "a single backend is never made a lane"
     await lane.stop()
     await other.stop()
 

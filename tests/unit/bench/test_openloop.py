@@ -224,7 +224,7 @@ async def test_a_request_asking_several_samples_holds_a_slot_a_sample_as_the_boo
     dispatcher = Dispatcher([target], {"a": 4}, {"a": 4})
     _, held = await dispatcher.acquire(samples=3)
     assert held == 3 and dispatcher.total_in_flight == 3
-    _, more = await dispatcher.acquire(samples=4)  # one slot free: it goes out holding that one, as pool.py's does
+    _, more = await dispatcher.acquire(samples=4)  # one slot free: it goes out holding that one, as admission.py's
     assert more == 1 and dispatcher.peak["a"] == 4
     with anyio.move_on_after(0.2) as waited:
         await dispatcher.acquire()

@@ -33,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline.bench.studies.calibrate import DEFAULT_DIR, same_ask  # noqa: E402
-from pipeline.meaning.asks import read_request  # noqa: E402
+from pipeline.meaning.reading import read_request  # noqa: E402
 
 Reader = Callable[[str], list[str]]
 

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pipeline.audit.source import AuditBook, AuditSection, headings_of
-from pipeline.meaning.asks import request_asks
 from pipeline.meaning.embed import Embedder, Vectors, unit_rows
 from pipeline.meaning.nearness import (
     DIGITS,
@@ -44,6 +43,7 @@ from pipeline.meaning.nearness import (
 )
 from pipeline.meaning.offrequest import JUDGED_LEVELS, OFF_REQUEST, request_fit
 from pipeline.meaning.onsubject import subject_fits
+from pipeline.meaning.reading import request_asks
 from pipeline.records.audit import BookMeaning, SectionMeaning
 from pipeline.titles import TitleIndex, content_words, title_key
 

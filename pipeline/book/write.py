@@ -43,11 +43,12 @@ from pipeline.book.trim import end_well, paragraphs_for, tidy_closing, tidy_open
 from pipeline.book.warm import Leader, PrefixGroups, first_token_everywhere
 from pipeline.cpu import Stage, charged
 from pipeline.journal import Journal
-from pipeline.meaning.asks import read, request_style
+from pipeline.meaning.asks import request_style
 from pipeline.meaning.embed import Embedder, open_embedder
 from pipeline.meaning.nearness import point_margin, unit
 from pipeline.meaning.offensive import offensive_words
 from pipeline.meaning.onsubject import ON_SUBJECT, subject_fits
+from pipeline.meaning.reading import read
 from pipeline.records import (
     BookSpec,
     Chapter,

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from pipeline.meaning.asks import request_asks
 from pipeline.meaning.embed import Embedder, Vectors
+from pipeline.meaning.reading import request_asks
 from pipeline.titles import content_words, near_duplicates
 
 # Calibrated thresholds (tests/fixtures/meaning/; python -m pipeline.bench.studies.calibrate)

@@ -1,7 +1,7 @@
 """Is a part or a chapter about what was asked? The off-request judgement, for the audit and the planner.
 
 A part's or chapter's title and key point are off the request when their cosine to every ask of the request
-(its subject and the concerns it names, pipeline/meaning/asks.py) is below OFF_REQUEST, judged by
+(its subject and the concerns it names, pipeline/meaning/reading.py) is below OFF_REQUEST, judged by
 all-MiniLM-L6-v2 (pipeline/meaning/minilm.py): a sentence encoder that knows a computer virus from a vaccine's,
 where the static token table does not. Calibrated on tests/fixtures/meaning/off_request.json, 102 headings
 under 10 requests, half of them near misses a small model makes (the right word in the wrong sense, the
@@ -19,9 +19,9 @@ import logging
 from functools import cache
 
 from pipeline.errors import UsageError
-from pipeline.meaning.asks import request_asks
 from pipeline.meaning.embed import Embedder
 from pipeline.meaning.minilm import MiniLMEmbedder
+from pipeline.meaning.reading import request_asks
 
 OFF_REQUEST = 0.18  # a part's or chapter's title and point below this to every ask of the request is off it
 JUDGED_LEVELS = ("part", "chapter")

@@ -2,7 +2,7 @@
 share of its sections whose title, point and text are about the request.
 
 A section's fit is judged by all-MiniLM-L6-v2 (pipeline/meaning/minilm.py) against the request's anchors: the
-request as a whole and each of its asks (pipeline/meaning/asks.py). Its unit fit is the nearest anchor's cosine
+request as a whole and each of its asks (pipeline/meaning/reading.py). Its unit fit is the nearest anchor's cosine
 to its title and point; its text fit, the same for the opening TEXT_WORDS words of its text; its score is the
 lower of the two, since a reader calls a section off the subject when either its heading or its text is
 elsewhere. A section is on the subject when its score is at least ON_SUBJECT. Calibrated on sections of real
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline.meaning.asks import request_asks
 from pipeline.meaning.embed import Embedder
+from pipeline.meaning.reading import request_asks
 
 ON_SUBJECT = 0.65  # a section whose lower fit (heading or text) is below this is off the subject
 TEXT_WORDS = 120  # the opening words of a section's text that are judged

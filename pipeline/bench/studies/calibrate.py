@@ -10,12 +10,12 @@ recall on the set, and what the best threshold on the set would be (highest F1, 
 precision). `python -m pipeline.bench.studies.calibrate [DIR]` prints the table; tests/unit/audit/test_meaning.py
 holds the figures to a floor, so a changed threshold or model that does worse on the set fails.
 
-The request reader (pipeline/meaning/asks.py) is measured the same way, by rules, with no model: on requests of
+The request reader (pipeline/meaning/reading.py) is measured the same way, by rules, with no model: on requests of
 many shapes with their asks marked by hand (requests.json, the set its rules were written from, and
 requests_held_out.json, written after them), an ask it reads is right when it is one of the marked asks or
 a piece of one (its content words, stemmed, within the marked ask's, or the other way round, or a Jaccard of
 0.5 or more): precision is the share of its asks that are right, recall the share of marked asks it found.
-Its reading as a person reads a request (asks.read: the subject as the request frames it, the audience, the
+Its reading as a person reads a request (reading.read: the subject as the request frames it, the audience, the
 concerns) is measured on readings.json (the set its rules were written from) and readings_held_out.json (written
 by someone else after them, not used to set them): the subject is read right when its key words (content words
 less the words that frame a request, stemmed; a stem that begins another counts as it: 'operator' and 'operating')
@@ -36,11 +36,12 @@ import numpy as np
 from pydantic import BaseModel
 
 from pipeline.meaning import nearness as meaning
-from pipeline.meaning.asks import DETERMINERS, FRAME_WORDS, PREPOSITIONS, read, read_request
+from pipeline.meaning.asks import DETERMINERS, FRAME_WORDS, PREPOSITIONS
 from pipeline.meaning.embed import Embedder, open_embedder
 from pipeline.meaning.nearness import STOCK_POINTS, body_text, carries, unit
 from pipeline.meaning.offrequest import OFF_REQUEST, open_judge, request_fit
 from pipeline.meaning.onsubject import ON_SUBJECT, subject_fits
+from pipeline.meaning.reading import read, read_request
 from pipeline.titles import content_words, near_duplicates
 
 DEFAULT_DIR = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "meaning"  # repository root
@@ -303,7 +304,7 @@ def scored(found: list[str], marked: list[str]) -> tuple[list[str], list[str]]:
 
 
 def reading_judgements(name: str, folder: Path, set_name: str) -> list[Judgement]:
-    """The reading (asks.read) on one labelled set: the subject (items: requests; precision: the share read right),
+    """The reading (reading.read) on one labelled set: the subject (items: requests; precision: the share read right),
     the audience and the concerns (as asks)."""
     entries = load(folder, set_name)["requests"]
     readings = [read(entry["request"]) for entry in entries]

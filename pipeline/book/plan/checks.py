@@ -15,10 +15,10 @@ from pipeline.book.plan.answers import PlanItem
 from pipeline.book.plan.policy import Line, Verdict
 from pipeline.book.plan.prompts import PLAN_TEMPLATES, example_book_title_words, example_units, example_words
 from pipeline.cpu import Stage, charged
-from pipeline.meaning.asks import is_brief, request_asks
 from pipeline.meaning.embed import Embedder
 from pipeline.meaning.nearness import SIMILAR_TITLE, carries, distinctive, subject_words, unit
 from pipeline.meaning.onsubject import unit_fits
+from pipeline.meaning.reading import is_brief, request_asks
 from pipeline.records import Outline
 from pipeline.titles import TitleIndex, content_words, title_key
 

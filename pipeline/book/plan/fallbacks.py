@@ -1,11 +1,11 @@
 """The book's title when the model never gave one the book can use: its subject as the request frames it
-(pipeline/meaning/asks.py), as a title ('keeping a sourdough starter alive' -> 'Keeping a Sourdough Starter Alive').
+(pipeline/meaning/reading.py), as a title ('keeping a sourdough starter alive' -> 'Keeping a Sourdough Starter Alive').
 Nothing else of a plan is ever made by fanout: a node the model's lines cannot fill has fewer children.
 """
 
 from __future__ import annotations
 
-from pipeline.meaning.asks import read
+from pipeline.meaning.reading import read
 from pipeline.titles import clean_title
 
 SMALL_WORDS = frozenset("a an the of and or to in on for with by at as how is are".split())

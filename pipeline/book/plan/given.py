@@ -1,7 +1,7 @@
 """What a book's units are about before the model phrases them: the request's concerns and the facets a book of
 its kind covers (templates/facets.toml), laid out on the book's shape.
 
-Takes the request as read (pipeline/meaning/asks.py's Reading: its subject, its kind, its concerns) and the
+Takes the request as read (pipeline/meaning/reading.py's Reading: its subject, its kind, its concerns) and the
 shape, and returns a GivenBook: for each level the plan gives, what each part, chapter and section is about (a
 facet such as "getting started", a concern the request names, or a group of them), with spares to ask when one
 cannot be phrased; or None when the shape is larger than what can be given (then the model plans it, open).
@@ -23,8 +23,8 @@ import tomllib
 from dataclasses import dataclass, field
 from functools import cache
 
-from pipeline.meaning.asks import Reading
 from pipeline.meaning.framing import BookKind
+from pipeline.meaning.reading import Reading
 from pipeline.templating import template_path
 from pipeline.titles import content_words
 

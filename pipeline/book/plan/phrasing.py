@@ -32,8 +32,8 @@ from pipeline.book.plan.coverage import Coverage
 from pipeline.book.plan.policy import DIVERSITY
 from pipeline.book.plan.prompts import PHRASE_TEMPLATES, example_words, rare_example_words
 from pipeline.book.plan.schedule import NodeAsk
-from pipeline.meaning.asks import Reading
 from pipeline.meaning.nearness import unit
+from pipeline.meaning.reading import Reading
 from pipeline.templating import book_context, render_chat
 from pipeline.titles import content_words, title_key
 

@@ -14,7 +14,7 @@ drift off the request, and `open` for the rest):
 - open: each node's question is sampled several times at once and its titles are chosen from the pooled lines
   (asking.py, choose.py) by their fit to the request and their parent and by distinctness from what is chosen;
   only lines with a defect a reader would see are refused (checks.py). The request's asks (its subject and each
-  concern it names, pipeline/meaning/asks.py) are carried down the plan (coverage.py): each node takes along an
+  concern it names, pipeline/meaning/reading.py) are carried down the plan (coverage.py): each node takes along an
   even share of those still open, and the last section slots are kept for them. A second round only when a
   node's pool cannot fill it; then the asks it still owes, each phrased as a given unit.
 Either way a node that cannot be filled has fewer children and is marked short; nothing is made up. Model
@@ -47,9 +47,9 @@ from pipeline.book.plan.prompts import about, must_note
 from pipeline.book.plan.schedule import CHOICES, NodeAsk, OnChange, OnSection, PlanStats
 from pipeline.book.profiles import Sampler
 from pipeline.errors import FanoutError
-from pipeline.meaning.asks import read, request_asks
 from pipeline.meaning.embed import Embedder, open_embedder
 from pipeline.meaning.nearness import unit
+from pipeline.meaning.reading import read, request_asks
 from pipeline.records import (
     BookSpec,
     Chapter,

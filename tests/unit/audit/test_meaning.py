@@ -15,11 +15,12 @@ from pipeline.audit.report import audit
 from pipeline.audit.source import load_run
 from pipeline.bench.studies.calibrate import calibrate
 from pipeline.errors import UsageError
-from pipeline.meaning.asks import read_request, request_asks, request_style
+from pipeline.meaning.asks import request_style
 from pipeline.meaning.embed import EndpointEmbedder, StaticEmbedder, open_embedder, parse_endpoint
 from pipeline.meaning.minilm import MiniLMEmbedder
 from pipeline.meaning.nearness import point_margin, unit
 from pipeline.meaning.offrequest import is_off_request, open_judge
+from pipeline.meaning.reading import read_request, request_asks
 from pipeline.records import BookSpec, Chapter, Outline, Part, Section, SectionResult
 from tests.fakes.fake_embeddings import FakeEmbeddings
 
@@ -38,7 +39,7 @@ FLOORS = {
     "requests read": (0.9, 0.9),  # the request reader, by rules: items are asks read, positives asks marked
     "requests read, held out": (0.9, 0.9),
     "requests read, with details": (0.75, 0.9),  # a detail read as an ask is wrong even inside a marked ask
-    # the request read as a person reads it (asks.read): the subject as framed, right or not; audience; concerns
+    # the request read as a person reads it (reading.read): the subject as framed, right or not; audience; concerns
     "readings: subject": (0.9, 0.9),
     "readings: audience": (0.85, 0.8),
     "readings: concerns": (0.8, 0.9),

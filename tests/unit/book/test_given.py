@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from pipeline.book.plan.given import CONCERN, facets, given_book, groups
-from pipeline.meaning.asks import read
 from pipeline.meaning.framing import BOOK_KINDS
+from pipeline.meaning.reading import read
 
 SOURDOUGH = "Write a short handbook on keeping a sourdough starter alive. Practical, with examples."
 STOVE = (

@@ -1,12 +1,12 @@
-"""The request read as a person reads it (pipeline/meaning/asks.py `read`, pipeline/meaning/framing.py): the subject as
-the request frames it, the kind of book that makes, who it is for and what it names; by rules, no model."""
+"""The request read as a person reads it (pipeline/meaning/reading.py `read`, pipeline/meaning/framing.py): the
+subject as the request frames it, the kind of book that makes, who it is for and what it names; by rules, no model."""
 
 from __future__ import annotations
 
 import pytest
 
-from pipeline.meaning.asks import read
 from pipeline.meaning.offensive import offensive_words
+from pipeline.meaning.reading import read
 
 
 @pytest.mark.parametrize(

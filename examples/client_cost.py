@@ -34,7 +34,7 @@ from pipeline.backends.loop import fast_loop
 from pipeline.backends.pool import BackendPool, RetryPolicy
 from pipeline.backends.sse import SseStream
 from pipeline.backends.wire import _Exchange, http_request, stream_chat, target_of
-from pipeline.bench.studies.ceiling import _FloorExchange
+from pipeline.bench.studies.ceiling_worker import _FloorExchange
 from pipeline.bench.studies.sse_source import _chunked, content_event
 from pipeline.records import Backend, ChatRequest
 

@@ -1,5 +1,5 @@
 """The client's fast SSE path (pipeline/backends/sse.py) and the client-ceiling bench
-(pipeline/bench/studies/ceiling.py).
+(pipeline/bench/studies/ceiling.py, its client processes in ceiling_worker.py).
 
 The fast content parser must say exactly what json.loads says; the bench's source (its own process) must
 deliver exact token counts to our path and to the naive SDK loop alike, also sharded over two workers."""

@@ -1,11 +1,12 @@
 """The book PDF, part by part: split, render the parts in a process pool, then front matter, then merge.
 
 A stock single WeasyPrint document of a 1,536-section book takes minutes and gigabytes. Here each part is
-its own small document rendered in a worker process (`render_part`, with the gc tuned for WeasyPrint's
-millions of short-lived boxes); the worker reports the part's page count and where each heading landed.
-Once every part is in, the front matter (title page and a table of contents with the real page numbers,
-`render_front`) is rendered, and `typeset.merge.merge` joins it all with pypdf, keeping every part's
-bookmarks and links, linking the contents entries to their headings and printing continuous page numbers.
+its own small document rendered in a worker process of typeset/renderpool.py's pool (`render_part`, with
+the gc tuned for WeasyPrint's millions of short-lived boxes); the worker reports the part's page count and
+where each heading landed. Once every part is in, the front matter (title page and a table of contents
+with the real page numbers, `render_front`) is rendered, and `typeset.merge.merge` joins it all with pypdf,
+keeping every part's bookmarks and links, linking the contents entries to their headings and printing
+continuous page numbers.
 
 Page numbers are stamped at the merge rather than rendered with each part: a part's first page number
 depends on the page counts of all parts before it, so rendering it in the part would make every part wait
@@ -18,24 +19,17 @@ when the last one is in; the PDF is ready as soon as the last part and the front
 
 from __future__ import annotations
 
-import heapq
 import logging
-import multiprocessing
 import os
 import re
 import resource
 import shutil
 import tempfile
-import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import Future
 from dataclasses import dataclass
-from functools import partial
 from itertools import pairwise
 from pathlib import Path
-from typing import Any
 
 from pipeline.document import block_tokens, source_lines
 from pipeline.errors import FanoutError
@@ -53,16 +47,14 @@ from pipeline.typeset.markdown import (
 )
 from pipeline.typeset.merge import merge
 from pipeline.typeset.pages import PAGE_NUMBER_GLYPHS, FrontDone, MarkdownSource, PartDone, PlacedHeading, TocLink
+from pipeline.typeset.renderpool import RenderScheduler, default_workers
 from pipeline.typeset.shape import HANDBOOK, BookShape, Break, book_shape, printable
 from pipeline.typeset.weasy import render_gc_threshold, weasy_html
 
 log = logging.getLogger("fanout")
 PX_TO_PT = 0.75  # WeasyPrint lays out in CSS px (1/96 in); PDF user space is pt (1/72 in)
-MAX_WORKERS = 4
-WORKER_NICE = 10
-OWNER_CHECK_S = 1.0  # how often a render worker checks that its fanout process still exists
 TOC_PRIORITY, PART_PRIORITY = 0, 1  # a waiting contents slice goes before a waiting part
-RETRY_PRIORITY = 10  # a job rendered again after a failure goes behind every first try
+WORKER_PRELOAD = ["pipeline.typeset.parts", "weasyprint"]  # render_part and render_front live here
 CHUNK_WORDS = 3_000  # run-on parts are rendered this many words at a time (about ten A5 pages)
 EMPTY_PART = re.compile(r"##[ \t]*#*[ \t]*(\n|$)")  # a part heading with no text
 DIGITS_PAGE = (
@@ -256,124 +248,6 @@ def render_front(job: FrontJob) -> FrontDone:
 # ---------------------------------------------------------------- the incremental typesetter
 
 
-def default_workers() -> int:
-    return max(1, min(MAX_WORKERS, os.cpu_count() or 1))
-
-
-def _pool(workers: int) -> ProcessPoolExecutor:
-    context = multiprocessing.get_context("forkserver")  # no fork of a threaded parent (anyio, engines)
-    context.set_forkserver_preload(["pipeline.typeset.parts", "weasyprint"])
-    # Niced: parts render while the book is still streaming, and on a small machine the client (and any
-    # local engine) must keep the CPU it needs; rendering takes what is left.
-    return ProcessPoolExecutor(
-        max_workers=workers, mp_context=context, initializer=_start_worker, initargs=(os.getpid(),)
-    )
-
-
-def _start_worker(owner: int) -> None:
-    os.nice(WORKER_NICE)
-    threading.Thread(target=_exit_with, args=(owner,), name="owner-watch", daemon=True).start()
-
-
-def _exit_with(owner: int) -> None:
-    """A fanout killed outright (SIGKILL) cannot shut its pool down: its workers would wait on the pool's
-    queue forever, and keep the forkserver alive. So each worker leaves once the process it renders for is
-    gone."""
-    while True:
-        time.sleep(OWNER_CHECK_S)
-        try:
-            os.kill(owner, 0)
-        except (ProcessLookupError, PermissionError):  # gone (or its pid now another user's process)
-            os._exit(0)
-
-
-class _Scheduler:
-    """Jobs to a pool, at most one a worker in flight, contents slices before parts: so each slice is
-    rendered as soon as it can be, between parts, and only the last one is left when the last part lands.
-    A job that fails (its worker died, taking the pool with it, or it raised) is queued again once, behind
-    what is waiting, on a fresh pool if the old one broke: a part is rendered again at the end, not lost.
-    With no pool (workers=0) every job runs at once in this process."""
-
-    def __init__(self, workers: int) -> None:
-        self.pool = _pool(workers) if workers > 0 else None
-        self.slots = workers
-        self.lock = threading.RLock()
-        self.queue: list[tuple[int, int, Callable, Any, Future]] = []
-        self.running = 0
-        self.seq = 0
-        self.retried: set[int] = set()  # seq of jobs already queued again after a failure
-        self.on_done: Callable[[], None] = lambda: None
-
-    def submit(self, priority: int, fn: Callable, job: Any) -> Future:
-        out: Future = Future()
-        if self.pool is None:
-            try:
-                out.set_result(fn(job))
-            except Exception as error:  # handed over through the future, as a pool would
-                out.set_exception(error)
-            self.on_done()
-            return out
-        with self.lock:
-            self.seq += 1
-            heapq.heappush(self.queue, (priority, self.seq, fn, job, out))
-            self._dispatch()
-        return out
-
-    def warm(self) -> None:
-        if self.pool is not None:
-            for done in [self.pool.submit(os.getpid) for _ in range(self.slots)]:
-                done.result()
-
-    def _dispatch(self) -> None:
-        while self.running < self.slots and self.queue:
-            entry = heapq.heappop(self.queue)
-            priority, seq, fn, job, out = entry
-            self.running += 1
-            assert self.pool is not None, "jobs queue only with a pool"
-            try:
-                inner = self.pool.submit(fn, job)
-            except BrokenProcessPool:  # a worker died since the last job ended: a fresh pool takes it
-                self._renew()
-                inner = self.pool.submit(fn, job)
-            inner.add_done_callback(partial(self._finished, entry=entry, pool=self.pool))
-
-    def _finished(
-        self, inner: Future, entry: tuple[int, int, Callable, Any, Future], pool: ProcessPoolExecutor
-    ) -> None:
-        priority, seq, fn, job, out = entry
-        with self.lock:
-            self.running -= 1
-            error = None if inner.cancelled() else inner.exception()
-            if inner.cancelled():
-                out.cancel()
-            elif error is not None and seq not in self.retried:
-                log.warning("typesetting: %s failed (%s); rendering it again after the rest", fn.__name__, error)
-                self.retried.add(seq)
-                if isinstance(error, BrokenProcessPool) and pool is self.pool:  # the first of its jobs to hear
-                    self._renew()
-                heapq.heappush(self.queue, (priority + RETRY_PRIORITY, seq, fn, job, out))
-            elif error is not None:
-                out.set_exception(error)
-            else:
-                out.set_result(inner.result())
-            self.on_done()
-            self._dispatch()
-
-    def _renew(self) -> None:
-        """A broken pool (one of its workers died) refuses every job: start a fresh one."""
-        broken, self.pool = self.pool, _pool(self.slots)
-        if broken is not None:
-            broken.shutdown(wait=False, cancel_futures=True)
-
-    def close(self) -> None:
-        with self.lock:
-            for *_, out in self.queue:
-                out.cancel()
-            self.queue.clear()
-        if self.pool is not None:
-            self.pool.shutdown(wait=True, cancel_futures=True)
-
-
 class PartTypesetter:
     """Typeset a book part by part, as each part's text becomes final.
 
@@ -404,7 +278,7 @@ class PartTypesetter:
         self.shape = shape
         self.out_pdf = Path(out_pdf)
         self.scratch = Path(tempfile.mkdtemp(prefix="fanout-typeset-"))
-        self.scheduler = _Scheduler(workers)
+        self.scheduler = RenderScheduler(workers, preload=WORKER_PRELOAD)
         self.scheduler.on_done = self._advance
         self.parts: dict[int, Future] = {}
         self.counts: dict[int, tuple[int, ...]] = {}  # parts, chapters, sections of each submitted part

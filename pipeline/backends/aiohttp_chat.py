@@ -11,11 +11,7 @@ import time
 import aiohttp
 from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 
-from pipeline.backends.sse import (
-    AttemptError,
-    OnDelta,
-    SseStream,
-    completion_of,
+from pipeline.backends.envelope import (
     hide_key,
     is_event_stream,
     new_request_id,
@@ -24,6 +20,7 @@ from pipeline.backends.sse import (
     request_headers,
     status_error,
 )
+from pipeline.backends.sse import AttemptError, OnDelta, SseStream, completion_of
 from pipeline.records import Backend, ChatRequest, Completion, Outcome
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import aiohttp
 
 from pipeline.backends.engines import engine
-from pipeline.backends.sse import auth_headers
+from pipeline.backends.envelope import auth_headers
 from pipeline.records import Backend, CacheResetDone, EngineInfo
 
 RESET_TIMEOUT = aiohttp.ClientTimeout(total=30, sock_connect=5)

@@ -26,7 +26,7 @@ import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from pipeline.backends.engines import ENGINES, engine, metric_names
-from pipeline.backends.sse import auth_headers
+from pipeline.backends.envelope import auth_headers
 from pipeline.records import Backend, EngineInfo, EngineKind
 
 PROBE_TIMEOUT = aiohttp.ClientTimeout(total=5, sock_connect=2)

@@ -14,17 +14,8 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
-from pipeline.backends.sse import (
-    REQUEST_ID_HEADER,
-    AttemptError,
-    OnDelta,
-    SseStream,
-    api_key,
-    completion_of,
-    new_request_id,
-    request_body,
-    status_error,
-)
+from pipeline.backends.envelope import REQUEST_ID_HEADER, api_key, new_request_id, request_body, status_error
+from pipeline.backends.sse import AttemptError, OnDelta, SseStream, completion_of
 from pipeline.records import Backend, ChatRequest, Completion, Endpoint, Outcome
 
 if TYPE_CHECKING:

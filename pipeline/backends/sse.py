@@ -1,19 +1,19 @@
-"""Streaming chat completions, the protocol: the lean SSE reader, its failure kinds, and the request body.
+"""Streaming chat completions, the protocol: the lean SSE reader, its failure kinds, and the Completion.
 
 Takes a Backend and a ChatRequest's events; `SseStream` reads only what is needed from each event (content
 deltas, finish_reason and usage, per choice where the request asked for several), `completion_of` turns a
 finished stream into a Completion (text, finish_reason, usage, timestamps, the other choices' texts) or
 raises an AttemptError saying what went wrong and whether it is worth asking again. The transports feed it:
 wire.py (the hot path, an asyncio Protocol), aiohttp_chat.py (the client-ceiling bench's yardstick) and
-sdk.py (the openai SDK). Retries and balancing live in pool/ (retry.py, admission.py).
+sdk.py (the openai SDK). What they send and check around the body (the request's JSON and headers, the
+answer's status and content type) is envelope.py's. Retries and balancing live in pool/ (retry.py,
+admission.py).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import secrets
 import time
 from collections.abc import Callable
 from typing import Any
@@ -22,7 +22,6 @@ from pipeline.records import Backend, ChatRequest, Completion, Endpoint, Outcome
 
 MAX_ANSWER_BYTES = 4 * 1024 * 1024  # model output is untrusted: a runaway answer is cut and flagged
 MAX_LINE_BYTES = 128 * 1024  # one SSE line (aiohttp's own line limit was the same): longer is `oversized`
-REQUEST_ID_HEADER = "X-Request-Id"
 
 
 class AttemptError(Exception):
@@ -43,50 +42,6 @@ class AttemptError(Exception):
     @property
     def blames_request(self) -> bool:
         return Outcome.blames_request(self.kind)
-
-
-def api_key(backend: Backend) -> str:
-    """The key from the backend's own variable, else OPENAI_API_KEY (as the openai SDK reads it)."""
-    if backend.api_key_env:
-        return os.environ.get(backend.api_key_env, "")
-    return os.environ.get("OPENAI_API_KEY", "")
-
-
-def auth_headers(backend: Backend) -> dict[str, str]:
-    key = api_key(backend)
-    return {**backend.headers, **({"Authorization": f"Bearer {key}"} if key else {})}
-
-
-def request_headers(backend: Backend, request_id: str | None) -> dict[str, str]:
-    """Every header a chat request carries beyond the transport's own: its id (new_request_id), the backend's
-    headers and the key."""
-    return {**({REQUEST_ID_HEADER: request_id} if request_id else {}), **auth_headers(backend)}
-
-
-def hide_key(text: str, backend: Backend) -> str:
-    """A server may echo the Authorization header back in its error text; the key never leaves as data."""
-    key = api_key(backend)
-    return text.replace(key, "<api key hidden>") if key else text
-
-
-def request_body(backend: Backend, request: ChatRequest) -> dict[str, Any]:
-    """The JSON body: `messages` to chat completions, the one user message's text as `prompt` to text
-    completions (no chat template), and the same fields otherwise (usage streamed at the end); `n` only where
-    the request asks for more than one choice."""
-    body: dict[str, Any] = {
-        **({"prompt": request.prompt} if request.endpoint is Endpoint.COMPLETIONS else {"messages": request.messages}),
-        "max_tokens": request.max_tokens,
-        "temperature": request.temperature,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
-    if request.choices > 1:
-        body["n"] = request.choices
-    if backend.model:
-        body["model"] = backend.model
-    body.update(request.extra)
-    body.update(backend.extra_body)
-    return body
 
 
 _CONTENT_KEYS = {Endpoint.CHAT: b'"content":"', Endpoint.COMPLETIONS: b'"text":"'}  # where an event's text is
@@ -388,26 +343,6 @@ def per_token_logprobs(logprobs: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def status_error(status: int, body: str, retry_after: str | None) -> AttemptError:
-    hint = None
-    if retry_after:
-        try:
-            hint = float(retry_after)
-        except ValueError:
-            hint = None
-    return AttemptError(Outcome.http(status), body[:200].strip(), hint)
-
-
-def is_event_stream(content_type: bytes) -> bool:
-    """An answer that says nothing of its type is read as the stream it should be; one that names another
-    type (an HTML error page from a proxy, a whole JSON answer) is not a stream."""
-    return not content_type or content_type.startswith(b"text/event-stream")
-
-
-def not_event_stream(content_type: str) -> AttemptError:
-    return AttemptError(Outcome.NOT_EVENT_STREAM, f"a 200 answer of type {content_type[:80]!r}, not an event stream")
-
-
 OnDelta = Callable[[str], None]  # the text of choice 0 as it streams
 
 
@@ -431,12 +366,6 @@ def deliver(on_delta: OnDelta, index: int, text: str) -> None:
         on_delta(text)
     elif isinstance(on_delta, EveryChoice):
         on_delta.each(index, text)
-
-
-def new_request_id() -> str:
-    """The X-Request-Id of one attempt: vLLM takes it as its own request id, and any proxy's log can be
-    joined with the rows by it."""
-    return "fanout-" + secrets.token_hex(8)
 
 
 def _count(value: Any) -> int | None:

@@ -28,11 +28,7 @@ from urllib.parse import urlsplit
 
 import httptools
 
-from pipeline.backends.sse import (
-    AttemptError,
-    OnDelta,
-    SseStream,
-    completion_of,
+from pipeline.backends.envelope import (
     hide_key,
     is_event_stream,
     new_request_id,
@@ -41,6 +37,7 @@ from pipeline.backends.sse import (
     request_headers,
     status_error,
 )
+from pipeline.backends.sse import AttemptError, OnDelta, SseStream, completion_of
 from pipeline.records import Backend, ChatRequest, Completion, Outcome
 
 MAX_HEADER_BYTES = 64 * 1024

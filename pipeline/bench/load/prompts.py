@@ -25,7 +25,7 @@ from typing import Protocol
 
 import aiohttp
 
-from pipeline.backends.sse import auth_headers
+from pipeline.backends.envelope import auth_headers
 from pipeline.errors import FanoutError, UsageError
 from pipeline.records import Backend, Endpoint
 

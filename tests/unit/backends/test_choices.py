@@ -12,9 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.backends.engines import ENGINES, honours_choices
+from pipeline.backends.envelope import request_body
 from pipeline.backends.pool import BackendPool, RetryPolicy
 from pipeline.backends.sdk import close_sdk_clients
-from pipeline.backends.sse import AttemptError, EveryChoice, SseStream, completion_of, request_body
+from pipeline.backends.sse import AttemptError, EveryChoice, SseStream, completion_of
 from pipeline.records import Backend, ChatRequest, Endpoint, EngineKind
 from tests.fakes.fake_engine import BookReplies, FakeEngine
 from tests.fakes.fake_prompts import plan_level

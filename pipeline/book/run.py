@@ -62,6 +62,15 @@ from pipeline.records.book import BookOutcome, BookStats, PlanOutcome, RepairSum
 from pipeline.typeset.appendix import appendix_html
 from pipeline.typeset.book import typeset_html
 from pipeline.typeset.epub import typeset_epub
+from pipeline.watch.events import (
+    BookFinished,
+    FleetOpened,
+    LevelPlanned,
+    OutlineReady,
+    PlanningStarted,
+    TypesettingStarted,
+    WritingStarted,
+)
 from pipeline.watch.listeners import BookListener
 
 log = logging.getLogger("fanout")
@@ -206,7 +215,7 @@ class BookRun:
             if typesetter is not None:
                 typesetter.start()
             async with open_fleet(self.settings, engine_log=self.folder.engine_log) as fleet:
-                self.progress.fleet_opened(fleet)
+                self.progress.hear(FleetOpened(fleet))
                 meter = CpuMeter({backend.name: backend.base_url for backend in fleet.backends})
                 cpu_before = meter.snapshot()
                 log_requests(fleet, request_log)
@@ -298,7 +307,7 @@ class BookRun:
         if not (self.options.keep_stats and self.folder.stats.exists()):
             write_atomic(self.folder.stats, stats.model_dump_json(indent=2))
         outcome = BookOutcome(folder=self.folder.path, stats=stats, audit=report, repair=summary)
-        self.progress.finished(outcome)
+        self.progress.hear(BookFinished(outcome))
         return outcome
 
     @charged(Stage.FINISHING)
@@ -368,7 +377,7 @@ class BookRun:
                 judge=open_judge(self.settings.judge),
             ),
         )
-        self.progress.writing(self.spec.section_count, done, fleet.pool)
+        self.progress.hear(WritingStarted(self.spec.section_count, done, fleet.pool))
         self.requests_started = time.monotonic()
         results = ChainMap(writer.results, journal)
 
@@ -397,7 +406,7 @@ class BookRun:
         finally:
             writer.journal.close()
         assert outline is not None, "planned, or loaded complete (a failed task raises out of the group)"
-        self.progress.outline_ready(outline)
+        self.progress.hear(OutlineReady(outline))
         log.info("wrote %d sections (%d were already in the journal)", len(writer.results), done)
         return outline, writer
 
@@ -409,7 +418,7 @@ class BookRun:
             fleet.planners,
             self.spec,
             sampler,
-            on_node=self.progress.planned,
+            on_node=lambda level: self.progress.hear(LevelPlanned(level)),
             embedder=self.embedder,
             judge=judge,
             lane_writing=lane,
@@ -418,11 +427,11 @@ class BookRun:
 
     async def _plan(self, fleet: Fleet, sampler: Sampler, partial: Outline | None, on_section: OnSection) -> Outline:
         planner = self._planner(fleet, sampler)
-        self.progress.planning(self.spec)
+        self.progress.hear(PlanningStarted(self.spec))
 
         def save(outline: Outline) -> None:
             self._save_outline(outline)
-            self.progress.outline_ready(outline)
+            self.progress.hear(OutlineReady(outline))
 
         outline = await planner.plan(partial, schedule=self.options.schedule, on_section=on_section, on_change=save)
         self.plan_stats = planner.stats
@@ -461,7 +470,7 @@ class BookRun:
         request_log = RequestLog(self.folder.path)
         try:
             async with open_fleet(self.settings, engine_log=self.folder.engine_log) as fleet:
-                self.progress.fleet_opened(fleet)
+                self.progress.hear(FleetOpened(fleet))
                 log_requests(fleet, request_log)
                 _, planning = self._samplers(fleet)
                 outline = load_outline(self.folder)
@@ -504,7 +513,7 @@ class BookRun:
         typesetter: IncrementalTypesetter,
     ) -> BookStats:
         """book.pdf (the parts already rendered while writing are only merged now), book.html, book.epub."""
-        self.progress.typesetting()
+        self.progress.hear(TypesettingStarted())
         appendix = appendix_html(stats.model_dump(mode="json"), report.model_dump(mode="json"))
         finish = charged(Stage.FINISHING)(typesetter.finish)
         result = await anyio.to_thread.run_sync(finish, outline, journal, appendix)

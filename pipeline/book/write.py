@@ -61,6 +61,7 @@ from pipeline.records import (
     wants_children,
 )
 from pipeline.templating import book_context, render, render_text
+from pipeline.watch.events import SectionDelta, SectionRestarted, SectionStarted, SectionWritten
 from pipeline.watch.listeners import BookListener
 
 
@@ -321,7 +322,7 @@ class SectionWriter:
         route = Route(leader=leader, prefer=None if leader else await self.groups.follow(chapter.id))
         self.first_sent = self.first_sent or time.monotonic()
         self.last_sent = time.monotonic()
-        self.listener.section_started(section.id, section.title)
+        self.listener.hear(SectionStarted(section.id, section.title))
         where = (outline, part, chapter, section)
         try:
             results = await self._candidates(where, range(self.best_of), route)
@@ -337,12 +338,12 @@ class SectionWriter:
             self.last_retry_done = time.monotonic()
         result = best_candidate(results)
         if result.text != results[0].text and self.listener.wants_deltas:
-            self.listener.section_restarted(section.id)
-            self.listener.section_delta(section.id, result.text)
+            self.listener.hear(SectionRestarted(section.id))
+            self.listener.hear(SectionDelta(section.id, result.text))
         self.last_done = time.monotonic()
         self.journal.append(result)
         self.results[section.id] = result
-        self.listener.written(result)
+        self.listener.hear(SectionWritten(result))
 
     async def _candidates(
         self, where: tuple[Outline, Part, Chapter, Section], numbers: Iterable[int], route: Route
@@ -373,8 +374,8 @@ class SectionWriter:
         listener, leader = self.listener, route.leader
         on_delta = on_retry = None
         if streamed and listener.wants_deltas:
-            on_delta = lambda text: listener.section_delta(section.id, text)  # noqa: E731
-            on_retry = lambda: listener.section_restarted(section.id)  # noqa: E731
+            on_delta = lambda text: listener.hear(SectionDelta(section.id, text))  # noqa: E731
+            on_retry = lambda: listener.hear(SectionRestarted(section.id))  # noqa: E731
         if leader is not None:  # its schedule is known once it is sent: its first token may be the sign
             on_delta = leader.first_token if on_delta is None else first_token_then(leader, on_delta)
 

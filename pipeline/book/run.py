@@ -10,27 +10,31 @@ consistent and writes no stats.json, so the folder never looks like a finished r
 from __future__ import annotations
 
 import logging
-import shutil
-import sys
 import time
 from collections import ChainMap, Counter
-from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
-from pydantic import ValidationError
 
 from pipeline.audit.report import audit
 from pipeline.audit.rules import TITLE_RULES
 from pipeline.audit.source import load_run
 from pipeline.backends.engines import engine
 from pipeline.backends.fleet import Fleet, open_fleet
-from pipeline.backends.pool import BackendPool, FleetUnavailable
+from pipeline.backends.pool import BackendPool
 from pipeline.book.assemble import assemble
+from pipeline.book.folder import (
+    RunFolder,
+    kept_when_stopped,
+    load_outline,
+    load_run_folder,
+    new_run_folder,
+    save_outline,
+    working_in,
+)
 from pipeline.book.incremental import IncrementalTypesetter
-from pipeline.book.outlinefile import outline_markdown
 from pipeline.book.plan.planner import Planner, id_number
 from pipeline.book.plan.schedule import OnSection, PlanStats
 from pipeline.book.profiles import Sampler, choose_profile
@@ -40,8 +44,8 @@ from pipeline.book.stats import JobTally, backend_lines, book_stats
 from pipeline.book.write import SectionWriter, WritePolicy
 from pipeline.config import Settings
 from pipeline.cpu import CpuMeter, Stage, charged, cpu_use, stage
-from pipeline.errors import UsageError, fanout_error_in
-from pipeline.files import OUTPUTS, only_writer, output_path, write_atomic
+from pipeline.errors import UsageError
+from pipeline.files import write_atomic
 from pipeline.journal import Journal, read_journal
 from pipeline.meaning.embed import open_embedder
 from pipeline.meaning.offrequest import open_judge
@@ -83,52 +87,6 @@ def spare_best_of(pool: BackendPool, sections: int) -> int:
     embedded engine's 16 slots and a 24-section book)."""
     slots = sum(state.cap for state in pool.states)
     return max(1, min(MAX_BEST_OF, slots // max(1, sections)))
-
-
-class RunFolder:
-    """The files of one run."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.spec = path / "spec.json"
-        self.outline = path / "outline.json"
-        self.outline_md = path / "outline.md"  # the same outline for a person to edit (book/outlinefile.py)
-        self.journal = path / "sections.jsonl"
-        self.book = path / "book.md"
-        self.pdf = path / "book.pdf"
-        self.html = path / "book.html"
-        self.epub = path / "book.epub"
-        self.stats = path / "stats.json"
-        self.audit = path / "audit.json"
-        self.log = path / "run.log"
-        self.engine_log = path / "llama-server.log"
-
-
-def new_run_folder(spec: BookSpec, out: Path | None, root: Path = OUTPUTS) -> RunFolder:
-    path = out or output_path(spec.prompt, root=root)
-    if path.exists() and any(path.iterdir()):
-        raise UsageError(f"setting 'out' {path} is not empty (use setting 'resume' {path} to continue a run there)")
-    path.mkdir(parents=True, exist_ok=True)
-    folder = RunFolder(path)
-    write_atomic(folder.spec, spec.model_dump_json(indent=2))
-    return folder
-
-
-def load_run_folder(path: Path) -> tuple[RunFolder, BookSpec]:
-    folder = RunFolder(path)
-    try:
-        return folder, BookSpec.model_validate_json(folder.spec.read_text())
-    except (OSError, ValidationError, ValueError):
-        raise UsageError(f"setting 'resume' {path}: not a fanout run folder (no valid spec.json)") from None
-
-
-def load_outline(folder: RunFolder) -> Outline | None:
-    if not folder.outline.exists():
-        return None
-    try:
-        return Outline.model_validate_json(folder.outline.read_text())
-    except (ValidationError, ValueError):
-        raise UsageError(f"{folder.outline}: damaged outline; start a new run") from None
 
 
 def engine_switches(infos: list[EngineInfo]) -> dict[str, Any]:
@@ -460,8 +418,7 @@ class BookRun:
         return outline
 
     def _save_outline(self, outline: Outline) -> None:
-        write_atomic(self.folder.outline, outline.model_dump_json(indent=2))
-        write_atomic(self.folder.outline_md, outline_markdown(outline, self.spec.prompt))
+        save_outline(self.folder, outline, self.spec.prompt)
 
     async def plan_only(self) -> PlanOutcome:
         """Plan the outline (what outline.json lacks; by the run's schedule, the barrier's for `plan`), write
@@ -532,47 +489,6 @@ def log_requests(fleet: Fleet, request_log: RequestLog) -> None:
         pool.on_finished = request_log.record
 
 
-def stopped_note(path: Path) -> str:
-    """What a job stopped in `path` leaves: its kept sections and how to finish it, or that nothing is kept."""
-    folder = RunFolder(path)
-    try:
-        spec = BookSpec.model_validate_json(folder.spec.read_text())
-    except (OSError, ValidationError, ValueError):
-        return "nothing was kept"
-    return kept_note(folder, spec)
-
-
-def kept_note(folder: RunFolder, spec: BookSpec) -> str:
-    """What a job that stopped leaves: its written sections, and how to finish it."""
-    written = sum(result.ok for result in read_journal(folder.journal).values())
-    return (
-        f"{written} of {spec.section_count} sections are written and kept in {folder.path} "
-        f"(setting 'resume' {folder.path} finishes the book)"
-    )
-
-
-class RunLogHandler(logging.FileHandler):
-    """run.log: on a full disk (or any OSError) it stops writing, without logging's traceback on stderr; the
-    run's next write to the journal or an output ends the run in one line."""
-
-    def handleError(self, record: logging.LogRecord) -> None:
-        if isinstance(sys.exc_info()[1], OSError):
-            logging.getLogger("fanout").removeHandler(self)
-            stream, self.stream = self.stream, None
-            with suppress(OSError):
-                if stream is not None:
-                    stream.close()
-            return
-        super().handleError(record)
-
-
-def attach_run_log(folder: RunFolder) -> logging.Handler:
-    handler = RunLogHandler(folder.log)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-    logging.getLogger("fanout").addHandler(handler)
-    return handler
-
-
 async def book(
     settings: Settings,
     spec: BookSpec | None,
@@ -592,43 +508,20 @@ async def book(
     else:
         folder = new_run_folder(spec, out)
         if given is not None:
-            write_atomic(folder.outline, given.model_dump_json(indent=2))
-            write_atomic(folder.outline_md, outline_markdown(given, spec.prompt))
-    handler = attach_run_log(folder)
-    try:
-        with only_writer(folder.path), progress:
-            run = BookRun(settings, spec, folder, resumed=resume is not None, progress=progress, options=options)
-            outcome = await run.run()
-    except UsageError:
-        if resume is None:  # refused before any work (unreachable backend, wrong model): leave no folder
-            shutil.rmtree(folder.path, ignore_errors=True)
-        raise
-    except (FleetUnavailable, BaseExceptionGroup) as caught:
-        if not isinstance(stopped := fanout_error_in(caught), FleetUnavailable):
-            raise
-        raise FleetUnavailable(f"{stopped}; {kept_note(folder, spec)}") from None
-    finally:
-        logging.getLogger("fanout").removeHandler(handler)
-        handler.close()
-    return outcome
+            save_outline(folder, given, spec.prompt)
+    with working_in(folder, new=resume is None), kept_when_stopped(folder, spec), progress:
+        run = BookRun(settings, spec, folder, resumed=resume is not None, progress=progress, options=options)
+        return await run.run()
 
 
 async def plan(settings: Settings, spec: BookSpec, out: Path | None, progress: BookListener) -> PlanOutcome:
     """`fanout plan`: the outline of a new book in `out`, planned, audited and written as outline.json and
     outline.md (book/outlinefile.py), for a person to read or edit before `fanout book --outline`."""
     folder = new_run_folder(spec, out)
-    handler = attach_run_log(folder)
-    try:
-        with only_writer(folder.path), progress:
-            options = RunOptions(schedule=PlanSchedule.BARRIER)  # level by level: nothing is written meanwhile
-            run = BookRun(settings, spec, folder, resumed=False, progress=progress, options=options)
-            return await run.plan_only()
-    except UsageError:
-        shutil.rmtree(folder.path, ignore_errors=True)  # refused before any work: leave no folder
-        raise
-    finally:
-        logging.getLogger("fanout").removeHandler(handler)
-        handler.close()
+    with working_in(folder, new=True), progress:
+        options = RunOptions(schedule=PlanSchedule.BARRIER)  # level by level: nothing is written meanwhile
+        run = BookRun(settings, spec, folder, resumed=False, progress=progress, options=options)
+        return await run.plan_only()
 
 
 async def first_chain_seconds(settings: Settings, spec: BookSpec, out: Path) -> float:

@@ -40,10 +40,11 @@ from pipeline.book.plan.schedule import OnSection, PlanStats
 from pipeline.book.profiles import Sampler, choose_profile
 from pipeline.book.repair import Repairer, replan_off_request
 from pipeline.book.requestlog import RequestLog
-from pipeline.book.stats import JobTally, backend_lines, book_stats
+from pipeline.book.stats import JobTally
+from pipeline.book.timing import RunClock
 from pipeline.book.write import SectionWriter, WritePolicy
 from pipeline.config import Settings
-from pipeline.cpu import CpuMeter, Stage, charged, cpu_use, stage
+from pipeline.cpu import Stage, charged, stage
 from pipeline.errors import UsageError
 from pipeline.files import write_atomic
 from pipeline.journal import Journal, read_journal
@@ -75,7 +76,7 @@ from pipeline.watch.events import (
     TypesettingStarted,
     WritingStarted,
 )
-from pipeline.watch.listeners import BookListener
+from pipeline.watch.listeners import BookListener, Listeners
 
 log = logging.getLogger("fanout")
 MAX_BEST_OF = 4  # candidates a section at most when the fleet has slots to spare
@@ -154,16 +155,15 @@ class BookRun:
         self.spec = spec
         self.folder = folder
         self.resumed = resumed
-        self.progress = progress
         self.options = options
         self.plan_stats = PlanStats()
-        self.requests_started: float | None = None
         self.embedder = open_embedder(settings.embeddings)
+        self.clock = RunClock()  # hears every event beside the watchers: its times fill stats.json
+        self.progress = Listeners(self.clock, progress)
 
     async def run(self) -> BookOutcome:
         """Plan (unless outline.json exists), write what the journal lacks, optionally repair, then
         assemble, audit and typeset."""
-        started = time.monotonic()
         summary = None
         # Parts are typeset while the book is written, unless a repair will change them afterwards.
         incremental = self.options.incremental and not self.options.repair
@@ -174,42 +174,21 @@ class BookRun:
                 typesetter.start()
             async with open_fleet(self.settings, engine_log=self.folder.engine_log) as fleet:
                 self.progress.hear(FleetOpened(fleet))
-                meter = CpuMeter({backend.name: backend.base_url for backend in fleet.backends})
-                cpu_before = meter.snapshot()
                 log_requests(fleet, request_log)
                 writing, planning = self._samplers(fleet)
                 journal = read_journal(self.folder.journal)
                 outline, writer = await self._plan_and_write(fleet, journal, writing, planning, typesetter)
-                requests_started = self.requests_started
-                assert requests_started is not None, "_plan_and_write sets it before the first request"
                 journal.update(writer.results)
                 asked_later = writer.asked_later
                 if self.options.repair:
                     summary = await self._repair(fleet, outline, journal, writing, planning)
                     asked_later += summary.asked_later
-                tally = JobTally(
-                    written=writer.results,
-                    write_seconds=writer.seconds,
-                    generate_seconds=(writer.last_done or requests_started) - requests_started,
-                    attempts=fleet.pool.stats.attempts,
-                    backends=backend_lines(
-                        fleet.pool.snapshot(),
-                        {b.name: b.base_url for b in fleet.backends},
-                        {b.name: b.model for b in fleet.backends},
-                        fleet.engines,
-                    ),
-                    asked_later=asked_later,
-                    engine_restarts=fleet.engine_restarts,
-                    cpu=cpu_use(cpu_before, meter.snapshot()),
-                    first_section_s=None if writer.first_sent is None else writer.first_sent - requests_started,
-                    drain_s=None
-                    if writer.last_sent is None
-                    else (writer.last_done or writer.last_sent) - writer.last_sent,
-                    retry_tail_s=writer.retry_tail_seconds,
+                tally = self.clock.tally(
+                    fleet, writer.results, asked_later=asked_later, retry_tail_s=writer.retry_tail_seconds
                 )
             tally.prompt_cache = request_log.prompt_cache()
             typesetter = typesetter or self._typesetter()
-            return await self._finish(outline, journal, tally, summary, typesetter, started=started)
+            return await self._finish(outline, journal, tally, summary, typesetter)
         finally:
             request_log.close()
             if typesetter is not None:
@@ -241,27 +220,19 @@ class BookRun:
 
     async def _finish(
         self, outline: Outline, journal: dict[str, SectionResult], tally: JobTally, summary: RepairSummary | None,
-        typesetter: IncrementalTypesetter, *, started: float,
+        typesetter: IncrementalTypesetter,
     ) -> BookOutcome:  # fmt: skip
         """Assemble, audit, typeset (the stats and audit go in the appendix), and write stats.json last."""
         report = self._assemble_and_audit(outline, journal)
         if summary is not None:
             summary.after = report.counts
             write_atomic(self.folder.path / "repair.json", summary.model_dump_json(indent=2))
-        stats = book_stats(
-            self.plan_stats,
-            tally,
-            journal,
-            section_total=len(outline.sections()),
-            job_seconds=time.monotonic() - started,
-            resumed=self.resumed,
+        stats = self.clock.stats(
+            self.plan_stats, tally, journal, section_total=len(outline.sections()), resumed=self.resumed
         )
-        generate_seconds = tally.generate_seconds
-        stats.generate_seconds = round(generate_seconds, 2)
-        stats.generate_tok_s = round(stats.tokens_written / generate_seconds, 1) if generate_seconds > 0 else 0.0
         stats.quality = report.quality
         stats = await self._typeset(outline, journal, stats, report, typesetter)
-        stats.job_seconds = round(time.monotonic() - started, 2)
+        stats.job_seconds = round(self.clock.job_seconds, 2)
         if not (self.options.keep_stats and self.folder.stats.exists()):
             write_atomic(self.folder.stats, stats.model_dump_json(indent=2))
         outcome = BookOutcome(folder=self.folder.path, stats=stats, audit=report, repair=summary)
@@ -336,7 +307,6 @@ class BookRun:
             ),
         )
         self.progress.hear(WritingStarted(self.spec.section_count, done, fleet.pool))
-        self.requests_started = time.monotonic()
         results = ChainMap(writer.results, journal)
 
         async def write(book: Outline, part: Part, chapter: Chapter, section: Section) -> None:

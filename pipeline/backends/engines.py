@@ -3,7 +3,7 @@ names, whether it has a thinking switch and honours ignore_eos and `n` (several 
 Prometheus metric names and how its counters move, how (and how far) it empties its prefix cache over HTTP,
 and how to recognise it (metric prefix, /v1/models owned_by, where it reports its version).
 
-The book's sampling (book/profiles.py), its thinking switch (book/run.py), the bench's ignore_eos
+The book's sampling (book/profiles.py), its thinking switch (book/context.py), the bench's ignore_eos
 (bench/studies/ladder.py, bench/studies/sweep.py) and the metric readers (backends/metrics.py, backends/fleet.py,
 bench/report/figures.py) all read `engine(kind)`. Names come from the engines' sources and docs: vLLM's and
 SGLang's sampling params and /metrics, llama.cpp's server README (`repeat_penalty`, `dry_multiplier`,

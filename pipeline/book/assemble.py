@@ -1,4 +1,5 @@
-"""Assembly: Outline + SectionResults -> book.md, in outline order whatever the completion order.
+"""Assembly: Outline + SectionResults -> book.md, in outline order whatever the completion order (the assemble
+stage of a book run, assemble_book; book/incremental.py assembles each part while the book is written).
 
 The book is `# title`, `## Part n. title`, `### n. chapter`, `#### n.m section`. A section body is model
 output: headings inside it are demoted below the section's own level (to h5/h6) so they never outrank it,
@@ -10,9 +11,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from markdown_it import MarkdownIt
 
+from pipeline.cpu import Stage, charged
+from pipeline.files import write_atomic
 from pipeline.records import Outline, Part, SectionResult
 from pipeline.text import close_open_fence
 from pipeline.titles import title_key
@@ -98,3 +102,9 @@ def assemble(outline: Outline, results: dict[str, SectionResult]) -> str:
         for i, (part, offset) in enumerate(zip(outline.parts, chapter_offsets(outline)))
     ]
     return "\n".join([f"# {outline.title}", "", *parts])
+
+
+@charged(Stage.FINISHING)
+def assemble_book(out: Path, outline: Outline, results: dict[str, SectionResult]) -> None:
+    """book.md (`out`), written whole."""
+    write_atomic(out, assemble(outline, results))

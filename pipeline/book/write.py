@@ -62,6 +62,7 @@ from pipeline.records import (
     wants_children,
 )
 from pipeline.templating import book_context, render, render_text
+from pipeline.watch.events import SectionDelta, SectionRestarted, SectionStarted, SectionWritten
 from pipeline.watch.listeners import BookListener
 
 
@@ -248,7 +249,8 @@ def first_token_then(leader: Leader, on_delta: OnDelta) -> OnDelta:
 class SectionWriter:
     """Writes sections as they are handed to it and journals each as it lands: `best_of` candidates a
     section at once, then, while every candidate is nearer a sibling's point than its own, up to
-    `off_point_retries` more, one at a time; the candidate with the widest on-point margin is kept."""
+    `off_point_retries` more, one at a time; the candidate with the widest on-point margin is kept. It tells
+    its listener each section sent and landed (the run's clock, pipeline/book/timing.py, times them)."""
 
     def __init__(
         self,
@@ -274,9 +276,6 @@ class SectionWriter:
         self.groups = PrefixGroups(policy.warm, policy.ready_after)
         self.wall = WallClock()
         self.results: dict[str, SectionResult] = {}
-        self.first_sent: float | None = None
-        self.last_sent: float | None = None  # the last section handed to the pool: the tail drains from here
-        self.last_done: float | None = None
         # the last section's first candidates in, and the last off-point retry's: the retry tail between them
         self.first_answers_done: float | None = None
         self.last_retry_done: float | None = None
@@ -304,10 +303,6 @@ class SectionWriter:
             await self._whole.setdefault(chapter.id, anyio.Event()).wait()
 
     @property
-    def seconds(self) -> float:
-        return 0.0 if self.first_sent is None else (self.last_done or self.first_sent) - self.first_sent
-
-    @property
     def retry_tail_seconds(self) -> float | None:
         """From the moment every section had its first answers to the last off-point retry's answer: what the
         retries, each asked once its first answer was scored, added to the job's end (0: none ended later;
@@ -320,9 +315,7 @@ class SectionWriter:
         """Write one section: its chapter's first leads, the others follow it (warm.py)."""
         leader = self.groups.lead(chapter.id)
         route = Route(leader=leader, prefer=None if leader else await self.groups.follow(chapter.id))
-        self.first_sent = self.first_sent or time.monotonic()
-        self.last_sent = time.monotonic()
-        self.listener.section_started(section.id, section.title)
+        self.listener.hear(SectionStarted(section.id, section.title))
         where = (outline, part, chapter, section)
         try:
             results = await self._candidates(where, range(self.best_of), route)
@@ -338,12 +331,11 @@ class SectionWriter:
             self.last_retry_done = time.monotonic()
         result = best_candidate(results)
         if result.text != results[0].text and self.listener.wants_deltas:
-            self.listener.section_restarted(section.id)
-            self.listener.section_delta(section.id, result.text)
-        self.last_done = time.monotonic()
+            self.listener.hear(SectionRestarted(section.id))
+            self.listener.hear(SectionDelta(section.id, result.text))
         self.journal.append(result)
         self.results[section.id] = result
-        self.listener.written(result)
+        self.listener.hear(SectionWritten(result))
 
     async def _candidates(
         self, where: tuple[Outline, Part, Chapter, Section], numbers: Iterable[int], route: Route
@@ -374,8 +366,8 @@ class SectionWriter:
         listener, leader = self.listener, route.leader
         on_delta = on_retry = None
         if streamed and listener.wants_deltas:
-            on_delta = lambda text: listener.section_delta(section.id, text)  # noqa: E731
-            on_retry = lambda: listener.section_restarted(section.id)  # noqa: E731
+            on_delta = lambda text: listener.hear(SectionDelta(section.id, text))  # noqa: E731
+            on_retry = lambda: listener.hear(SectionRestarted(section.id))  # noqa: E731
         if leader is not None:  # its schedule is known once it is sent: its first token may be the sign
             on_delta = leader.first_token if on_delta is None else first_token_then(leader, on_delta)
 

@@ -100,7 +100,7 @@ def read_section_template(path: Path | None) -> str | None:
 def said_when_stopped(folder: Path) -> Iterator[None]:
     """A run in `folder` stopped by a signal or a full disk ends in one line: what stopped it, the sections
     kept and the command that finishes the book (exit 130 or 143 for a signal, 1 for the disk)."""
-    from pipeline.book.run import stopped_note
+    from pipeline.book.folder import stopped_note
 
     try:
         yield

@@ -1,24 +1,24 @@
 """What a book run and a bench run tell their watchers: the listener interfaces, and the fan-out to several.
 
-BookListener is what the book run calls as planning levels and sections progress; BenchListener what the
-bench's load calls as levels start and requests stream. Each method does nothing unless a watcher overrides
-it. Listeners fans one book run out to several watchers (the terminal display and the live page, both in
-this folder). This module names only records and backends, so book and bench both sit above it."""
+BookListener hears the events a book run emits (events.py) as planning levels and sections progress;
+BenchListener is what the bench's load calls as levels start and requests stream. Each does nothing unless a
+watcher overrides it. Listeners fans one book run out to several watchers (the terminal display and the live
+page, both in this folder, and the run's clock, pipeline/book/timing.py). This module names only records,
+backends and events, so book and bench both sit above it."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pipeline.backends.pool import BackendPool
-from pipeline.records import BookSpec, Outline, SectionResult
-
 if TYPE_CHECKING:
     from pipeline.backends.fleet import Fleet
     from pipeline.records.bench import BenchRecord, LevelResult, RatePoint, RequestSample
-    from pipeline.records.book import BookOutcome
+    from pipeline.watch.events import BookEvent
 
 
 class BookListener:
+    """A watcher of a book run: it hears every event the run emits (events.py); this one ignores them all."""
+
     wants_deltas = False  # only then does the writer pass every streamed piece of text on
 
     def __enter__(self) -> BookListener:
@@ -27,17 +27,7 @@ class BookListener:
     def __exit__(self, *exc_info: object) -> None:
         return None
 
-    def fleet_opened(self, fleet: Fleet) -> None: ...
-    def planning(self, spec: BookSpec) -> None: ...
-    def planned(self, level: str) -> None: ...
-    def outline_ready(self, outline: Outline) -> None: ...
-    def writing(self, total: int, done: int, pool: BackendPool) -> None: ...
-    def section_started(self, section_id: str, title: str) -> None: ...
-    def section_restarted(self, section_id: str) -> None: ...  # an attempt cut mid-stream is asked again
-    def section_delta(self, section_id: str, text: str) -> None: ...
-    def written(self, result: SectionResult) -> None: ...
-    def typesetting(self) -> None: ...
-    def finished(self, outcome: BookOutcome) -> None: ...
+    def hear(self, event: BookEvent) -> None: ...
 
 
 class BenchListener:
@@ -61,7 +51,7 @@ def request_id(number: int) -> str:
 
 
 class Listeners(BookListener):
-    """Every call goes to each watcher in turn."""
+    """Every event goes to each watcher in turn."""
 
     def __init__(self, *watchers: BookListener):
         self.watchers = watchers
@@ -76,46 +66,6 @@ class Listeners(BookListener):
         for watcher in self.watchers:
             watcher.__exit__(*exc_info)
 
-    def fleet_opened(self, fleet: Fleet) -> None:
+    def hear(self, event: BookEvent) -> None:
         for watcher in self.watchers:
-            watcher.fleet_opened(fleet)
-
-    def planning(self, spec: BookSpec) -> None:
-        for watcher in self.watchers:
-            watcher.planning(spec)
-
-    def planned(self, level: str) -> None:
-        for watcher in self.watchers:
-            watcher.planned(level)
-
-    def outline_ready(self, outline: Outline) -> None:
-        for watcher in self.watchers:
-            watcher.outline_ready(outline)
-
-    def writing(self, total: int, done: int, pool: BackendPool) -> None:
-        for watcher in self.watchers:
-            watcher.writing(total, done, pool)
-
-    def section_started(self, section_id: str, title: str) -> None:
-        for watcher in self.watchers:
-            watcher.section_started(section_id, title)
-
-    def section_restarted(self, section_id: str) -> None:
-        for watcher in self.watchers:
-            watcher.section_restarted(section_id)
-
-    def section_delta(self, section_id: str, text: str) -> None:
-        for watcher in self.watchers:
-            watcher.section_delta(section_id, text)
-
-    def written(self, result: SectionResult) -> None:
-        for watcher in self.watchers:
-            watcher.written(result)
-
-    def typesetting(self) -> None:
-        for watcher in self.watchers:
-            watcher.typesetting()
-
-    def finished(self, outcome: BookOutcome) -> None:
-        for watcher in self.watchers:
-            watcher.finished(outcome)
+            watcher.hear(event)

@@ -1,13 +1,13 @@
 """The live page: every stream of a book merged into one scrolling feed, with honest rates.
 
-A BookListener (and BenchListener) that serves templates/live.html and a Server-Sent Events stream on loopback.
-Four times a second it sends what changed: planning levels (or the bench ladder's levels), sections (or bench
-requests) started and their text so far, those done, each backend's load, tokens and the live rate. The rate comes
-from the engine's own generated-token counter where the engine counts every step (vLLM), otherwise from the
-client's token arrival times in this process — never from the browser's arrival times (a browser's clock batches
-SSE deliveries: rates from it read about 9% high); the page shows which. Model text travels as JSON and is put on
-the page as text, never as HTML. The page works offline: no external assets. After the run the final stats stay on
-the page until the command exits.
+A BookListener hearing a book run's events (events.py), and a BenchListener, that serves templates/live.html and a
+Server-Sent Events stream on loopback. Four times a second it sends what changed: planning levels (or the bench
+ladder's levels), sections (or bench requests) started and their text so far, those done, each backend's load,
+tokens and the live rate. The rate comes from the engine's own generated-token counter where the engine counts every
+step (vLLM), otherwise from the client's token arrival times in this process — never from the browser's arrival
+times (a browser's clock batches SSE deliveries: rates from it read about 9% high); the page shows which. Model text
+travels as JSON and is put on the page as text, never as HTML. The page works offline: no external assets. After the
+run the final stats stay on the page until the command exits.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import asyncio
 import ipaddress
 import json
 import logging
+import sys
 import time
 from collections import deque
 from typing import Any
@@ -26,6 +27,19 @@ from pipeline.backends.fleet import Fleet, generated_tokens
 from pipeline.errors import UsageError
 from pipeline.records import SectionResult
 from pipeline.templating import template_path
+from pipeline.watch.events import (
+    BookEvent,
+    BookFinished,
+    FleetOpened,
+    LevelPlanned,
+    OutlineReady,
+    PlanningStarted,
+    SectionDelta,
+    SectionRestarted,
+    SectionStarted,
+    SectionWritten,
+    WritingStarted,
+)
 from pipeline.watch.listeners import BenchListener, BookListener, request_id
 
 log = logging.getLogger("fanout")
@@ -104,6 +118,35 @@ class LiveFeed(BookListener, BenchListener):
             await self.runner.cleanup()
 
     # ------------------------------------------------------------ listener
+
+    def hear(self, event: BookEvent) -> None:
+        match event:
+            case SectionDelta(section_id=section_id, text=text):
+                self.section_delta(section_id, text)
+            case SectionStarted(section_id=section_id, title=title):
+                self.section_started(section_id, title)
+            case SectionWritten(result=result):
+                self.written(result)
+            case SectionRestarted(section_id=section_id):
+                self.section_restarted(section_id)
+            case _:
+                self._hear_run(event)
+
+    def _hear_run(self, event: BookEvent) -> None:
+        """The events of the run as a whole, beside the sections' (hear)."""
+        match event:
+            case LevelPlanned(level=level):
+                self.planned(level)
+            case OutlineReady(outline=outline):
+                self.outline_ready(outline)
+            case WritingStarted(total=total, done=done, pool=pool):
+                self.writing(total, done, pool)
+            case PlanningStarted(spec=spec):
+                self.planning(spec)
+            case FleetOpened(fleet=fleet):
+                self.fleet_opened(fleet)
+            case BookFinished(outcome=outcome):
+                self.finished(outcome)
 
     def fleet_opened(self, fleet) -> None:
         self.fleet = fleet
@@ -332,7 +375,7 @@ def book_rows(stats) -> list[list[str]]:
 async def serve_during(feed: LiveFeed, job, linger_s: float):
     """Run `job(feed)` with the page up; keep the page (final stats on it) `linger_s` seconds after."""
     url = await feed.start()
-    log.info("live page: %s", url)
+    print(f"fanout: live page: {url}", file=sys.stderr, flush=True)  # a result the user acts on: --quiet keeps it
     try:
         result = await job(feed)
         if linger_s > 0:

@@ -1,4 +1,5 @@
-"""The terminal display of a book run, a BookListener drawing live progress on stderr with rich.
+"""The terminal display of a book run, a BookListener drawing live progress on stderr with rich as it hears
+the run's events (events.py).
 
 One bar per planning level, the writing bar with tokens and rate (server usage counts over the client
 clock), and each backend's requests in flight against its cap; `BookProgress(enabled=False)` (--quiet)
@@ -13,6 +14,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 
 from pipeline.backends.pool import BackendPool
 from pipeline.records import BookSpec, SectionResult
+from pipeline.watch.events import (
+    BookEvent,
+    LevelPlanned,
+    PlanningStarted,
+    SectionWritten,
+    TypesettingStarted,
+    WritingStarted,
+)
 from pipeline.watch.listeners import BookListener
 
 
@@ -48,6 +57,19 @@ class BookProgress(BookListener):
             self.bars.start()
             self.started = True
         return self.bars.add_task(description, total=total, completed=completed, note=note)
+
+    def hear(self, event: BookEvent) -> None:
+        match event:
+            case SectionWritten(result=result):
+                self.written(result)
+            case LevelPlanned(level=level):
+                self.planned(level)
+            case PlanningStarted(spec=spec):
+                self.planning(spec)
+            case WritingStarted(total=total, done=done, pool=pool):
+                self.writing(total, done, pool)
+            case TypesettingStarted():
+                self.typesetting()
 
     def planning(self, spec: BookSpec) -> None:
         totals = {"parts": 1, "chapters": spec.parts, "sections": spec.parts * spec.chapters}

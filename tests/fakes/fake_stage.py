@@ -7,7 +7,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from pipeline.book.run import RunFolder, attach_run_log
+from pipeline.book.folder import RunFolder, attach_run_log
 from pipeline.errors import FanoutError
 
 INFO_LINE = "sampling: default for writing, default for planning (fake)"

@@ -10,8 +10,8 @@ import logging
 
 import pytest
 
+from pipeline.book.folder import RunFolder, RunLogHandler, stopped_note
 from pipeline.book.requestlog import RequestLog
-from pipeline.book.run import RunFolder, RunLogHandler, stopped_note
 from pipeline.cli import main
 from pipeline.errors import disk_error_in, disk_words
 from pipeline.files import atomic_target

@@ -21,7 +21,8 @@ from pydantic import BaseModel
 from pipeline.audit.report import audit
 from pipeline.audit.source import load_run
 from pipeline.bench.report.provenance import host_info
-from pipeline.book.run import book, load_run_folder
+from pipeline.book.folder import load_run_folder
+from pipeline.book.run import book
 from pipeline.config import Settings
 from pipeline.errors import UsageError
 from pipeline.files import slug

@@ -15,8 +15,8 @@ from pipeline.book.plan.planner import Planner
 from pipeline.book.plan.prompts import CHOSEN_NOTE
 from pipeline.book.profiles import PROFILES, Sampler
 from pipeline.book.repair import Repairer
-from pipeline.book.run import spare_best_of
 from pipeline.book.write import SectionWriter, WritePolicy
+from pipeline.book.writestage import spare_best_of
 from pipeline.journal import Journal
 from pipeline.meaning.embed import open_embedder
 from pipeline.records import Backend, BookSpec, Chapter, EngineKind, Outline, Part, PlanMode, Section, SectionResult

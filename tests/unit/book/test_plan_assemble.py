@@ -456,7 +456,8 @@ async def test_a_planning_answer_cut_mid_stream_is_asked_again_and_the_node_fill
 
 
 async def test_a_resumed_chapter_keeps_its_journaled_sections_and_plans_around_their_ids():
-    from pipeline.book.run import adopt_journaled_sections, already_written
+    from pipeline.book.planstage import adopt_journaled_sections
+    from pipeline.book.writestage import already_written
 
     chapter = Chapter(id="p01.c01", title="Kept chapter", sections=[Section(id="p01.c01.s01", title="Kept one")])
     partial = Outline(title="Book", parts=[Part(id="p01", title="Kept part", chapters=[chapter])], complete=False)

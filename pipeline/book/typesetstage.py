@@ -1,0 +1,45 @@
+"""The typeset stage: the assembled book, its stats and audit -> book.pdf, book.html and book.epub, each with the
+appendix of the run's figures and the audit's findings; returns the stats with the typesetting's seconds and the
+PDF's pages. The parts already rendered while the book was written (book/incremental.py) are only merged now."""
+
+from __future__ import annotations
+
+import logging
+
+import anyio
+
+from pipeline.book.folder import RunFolder
+from pipeline.book.incremental import IncrementalTypesetter
+from pipeline.cpu import Stage, charged, stage
+from pipeline.records import Outline, SectionResult
+from pipeline.records.audit import AuditReport
+from pipeline.records.book import BookStats
+from pipeline.typeset.appendix import appendix_html
+from pipeline.typeset.book import typeset_html
+from pipeline.typeset.epub import typeset_epub
+from pipeline.watch.events import TypesettingStarted
+from pipeline.watch.listeners import BookListener
+
+log = logging.getLogger("fanout")
+
+
+async def typeset_book(
+    folder: RunFolder,
+    outline: Outline,
+    journal: dict[str, SectionResult],
+    stats: BookStats,
+    report: AuditReport,
+    *,
+    typesetter: IncrementalTypesetter,
+    listener: BookListener,
+) -> BookStats:
+    listener.hear(TypesettingStarted())
+    appendix = appendix_html(stats.model_dump(mode="json"), report.model_dump(mode="json"))
+    finish = charged(Stage.FINISHING)(typesetter.finish)
+    result = await anyio.to_thread.run_sync(finish, outline, journal, appendix)
+    markdown = folder.book.read_text()
+    with stage(Stage.FINISHING):
+        typeset_html(markdown, outline.title, folder.html, appendix)
+        typeset_epub(markdown, outline.title, folder.epub, appendix)
+    log.info("PDF ready %.1f s after the last section (%d pages)", result.seconds, result.pages)
+    return stats.model_copy(update={"typeset_seconds": round(result.seconds, 2), "pdf_pages": result.pages})

@@ -134,6 +134,13 @@ def failed_line(stats: BookStats) -> str:
     return f"{stats.request_errors} ({kinds})" if kinds else str(stats.request_errors)
 
 
+def rules_line(rules: dict[str, dict[str, int]], shown: int = 5) -> str:
+    """`near_elsewhere 6/0, 2; off_subject 0/9, 3; ...`: the title policy's busiest rules
+    (pipeline/book/plan/policy.py), by the lines they acted on."""
+    busiest = sorted(rules.items(), key=lambda item: -(item[1]["refused"] + item[1]["held"]))[:shown]
+    return "; ".join(f"{rule} {n['refused']}/{n['held']}, {n['rounds']}" for rule, n in busiest)
+
+
 def seconds_or_dash(seconds: float | None) -> str:
     return "–" if seconds is None else f"{seconds:.2f}"
 
@@ -185,6 +192,8 @@ def stats_table(stats: BookStats) -> Table:
                 f"{cache.cached_tokens:,} / {cache.prompt_tokens:,} ({100 * cache.share:.0f}%{prefill})",
             )
         )
+    if stats.plan_rules:
+        rows.append(("title policy: lines refused / held, second rounds after (rule)", rules_line(stats.plan_rules)))
     if stats.cpu is not None:
         rows.append(("CPU s over plan + write: client (by stage) / engines here", cpu_line(stats.cpu)))
     if stats.pdf_pages is not None:

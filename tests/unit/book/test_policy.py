@@ -155,3 +155,10 @@ def test_the_runs_counts_key_on_the_rule_id():
         "generic": {"refused": 1, "held": 0, "rounds": 1},
         "off_subject": {"refused": 0, "held": 2, "rounds": 1},
     }
+
+
+def test_the_stats_table_names_the_busiest_rules_first():
+    from pipeline.book.stats import rules_line
+
+    counts = {"generic": {"refused": 1, "held": 0, "rounds": 1}, "off_subject": {"refused": 0, "held": 2, "rounds": 1}}
+    assert rules_line(counts) == "off_subject 0/2, 1; generic 1/0, 1"

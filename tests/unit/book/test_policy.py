@@ -13,6 +13,7 @@ from pipeline.book.plan.checks import TitleChecks
 from pipeline.book.plan.policy import RULES, Action, Line
 from pipeline.book.plan.prompts import CHOSEN_NOTE, rare_example_words
 from pipeline.book.plan.schedule import PlanStats
+from pipeline.book.stats import rules_line
 from pipeline.meaning import nearness
 from pipeline.meaning.embed import open_embedder
 
@@ -158,7 +159,5 @@ def test_the_runs_counts_key_on_the_rule_id():
 
 
 def test_the_stats_table_names_the_busiest_rules_first():
-    from pipeline.book.stats import rules_line
-
     counts = {"generic": {"refused": 1, "held": 0, "rounds": 1}, "off_subject": {"refused": 0, "held": 2, "rounds": 1}}
     assert rules_line(counts) == "off_subject 0/2, 1; generic 1/0, 1"

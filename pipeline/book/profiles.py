@@ -36,6 +36,12 @@ def is_small_model(model: str) -> bool:
     return bool(SMALL_MODEL.search(model))
 
 
+def is_small(profile: SamplingProfile) -> bool:
+    """The profile of a small model, whose planning lines are mostly unusable: it plans from what is given and
+    samples every question several times."""
+    return profile.name == "small"
+
+
 def choose_profile(name: str | None, overrides: dict[str, Any], models: list[str]) -> SamplingProfile:
     """The named profile, or the one that fits the models the engines report, with overrides applied."""
     if name is None:

@@ -1,4 +1,4 @@
-"""Asking the model for one node's titles: a round samples the node's question at once (schedule.choices_for), the
+"""Asking the model for one node's titles: a round samples the node's question at once (schedule.SampleNeed), the
 lines of every sample are pooled, and choose.py takes the best; a second round only when the pool could not
 fill the node (showing the titles chosen, never why others were not); then the asks the node still owes, each
 phrased by the model (the planner's `fill`), and the lines held back; past those, fewer children. In the streamed
@@ -41,9 +41,9 @@ from pipeline.book.plan.schedule import (
     TOKENS_PER_ITEM,
     NodeAsk,
     PlanStats,
-    choices_for,
+    SampleNeed,
 )
-from pipeline.book.profiles import Sampler
+from pipeline.book.profiles import Sampler, is_small
 from pipeline.meaning.nearness import unit
 from pipeline.meaning.onsubject import unit_fits
 from pipeline.records import BookSpec, ChatRequest, Completion
@@ -69,6 +69,7 @@ class NodeAsker:
         self.stats = stats
         self.book_title = ""
         self.fill: Fill | None = None  # asks the model to phrase the asks a node still owes (planner.py)
+        self.need = SampleNeed(many=is_small(sampler.profile))
 
     async def titles(self, ask: NodeAsk) -> None:
         """Choose `ask.count` items, telling `ask.on_item` of each as it is taken."""
@@ -93,7 +94,8 @@ class NodeAsker:
             if rounds > 0 and empty == 0:
                 self.stats.asked_again(ask.node_id)
             early = _Early(self, choice, copied) if self.early and rounds == 0 else None
-            pool = await self._round(ask, choice.chosen, rounds, asked=asked, early=early)
+            samples = self.need.samples(ask.level, rounds)
+            pool = await self._round(ask, choice.chosen, rounds, asked=asked, samples=samples, early=early)
             asked += 1
             if not pool and empty < EMPTY_ROUNDS:  # no line at all: the backend's bad answer, not a round
                 empty += 1
@@ -102,6 +104,8 @@ class NodeAsker:
             self.stats.pooled += len(pool)
             choose(pool, choice, checks=self.checks, stats=self.stats, copied=copied)
             take_held(choice, checks=self.checks, stats=self.stats)
+            if rounds == 1:
+                self.need.heard(samples=samples, filled=choice.missing() <= 0)
         await self._last_resorts(choice)
 
     async def _last_resorts(self, choice: Choice) -> None:
@@ -118,7 +122,7 @@ class NodeAsker:
             log.info("under %s no %s carries %s", ask.node_id, ask.level[:-1], "; ".join(choice.coverage.open))
 
     async def _round(
-        self, ask: NodeAsk, chosen: list[str], number: int, *, asked: int, early: _Early | None = None
+        self, ask: NodeAsk, chosen: list[str], number: int, *, asked: int, samples: int, early: _Early | None = None
     ) -> list[PlanItem]:
         """One round's samples, their lines pooled in turn (every sample's first line, then every second ...),
         so the lines a model gives first, its surest, come first; the book title from the first sample that
@@ -133,7 +137,7 @@ class NodeAsker:
         request = self.sampler.request(messages, max_tokens, f"plan:{ask.node_id}:{asked}", temperature)
         stop = [*(request.extra.get("stop") or []), f"\n{lines + 1}."]
         request = request.model_copy(update={"extra": {**request.extra, "stop": stop}})
-        texts = await self.sample_texts(request, ask.node_id, choices_for(ask.level), early)
+        texts = await self.sample_texts(request, ask.node_id, samples, early)
         if ask.with_title and not self.book_title:
             self.book_title = self._best_book_title([parse_book_title(text) for text in texts])
         return interleaved([parse_items(text)[:lines] for text in texts])

@@ -45,7 +45,7 @@ from pipeline.book.plan.given import GivenBook, given_book
 from pipeline.book.plan.phrasing import Level, Phraser, Taking, Unit
 from pipeline.book.plan.prompts import about, must_note
 from pipeline.book.plan.schedule import CHOICES, NodeAsk, OnChange, OnSection, PlanStats
-from pipeline.book.profiles import Sampler
+from pipeline.book.profiles import Sampler, is_small
 from pipeline.errors import FanoutError
 from pipeline.meaning.embed import Embedder, open_embedder
 from pipeline.meaning.nearness import unit
@@ -163,7 +163,7 @@ class Planner:
         """The book as given, when it is planned so (the mode; a small model's profile for `auto`) and the shape
         fits what can be given; not for an outline planned otherwise (a person's, or an open plan's), whose units
         have no `about` to phrase the rest from."""
-        small = self.asker.sampler.profile.name == "small"
+        small = is_small(self.asker.sampler.profile)
         if self.mode is PlanMode.OPEN or (self.mode is PlanMode.AUTO and not small):
             return None
         if outline is not None and not all(part.about for part in outline.parts):

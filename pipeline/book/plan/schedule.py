@@ -1,8 +1,9 @@
 """The schedule of a node's asks: what one node's planning question holds, how many samples its rounds take,
 the one note a second round carries (the titles already chosen), and the planner's counts (PlanStats).
 
-A node is asked in at most PLAN_ROUNDS rounds. Its first round samples the question CHOICES times at once
-(one request with `n` where every engine of the fleet samples in parallel, else one request a sample), and
+A node is asked in at most PLAN_ROUNDS rounds. Its first round samples the question as many times as the model's
+record says it needs (SampleNeed: once for a capable model, CHOICES times for a small one; one request with `n`
+where every engine of the fleet samples in parallel, else one request a sample), and
 the titles are chosen from the pooled lines (asking.py); a second round goes out only when the pool could
 not fill the node. No refusal reason is ever shown to the model: the words of a note it could copy into a
 title are only those of prompts.CHOSEN_NOTE, and the policy refuses a line that carries them.
@@ -30,6 +31,34 @@ SECTION_CHOICES = 2  # samples of a chapter's question: four at every level made
 def choices_for(level: str) -> int:
     """Samples of a node's question at this level ('parts', 'chapters', 'sections')."""
     return SECTION_CHOICES if level == "sections" else CHOICES
+
+
+USABLE_FIRST_SHARE = 0.8  # a fleet whose one-sample first rounds filled fewer of their nodes asks CHOICES again
+NEED_SEEN = 3  # first rounds seen before the fleet's record can raise its samples
+
+
+@dataclass
+class SampleNeed:
+    """How many samples a node's first round asks, by the model's record: one where the model's first answer fills
+    a node; choices_for(level) for a small model (the `small` profile), whose lines are mostly unusable, and for a
+    fleet whose one-sample first rounds this run left more than 1 - USABLE_FIRST_SHARE of their nodes unfilled. A
+    second round, asked only when the pool cannot fill the node, always takes choices_for(level)."""
+
+    many: bool
+    first_rounds: int = 0
+    filled: int = 0
+
+    def samples(self, level: str, number: int) -> int:
+        return choices_for(level) if number > 0 or self.many or self.poor() else 1
+
+    def poor(self) -> bool:
+        return self.first_rounds >= NEED_SEEN and self.filled < USABLE_FIRST_SHARE * self.first_rounds
+
+    def heard(self, *, samples: int, filled: bool) -> None:
+        """A first round of `samples` ended; a one-sample round that left its node unfilled counts against it."""
+        if samples == 1:
+            self.first_rounds += 1
+            self.filled += filled
 
 
 PLAN_ROUNDS = 2  # a second round only when the first round's pool cannot fill the node; never a third

@@ -16,7 +16,7 @@ from pipeline.book.plan.checks import TitleChecks
 from pipeline.book.plan.coverage import Coverage
 from pipeline.book.plan.planner import Planner
 from pipeline.book.plan.prompts import CHOSEN_NOTE, carries_note
-from pipeline.book.plan.schedule import CHOICES, FIRST_ROUND_TEMPERATURE, SECTION_CHOICES, SPARE_ITEMS
+from pipeline.book.plan.schedule import CHOICES, FIRST_ROUND_TEMPERATURE, SECTION_CHOICES, SPARE_ITEMS, SampleNeed
 from pipeline.book.profiles import PROFILES, Sampler
 from pipeline.errors import FanoutError
 from pipeline.meaning.embed import Embedder, open_embedder
@@ -89,11 +89,13 @@ class ScriptedPlanner:
 async def plan_with(
     replies, spec: BookSpec, *, token_delay: float = 0.0, judge: Embedder | None = None
 ) -> tuple[Outline, Planner]:
-    """Plan on a FAKE engine answering with `replies`; what the engine saw is left in `replies.timeline`."""
+    """Plan on a FAKE engine answering with `replies`; what the engine saw is left in `replies.timeline`. Every
+    first round pools several samples, as a small model's plan does: the scripts answer sample by sample."""
     engine = await FakeEngine(reply=replies, token_delay=token_delay).start()
     try:
         pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=8)], RetryPolicy())
         planner = Planner(pool, spec, GREEDY, judge=judge)
+        planner.asker.need = SampleNeed(many=True)
         return await planner.plan(), planner
     finally:
         await engine.stop()
@@ -431,7 +433,7 @@ async def test_a_chapters_sections_are_announced_the_moment_it_has_them_all(barr
     outline, planner, announced, timeline = await announced_plan(spec, delay, schedule)
     assert list(announced) == [s.title for _, _, s in outline.sections()] if barrier else len(announced) == 16
     assert planner.stats.requests == 7, "one request a node, its samples as n"
-    assert planner.stats.samples == 3 * CHOICES + 4 * SECTION_CHOICES, "the book and parts four, chapters two"
+    assert planner.stats.samples == 7, "the model's first answers fill their nodes: one sample a node"
     answers = {prompt: (start, end) for start, end, prompt in timeline}
     for part in outline.parts:
         for chapter in part.chapters:
@@ -442,6 +444,21 @@ async def test_a_chapters_sections_are_announced_the_moment_it_has_them_all(barr
                 assert min(times) >= max(start for start, _ in answers.values())
             else:
                 assert start < min(times)
+
+
+def test_a_first_round_asks_one_sample_until_the_fleets_record_says_it_needs_more():
+    need = SampleNeed(many=False)
+    assert [need.samples(level, 0) for level in ("parts", "sections")] == [1, 1]
+    assert need.samples("parts", 1) == CHOICES, "a second round pools several"
+    for filled in (True, False, False):
+        need.heard(samples=1, filled=filled)
+    assert need.poor() and need.samples("parts", 0) == CHOICES and need.samples("sections", 0) == SECTION_CHOICES
+    assert SampleNeed(many=True).samples("parts", 0) == CHOICES, "a small model's record from the start"
+    usable = SampleNeed(many=False)
+    for _ in range(10):
+        usable.heard(samples=1, filled=True)
+    usable.heard(samples=1, filled=False)
+    assert usable.samples("chapters", 0) == 1
 
 
 async def test_a_planning_answer_cut_mid_stream_is_asked_again_and_the_node_filled():

@@ -3,17 +3,19 @@
 A line is one title and key point the model offered for a node. Each rule is one short function that returns a
 Verdict (the rule's id, what the rule does with the line, a message for run.log, the figure it measured) or None;
 RULES is the ordered table of them all, each with its action and its threshold, as markdown-it-py keeps its rules:
-one function a rule, one ordered list. The planner asks them in groups, in the table's order:
+one function a rule, one ordered list. The planner asks them in groups, each a section of this module:
 
-- DEFECTS: what a reader would see as a defect; a line with one is never taken (checks.TitleChecks.defect);
-- FAULTS: what makes a line a worse choice; it is held back while the pool has better (checks.TitleChecks.faults);
-- HOLDS: held back for the node's sake: off the subject, or leaving out an ask a last slot owes (choose.held_back);
-- CLAIMS: the book's claim on a title: another node has it or one of its level nearly has it (TitleChecks.claim);
-- BOOK_TITLE: the model's book title refused, so the title is made from the request (TitleChecks.book_title).
+- defects: what a reader would see as a defect; a line with one is never taken (DEFECTS_BY_WORDS in order, then
+  example_meaning; checks.TitleChecks.defect);
+- faults: what makes a line a worse choice; it is held back while the pool has better (TitleChecks.faults);
+- holds: held back for the node's sake: off the subject, or leaving out an ask a last slot owes (choose.held_back);
+- claims: the book's claim on a title: another node has it or one of its level nearly has it (TitleChecks.claim);
+- the book's title: the model's refused, so the title is made from the request (TitleChecks.book_title);
+- ranking: DIVERSITY and OWED_BONUS weigh a line's score (choose.mmr); LAST_RESORT_FIT bounds the last resort.
 
-Statistics, run.log and stats.json key on the rule's id (PlanStats.verdicts); no code reads a message's words.
-The thresholds live beside the rules that use them (pipeline/meaning/nearness.py holds the audit's own, which the
-planner shares); `rule_table()` prints them all.
+Statistics, run.log and stats.json key on the rule's id (PlanStats.refuse and .hold, `plan_rules` in stats.json);
+no code reads a message's words. The thresholds live beside the rules that use them (pipeline/meaning/nearness.py
+holds the audit's own, which the planner shares); `rule_table()` lists them all.
 """
 
 from __future__ import annotations

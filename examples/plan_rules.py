@@ -19,6 +19,10 @@ sys.path.insert(0, str(ROOT))
 from pipeline.book.plan.policy import rule_table  # noqa: E402
 
 
+def cell(counts: dict[str, int] | None) -> str:
+    return f" | {counts['refused']} / {counts['held']}, {counts['rounds']}" if counts else " | –"
+
+
 def main(runs: list[Path]) -> None:
     counted = [json.loads((run / "stats.json").read_text()).get("plan_rules", {}) for run in runs]
     runs_head = "".join(f" | {run.name}: refused / held, rounds" for run in runs)

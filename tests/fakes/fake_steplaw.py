@@ -16,6 +16,11 @@ computed), reports it as `usage.prompt_tokens_details.cached_tokens` and on `vll
 `vllm:prefix_cache_queries_total`, and adds its blocks. Prefill costs `prefill_ms` per uncached token on the
 step that admits it (0 by default: the step law alone). POST /reset_prefix_cache empties the cache, and
 POST /tokenize counts the words of `prompt` or `messages`, as vLLM's does its tokens.
+
+By default a planning prompt gets made-up words for titles (tests/fakes/fake_prompts.py), for the fault tests. A
+`capable` engine answers as a capable model would (tests/fakes/fake_capable.py): titles and points about the
+request that the planner's policy and the judges take, and sections that stay on their own point, at the same
+lengths (a section `max_tokens` words), so the step law is the same.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from dataclasses import dataclass
 
 import httptools
 
+from tests.fakes.fake_capable import capable_pieces, warm_up
 from tests.fakes.fake_prompts import fake_title, fake_words, plan_answer, plan_level, requested_count, section_point
 
 MODEL = "fake-steplaw"
@@ -119,8 +125,10 @@ class StepLawEngine:
         *,
         prefill_ms: float = 0.0,
         cache_blocks: int = 65536,
+        capable: bool = False,
     ):
         self.a_ms, self.b_ms, self.max_seqs, self.prefill_ms = a_ms, b_ms, max_seqs, prefill_ms
+        self.capable = capable  # answers as a capable model would (tests/fakes/fake_capable.py)
         self.cache = PrefixCache(cache_blocks)
         self.prefill_due = 0  # uncached tokens admitted since the last step
         self.running: list[_Running] = []
@@ -301,11 +309,15 @@ class StepLawEngine:
         for index in range(n):  # one log entry a request: its choice 0's events
             self.waiting.append(
                 _Running(
-                    connection, answer_pieces(body), int(body.get("max_tokens", 16)), prompt,
+                    connection, self.pieces(body, index), int(body.get("max_tokens", 16)), prompt,
                     log=entry if index == 0 else None, tokens=tokens, text=text, index=index, group=group,
                 )
             )  # fmt: skip
         self.wake.set()
+
+    def pieces(self, body: dict, sample: int) -> list[str]:
+        """The answer's pieces (a token each) for the request's sample number `sample`."""
+        return capable_pieces(body, sample) if self.capable else answer_pieces(body)
 
 
 class _Connection(asyncio.Protocol):
@@ -434,15 +446,23 @@ def steplaw_in_thread(
 
 @contextmanager
 def steplaw_process(
-    count: int = 1, a_ms: float = 12.94, b_ms: float = 0.2451, max_seqs: int = 256, *, plans: bool = False
+    count: int = 1,
+    a_ms: float = 12.94,
+    b_ms: float = 0.2451,
+    max_seqs: int = 256,
+    *,
+    plans: bool = False,
+    capable: bool = False,
 ) -> Iterator[list[str]]:
     """FAKE step-law engines in their own process, for tests that check the law itself: a test client's
     garbage collection or CPU can then not stall the engines' clock. Yields their /v1 URLs. `plans`: they will
     answer planning prompts, so the FAKE titles' vocabulary is built before they serve (3.3 s on 2 cores; built
-    in the first planning request it held that request's first token back as long)."""
+    in the first planning request it held that request's first token back as long). `capable`: they answer as a
+    capable model would (tests/fakes/fake_capable.py)."""
     numbers = [str(count), str(a_ms), str(b_ms), str(max_seqs)]
+    modes = (["--capable"] if capable else []) + (["plans"] if plans else [])
     process = subprocess.Popen(
-        [sys.executable, "-m", "tests.fakes.fake_steplaw", *numbers, *(["plans"] if plans else [])],
+        [sys.executable, "-m", "tests.fakes.fake_steplaw", *numbers, *modes],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -466,17 +486,25 @@ def prompts_of(url: str) -> list[str]:
         return json.load(response)
 
 
-async def _serve(count: int, a_ms: float, b_ms: float, max_seqs: int, *, plans: bool) -> None:
-    if plans:
+async def _serve(count: int, a_ms: float, b_ms: float, max_seqs: int, *, plans: bool, capable: bool = False) -> None:
+    if plans and not capable:
         fake_words()
-    engines = [await StepLawEngine(a_ms, b_ms, max_seqs).start() for _ in range(count)]
+    if capable:
+        warm_up()
+    engines = [await StepLawEngine(a_ms, b_ms, max_seqs, capable=capable).start() for _ in range(count)]
     print(" ".join(engine.url for engine in engines), flush=True)
     await asyncio.Event().wait()
 
 
 if (
     __name__ == "__main__"
-):  # FAKE step-law engines in their own process: python -m tests.fakes.fake_steplaw N [A B SEQS] [plans]
-    given = [x for x in sys.argv[2:5] if x != "plans"]
+):  # FAKE step-law engines in their own process: python -m tests.fakes.fake_steplaw N [A B SEQS] [--capable] [plans]
+    arguments = [x for x in sys.argv if x != "--capable"]
+    given = [x for x in arguments[2:5] if x != "plans"]
     numbers = [float(x) for x in given] + [12.94, 0.2451, 256][len(given) :]
-    asyncio.run(_serve(int(sys.argv[1]), numbers[0], numbers[1], int(numbers[2]), plans=sys.argv[-1] == "plans"))
+    asyncio.run(
+        _serve(
+            int(arguments[1]), numbers[0], numbers[1], int(numbers[2]),
+            plans=arguments[-1] == "plans", capable="--capable" in sys.argv,
+        )
+    )  # fmt: skip

@@ -329,7 +329,7 @@ class SectionWriter:
             retry = Route(prefer=leader.backend if leader is not None else route.prefer)
             results += await self._candidates(where, [extra], retry)
             self.last_retry_done = time.monotonic()
-        result = best_candidate(results)
+        result = best_candidate(await self._judged(section, results))
         if result.text != results[0].text and self.listener.wants_deltas:
             self.listener.hear(SectionRestarted(section.id))
             self.listener.hear(SectionDelta(section.id, result.text))
@@ -353,10 +353,15 @@ class SectionWriter:
                 group.start_soon(one, number)
         ordered = [answers[number] for number in requests]
         await self._chapter_whole(chapter)
-        scored = await anyio.to_thread.run_sync(with_margin, self.embedder, chapter, section, ordered)
-        if self.judge is None:
-            return scored
-        return await anyio.to_thread.run_sync(with_subject_fit, self.judge, self.spec.prompt, section, scored)
+        return await anyio.to_thread.run_sync(with_margin, self.embedder, chapter, section, ordered)
+
+    async def _judged(self, section: Section, results: list[SectionResult]) -> list[SectionResult]:
+        """The candidates with their fit to the request when the judge has a choice to make (two written or more);
+        one alone is kept whatever its fit, and the audit judges the book (at 8x12x16 on two cores the judge on
+        every lone section cost about 66 CPU-s)."""
+        if self.judge is None or sum(r.ok for r in results) < 2:
+            return results
+        return await anyio.to_thread.run_sync(with_subject_fit, self.judge, self.spec.prompt, section, results)
 
     async def _candidate(
         self, section: Section, request: ChatRequest, route: Route, *, streamed: bool

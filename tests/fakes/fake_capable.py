@@ -129,7 +129,7 @@ REQUEST = re.compile(r"^You are writing a book that answers this request: (.+)$"
 def subject_of(request: str) -> str:
     """The request's subject as a point says it: its first ask ('software engineering', 'keeping a sourdough
     starter alive'), else the request itself."""
-    from pipeline.meaning.asks import request_asks
+    from pipeline.meaning.reading import request_asks
 
     asks = request_asks(request)
     return asks[0] if asks else request.strip().rstrip(".")

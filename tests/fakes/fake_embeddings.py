@@ -7,7 +7,10 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from pipeline.meaning.embed import Embedder, Vectors
 
 MODEL = "fake-embed"
 DIMENSIONS = 8
@@ -60,3 +63,17 @@ class FakeEmbeddings:
     def __exit__(self, *exc_info: object) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+class CountingEmbedder:
+    """A FAKE judge for the writer's tests: another Embedder's vectors, with every text it was asked to embed
+    counted (`texts`)."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.name = f"counting {inner.name}"
+        self.texts = 0
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        self.texts += len(texts)
+        return self.inner.embed(texts)

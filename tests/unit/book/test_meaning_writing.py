@@ -18,9 +18,10 @@ from pipeline.book.repair import Repairer
 from pipeline.book.write import SectionWriter, WritePolicy
 from pipeline.book.writestage import spare_best_of
 from pipeline.journal import Journal
-from pipeline.meaning.embed import open_embedder
+from pipeline.meaning.embed import Embedder, open_embedder
 from pipeline.records import Backend, BookSpec, Chapter, EngineKind, Outline, Part, PlanMode, Section, SectionResult
 from pipeline.watch.listeners import BookListener
+from tests.fakes.fake_embeddings import CountingEmbedder
 from tests.fakes.fake_engine import FakeEngine, prompt_of
 from tests.fakes.fake_prompts import plan_level, section_title
 from tests.unit.audit.test_meaning import FEEDING, ON_FLOUR, ON_HUNGER, ON_SCHEDULE
@@ -61,7 +62,9 @@ class SeededReplies:
         return text + self.after
 
 
-async def write_one(replies: SeededReplies, best_of: int, retries: int, tmp_path: Path) -> SectionWriter:
+async def write_one(
+    replies: SeededReplies, best_of: int, retries: int, tmp_path: Path, judge: Embedder | None = None
+) -> SectionWriter:
     engine = await FakeEngine(reply=replies).start()
     try:
         pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=8)], RetryPolicy())
@@ -70,7 +73,7 @@ async def write_one(replies: SeededReplies, best_of: int, retries: int, tmp_path
         )
         writer = SectionWriter(
             pool, spec, Journal(tmp_path / "sections.jsonl"), SMALL, BookListener(), open_embedder(),
-            WritePolicy(best_of=best_of, off_point_retries=retries),
+            WritePolicy(best_of=best_of, off_point_retries=retries, judge=judge),
         )  # fmt: skip
         outline, part, chapter = feeding_chapter()
         await writer.write(outline, part, chapter, chapter.sections[0])
@@ -99,6 +102,15 @@ async def test_an_off_point_section_is_asked_again_and_an_on_point_one_is_not(tm
     result = writer.results["p01.c01.s01"]
     assert len(replies.seeds["Choosing a Flour"]) == 1 and result.candidates == 1 and result.margin > 0
     assert writer.retry_tail_seconds == 0, "no retry: the last answer was a first one"
+
+
+async def test_the_judge_scores_a_sections_candidates_only_when_it_has_a_choice_to_make(tmp_path):
+    lone = CountingEmbedder(open_embedder())
+    result = (await write_one(SeededReplies(off=0), 1, 0, tmp_path, judge=lone)).results["p01.c01.s01"]
+    assert lone.texts == 0 and result.subject_fit is None, "one candidate is kept whatever its fit"
+    two = CountingEmbedder(open_embedder())
+    result = (await write_one(SeededReplies(off=1), 2, 0, tmp_path, judge=two)).results["p01.c01.s01"]
+    assert two.texts > 0 and result.subject_fit is not None
 
 
 async def test_headings_inside_an_answer_are_taken_out_and_counted(tmp_path):

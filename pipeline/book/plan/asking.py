@@ -90,8 +90,8 @@ class NodeAsker:
         choice.take = take
         rounds = empty = asked = 0
         while choice.missing() > 0 and rounds < PLAN_ROUNDS:
-            self.stats.reasked += rounds > 0 and empty == 0
             if rounds > 0 and empty == 0:
+                self.stats.reasked += 1
                 self.stats.asked_again(ask.node_id)
             early = _Early(self, choice, copied) if self.early and rounds == 0 else None
             samples = self.need.samples(ask.level, rounds)

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -23,7 +24,8 @@ HOSTILE = (
 )
 
 
-def browser():
+def browser(profile: Path):
+    """Headless chromium with its profile under the test's own folder (by default it leaves one in /tmp)."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -39,6 +41,7 @@ def browser():
         "--disable-component-update",
         "--disable-sync",
         "--window-size=1200,900",
+        f"--user-data-dir={profile}",
     ):
         options.add_argument(flag)
     return webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
@@ -73,7 +76,7 @@ def live_port(process: subprocess.Popen) -> str:
 def test_the_feed_shows_sections_arriving_and_tokens_rising_and_runs_no_model_script(tmp_path):
     # The browser starts first and the answers stream slowly: a busy machine takes seconds to start Chrome,
     # and a book that was written by then (Typst typesets it in a tenth of a second) shows no tokens rising.
-    driver = browser()
+    driver = browser(tmp_path / "chromium")
     backend, url = fake_backend(HOSTILE, token_delay=0.06)
     run = subprocess.Popen(
         [
@@ -197,7 +200,7 @@ def test_bench_live_shows_requests_streaming_the_server_rate_and_the_ladder(tmp_
             stderr=subprocess.PIPE,
             text=True,
         )
-        driver = browser()
+        driver = browser(tmp_path / "chromium")
         try:
             driver.get(live_port(run))
             wait_for(lambda: driver.find_elements("css selector", "article.card pre"))

@@ -166,10 +166,9 @@ class Phraser:
         checks, stats = self.asker.checks, self.asker.stats
         lines: list[PlanItem] = []
         for item in dict((title_key(i.title), i) for i in items).values():
-            if title_key(item.title) in {title_key(phrase.about), *map(title_key, taking.chosen)}:
-                found = policy.repeats_given(item.title, phrase.about, taking.chosen)
-            else:
-                found = checks.defect(item, taking.ancestors, taking.chosen, self.copied)
+            found = policy.repeats_given(item.title, phrase.about, taking.chosen) or checks.defect(
+                item, taking.ancestors, taking.chosen, self.copied
+            )
             if found:
                 stats.refuse(phrase.node_id, item.title, found)
             else:

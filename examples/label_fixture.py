@@ -19,6 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from pipeline.journal import read_journal  # noqa: E402
 from pipeline.meaning.onsubject import opening  # noqa: E402
 
 
@@ -29,10 +30,7 @@ def majority(votes: list[int]) -> bool:
 def book_entry(run: Path, readers: list[Path]) -> dict:
     spec = json.loads((run / "spec.json").read_text())
     outline = json.loads((run / "outline.json").read_text())
-    texts = {}
-    for line in (run / "sections.jsonl").read_text().splitlines():
-        record = json.loads(line)
-        texts[record["id"]] = record.get("text") or ""
+    texts = {id_: result.text or "" for id_, result in read_journal(run / "sections.jsonl").items()}
     labels = [json.loads((reader / f"{run.name}.json").read_text()) for reader in readers]
     headings, sections = [], []
     for part in outline["parts"]:

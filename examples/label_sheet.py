@@ -19,16 +19,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from pipeline.journal import read_journal  # noqa: E402
 from pipeline.meaning.onsubject import opening  # noqa: E402
 
 
 def sheet(run: Path) -> str:
     spec = json.loads((run / "spec.json").read_text())
     outline = json.loads((run / "outline.json").read_text())
-    texts = {}
-    for line in (run / "sections.jsonl").read_text().splitlines():
-        record = json.loads(line)
-        texts[record["id"]] = record.get("text") or ""
+    texts = {id_: result.text or "" for id_, result in read_journal(run / "sections.jsonl").items()}
     lines = [f"# Book {run.name}", "", f"Request: {spec['prompt']}", "", f"Book title: {outline['title']}", ""]
     lines += ["## Contents", ""]
     for part in outline["parts"]:

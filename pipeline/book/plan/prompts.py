@@ -11,6 +11,7 @@ from functools import cache
 from pipeline.book.plan.answers import PlanItem, parse_book_title, parse_item, parse_items
 from pipeline.meaning.nearness import unit
 from pipeline.templating import example_answer, example_answers, template
+from pipeline.text import shingles
 from pipeline.titles import content_words, is_common, title_words
 
 SHINGLE = 4  # words in a run of a prompt's own words that a line may not hold
@@ -69,10 +70,9 @@ PROMPT_TEMPLATES = ("book_context.md", "section.md", "retitle.md", "continue.md"
 SHINGLE_CONTENT = 1  # ... of which content words ('its part made of'; 'what to do when' alone is no copy)
 
 
-def shingles(text: str) -> set[tuple[str, ...]]:
+def content_shingles(text: str) -> set[tuple[str, ...]]:
     """The runs of SHINGLE words of a text that hold SHINGLE_CONTENT content words or more."""
-    words = title_words(text)
-    runs = (tuple(words[at : at + SHINGLE]) for at in range(len(words) - SHINGLE + 1))
+    runs = shingles(title_words(text), SHINGLE)
     return {run for run in runs if sum(bool(content_words(word)) for word in run) >= SHINGLE_CONTENT}
 
 
@@ -84,13 +84,13 @@ def prompt_shingles() -> frozenset[tuple[str, ...]]:
     for name in PROMPT_TEMPLATES:
         text = template(name).template
         said += [turn for turn in re.split(r"<<assistant>>.*?(?=<<user>>|$)", text, flags=re.S) if turn.strip()]
-    return frozenset(run for text in said for run in shingles(re.sub(r"\$\w+", " ", text)))
+    return frozenset(run for text in said for run in content_shingles(re.sub(r"\$\w+", " ", text)))
 
 
 def prompt_run(text: str, request: str) -> str | None:
     """A run of a prompt's own words the text holds (not one the request uses too), or None."""
-    found = shingles(text) & prompt_shingles()
-    found -= shingles(request)
+    found = content_shingles(text) & prompt_shingles()
+    found -= content_shingles(request)
     return " ".join(sorted(found)[0]) if found else None
 
 

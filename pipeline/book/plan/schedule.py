@@ -113,10 +113,10 @@ class PlanStats:
 
     def rule_counts(self) -> dict[str, dict[str, int]]:
         """Each rule that acted: lines it refused, lines it held back, and second rounds asked after it acted."""
-        rules = set(self.refusals) | set(self.passed_over) | set(self.caused)
+        refused = self.refusals
         return {
-            rule: {"refused": self.refusals[rule], "held": self.passed_over[rule], "rounds": self.caused[rule]}
-            for rule in sorted(rules)
+            rule: {"refused": refused[rule], "held": self.passed_over[rule], "rounds": self.caused[rule]}
+            for rule in sorted(set(refused) | set(self.passed_over) | set(self.caused))
         }
 
 

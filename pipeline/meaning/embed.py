@@ -28,6 +28,7 @@ from functools import cache
 from pathlib import Path
 from typing import Protocol
 
+import anyio
 import numpy as np
 import numpy.typing as npt
 
@@ -80,6 +81,37 @@ class CachedEmbedder:
     def _embed(self, texts: list[str]) -> Vectors:
         raise NotImplementedError
 
+
+
+class EmbedAhead:
+    """Embeds texts into an embedder's cache on a worker thread, so that the event loop's own `embed` of them later
+    is a lookup. Texts asked while a pass runs go together in the next one (one pass at a time): many callers'
+    few texts become one packed batch. numpy's matrix products release the GIL, so the pass runs on a second core
+    while the event loop reads streams. An embedder without a cache (no CachedEmbedder) is left alone."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder = embedder if isinstance(embedder, CachedEmbedder) else None
+        self.waiting: list[str] = []
+        self.passed: anyio.Event | None = None  # set when the pass that takes `waiting` ends
+        self.one_pass = anyio.Lock()
+
+    async def embed(self, texts: Sequence[str]) -> None:
+        """Return once every text is in the cache."""
+        if self.embedder is None:
+            return
+        fresh = [text for text in texts if text not in self.embedder.cache]
+        if not fresh:
+            return
+        self.waiting += fresh
+        passed = self.passed = self.passed or anyio.Event()
+        async with self.one_pass:
+            if passed.is_set():  # an earlier caller's pass took these texts too
+                return
+            batch, self.waiting, self.passed = self.waiting, [], None
+            try:
+                await anyio.to_thread.run_sync(self.embedder.embed, batch)
+            finally:  # a pass that failed leaves its texts to the caller's own embed, which says why
+                passed.set()
 
 def wordllama_folder() -> Path:
     """The installed wordllama package's folder, found without importing it."""

@@ -44,11 +44,12 @@ from pipeline.book.plan.schedule import (
     SampleNeed,
 )
 from pipeline.book.profiles import Sampler, is_small
+from pipeline.meaning.embed import EmbedAhead
 from pipeline.meaning.nearness import unit
 from pipeline.meaning.onsubject import unit_fits
 from pipeline.records import BookSpec, ChatRequest, Completion
 from pipeline.templating import book_context, render_chat
-from pipeline.titles import content_words
+from pipeline.titles import content_words, title_key
 
 log = logging.getLogger("fanout")
 BOOK_TITLE_TOKENS = 32
@@ -70,6 +71,7 @@ class NodeAsker:
         self.book_title = ""
         self.fill: Fill | None = None  # asks the model to phrase the asks a node still owes (planner.py)
         self.need = SampleNeed(many=is_small(sampler.profile))
+        self.ahead = EmbedAhead(checks.judge or checks.embedder)  # streamed lines' units, off the event loop
 
     async def titles(self, ask: NodeAsk) -> None:
         """Choose `ask.count` items, telling `ask.on_item` of each as it is taken."""
@@ -137,7 +139,12 @@ class NodeAsker:
         request = self.sampler.request(messages, max_tokens, f"plan:{ask.node_id}:{asked}", temperature)
         stop = [*(request.extra.get("stop") or []), f"\n{lines + 1}."]
         request = request.model_copy(update={"extra": {**request.extra, "stop": stop}})
-        texts = await self.sample_texts(request, ask.node_id, samples, early)
+        async with anyio.create_task_group() as group:
+            if early is not None:
+                group.start_soon(early.drain)
+            texts = await self.sample_texts(request, ask.node_id, samples, early)
+            if early is not None:
+                early.close()
         if ask.with_title and not self.book_title:
             self.book_title = self._best_book_title([parse_book_title(text) for text in texts])
         return interleaved([parse_items(text)[:lines] for text in texts])
@@ -219,43 +226,91 @@ class NodeAsker:
 
 
 EARLY_TRIES = 3  # complete lines a node tries its first child at before it leaves it to the whole pool
-EARLY_TAKES = 1  # lines a node takes while its samples stream: its first child, the next link of the chain.
-# Taking every line so (each once every sample had given as many) cost 30 s of planning checks against 6 on the
-# 8x12x16 efficiency job (each line checked again at every line), planning took 42 s against 15, and the whole
-# job 0.49 of the fleet's sustained rate against 0.67.
+EARLY_TAKES = 1  # lines a node of a pooled round (several samples) takes while they stream: its first child, the
+# next link of the chain. Taking every line of pooled samples so (each once every sample had given as many) cost
+# 30 s of planning checks against 6 on the 8x12x16 efficiency job (each line checked again at every line), planning
+# took 42 s against 15, and the whole job 0.49 of the fleet's sustained rate against 0.67. A one-sample round has
+# nothing to pool: each of its lines is checked once, as it lands, and taken when it passes (_Early.every).
 
 
 class _Early:
-    """Takes a node's first line while its first round's samples stream, so the chain of first lines is the
-    critical path (a part's chapters are asked as soon as the part's line lands): it is taken once every sample
-    has given a complete line, by choose.take_early from the lines so far; the book title first, from the same
-    samples' title lines (made from the request when none is usable, as at the end of the round). A line it
-    cannot take cleanly waits for the next line, and the whole pool decides the rest."""
+    """Takes a node's lines while its first round's samples stream, so the chain of first lines is the critical
+    path (a part's chapters are asked as soon as the part's line lands). Of a pooled round (several samples) it
+    takes the first line only, once every sample has given a complete line, by choose.take_early from the lines
+    so far; a line it cannot take cleanly waits for the next line, and the whole pool decides the rest. Of a
+    one-sample round (`every`) it takes each line as it lands, when that line alone passes what choose would ask of
+    it; one that does not is left to the whole answer. Its title and point are embedded first on a worker thread
+    with other nodes' lines (EmbedAhead: `drain`), so the judge does not hold up the streams. The book title
+    first, from the same samples' title lines (made from the request when none is usable, as at the end of the
+    round)."""
 
     def __init__(self, asker: NodeAsker, choice: Choice, copied: frozenset[str]) -> None:
         self.asker = asker
         self.choice = choice
         self.copied = copied
         self.taken = self.tries = 0
+        self.every = False  # a one-sample round: every line is taken as it lands (listen sets it)
+        self.looked: set[str] = set()  # the title keys of the lines `every` has queued, so each is checked once
+        self.queued: list[PlanItem] = []
+        self.arrived = anyio.Event()
+        self.closed = False
 
     @property
     def done(self) -> bool:
-        return self.taken >= EARLY_TAKES or self.tries >= EARLY_TRIES or self.choice.missing() <= 0
+        if self.choice.missing() <= 0:
+            return True
+        return not self.every and (self.taken >= EARLY_TAKES or self.tries >= EARLY_TRIES)
 
     def listen(self, choices: int) -> _Listening:
+        self.every = choices == 1
         return _Listening(StreamingSamples(choices), self)
 
     def on_line(self, samples: StreamingSamples) -> None:
         ask, asker = self.choice.ask, self.asker
+        if ask.with_title and not asker.book_title and samples.depth() > 0:
+            # every sample's title line is in: none usable, none to come
+            titles = [parse_book_title(text) for text in samples.texts]
+            asker.book_title = asker._best_book_title(titles) or fallback_book_title(asker.spec.prompt)
+        if self.every:
+            self._queue_new(samples.items[0])
+            return
         while not self.done and self.taken < samples.depth():
             self.tries += 1
-            if ask.with_title and not asker.book_title:  # every sample's title line is in: none usable, none to come
-                titles = [parse_book_title(text) for text in samples.texts]
-                asker.book_title = asker._best_book_title(titles) or fallback_book_title(asker.spec.prompt)
             if not take_early(samples.pool(), self.choice, checks=asker.checks, copied=self.copied):
                 return
-            self.taken += 1
-            asker.stats.taken_early += 1
+            self._took()
+
+    def _queue_new(self, items: list[PlanItem]) -> None:
+        for item in items:
+            key = title_key(item.title)
+            if key not in self.looked:
+                self.looked.add(key)
+                self.queued.append(item)
+                self.arrived.set()
+
+    def close(self) -> None:
+        """The round's samples have ended: `drain` takes what is queued, then returns."""
+        self.closed = True
+        self.arrived.set()
+
+    async def drain(self) -> None:
+        """Take the queued lines in the order they landed, each once its unit is embedded (EmbedAhead)."""
+        parent = self.choice.ask.parent_unit or self.asker.spec.prompt
+        while True:
+            await self.arrived.wait()
+            self.arrived = anyio.Event()
+            items, self.queued = self.queued, []
+            if items and not self.done:
+                await self.asker.ahead.embed([parent, *(unit(item.title, item.point) for item in items)])
+            for item in items:
+                if not self.done and take_early([item], self.choice, checks=self.asker.checks, copied=self.copied):
+                    self._took()
+            if self.closed and not self.queued:
+                return
+
+    def _took(self) -> None:
+        self.taken += 1
+        self.asker.stats.taken_early += 1
 
 
 @dataclass

@@ -81,7 +81,10 @@ def fresh_lines(pool: list[PlanItem], choice: Choice) -> list[PlanItem]:
 def choose(
     pool: list[PlanItem], choice: Choice, *, checks: TitleChecks, stats: PlanStats, copied: frozenset[str]
 ) -> None:
-    """Take the best lines of the pool into the node's free slots; hold back those with a fault."""
+    """Take the best lines of the pool into the node's free slots; hold back those with a fault. A full node (its
+    lines all taken as they streamed) has nothing to choose: its spare lines are not checked."""
+    if choice.missing() <= 0:
+        return
     ask = choice.ask
     lines = []
     for item in fresh_lines(pool, choice):

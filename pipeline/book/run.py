@@ -111,7 +111,9 @@ async def ask_fleet(
     journal = {**saved.journal, **written.results}
     repaired = await repair_book(run, fleet, planned.outline, journal) if options.repair else None
     asked_later = written.asked_later + (repaired.summary.asked_later if repaired else 0)
-    tally = clock.tally(fleet, written.results, asked_later=asked_later, retry_tail_s=written.retry_tail_s)
+    tally = clock.tally(
+        fleet, written.results, asked_later=asked_later, retry_tail_s=written.retry_tail_s, hedges=written.hedges
+    )
     if repaired is None:
         return Draft(planned, journal, tally, None)
     return Draft(planned, repaired.journal, tally, repaired.summary)

@@ -48,6 +48,8 @@ class JobTally:
     first_section_s: float | None = None  # the job's first request to its first section sent (the critical path)
     drain_s: float | None = None  # the last section sent to the last answer (the tail, the fleet emptying)
     retry_tail_s: float | None = None  # every section's first answers in to the last off-point retry's answer
+    hedges: int = 0  # second copies of the last sections sent (the `hedge` setting)
+    hedges_kept: int = 0  # of them, those whose answer was kept
 
 
 def book_stats(
@@ -106,6 +108,8 @@ def book_stats(
         first_section_s=None if tally.first_section_s is None else round(tally.first_section_s, 2),
         drain_s=None if tally.drain_s is None else round(tally.drain_s, 2),
         retry_tail_s=None if tally.retry_tail_s is None else round(tally.retry_tail_s, 2),
+        hedges=tally.hedges,
+        hedges_kept=tally.hedges_kept,
     )
 
 
@@ -166,6 +170,7 @@ def stats_table(stats: BookStats) -> Table:
             f"{seconds_or_dash(stats.first_section_s)} / {seconds_or_dash(stats.drain_s)}",
         ),
         ("retry tail s (all first answers in to the last retry's answer)", seconds_or_dash(stats.retry_tail_s)),
+        ("hedges sent / kept", f"{stats.hedges} / {stats.hedges_kept}"),
         ("average plan + write tok/s", f"{stats.generate_tok_s:,.1f}"),
         ("whole job s (with engine start and typesetting)", f"{stats.job_seconds:.2f}"),
         ("words", f"{stats.words:,}"),

@@ -51,7 +51,13 @@ class RunClock(BookListener):
         return 0.0 if self.first_sent is None else (self.last_done or self.first_sent) - self.first_sent
 
     def tally(
-        self, fleet: Fleet, written: dict[str, SectionResult], *, asked_later: int, retry_tail_s: float | None
+        self,
+        fleet: Fleet,
+        written: dict[str, SectionResult],
+        *,
+        asked_later: int,
+        retry_tail_s: float | None,
+        hedges: tuple[int, int] = (0, 0),
     ) -> JobTally:
         """What the fleet did this run, taken before it closes: `written` this run's sections, `asked_later` the
         section and repair requests asked again later, `retry_tail_s` the writer's (SectionWriter)."""
@@ -75,6 +81,8 @@ class RunClock(BookListener):
             first_section_s=None if self.first_sent is None else self.first_sent - started,
             drain_s=None if self.last_sent is None else (self.last_done or self.last_sent) - self.last_sent,
             retry_tail_s=retry_tail_s,
+            hedges=hedges[0],
+            hedges_kept=hedges[1],
         )
 
     def stats(

@@ -34,6 +34,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import anyio
+import numpy as np
+from anyio.abc import TaskGroup
 
 from pipeline.backends.pool import BackendPool, RequestFailed
 from pipeline.backends.sse import OnDelta
@@ -228,6 +230,7 @@ class WritePolicy:
     warm: WarmSchedule = WarmSchedule.OFF
     ready_after: Callable[[str], WarmSchedule] = first_token_everywhere  # a backend -> its engine's schedule
     judge: Embedder | None = None
+    hedge: bool = False  # a second copy of each of the last sections while the fleet has spare slots (Hedges)
 
 
 @dataclass(frozen=True)
@@ -244,6 +247,108 @@ def first_token_then(leader: Leader, on_delta: OnDelta) -> OnDelta:
         on_delta(text)
 
     return both
+
+
+HEDGE_POLL_S = 0.1  # how often Hedges looks for spare slots once every section is planned
+HEDGE_SEEN = 16  # first answers landed before any section is called late: what a new copy takes is their median
+
+
+@dataclass
+class _Progress:
+    """A waiting section's first candidate: when it was sent, its first piece came, and the pieces so far."""
+
+    sent: float
+    first_piece: float | None = None
+    pieces: int = 0
+
+
+class Hedges:
+    """Second copies for a book's late last sections (Dean and Barroso, "The Tail at Scale", 2013: a hedged request).
+    Once no section is still to be handed over (the outline is complete), whenever the pool has slots no request
+    waits for, each section whose first candidate will, at its own pace so far, end later than a copy sent now
+    would (`late`) is let send one more candidate, oldest first, as many as slots are spare (`run`, every
+    HEDGE_POLL_S). The writer keeps the first answer that passes and cancels the other copy
+    (SectionWriter._first_answers). On a fleet of equal engines a late section is rare: each answer's pace is the
+    batch's; a backend slower than the rest makes its sections late."""
+
+    def __init__(self, pool: BackendPool) -> None:
+        self.pool = pool
+        self.waiting: dict[str, anyio.Event] = {}  # section id -> set when its hedge may go, oldest first
+        self.progress: dict[str, _Progress] = {}  # section id -> its first candidate's progress
+        self.took: list[float] = []  # seconds each landed section's first candidate took, in the order they landed
+        self.pieces: list[int] = []  # the pieces (tokens, as engines stream them) of each, likewise
+        self.writing = 0  # sections in SectionWriter.write
+        self.sent = 0
+        self.kept = 0  # hedges whose answer was kept (it landed first and needed no retry)
+
+    def wait(self, section_id: str) -> anyio.Event:
+        self.progress[section_id] = _Progress(sent=time.monotonic())
+        return self.waiting.setdefault(section_id, anyio.Event())
+
+    def heard(self, section_id: str, *, restarted: bool = False) -> None:
+        """A piece of the section's first candidate streamed (`restarted`: it is asked again, from nothing)."""
+        if (progress := self.progress.get(section_id)) is None:
+            return
+        if restarted:
+            progress.first_piece, progress.pieces = None, 0
+            return
+        progress.first_piece = progress.first_piece or time.monotonic()
+        progress.pieces += 1
+
+    def counted(
+        self, section_id: str, on_delta: OnDelta | None, on_retry: Callable[[], None] | None
+    ) -> tuple[OnDelta, Callable[[], None]]:
+        """The first candidate's callbacks, each telling `heard` too."""
+
+        def delta(text: str) -> None:
+            self.heard(section_id)
+            if on_delta is not None:
+                on_delta(text)
+
+        def retry() -> None:
+            self.heard(section_id, restarted=True)
+            if on_retry is not None:
+                on_retry()
+
+        return delta, retry
+
+    def landed(self, section_id: str, *, first: bool) -> None:
+        """The section's first answers are in (`first`: its first candidate landed, so its time counts)."""
+        self.waiting.pop(section_id, None)
+        progress = self.progress.pop(section_id)
+        if first:
+            self.took.append(time.monotonic() - progress.sent)
+            self.pieces.append(progress.pieces)
+
+    def late(self) -> list[str]:
+        """The waiting sections, oldest first, whose first candidate's remaining pieces at its own pace so far (none
+        yet: the time it has waited) come to more than what a copy sent now would take (the median time of the last
+        HEDGE_SEEN first candidates landed), its length taken as their median."""
+        if len(self.took) < HEDGE_SEEN:
+            return []
+        copy_s = float(np.median(self.took[-HEDGE_SEEN:]))
+        length = float(np.median(self.pieces[-HEDGE_SEEN:]))
+        now = time.monotonic()
+        return [section_id for section_id in self.waiting if remaining(self.progress[section_id], length, now) > copy_s]
+
+    async def run(self) -> None:
+        """Hand out hedges while any section is being written (started once the outline is complete)."""
+        while True:
+            await anyio.sleep(HEDGE_POLL_S)
+            if not self.writing:
+                return
+            spare = self.pool.spare_slots()
+            for section_id in self.late()[:spare] if spare else []:
+                self.waiting.pop(section_id).set()
+                self.sent += 1
+
+
+def remaining(progress: _Progress, length: float, now: float) -> float:
+    """Seconds the candidate still needs at its pace so far; with no piece yet, the time it has waited."""
+    if progress.first_piece is None or progress.pieces == 0:
+        return now - progress.sent
+    pace = (now - progress.first_piece) / progress.pieces
+    return pace * max(0.0, length - progress.pieces)
 
 
 class SectionWriter:
@@ -272,6 +377,7 @@ class SectionWriter:
         self.best_of = policy.best_of
         self.off_point_retries = policy.off_point_retries
         self.judge = policy.judge
+        self.hedges = Hedges(pool) if policy.hedge else None
         # a chapter's sections share their prompt up to their own title: its first leads (warm.py)
         self.groups = PrefixGroups(policy.warm, policy.ready_after)
         self.wall = WallClock()
@@ -296,11 +402,22 @@ class SectionWriter:
         for event in self._whole.values():
             event.set()
 
+    async def hedging(self) -> None:
+        """Hand out the last sections' hedges until every section has landed (none without the `hedge` policy);
+        started once the outline is complete."""
+        if self.hedges is not None:
+            await self.hedges.run()
+
     async def _chapter_whole(self, chapter: Chapter) -> None:
         """A section sent as its line was planned is scored once its chapter is whole: its on-point margin
         and its retry see every sibling, as when the chapter is handed over whole."""
         if wants_children(chapter, self.spec.sections) and not self._outline_complete:
             await self._whole.setdefault(chapter.id, anyio.Event()).wait()
+
+    @property
+    def hedge_counts(self) -> tuple[int, int]:
+        """Hedges sent, and those whose answer was kept (Hedges)."""
+        return (self.hedges.sent, self.hedges.kept) if self.hedges is not None else (0, 0)
 
     @property
     def retry_tail_seconds(self) -> float | None:
@@ -317,25 +434,68 @@ class SectionWriter:
         route = Route(leader=leader, prefer=None if leader else await self.groups.follow(chapter.id))
         self.listener.hear(SectionStarted(section.id, section.title))
         where = (outline, part, chapter, section)
+        if self.hedges is not None:
+            self.hedges.writing += 1
         try:
-            results = await self._candidates(where, range(self.best_of), route)
+            await self._write(where, route, leader)
+        finally:
+            if self.hedges is not None:
+                self.hedges.writing -= 1
+
+    async def _write(self, where: tuple[Outline, Part, Chapter, Section], route: Route, leader: Leader | None) -> None:
+        section = where[3]
+        try:
+            results, streamed, hedged = await self._first_answers(where, route)
         finally:
             if leader is not None:
                 leader.finished()
         self.first_answers_done = time.monotonic()
-        for extra in range(self.best_of, self.best_of + self.off_point_retries):
+        asked = self.best_of + hedged  # a hedge that went was the first retry's candidate
+        for extra in range(asked, self.best_of + self.off_point_retries):
             if not asked_again(results):
                 break
             retry = Route(prefer=leader.backend if leader is not None else route.prefer)
             results += await self._candidates(where, [extra], retry)
             self.last_retry_done = time.monotonic()
         result = best_candidate(await self._judged(section, results))
-        if result.text != results[0].text and self.listener.wants_deltas:
+        if result.text != streamed and self.listener.wants_deltas:
             self.listener.hear(SectionRestarted(section.id))
             self.listener.hear(SectionDelta(section.id, result.text))
         self.journal.append(result)
         self.results[section.id] = result
         self.listener.hear(SectionWritten(result))
+
+    async def _first_answers(
+        self, where: tuple[Outline, Part, Chapter, Section], route: Route
+    ) -> tuple[list[SectionResult], str | None, bool]:
+        """The section's first candidates, and with the `hedge` policy its hedge once Hedges lets it go (as the first
+        retry's candidate, to any backend): the first copy to land that needs no retry is kept and the other
+        cancelled; one that needs a retry waits for the other if it went. Returns every landed candidate, the first
+        candidates first, the text the listener heard stream (the first candidate's; None when cancelled), and whether
+        a hedge went."""
+        if self.hedges is None:
+            results = await self._candidates(where, range(self.best_of), route)
+            return results, results[0].text, False
+        hedges, section_id = self.hedges, where[3].id
+        go = hedges.wait(section_id)
+        landed: dict[str, list[SectionResult]] = {}
+
+        async def copy(name: str, numbers: Iterable[int], copy_route: Route, group: TaskGroup) -> None:
+            if name == "hedge":
+                await go.wait()
+            landed[name] = await self._candidates(where, numbers, copy_route)
+            if not asked_again(landed[name]) or not go.is_set():
+                group.cancel_scope.cancel()  # kept; or the first candidates need a retry and no hedge went
+
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(copy, "first", range(self.best_of), route, group)
+                group.start_soon(copy, "hedge", [self.best_of], Route(), group)
+        finally:
+            hedges.landed(section_id, first="first" in landed)
+        first = landed.get("first", [])
+        hedges.kept += "hedge" in landed and not first
+        return first + landed.get("hedge", []), first[0].text if first else None, go.is_set()
 
     async def _candidates(
         self, where: tuple[Outline, Part, Chapter, Section], numbers: Iterable[int], route: Route
@@ -375,6 +535,8 @@ class SectionWriter:
             on_retry = lambda: listener.hear(SectionRestarted(section.id))  # noqa: E731
         if leader is not None:  # its schedule is known once it is sent: its first token may be the sign
             on_delta = leader.first_token if on_delta is None else first_token_then(leader, on_delta)
+        if streamed and self.hedges is not None:  # its pace says whether it is late (Hedges.late)
+            on_delta, on_retry = self.hedges.counted(section.id, on_delta, on_retry)
 
         async def ask() -> Completion:
             return await self.pool.complete(

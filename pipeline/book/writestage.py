@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import anyio
+from anyio.abc import TaskGroup
 
 from pipeline.backends.fleet import Fleet
 from pipeline.backends.pool import BackendPool
@@ -54,6 +55,7 @@ class Written:
     results: dict[str, SectionResult]
     asked_later: int
     retry_tail_s: float | None
+    hedges: tuple[int, int] = (0, 0)  # hedges sent, and kept (SectionWriter.hedge_counts)
 
 
 class WriteStage:
@@ -78,10 +80,12 @@ class WriteStage:
             warm=settings.warm,
             ready_after=fleet.prefix_ready,
             judge=open_judge(settings.judge),
+            hedge=settings.hedge,
         )
         journal_file = Journal(run.folder.journal)
         self.writer = SectionWriter(fleet.pool, run.spec, journal_file, run.writing, run.listener, run.embedder, policy)
         self.results = ChainMap(self.writer.results, journal)
+        self._group: TaskGroup | None = None  # the writing tasks' group while `writing()` is open
 
     @asynccontextmanager
     async def writing(self) -> AsyncIterator[OnSection]:
@@ -89,6 +93,7 @@ class WriteStage:
         self.run.listener.hear(WritingStarted(self.run.spec.section_count, self.done, self.pool))
         try:
             async with anyio.create_task_group() as group:
+                self._group = group
 
                 def take(book: Outline, part: Part, chapter: Chapter, section: Section) -> None:
                     self.writer.planned(chapter)
@@ -97,6 +102,7 @@ class WriteStage:
 
                 yield take
         finally:
+            self._group = None
             self.writer.journal.close()
 
     async def _write(self, book: Outline, part: Part, chapter: Chapter, section: Section) -> None:
@@ -105,10 +111,14 @@ class WriteStage:
             self.typesetter.section_done(book, self.results, section.id)
 
     def outline_complete(self) -> None:
+        """No section is still to be handed over: the last sections' hedges may go (SectionWriter.hedging)."""
         self.writer.outline_complete()
+        if self._group is not None:
+            self._group.start_soon(self.writer.hedging)
 
     def written(self, outline: Outline) -> Written:
         """What this run wrote, once `writing()` has closed on the whole `outline`."""
         self.run.listener.hear(OutlineReady(outline))
         log.info("wrote %d sections (%d were already in the journal)", len(self.writer.results), self.done)
-        return Written(dict(self.writer.results), self.writer.asked_later, self.writer.retry_tail_seconds)
+        writer = self.writer
+        return Written(dict(writer.results), writer.asked_later, writer.retry_tail_seconds, writer.hedge_counts)

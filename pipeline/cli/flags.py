@@ -133,6 +133,14 @@ def add_writing_flags(group: argparse._ActionsContainer) -> None:
         help="ask a section up to N more times while it is nearer a sibling's point than its own (default 1)",
     )
     group.add_argument(
+        "--hedge",
+        action="store_true",
+        default=None,
+        help="once every section is planned and the fleet has slots no request waits for, send a second copy of "
+        "each section still waiting for its answer (oldest first); the first that passes is kept, the other "
+        "cancelled (default off: docs/measurements.md)",
+    )
+    group.add_argument(
         "--warm",
         choices=[schedule.value for schedule in WarmSchedule],
         help="when a chapter's sections follow the one sent first, to the same backend: once its answer is in "
@@ -278,6 +286,7 @@ def settings_from(args: argparse.Namespace):
         "judge": getattr(args, "judge", None),
         "best_of": getattr(args, "best_of", None),
         "off_point_retries": getattr(args, "off_point_retries", None),
+        "hedge": getattr(args, "hedge", None),
         "pdf_engine": getattr(args, "pdf_engine", None),
         "warm": getattr(args, "warm", None),
         "planning_lane": getattr(args, "planning_lane", None),

@@ -82,7 +82,6 @@ class CachedEmbedder:
         raise NotImplementedError
 
 
-
 class EmbedAhead:
     """Embeds texts into an embedder's cache on a worker thread, so that the event loop's own `embed` of them later
     is a lookup. Texts asked while a pass runs go together in the next one (one pass at a time): many callers'
@@ -112,6 +111,7 @@ class EmbedAhead:
                 await anyio.to_thread.run_sync(self.embedder.embed, batch)
             finally:  # a pass that failed leaves its texts to the caller's own embed, which says why
                 passed.set()
+
 
 def wordllama_folder() -> Path:
     """The installed wordllama package's folder, found without importing it."""

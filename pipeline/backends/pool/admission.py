@@ -126,6 +126,14 @@ class Admission:
         self.wake_next()  # more than one slot came free: pass the turn on
         return state
 
+    def spare(self) -> int:
+        """Slots a writing request could take at once, with no request waiting for one (0 while any waits)."""
+        if self._urgent or self._waiters:
+            return 0
+        now = time.monotonic()
+        up = [s for s in self.states if self._health.is_up(s, now)]
+        return sum(max(0, self.limit(s, first=False) - s.in_flight) for s in up)
+
     def release(self, state: BackendState, slots: int = 1) -> None:
         state.in_flight -= slots
         self.wake_next()

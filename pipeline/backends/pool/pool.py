@@ -189,6 +189,10 @@ class BackendPool:
         """Start these backends as down: they get a probe once their rest is over."""
         self.health.rest(names)
 
+    def spare_slots(self) -> int:
+        """Slots free at once with no request waiting for one (admission.py: spare)."""
+        return self.admission.spare()
+
     def reserve_for_first(self, slots: int = 1) -> AbstractContextManager[None]:
         """Keep `slots` of each backend free for `first` requests while the block runs (admission.py)."""
         return self.admission.reserve_for_first(slots)

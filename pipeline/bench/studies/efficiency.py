@@ -19,6 +19,10 @@ backend) so that a step law a + b·n ms is fitted, and the job's sections, each 
 simulated on engines that keep it (pipeline/bench/studies/fleetsim.py): `sends_bound_s` is when the last one
 would end, and `sends_ratio` that over the job's own time. Near 1, the sends (when planning let each section
 go) set the job's length, not the client; well below 1, the client or the engines lost time the sends allowed.
+The same simulation of the job's whole tree (`tree_bound_s`: its first-round planning requests too, each request
+sent the moment its parent's answer generated the line that names it) says what the schedule could reach with
+these planning answers on a client that costs nothing: the limit counts only the chain's planning, alone on an idle
+fleet, while in the job a chapter's answer streams in a batch full of sections, at the loaded step's pace.
 
 Each row also shows the time to the first section sent and the drain (the last section sent to the last
 answer, while the fleet empties), from the job's stats.json. The jobs ask one candidate a section and no
@@ -43,7 +47,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from pipeline.bench.studies.fleetsim import StepLaw, first_section_sends, makespan
+from pipeline.bench.studies.fleetsim import StepLaw, book_tree, first_section_sends, makespan, tree_makespan
 from pipeline.bench.studies.ladder import bench
 from pipeline.book.requestlog import REQUEST_LOG
 from pipeline.book.run import RunOptions, book, first_chain_seconds
@@ -75,6 +79,10 @@ class JobRow(BaseModel):
     drain_s: float | None = None  # last section sent to last answer
     sends_bound_s: float | None = None  # the last section's end on the fitted step law, each sent when the job sent it
     sends_ratio: float | None = None  # sends_bound_s ÷ generate_seconds: the share of what its sends allow
+    # the job's own planning answers and sections on the fitted step law, each sent the moment the line that names it
+    # was generated (a client that costs nothing); pipelined: a section once its chapter's answer is in
+    tree_bound_s: float | None = None
+    tree_ratio: float | None = None  # tree_bound_s ÷ generate_seconds
     cpu: CpuUse | None = None  # the whole book() call: plan, write, then assembly and typesetting
 
 
@@ -180,9 +188,15 @@ async def job_row(
         outcome = await book(settings, spec, Path(folder) / "run", None, BookListener(), options=options)
         cpu = cpu_use(before, meter.snapshot())
         sends, tokens = first_section_sends(Path(folder) / "run" / REQUEST_LOG)
+        tree = book_tree(Path(folder) / "run" / REQUEST_LOG, sections_streamed=schedule is PlanSchedule.STREAMED)
     stats = outcome.stats
     sustained = fleet.sustained
     bound = makespan(sends, tokens, caps=caps_of(settings), law=fleet.law) if fleet.law and sends else None
+    tree_bound = (
+        tree_makespan(tree, caps=caps_of(settings), law=fleet.law)
+        if fleet.law and sends and schedule is not PlanSchedule.BARRIER
+        else None
+    )
     # the limit is of the planning the record shows (to 0.01 s), so a reader can recompute it from the record
     critical = round(stats.plan_seconds if schedule is PlanSchedule.BARRIER else chain_s, 2)
     limit = limit_tok_s(stats.tokens_written, critical, sustained)
@@ -204,6 +218,8 @@ async def job_row(
         drain_s=stats.drain_s,
         sends_bound_s=None if bound is None else round(bound, 2),
         sends_ratio=round(bound / stats.generate_seconds, 3) if bound and stats.generate_seconds > 0 else None,
+        tree_bound_s=None if tree_bound is None else round(tree_bound, 2),
+        tree_ratio=round(tree_bound / stats.generate_seconds, 3) if tree_bound and stats.generate_seconds else None,
         cpu=cpu,
     )
 
@@ -240,8 +256,9 @@ def efficiency_markdown(record: EfficiencyRecord) -> str:
         f"{record.duration_s:.0f} s in all.",
         "",
         "| schedule | sections | plan s | write s | plan + write s | plan + write tok/s | ÷ sustained "
-        "| write tok/s | ÷ sustained | limit tok/s | ÷ limit | sends allow s | ÷ sends | first section s | drain s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| write tok/s | ÷ sustained | limit tok/s | ÷ limit | sends allow s | ÷ sends | its plan allows s | ÷ plan "
+        "| first section s | drain s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in record.rows:
         lines.append(
@@ -249,6 +266,7 @@ def efficiency_markdown(record: EfficiencyRecord) -> str:
             f"{row.generate_seconds:.2f} | {row.generate_tok_s:,.1f} | {row.whole_ratio:.3f} | "
             f"{row.write_tok_s:,.1f} | {row.write_ratio:.3f} | {row.limit_tok_s:,.1f} | {row.limit_ratio:.3f} | "
             f"{seconds_cell(row.sends_bound_s)} | {ratio_cell(row.sends_ratio)} | "
+            f"{seconds_cell(row.tree_bound_s)} | {ratio_cell(row.tree_ratio)} | "
             f"{seconds_cell(row.first_section_s)} | {seconds_cell(row.drain_s)} |"
         )
     lines += [
@@ -260,6 +278,12 @@ def efficiency_markdown(record: EfficiencyRecord) -> str:
         f"Sends allow: when the last section would end on engines keeping the ladder's step law "
         f"({law_text(record)}), each sent when the job sent it (pipeline/bench/studies/fleetsim.py); ÷ sends is "
         "that over the job's own time: near 1, the schedule's sends set the job's length, not the client.",
+        "",
+        "Its plan allows: the job's own planning answers (first rounds) and sections on the same engines, each "
+        "sent the moment the line that names it was generated (a client that costs nothing; pipelined: a section once "
+        "its chapter's answer is in), planning's streams in the same batches as the sections. Under the step law a "
+        "planning answer streams at the loaded step's pace, so this, not the limit, is what the schedule can reach "
+        "with these answers; ÷ plan is it over the job's own time (the client's share of the loss).",
     ]
     return "\n".join(lines) + "\n" + cpu_markdown(record)
 

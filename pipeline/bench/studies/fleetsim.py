@@ -13,6 +13,7 @@ its sends allowed; with the sends moved earlier (planning made faster) it says w
 from __future__ import annotations
 
 import json
+import re
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -112,3 +113,130 @@ def first_section_sends(request_log: Path) -> tuple[list[float], list[int]]:
     start = min(row["t_asked"] for row in rows)
     firsts = [row for row in rows if row["kind"] == "section" and "#" not in row["tag"]]
     return [row["t_asked"] - start for row in firsts], [row["completion_tokens"] or 0 for row in firsts]
+
+
+# ---------------------------------------------------------------- the plan's own tree on the same engines
+
+
+@dataclass(frozen=True)
+class TreeRequest:
+    """A request of a book's tree: its answer's tokens, and the request whose answer sends it (None: sent at 0)
+    once that answer has `after` tokens (the line that names it has landed)."""
+
+    tokens: int
+    parent: int | None = None
+    after: int = 0
+
+
+@dataclass
+class _Stream:
+    request: int
+    done: int = 0
+
+
+def tree_makespan(requests: Sequence[TreeRequest], *, caps: Sequence[int], law: StepLaw) -> float:
+    """When the last answer ends if every request went the moment the line that names it was generated (a client
+    with no cost), planning's requests in the same batches as the sections: each engine keeps the step law, a
+    request admitted during a step joins at the next one, waiting requests go to the least-loaded engine with a
+    slot, first come first served."""
+    children: dict[int, list[int]] = {}
+    for index, request in enumerate(requests):
+        if request.parent is not None:
+            children.setdefault(request.parent, []).append(index)
+    running: list[list[_Stream]] = [[] for _ in caps]
+    joining: list[list[_Stream]] = [[] for _ in caps]
+    step_end: list[float | None] = [None] * len(caps)
+    waiting: deque[int] = deque(index for index, r in enumerate(requests) if r.parent is None)
+    last = now = 0.0
+    while True:
+        _admit_tree(waiting, running, joining, step_end, caps)
+        for engine, streams in enumerate(running):
+            if step_end[engine] is None and streams:
+                step_end[engine] = now + law.step(len(streams))
+        busy = [engine for engine, end in enumerate(step_end) if end is not None]
+        if not busy:
+            return last
+        engine = min(busy, key=lambda e: step_end[e] or 0.0)
+        now, step_end[engine] = step_end[engine] or 0.0, None
+        going = []
+        for stream in running[engine]:
+            stream.done += 1
+            waiting.extend(c for c in children.get(stream.request, []) if max(1, requests[c].after) == stream.done)
+            if stream.done < requests[stream.request].tokens:
+                going.append(stream)
+            else:
+                last = now
+        running[engine], joining[engine] = going + joining[engine], []
+
+
+def _admit_tree(
+    waiting: deque[int],
+    running: list[list[_Stream]],
+    joining: list[list[_Stream]],
+    step_end: list[float | None],
+    caps: Sequence[int],
+) -> None:
+    """Waiting requests to the least-loaded engines with a free slot: into the step under way's next one."""
+    while waiting:
+        load = [(len(running[e]) + len(joining[e])) / caps[e] for e in range(len(caps))]
+        free = [e for e in range(len(caps)) if load[e] < 1]
+        if not free:
+            return
+        engine = min(free, key=lambda e: load[e])
+        (joining[engine] if step_end[engine] is not None else running[engine]).append(_Stream(waiting.popleft()))
+
+
+def book_tree(request_log: Path, *, sections_streamed: bool = True) -> list[TreeRequest]:
+    """A book's first-round planning requests and each section's first request, from its request log: each sent
+    once its parent's answer had generated the line that names it (its number's line, at the share of the answer's
+    tokens its characters end at); with `sections_streamed` False (the pipelined schedule) a section once its
+    chapter's whole answer is in. Second rounds, phrasing and off-point retries are left out."""
+    rows = [json.loads(line) for line in request_log.read_text().splitlines() if line.strip()]
+    firsts = {}
+    for row in rows:
+        node = node_of(row["tag"], row["kind"])
+        if node is not None and node not in firsts:
+            firsts[node] = row
+    index = {node: number for number, node in enumerate(firsts)}
+    tree = []
+    for node, row in firsts.items():
+        parent = parent_of(node)
+        after = 0
+        if parent in firsts:
+            above = firsts[parent]
+            whole = not sections_streamed and row["kind"] == "section"
+            after = above["completion_tokens"] or 0 if whole else line_end_token(above, line_number(node))
+        tree.append(TreeRequest(row["completion_tokens"] or 0, index.get(parent or ""), after))
+    return tree
+
+
+def node_of(tag: str, kind: str) -> str | None:
+    """The node a request plans ('book', 'p01', 'p01.c03') or the section it writes, for first requests only."""
+    if "#" in tag:
+        return None
+    if kind == "plan":
+        _, node, asked = (tag.split(":") + ["", ""])[:3]
+        return node if asked == "0" and NODE.fullmatch(node) else None
+    return tag if kind == "section" and NODE.fullmatch(tag) else None
+
+
+NODE = re.compile(r"book|p\d+(\.c\d+(\.s\d+)?)?")
+
+
+def parent_of(node: str) -> str | None:
+    if node == "book":
+        return None
+    return node.rpartition(".")[0] or "book"
+
+
+def line_number(node: str) -> int:
+    return int(re.sub(r"\D", "", node.rpartition(".")[2]))
+
+
+def line_end_token(row: dict, number: int) -> int:
+    """The answer's tokens up to the end of its line numbered `number` (all of them when there is none)."""
+    text, tokens = row.get("text") or "", row["completion_tokens"] or 0
+    found = re.search(rf"(?m)^\s*{number}[.)][^\n]*", text)
+    if found is None or not text:
+        return tokens
+    return max(1, round(tokens * found.end() / len(text)))

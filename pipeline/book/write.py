@@ -249,8 +249,10 @@ def first_token_then(leader: Leader, on_delta: OnDelta) -> OnDelta:
     return both
 
 
-HEDGE_POLL_S = 0.1  # how often Hedges looks for spare slots once every section is planned
-HEDGE_SEEN = 16  # first answers landed before any section is called late: what a new copy takes is their median
+HEDGE_POLL_S = 0.1  # how often Hedges looks for spare slots and late sections
+HEDGE_SEEN = 4  # first answers landed on a backend before its pace says what a copy sent there would take
+HEDGE_RECENT = 16  # the last first answers of a backend its pace is the median of
+HEDGE_MARGIN = 2.0  # a section is late when its remaining time at its own pace is this many copies' time
 
 
 @dataclass
@@ -263,21 +265,24 @@ class _Progress:
 
 
 class Hedges:
-    """Second copies for a book's late last sections (Dean and Barroso, "The Tail at Scale", 2013: a hedged request).
-    Once no section is still to be handed over (the outline is complete), whenever the pool has slots no request
-    waits for, each section whose first candidate will, at its own pace so far, end later than a copy sent now
-    would (`late`) is let send one more candidate, oldest first, as many as slots are spare (`run`, every
-    HEDGE_POLL_S). The writer keeps the first answer that passes and cancels the other copy
-    (SectionWriter._first_answers). On a fleet of equal engines a late section is rare: each answer's pace is the
-    batch's; a backend slower than the rest makes its sections late."""
+    """Second copies for a book's late sections (Dean and Barroso, "The Tail at Scale", 2013: a hedged request).
+    Whenever the pool has slots no request waits for, each section whose first candidate will, at its own pace so
+    far, end more than HEDGE_MARGIN times later than a copy sent now would (`late`) is let send one more candidate,
+    oldest first, as many as slots are spare (`run`, every HEDGE_POLL_S); the copy goes to the least-loaded backend.
+    The writer keeps the first answer that passes and cancels the other copy (SectionWriter._first_answers). A copy
+    is judged by the fastest backend's recent first answers: its median wait for a first piece and its median pace
+    a piece. On a fleet of equal engines every answer keeps its batch's pace and none is late; a backend slower
+    than the rest makes its sections late."""
 
     def __init__(self, pool: BackendPool) -> None:
         self.pool = pool
         self.waiting: dict[str, anyio.Event] = {}  # section id -> set when its hedge may go, oldest first
         self.progress: dict[str, _Progress] = {}  # section id -> its first candidate's progress
-        self.took: list[float] = []  # seconds each landed section's first candidate took, in the order they landed
-        self.pieces: list[int] = []  # the pieces (tokens, as engines stream them) of each, likewise
+        self.waits: dict[str, list[float]] = {}  # backend -> seconds its first candidates waited for a first piece
+        self.paces: dict[str, list[float]] = {}  # backend -> seconds a piece of each of them
+        self.pieces: list[int] = []  # the pieces (tokens, as engines stream them) of every landed first candidate
         self.writing = 0  # sections in SectionWriter.write
+        self.complete = False  # no section is still to be handed over (the outline is complete)
         self.sent = 0
         self.kept = 0  # hedges whose answer was kept (it landed first and needed no retry)
 
@@ -312,30 +317,50 @@ class Hedges:
 
         return delta, retry
 
-    def landed(self, section_id: str, *, first: bool) -> None:
-        """The section's first answers are in (`first`: its first candidate landed, so its time counts)."""
+    def landed(self, section_id: str, *, backend: str | None) -> None:
+        """The section's first answers are in; `backend`: where its first candidate landed (None: it did not)."""
         self.waiting.pop(section_id, None)
         progress = self.progress.pop(section_id)
-        if first:
-            self.took.append(time.monotonic() - progress.sent)
-            self.pieces.append(progress.pieces)
+        if backend is None or progress.first_piece is None or not progress.pieces:
+            return
+        now = time.monotonic()
+        self.waits.setdefault(backend, []).append(progress.first_piece - progress.sent)
+        self.paces.setdefault(backend, []).append((now - progress.first_piece) / progress.pieces)
+        self.pieces.append(progress.pieces)
+
+    def copy_seconds(self, length: float) -> float | None:
+        """What a copy sent now would take on the fastest backend with HEDGE_SEEN first answers landed."""
+        seen = [name for name, paces in self.paces.items() if len(paces) >= HEDGE_SEEN]
+        return min(
+            (
+                float(np.median(self.waits[name][-HEDGE_RECENT:]))
+                + length * float(np.median(self.paces[name][-HEDGE_RECENT:]))
+                for name in seen
+            ),
+            default=None,
+        )
 
     def late(self) -> list[str]:
-        """The waiting sections, oldest first, whose first candidate's remaining pieces at its own pace so far (none
-        yet: the time it has waited) come to more than what a copy sent now would take (the median time of the last
-        HEDGE_SEEN first candidates landed), its length taken as their median."""
-        if len(self.took) < HEDGE_SEEN:
+        """The waiting sections, oldest first, whose first candidate needs more than HEDGE_MARGIN copies' time at
+        its pace so far (with no piece yet: has waited that long), its length taken as the median landed."""
+        if not self.pieces:
             return []
-        copy_s = float(np.median(self.took[-HEDGE_SEEN:]))
-        length = float(np.median(self.pieces[-HEDGE_SEEN:]))
+        length = float(np.median(self.pieces[-HEDGE_RECENT:]))
+        copy_s = self.copy_seconds(length)
+        if copy_s is None:
+            return []
         now = time.monotonic()
-        return [section_id for section_id in self.waiting if remaining(self.progress[section_id], length, now) > copy_s]
+        return [
+            section_id
+            for section_id in self.waiting
+            if remaining(self.progress[section_id], length, now) > HEDGE_MARGIN * copy_s
+        ]
 
     async def run(self) -> None:
-        """Hand out hedges while any section is being written (started once the outline is complete)."""
+        """Hand out hedges until the outline is complete and every section has landed."""
         while True:
             await anyio.sleep(HEDGE_POLL_S)
-            if not self.writing:
+            if self.complete and not self.writing:
                 return
             spare = self.pool.spare_slots()
             for section_id in self.late()[:spare] if spare else []:
@@ -401,10 +426,12 @@ class SectionWriter:
         self._outline_complete = True
         for event in self._whole.values():
             event.set()
+        if self.hedges is not None:
+            self.hedges.complete = True
 
     async def hedging(self) -> None:
-        """Hand out the last sections' hedges until every section has landed (none without the `hedge` policy);
-        started once the outline is complete."""
+        """Hand out hedges until the outline is complete and every section has landed (none without the `hedge`
+        policy); started with the writing."""
         if self.hedges is not None:
             await self.hedges.run()
 
@@ -492,8 +519,8 @@ class SectionWriter:
                 group.start_soon(copy, "first", range(self.best_of), route, group)
                 group.start_soon(copy, "hedge", [self.best_of], Route(), group)
         finally:
-            hedges.landed(section_id, first="first" in landed)
-        first = landed.get("first", [])
+            first = landed.get("first", [])
+            hedges.landed(section_id, backend=first[0].backend if first else None)
         hedges.kept += "hedge" in landed and not first
         return first + landed.get("hedge", []), first[0].text if first else None, go.is_set()
 

@@ -16,7 +16,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import anyio
-from anyio.abc import TaskGroup
 
 from pipeline.backends.fleet import Fleet
 from pipeline.backends.pool import BackendPool
@@ -85,7 +84,6 @@ class WriteStage:
         journal_file = Journal(run.folder.journal)
         self.writer = SectionWriter(fleet.pool, run.spec, journal_file, run.writing, run.listener, run.embedder, policy)
         self.results = ChainMap(self.writer.results, journal)
-        self._group: TaskGroup | None = None  # the writing tasks' group while `writing()` is open
 
     @asynccontextmanager
     async def writing(self) -> AsyncIterator[OnSection]:
@@ -93,7 +91,7 @@ class WriteStage:
         self.run.listener.hear(WritingStarted(self.run.spec.section_count, self.done, self.pool))
         try:
             async with anyio.create_task_group() as group:
-                self._group = group
+                group.start_soon(self.writer.hedging)
 
                 def take(book: Outline, part: Part, chapter: Chapter, section: Section) -> None:
                     self.writer.planned(chapter)
@@ -102,7 +100,6 @@ class WriteStage:
 
                 yield take
         finally:
-            self._group = None
             self.writer.journal.close()
 
     async def _write(self, book: Outline, part: Part, chapter: Chapter, section: Section) -> None:
@@ -111,10 +108,7 @@ class WriteStage:
             self.typesetter.section_done(book, self.results, section.id)
 
     def outline_complete(self) -> None:
-        """No section is still to be handed over: the last sections' hedges may go (SectionWriter.hedging)."""
         self.writer.outline_complete()
-        if self._group is not None:
-            self._group.start_soon(self.writer.hedging)
 
     def written(self, outline: Outline) -> Written:
         """What this run wrote, once `writing()` has closed on the whole `outline`."""

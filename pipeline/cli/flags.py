@@ -136,9 +136,9 @@ def add_writing_flags(group: argparse._ActionsContainer) -> None:
         "--hedge",
         action="store_true",
         default=None,
-        help="once every section is planned and the fleet has slots no request waits for, send a second copy of "
-        "each section still waiting for its answer (oldest first); the first that passes is kept, the other "
-        "cancelled (default off: docs/measurements.md)",
+        help="while the fleet has slots no request waits for, send a second copy of each section whose answer, "
+        "at its own pace so far, would end more than twice as late as a copy sent now; the first that passes is "
+        "kept, the other cancelled (default off: docs/measurements.md)",
     )
     group.add_argument(
         "--warm",

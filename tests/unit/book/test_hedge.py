@@ -45,7 +45,8 @@ async def write_one(tmp_path: Path, *, hedge: bool) -> tuple[SectionWriter, Fake
     journal = Journal(tmp_path / "sections.jsonl")
     writer = SectionWriter(pool, spec, journal, SMALL, BookListener(), open_embedder(), policy)
     if writer.hedges is not None:  # as if HEDGE_SEEN sections of 8 pieces had landed at once: the stalled one is late
-        writer.hedges.took, writer.hedges.pieces = [0.0] * HEDGE_SEEN, [8] * HEDGE_SEEN
+        writer.hedges.waits = writer.hedges.paces = {"quick": [0.0] * HEDGE_SEEN}
+        writer.hedges.pieces = [8] * HEDGE_SEEN
     outline, part, chapter = one_chapter()
     del chapter.sections[1:]
     section = chapter.sections[0]
@@ -112,17 +113,21 @@ async def test_spare_slots_are_none_while_a_request_waits(tmp_path):
         await engine.stop()
 
 
-def test_a_candidate_is_late_when_its_own_pace_ends_it_after_a_new_copy():
-    # 10 pieces in 10 s of an answer of 100: 90 s to go at its pace, against 30 s a copy takes
+def test_a_candidate_is_late_when_its_own_pace_ends_it_after_two_new_copies():
+    # 10 pieces in 10 s of an answer of 100: 90 s to go at its pace
     assert remaining(_Progress(sent=0.0, first_piece=1.0, pieces=10), 100, now=11.0) == 90.0
     assert remaining(_Progress(sent=0.0, first_piece=1.0, pieces=90), 100, now=10.0) == 1.0
     assert remaining(_Progress(sent=0.0), 100, now=40.0) == 40.0, "no piece yet: the time it has waited"
     hedges = Hedges(BackendPool([Backend(name="e", base_url="http://127.0.0.1:9/v1", cap=4)], RetryPolicy()))
-    hedges.took, hedges.pieces = [30.0] * HEDGE_SEEN, [100] * HEDGE_SEEN
+    # a copy on the fastest backend: a second's wait and 0.1 s a piece, 11 s for 100 pieces (the slow one is not it)
+    hedges.waits = {"fast": [1.0] * HEDGE_SEEN, "slow": [1.0] * HEDGE_SEEN}
+    hedges.paces = {"fast": [0.1] * HEDGE_SEEN, "slow": [1.0] * HEDGE_SEEN}
+    hedges.pieces = [100] * HEDGE_SEEN
+    assert hedges.copy_seconds(100) == 11.0
     now = time.monotonic()
     for section_id in ("slow", "quick", "unheard"):
         hedges.wait(section_id)
-    hedges.progress["slow"] = _Progress(sent=now - 11, first_piece=now - 10, pieces=10)  # 90 s to go
-    hedges.progress["quick"] = _Progress(sent=now - 11, first_piece=now - 10, pieces=95)  # about half a second
-    hedges.progress["unheard"] = _Progress(sent=now - 1)  # waited a second: a copy would take 30
+    hedges.progress["slow"] = _Progress(sent=now - 11, first_piece=now - 10, pieces=10)  # 90 s to go: late
+    hedges.progress["quick"] = _Progress(sent=now - 11, first_piece=now - 10, pieces=60)  # 6.7 s: not
+    hedges.progress["unheard"] = _Progress(sent=now - 20)  # waited 20 s, under two copies' 22
     assert hedges.late() == ["slow"]

@@ -253,6 +253,7 @@ HEDGE_POLL_S = 0.1  # how often Hedges looks for spare slots and late sections
 HEDGE_SEEN = 4  # first answers landed on a backend before its pace says what a copy sent there would take
 HEDGE_RECENT = 16  # the last first answers of a backend its pace is the median of
 HEDGE_MARGIN = 2.0  # a section is late when its remaining time at its own pace is this many copies' time
+HEDGE_RETRY_SHARE = 0.2  # past this share of first candidates needing a retry, every last section is hedged
 
 
 @dataclass
@@ -272,7 +273,9 @@ class Hedges:
     The writer keeps the first answer that passes and cancels the other copy (SectionWriter._first_answers). A copy
     is judged by the fastest backend's recent first answers: its median wait for a first piece and its median pace
     a piece. On a fleet of equal engines every answer keeps its batch's pace and none is late; a backend slower
-    than the rest makes its sections late."""
+    than the rest makes its sections late. Where the model's first answers often need an off-point retry (more than
+    HEDGE_RETRY_SHARE of them), every last section is let send its copy once the outline is complete and slots are
+    spare: the retry it may need, sent beside its first answer instead of after it."""
 
     def __init__(self, pool: BackendPool) -> None:
         self.pool = pool
@@ -281,6 +284,7 @@ class Hedges:
         self.waits: dict[str, list[float]] = {}  # backend -> seconds its first candidates waited for a first piece
         self.paces: dict[str, list[float]] = {}  # backend -> seconds a piece of each of them
         self.pieces: list[int] = []  # the pieces (tokens, as engines stream them) of every landed first candidate
+        self.retried: list[bool] = []  # whether each landed section's first candidates needed a retry
         self.writing = 0  # sections in SectionWriter.write
         self.complete = False  # no section is still to be handed over (the outline is complete)
         self.sent = 0
@@ -317,10 +321,13 @@ class Hedges:
 
         return delta, retry
 
-    def landed(self, section_id: str, *, backend: str | None) -> None:
-        """The section's first answers are in; `backend`: where its first candidate landed (None: it did not)."""
+    def landed(self, section_id: str, *, backend: str | None, retry: bool = False) -> None:
+        """The section's first answers are in; `backend`: where its first candidate landed (None: it did not);
+        `retry`: they needed a retry."""
         self.waiting.pop(section_id, None)
         progress = self.progress.pop(section_id)
+        if backend is not None:
+            self.retried.append(retry)
         if backend is None or progress.first_piece is None or not progress.pieces:
             return
         now = time.monotonic()
@@ -342,7 +349,11 @@ class Hedges:
 
     def late(self) -> list[str]:
         """The waiting sections, oldest first, whose first candidate needs more than HEDGE_MARGIN copies' time at
-        its pace so far (with no piece yet: has waited that long), its length taken as the median landed."""
+        its pace so far (with no piece yet: has waited that long), its length taken as the median landed. Once the
+        outline is complete, where more than HEDGE_RETRY_SHARE of the first candidates landed (at least HEDGE_SEEN)
+        needed a retry, every waiting section: its copy is the retry it may need, sent before its first answer."""
+        if self.complete and len(self.retried) >= HEDGE_SEEN and np.mean(self.retried) > HEDGE_RETRY_SHARE:
+            return list(self.waiting)
         if not self.pieces:
             return []
         length = float(np.median(self.pieces[-HEDGE_RECENT:]))
@@ -503,7 +514,7 @@ class SectionWriter:
         if self.hedges is None:
             results = await self._candidates(where, range(self.best_of), route)
             return results, results[0].text, False
-        hedges, section_id = self.hedges, where[3].id
+        hedges, section_id, retries = self.hedges, where[3].id, self.off_point_retries > 0
         go = hedges.wait(section_id)
         landed: dict[str, list[SectionResult]] = {}
 
@@ -520,7 +531,7 @@ class SectionWriter:
                 group.start_soon(copy, "hedge", [self.best_of], Route(), group)
         finally:
             first = landed.get("first", [])
-            hedges.landed(section_id, backend=first[0].backend if first else None)
+            hedges.landed(section_id, backend=first[0].backend if first else None, retry=retries and asked_again(first))
         hedges.kept += "hedge" in landed and not first
         return first + landed.get("hedge", []), first[0].text if first else None, go.is_set()
 

@@ -131,3 +131,15 @@ def test_a_candidate_is_late_when_its_own_pace_ends_it_after_two_new_copies():
     hedges.progress["quick"] = _Progress(sent=now - 11, first_piece=now - 10, pieces=60)  # 6.7 s: not
     hedges.progress["unheard"] = _Progress(sent=now - 20)  # waited 20 s, under two copies' 22
     assert hedges.late() == ["slow"]
+
+
+def test_where_first_answers_often_need_a_retry_every_last_section_is_hedged():
+    hedges = Hedges(BackendPool([Backend(name="e", base_url="http://127.0.0.1:9/v1", cap=4)], RetryPolicy()))
+    for section_id in ("a", "b"):
+        hedges.wait(section_id)
+    hedges.retried = [True] * 4 + [False] * (HEDGE_SEEN * 3)  # a quarter needed a retry
+    assert hedges.late() == [], "sections are still to be handed over: their slots are theirs"
+    hedges.complete = True
+    assert hedges.late() == ["a", "b"]
+    hedges.retried = [True] + [False] * (HEDGE_SEEN * 3)
+    assert hedges.late() == [], "a model whose first answers rarely need one"

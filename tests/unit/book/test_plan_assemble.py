@@ -675,6 +675,19 @@ async def test_streamed_planning_is_a_chain_of_first_lines():
     assert planner.stats.taken_early > 0 and shape_of(outline) == (2, {2}, {4})
 
 
+async def test_a_one_sample_round_takes_every_line_as_it_lands():
+    """Each section of a chapter is announced before the chapter's answer ends (its spare lines still to come),
+    not only the first: a one-sample round has nothing to pool."""
+    spec = BookSpec(prompt="p", parts=1, chapters=2, sections=4)
+    outline, planner, announced, timeline = await announced_plan(spec, 0.01, PlanSchedule.STREAMED)
+    answers = {prompt: end for _, end, prompt in timeline}
+    for part in outline.parts:
+        for chapter in part.chapters:
+            end = next(v for k, v in answers.items() if f'chapter "{chapter.title}"' in k)
+            assert max(announced[section.title] for section in chapter.sections) < end
+    assert planner.stats.taken_early == 1 + 2 + 2 * 4, "every part, chapter and section line, taken as it landed"
+
+
 async def test_the_barrier_takes_no_line_before_the_whole_pool():
     spec = BookSpec(prompt="p", parts=1, chapters=2, sections=3)
     _, planner, _, _ = await announced_plan(spec, 0.005, PlanSchedule.BARRIER)

@@ -87,7 +87,7 @@ class Settings(BaseModel):
     judge: Literal["minilm", "none"] = "minilm"  # what judges a part or chapter on or off the request
     best_of: int | None = Field(default=None, gt=0)  # section candidates; None: from the fleet's spare slots
     off_point_retries: int = Field(default=1, ge=0)  # more candidates for a section nearer a sibling's point
-    hedge: bool = False  # a second copy of each of the last sections while the fleet has spare slots
+    hedge: bool = False  # a second copy of a late section while the fleet has spare slots (book/write.py Hedges)
     pdf_engine: PdfEngine = PdfEngine.TYPST  # what typesets the PDF
     warm: WarmSchedule = WarmSchedule.AUTO  # when a chapter's sections follow its first (book/warm.py)
     planning_lane: int = Field(default=0, ge=0)  # writing requests the planning lane's backend takes; 0: no lane

@@ -48,8 +48,8 @@ class JobTally:
     first_section_s: float | None = None  # the job's first request to its first section sent (the critical path)
     drain_s: float | None = None  # the last section sent to the last answer (the tail, the fleet emptying)
     retry_tail_s: float | None = None  # every section's first answers in to the last off-point retry's answer
-    hedges: int = 0  # second copies of the last sections sent (the `hedge` setting)
-    hedges_kept: int = 0  # of them, those whose answer was kept
+    hedges: int = 0  # second copies of late sections sent (the `hedge` setting)
+    hedges_kept: int = 0  # of them, those whose answer landed and needed no retry
 
 
 def book_stats(

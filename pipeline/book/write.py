@@ -230,7 +230,7 @@ class WritePolicy:
     warm: WarmSchedule = WarmSchedule.OFF
     ready_after: Callable[[str], WarmSchedule] = first_token_everywhere  # a backend -> its engine's schedule
     judge: Embedder | None = None
-    hedge: bool = False  # a second copy of each of the last sections while the fleet has spare slots (Hedges)
+    hedge: bool = False  # a second copy of a late section while the fleet has spare slots (Hedges)
 
 
 @dataclass(frozen=True)
@@ -288,7 +288,7 @@ class Hedges:
         self.writing = 0  # sections in SectionWriter.write
         self.complete = False  # no section is still to be handed over (the outline is complete)
         self.sent = 0
-        self.kept = 0  # hedges whose answer was kept (it landed first and needed no retry)
+        self.kept = 0  # hedges whose answer landed and needed no retry
 
     def wait(self, section_id: str) -> anyio.Event:
         self.progress[section_id] = _Progress(sent=time.monotonic())
@@ -454,7 +454,7 @@ class SectionWriter:
 
     @property
     def hedge_counts(self) -> tuple[int, int]:
-        """Hedges sent, and those whose answer was kept (Hedges)."""
+        """Hedges sent, and those whose answer landed and needed no retry (Hedges)."""
         return (self.hedges.sent, self.hedges.kept) if self.hedges is not None else (0, 0)
 
     @property
@@ -532,7 +532,7 @@ class SectionWriter:
         finally:
             first = landed.get("first", [])
             hedges.landed(section_id, backend=first[0].backend if first else None, retry=retries and asked_again(first))
-        hedges.kept += "hedge" in landed and not first
+        hedges.kept += "hedge" in landed and not asked_again(landed["hedge"])
         return first + landed.get("hedge", []), first[0].text if first else None, go.is_set()
 
     async def _candidates(

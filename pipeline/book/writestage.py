@@ -54,7 +54,7 @@ class Written:
     results: dict[str, SectionResult]
     asked_later: int
     retry_tail_s: float | None
-    hedges: tuple[int, int] = (0, 0)  # hedges sent, and kept (SectionWriter.hedge_counts)
+    hedges: tuple[int, int] = (0, 0)  # hedges sent, and those that needed no retry (SectionWriter.hedge_counts)
 
 
 class WriteStage:

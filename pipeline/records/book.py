@@ -61,8 +61,8 @@ class BookStats(BaseModel):
     first_section_s: float | None = None  # first request to first section sent (None: no section written this run)
     drain_s: float | None = None  # last section sent to last answer: the tail, while the fleet empties
     retry_tail_s: float | None = None  # every section's first answers in to the last off-point retry's answer
-    hedges: int = 0  # second copies of the last sections sent (the `hedge` setting)
-    hedges_kept: int = 0  # of them, those whose answer was kept
+    hedges: int = 0  # second copies of late sections sent (the `hedge` setting)
+    hedges_kept: int = 0  # of them, those whose answer landed and needed no retry
     words: int
     pages_at_300_words: float
     request_errors: int

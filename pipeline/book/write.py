@@ -253,6 +253,7 @@ HEDGE_POLL_S = 0.1  # how often Hedges looks for spare slots and late sections
 HEDGE_SEEN = 4  # first answers landed on a backend before its pace says what a copy sent there would take
 HEDGE_RECENT = 16  # the last first answers of a backend its pace is the median of
 HEDGE_MARGIN = 2.0  # a section is late when its remaining time at its own pace is this many copies' time
+HEDGE_PIECES = 8  # pieces a candidate has streamed before its pace is read
 HEDGE_RETRY_SHARE = 0.2  # past this share of first candidates needing a retry, every last section is hedged
 
 
@@ -263,6 +264,13 @@ class _Progress:
     sent: float
     first_piece: float | None = None
     pieces: int = 0
+    backend: str | None = None  # where its attempt under way went
+
+    def pace(self, now: float) -> float | None:
+        """Seconds a piece so far (None before HEDGE_PIECES pieces)."""
+        if self.first_piece is None or self.pieces < HEDGE_PIECES:
+            return None
+        return (now - self.first_piece) / self.pieces
 
 
 class Hedges:
@@ -271,8 +279,8 @@ class Hedges:
     far, end more than HEDGE_MARGIN times later than a copy sent now would (`late`) is let send one more candidate,
     oldest first, as many as slots are spare (`run`, every HEDGE_POLL_S); the copy goes to the least-loaded backend.
     The writer keeps the first answer that passes and cancels the other copy (SectionWriter._first_answers). A copy
-    is judged by the fastest backend's recent first answers: its median wait for a first piece and its median pace
-    a piece. On a fleet of equal engines every answer keeps its batch's pace and none is late; a backend slower
+    is judged by the fastest backend: its recent first answers' median wait for a first piece, and its pace a piece
+    now (of the first candidates streaming there; with too few, of its recent landed ones). On a fleet of equal engines every answer keeps its batch's pace and none is late; a backend slower
     than the rest makes its sections late. Where the model's first answers often need an off-point retry (more than
     HEDGE_RETRY_SHARE of them), every last section is let send its copy once the outline is complete and slots are
     spare: the retry it may need, sent beside its first answer instead of after it."""
@@ -305,9 +313,13 @@ class Hedges:
         progress.pieces += 1
 
     def counted(
-        self, section_id: str, on_delta: OnDelta | None, on_retry: Callable[[], None] | None
-    ) -> tuple[OnDelta, Callable[[], None]]:
-        """The first candidate's callbacks, each telling `heard` too."""
+        self,
+        section_id: str,
+        on_delta: OnDelta | None,
+        on_retry: Callable[[], None] | None,
+        on_sent: Callable[[str], None] | None,
+    ) -> tuple[OnDelta, Callable[[], None], Callable[[str], None]]:
+        """The first candidate's callbacks, each telling Hedges too (its pieces, a restart, its backend)."""
 
         def delta(text: str) -> None:
             self.heard(section_id)
@@ -319,7 +331,13 @@ class Hedges:
             if on_retry is not None:
                 on_retry()
 
-        return delta, retry
+        def sent(backend: str) -> None:
+            if (progress := self.progress.get(section_id)) is not None:
+                progress.backend = backend
+            if on_sent is not None:
+                on_sent(backend)
+
+        return delta, retry, sent
 
     def landed(self, section_id: str, *, backend: str | None, retry: bool = False) -> None:
         """The section's first answers are in; `backend`: where its first candidate landed (None: it did not);
@@ -335,17 +353,22 @@ class Hedges:
         self.paces.setdefault(backend, []).append((now - progress.first_piece) / progress.pieces)
         self.pieces.append(progress.pieces)
 
-    def copy_seconds(self, length: float) -> float | None:
-        """What a copy sent now would take on the fastest backend with HEDGE_SEEN first answers landed."""
-        seen = [name for name, paces in self.paces.items() if len(paces) >= HEDGE_SEEN]
-        return min(
-            (
-                float(np.median(self.waits[name][-HEDGE_RECENT:]))
-                + length * float(np.median(self.paces[name][-HEDGE_RECENT:]))
-                for name in seen
-            ),
-            default=None,
-        )
+    def copy_seconds(self, length: float, now: float) -> float | None:
+        """What a copy sent now would take on the fastest backend with HEDGE_SEEN first answers landed: its median
+        wait for a first piece, and `length` pieces at its pace now (the median of the first candidates streaming
+        there, HEDGE_SEEN of them at least; else of its recent landed ones)."""
+        streaming: dict[str, list[float]] = {}
+        for progress in self.progress.values():
+            if progress.backend is not None and (pace := progress.pace(now)) is not None:
+                streaming.setdefault(progress.backend, []).append(pace)
+        copies = []
+        for name, landed in self.paces.items():
+            if len(landed) < HEDGE_SEEN:
+                continue
+            paces = streaming.get(name, [])
+            pace = np.median(paces) if len(paces) >= HEDGE_SEEN else np.median(landed[-HEDGE_RECENT:])
+            copies.append(float(np.median(self.waits[name][-HEDGE_RECENT:])) + length * float(pace))
+        return min(copies, default=None)
 
     def late(self) -> list[str]:
         """The waiting sections, oldest first, whose first candidate needs more than HEDGE_MARGIN copies' time at
@@ -357,10 +380,10 @@ class Hedges:
         if not self.pieces:
             return []
         length = float(np.median(self.pieces[-HEDGE_RECENT:]))
-        copy_s = self.copy_seconds(length)
+        now = time.monotonic()
+        copy_s = self.copy_seconds(length, now)
         if copy_s is None:
             return []
-        now = time.monotonic()
         return [
             section_id
             for section_id in self.waiting
@@ -573,13 +596,12 @@ class SectionWriter:
             on_retry = lambda: listener.hear(SectionRestarted(section.id))  # noqa: E731
         if leader is not None:  # its schedule is known once it is sent: its first token may be the sign
             on_delta = leader.first_token if on_delta is None else first_token_then(leader, on_delta)
+        on_sent: Callable[[str], None] | None = leader.sent if leader is not None else None
         if streamed and self.hedges is not None:  # its pace says whether it is late (Hedges.late)
-            on_delta, on_retry = self.hedges.counted(section.id, on_delta, on_retry)
+            on_delta, on_retry, on_sent = self.hedges.counted(section.id, on_delta, on_retry, on_sent)
 
         async def ask() -> Completion:
-            return await self.pool.complete(
-                request, on_delta, on_retry=on_retry, prefer=route.prefer, on_sent=leader.sent if leader else None
-            )
+            return await self.pool.complete(request, on_delta, on_retry=on_retry, prefer=route.prefer, on_sent=on_sent)
 
         def later() -> None:
             self.asked_later += 1

@@ -123,8 +123,8 @@ def test_a_candidate_is_late_when_its_own_pace_ends_it_after_two_new_copies():
     hedges.waits = {"fast": [1.0] * HEDGE_SEEN, "slow": [1.0] * HEDGE_SEEN}
     hedges.paces = {"fast": [0.1] * HEDGE_SEEN, "slow": [1.0] * HEDGE_SEEN}
     hedges.pieces = [100] * HEDGE_SEEN
-    assert hedges.copy_seconds(100) == 11.0
     now = time.monotonic()
+    assert hedges.copy_seconds(100, now) == 11.0
     for section_id in ("slow", "quick", "unheard"):
         hedges.wait(section_id)
     hedges.progress["slow"] = _Progress(sent=now - 11, first_piece=now - 10, pieces=10)  # 90 s to go: late
@@ -143,3 +143,14 @@ def test_where_first_answers_often_need_a_retry_every_last_section_is_hedged():
     assert hedges.late() == ["a", "b"]
     hedges.retried = [True] + [False] * (HEDGE_SEEN * 3)
     assert hedges.late() == [], "a model whose first answers rarely need one"
+
+
+def test_a_copy_is_judged_by_the_pace_now_of_what_streams_on_the_backend():
+    hedges = Hedges(BackendPool([Backend(name="e", base_url="http://127.0.0.1:9/v1", cap=4)], RetryPolicy()))
+    hedges.waits, hedges.paces = {"e": [1.0] * HEDGE_SEEN}, {"e": [0.1] * HEDGE_SEEN}  # landed while it was light
+    now = time.monotonic()
+    for number in range(HEDGE_SEEN):  # streaming there now, in a fuller batch: half a second a piece
+        hedges.wait(f"s{number}")
+        hedges.progress[f"s{number}"] = _Progress(sent=now - 11, first_piece=now - 10, pieces=20, backend="e")
+    assert hedges.copy_seconds(100, now) == 51.0, "a second's wait, then 100 pieces at the pace now"
+    assert hedges.late() == [], "each at the batch's own pace: none is late"

@@ -280,10 +280,12 @@ class Hedges:
     oldest first, as many as slots are spare (`run`, every HEDGE_POLL_S); the copy goes to the least-loaded backend.
     The writer keeps the first answer that passes and cancels the other copy (SectionWriter._first_answers). A copy
     is judged by the fastest backend: its recent first answers' median wait for a first piece, and its pace a piece
-    now (of the first candidates streaming there; with too few, of its recent landed ones). On a fleet of equal engines every answer keeps its batch's pace and none is late; a backend slower
-    than the rest makes its sections late. Where the model's first answers often need an off-point retry (more than
-    HEDGE_RETRY_SHARE of them), every last section is let send its copy once the outline is complete and slots are
-    spare: the retry it may need, sent beside its first answer instead of after it."""
+    now (of the first candidates streaming there; with too few, of its recent landed ones). On a fleet of equal
+    engines every answer keeps its batch's pace and few are late; a backend slower than the rest makes its sections
+    late. Where the model's first answers often need an off-point retry (more than HEDGE_RETRY_SHARE of them), every
+    last section is let send its copy once the outline is complete and slots are spare: the retry it may need, sent
+    beside its first answer instead of after it. Off by default (docs/measurements.md, "Hedged requests for late
+    sections")."""
 
     def __init__(self, pool: BackendPool) -> None:
         self.pool = pool

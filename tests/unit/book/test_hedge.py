@@ -1,7 +1,7 @@
-"""Hedged requests for a book's last sections (SectionWriter with the `hedge` policy, write.py's Hedges): once the
-outline is complete and the pool has slots no request waits for, a section still waiting for its answer sends a
-second copy; the first copy that needs no retry is kept and the other cancelled. On FAKE engines: one stalls each
-answer, the other answers at once."""
+"""Hedged requests for late sections (SectionWriter with the `hedge` policy, write.py's Hedges): while the pool has
+slots no request waits for, a section whose first candidate is late (its own pace against what a copy would take)
+sends a second copy; the first copy that needs no retry is kept and the other cancelled. On FAKE engines: one
+stalls each answer, the other answers at once; and the rule's arithmetic on its own."""
 
 from __future__ import annotations
 

@@ -109,7 +109,9 @@ class EmbedAhead:
             batch, self.waiting, self.passed = self.waiting, [], None
             try:
                 await anyio.to_thread.run_sync(self.embedder.embed, batch)
-            finally:  # a pass that failed leaves its texts to the caller's own embed, which says why
+            except Exception:  # noqa: BLE001 - a text the model cannot take fails the whole pass: a pass is only
+                pass  # ahead of time, so its texts are left to the caller's own embed, which says why
+            finally:
                 passed.set()
 
 

@@ -130,6 +130,16 @@ def heading_from_point(point: str) -> str:
     )
 
 
+def well_formed(item: PlanItem) -> bool:
+    """The line is text: a stream may carry bytes that are not UTF-8 (lone surrogates after decoding), and the pool
+    asks such an answer again once it ends (sse.py); its lines are not taken meanwhile."""
+    try:
+        (item.title + item.point).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 class StreamingSamples:
     """A round's samples as they stream: each one's text so far, and the items of its complete lines (a line is
     complete once its newline came)."""
@@ -146,7 +156,7 @@ class StreamingSamples:
         if "\n" not in text:
             return False
         complete = self.texts[sample].rsplit("\n", 1)[0]
-        self.items[sample] = titled(item_lines(complete))
+        self.items[sample] = [item for item in titled(item_lines(complete)) if well_formed(item)]
         return True
 
     def restart(self, sample: int | None = None) -> None:

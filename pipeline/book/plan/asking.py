@@ -187,7 +187,7 @@ class NodeAsker:
 
         def restart() -> None:
             if streaming is not None:
-                streaming.samples.restart(sample)
+                streaming.restart(sample)
 
         async def complete() -> Completion:
             restart()
@@ -288,6 +288,11 @@ class _Early:
                 self.queued.append(item)
                 self.arrived.set()
 
+    def void_queued(self) -> None:
+        """The attempt the queued lines came from was cut: they are not taken, and its lines may come again."""
+        self.looked -= {title_key(item.title) for item in self.queued}
+        self.queued = []
+
     def close(self) -> None:
         """The round's samples have ended: `drain` takes what is queued, then returns."""
         self.closed = True
@@ -323,3 +328,8 @@ class _Listening:
     def piece_of(self, sample: int, text: str) -> None:
         if not self.early.done and self.samples.piece(sample, text):
             self.early.on_line(self.samples)
+
+    def restart(self, sample: int | None) -> None:
+        """A sample is asked again: what it streamed is void, lines queued from it too (those taken stay taken)."""
+        self.samples.restart(sample)
+        self.early.void_queued()

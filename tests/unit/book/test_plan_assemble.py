@@ -11,7 +11,7 @@ from pipeline.audit.analysis import similar_title_pairs
 from pipeline.audit.source import load_run
 from pipeline.backends.pool import BackendPool, RetryPolicy
 from pipeline.book.assemble import assemble, demote_headings
-from pipeline.book.plan.answers import PlanItem, clean_point, parse_items
+from pipeline.book.plan.answers import PlanItem, StreamingSamples, clean_point, parse_items
 from pipeline.book.plan.checks import TitleChecks
 from pipeline.book.plan.coverage import Coverage
 from pipeline.book.plan.planner import Planner
@@ -701,3 +701,11 @@ async def test_a_round_that_gave_no_line_at_all_is_asked_again_without_spending_
     chapter_asks = [p for p in replies.prompts if plan_level(p) == "chapter"]
     assert len(chapter_asks) == 3 * SECTION_CHOICES, "two empty rounds, then one that gave lines"
     assert planner.stats.reasked == 0
+
+
+def test_a_streamed_line_that_is_not_text_is_not_taken_while_it_streams():
+    """Bytes that are not UTF-8 reach a delta as lone surrogates (the pool asks such an answer again once it ends):
+    its line is left out of the lines so far, the others stay."""
+    samples = StreamingSamples(1)
+    samples.piece(0, "1. Feeding Times: When to feed it.\n2. Bad \udcff Line: A point.\n3. Storing It: In the cold.\n")
+    assert [item.title for item in samples.items[0]] == ["Feeding Times", "Storing It"]

@@ -8,6 +8,10 @@ least-loaded engine with one, waiting requests first come first served. Nothing 
 prefill, no client, no network. Set beside the job's own time it says how much the client lost against what
 its sends allowed; with the sends moved earlier (planning made faster) it says what a faster plan is worth
 (examples/schedule_bound.py).
+
+What a job's own plan allows (`tree_makespan`, `book_tree`): its first-round planning requests and its sections
+on the same engines, each sent the moment its parent's answer generated the line that names it, so that planning's
+answers stream in the batches beside the sections, at their loaded pace.
 """
 
 from __future__ import annotations

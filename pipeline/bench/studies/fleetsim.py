@@ -39,11 +39,28 @@ class StepLaw:
         return streams / self.step(streams)
 
 
+@dataclass(frozen=True)
+class TreeRequest:
+    """A request to simulate: its answer's tokens, and when it is sent: at `at` seconds, or (with a `parent`, the
+    request whose answer sends it) once that answer has `after` tokens (the line that names it has landed)."""
+
+    tokens: int
+    parent: int | None = None
+    after: int = 0
+    at: float = 0.0
+
+
+@dataclass
+class _Stream:
+    request: int
+    done: int = 0  # tokens generated so far
+
+
 @dataclass
 class _Engine:
     cap: int
-    running: list[int] = field(default_factory=list)  # tokens each stream in the step under way has left
-    joining: list[int] = field(default_factory=list)  # admitted during that step: they run from the next one
+    running: list[_Stream] = field(default_factory=list)  # the streams of the step under way
+    joining: list[_Stream] = field(default_factory=list)  # admitted during that step: they run from the next one
     step_end: float | None = None  # when the step under way ends; None while idle
 
     @property
@@ -54,14 +71,6 @@ class _Engine:
     def load(self) -> float:
         return self.streams / self.cap
 
-    def end_step(self) -> bool:
-        """The step under way ends: each of its streams has one token more; True when one of them is done."""
-        left = [tokens - 1 for tokens in self.running]
-        self.running = [tokens for tokens in left if tokens > 0] + self.joining
-        self.joining = []
-        self.step_end = None
-        return any(tokens == 0 for tokens in left)
-
 
 def makespan(sends: Sequence[float], tokens: Sequence[int], *, caps: Sequence[int], law: StepLaw) -> float:
     """When the last answer ends. A stream admitted during a step joins at the next one (continuous batching);
@@ -69,24 +78,35 @@ def makespan(sends: Sequence[float], tokens: Sequence[int], *, caps: Sequence[in
     if len(sends) != len(tokens):
         raise ValueError("one answer length for each send")
     order = sorted((at, length) for at, length in zip(sends, tokens) if length > 0)
+    return tree_makespan([TreeRequest(length, at=at) for at, length in order], caps=caps, law=law)
+
+
+def tree_makespan(requests: Sequence[TreeRequest], *, caps: Sequence[int], law: StepLaw) -> float:
+    """When the last answer ends: a request without a parent sent at its `at`, one with a parent the moment the line
+    that names it was generated (a client with no cost), so that planning's requests run in the same batches as the
+    sections. Each engine keeps the step law; waiting requests go to the least-loaded engine with a slot, first come
+    first served (at the same moment, in the order given)."""
+    children: dict[int, list[int]] = {}
+    for index, request in enumerate(requests):
+        if request.parent is not None:
+            children.setdefault(request.parent, []).append(index)
+    roots = sorted((index for index, r in enumerate(requests) if r.parent is None), key=lambda i: requests[i].at)
     engines = [_Engine(cap) for cap in caps]
     waiting: deque[int] = deque()
-    sent = 0
-    last = 0.0
-    while sent < len(order) or waiting or any(e.streams for e in engines):
-        next_send = order[sent][0] if sent < len(order) else float("inf")
-        busy = [e for e in engines if e.step_end is not None]
-        stepping = min(busy, key=lambda e: e.step_end or 0.0, default=None)
+    sent, last = 0, 0.0
+    while sent < len(roots) or waiting or any(e.streams for e in engines):
+        next_send = requests[roots[sent]].at if sent < len(roots) else float("inf")
+        stepping = min((e for e in engines if e.step_end is not None), key=lambda e: e.step_end or 0.0, default=None)
         next_step = stepping.step_end if stepping is not None and stepping.step_end is not None else float("inf")
         if next_send <= next_step:
             now = next_send
-            while sent < len(order) and order[sent][0] <= now:
-                waiting.append(order[sent][1])
+            while sent < len(roots) and requests[roots[sent]].at <= now:
+                waiting.append(roots[sent])
                 sent += 1
         else:
             assert stepping is not None, "a finite next step belongs to a busy engine"
             now = next_step
-            if stepping.end_step():
+            if _end_step(stepping, requests, children, waiting):
                 last = now
         _admit(engines, waiting)
         for engine in engines:
@@ -97,6 +117,23 @@ def makespan(sends: Sequence[float], tokens: Sequence[int], *, caps: Sequence[in
     return last
 
 
+def _end_step(
+    engine: _Engine, requests: Sequence[TreeRequest], children: dict[int, list[int]], waiting: deque[int]
+) -> bool:
+    """The step under way ends: each of its streams has one token more, and the requests its lines name so far
+    wait to be sent; True when one of them is done."""
+    going, ended = [], False
+    for stream in engine.running:
+        stream.done += 1
+        waiting.extend(c for c in children.get(stream.request, []) if max(1, requests[c].after) == stream.done)
+        if stream.done < requests[stream.request].tokens:
+            going.append(stream)
+        else:
+            ended = True
+    engine.running, engine.joining, engine.step_end = going + engine.joining, [], None
+    return ended
+
+
 def _admit(engines: list[_Engine], waiting: deque[int]) -> None:
     """Waiting requests to the least-loaded engines with a free slot, first come first served."""
     while waiting:
@@ -104,7 +141,7 @@ def _admit(engines: list[_Engine], waiting: deque[int]) -> None:
         if not free:
             return
         engine = min(free, key=lambda e: e.load)
-        (engine.joining if engine.step_end is not None else engine.running).append(waiting.popleft())
+        (engine.joining if engine.step_end is not None else engine.running).append(_Stream(waiting.popleft()))
 
 
 def first_section_sends(request_log: Path) -> tuple[list[float], list[int]]:
@@ -119,75 +156,7 @@ def first_section_sends(request_log: Path) -> tuple[list[float], list[int]]:
     return [row["t_asked"] - start for row in firsts], [row["completion_tokens"] or 0 for row in firsts]
 
 
-# ---------------------------------------------------------------- the plan's own tree on the same engines
-
-
-@dataclass(frozen=True)
-class TreeRequest:
-    """A request of a book's tree: its answer's tokens, and the request whose answer sends it (None: sent at 0)
-    once that answer has `after` tokens (the line that names it has landed)."""
-
-    tokens: int
-    parent: int | None = None
-    after: int = 0
-
-
-@dataclass
-class _Stream:
-    request: int
-    done: int = 0
-
-
-def tree_makespan(requests: Sequence[TreeRequest], *, caps: Sequence[int], law: StepLaw) -> float:
-    """When the last answer ends if every request went the moment the line that names it was generated (a client
-    with no cost), planning's requests in the same batches as the sections: each engine keeps the step law, a
-    request admitted during a step joins at the next one, waiting requests go to the least-loaded engine with a
-    slot, first come first served."""
-    children: dict[int, list[int]] = {}
-    for index, request in enumerate(requests):
-        if request.parent is not None:
-            children.setdefault(request.parent, []).append(index)
-    running: list[list[_Stream]] = [[] for _ in caps]
-    joining: list[list[_Stream]] = [[] for _ in caps]
-    step_end: list[float | None] = [None] * len(caps)
-    waiting: deque[int] = deque(index for index, r in enumerate(requests) if r.parent is None)
-    last = now = 0.0
-    while True:
-        _admit_tree(waiting, running, joining, step_end, caps)
-        for engine, streams in enumerate(running):
-            if step_end[engine] is None and streams:
-                step_end[engine] = now + law.step(len(streams))
-        busy = [engine for engine, end in enumerate(step_end) if end is not None]
-        if not busy:
-            return last
-        engine = min(busy, key=lambda e: step_end[e] or 0.0)
-        now, step_end[engine] = step_end[engine] or 0.0, None
-        going = []
-        for stream in running[engine]:
-            stream.done += 1
-            waiting.extend(c for c in children.get(stream.request, []) if max(1, requests[c].after) == stream.done)
-            if stream.done < requests[stream.request].tokens:
-                going.append(stream)
-            else:
-                last = now
-        running[engine], joining[engine] = going + joining[engine], []
-
-
-def _admit_tree(
-    waiting: deque[int],
-    running: list[list[_Stream]],
-    joining: list[list[_Stream]],
-    step_end: list[float | None],
-    caps: Sequence[int],
-) -> None:
-    """Waiting requests to the least-loaded engines with a free slot: into the step under way's next one."""
-    while waiting:
-        load = [(len(running[e]) + len(joining[e])) / caps[e] for e in range(len(caps))]
-        free = [e for e in range(len(caps)) if load[e] < 1]
-        if not free:
-            return
-        engine = min(free, key=lambda e: load[e])
-        (joining[engine] if step_end[engine] is not None else running[engine]).append(_Stream(waiting.popleft()))
+# ---------------------------------------------------------------- a book's own tree
 
 
 def book_tree(request_log: Path, *, sections_streamed: bool = True) -> list[TreeRequest]:

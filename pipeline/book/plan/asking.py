@@ -16,7 +16,8 @@ with what it has (fewer children): no node ends the job. Model output is untrust
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
 
@@ -139,12 +140,11 @@ class NodeAsker:
         request = self.sampler.request(messages, max_tokens, f"plan:{ask.node_id}:{asked}", temperature)
         stop = [*(request.extra.get("stop") or []), f"\n{lines + 1}."]
         request = request.model_copy(update={"extra": {**request.extra, "stop": stop}})
-        async with anyio.create_task_group() as group:
-            if early is not None:
-                group.start_soon(early.drain)
-            texts = await self.sample_texts(request, ask.node_id, samples, early)
-            if early is not None:
-                early.close()
+        if early is None:
+            texts = await self.sample_texts(request, ask.node_id, samples)
+        else:
+            async with early.draining():
+                texts = await self.sample_texts(request, ask.node_id, samples, early)
         if ask.with_title and not self.book_title:
             self.book_title = self._best_book_title([parse_book_title(text) for text in texts])
         return interleaved([parse_items(text)[:lines] for text in texts])
@@ -293,10 +293,14 @@ class _Early:
         self.looked -= {title_key(item.title) for item in self.queued}
         self.queued = []
 
-    def close(self) -> None:
-        """The round's samples have ended: `drain` takes what is queued, then returns."""
-        self.closed = True
-        self.arrived.set()
+    @asynccontextmanager
+    async def draining(self) -> AsyncIterator[None]:
+        """`drain` runs while the block (the round's samples) does, and takes what is queued after it."""
+        async with anyio.create_task_group() as group:
+            group.start_soon(self.drain)
+            yield
+            self.closed = True
+            self.arrived.set()
 
     async def drain(self) -> None:
         """Take the queued lines in the order they landed, each once its unit is embedded (EmbedAhead)."""

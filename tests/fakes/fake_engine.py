@@ -67,8 +67,10 @@ class FakeEngine:
         port: int = 0,
         section_pause: float = 0.0,
         later_chapters_pause: float = 0.0,
+        distinct_choices: bool = True,
     ):
         self.tokens = tokens
+        self.distinct_choices = distinct_choices  # n > 1 choices that repeat one another are marked apart
         self.section_pause = section_pause  # seconds a section request waits before its first byte
         # seconds a chapter's planning request waits before its first byte, for every chapter but the first one
         # asked about: its sections can go out while the others are planned, whatever the timing of the host
@@ -277,7 +279,7 @@ class FakeEngine:
         answers: list[list[str]] = []
         for choice in range(choices_of(body)):
             pieces = self._pieces(body, mode, choice)
-            if pieces and pieces in answers:
+            if self.distinct_choices and pieces and pieces in answers:
                 pieces = [f"Sample {letters(choice)}: ", *pieces][: body.get("max_tokens", len(pieces) + 1)]
             answers.append(pieces)
         return answers

@@ -1,0 +1,163 @@
+"""The good-writing corpus: human-written books from public repositories, kept as fixtures
+(tests/fixtures/corpus/*.json), against which every planning rule and every judge is measured beside the small
+model's junk.
+
+A book is its source and licence, two requests a person would write for it (one naming its topics, one plain
+sentence), and its outline at three levels (parts, chapters, sections), each heading with its key point (its
+first sentence, or a learning objective it states) and each section with its text (Markdown: paragraphs, lists,
+code fences; no headings, images, links or markup of the source). `held_out` books are never tuned on: no rule,
+threshold or judge is fitted to them, and every figure is shown apart for them.
+
+Takes the corpus folder; gives Book records (`load_corpus`), a book as an Outline (`book_outline`) and as a
+Markdown book the audit reads (`book_markdown`). `python -m pipeline.bench.studies.corpus [FILE...]` checks files
+against the format and prints each book's counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, ValidationError, field_validator
+
+from pipeline.records import Chapter, Outline, Part, Section
+
+DEFAULT_DIR = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "corpus"  # repository root
+LICENCES = ("CC BY 4.0", "CC BY 3.0", "CC BY-SA 4.0", "CC BY-SA 3.0", "CC0", "public domain", "MIT", "Apache-2.0")
+
+
+def one_line(text: str) -> str:
+    if "\n" in text or not text.strip() or text != text.strip():
+        raise ValueError(f"must be one non-empty line with no surrounding spaces: {text!r}")
+    return text
+
+
+class CorpusSection(BaseModel):
+    title: str
+    point: str
+    text: str = Field(min_length=1)
+
+    _line = field_validator("title", "point")(one_line)
+
+    @field_validator("text")
+    @classmethod
+    def no_headings(cls, text: str) -> str:
+        if any(line.startswith("#") for line in text.splitlines() if not line.startswith("#!")):
+            raise ValueError("a section's text holds no heading lines")
+        return text
+
+
+class CorpusChapter(BaseModel):
+    title: str
+    point: str
+    sections: list[CorpusSection] = Field(min_length=1)
+
+    _line = field_validator("title", "point")(one_line)
+
+
+class CorpusPart(BaseModel):
+    title: str
+    point: str
+    chapters: list[CorpusChapter] = Field(min_length=1)
+
+    _line = field_validator("title", "point")(one_line)
+
+
+class Requests(BaseModel):
+    topics: str  # a request that names the book's topics
+    plain: str  # one plain sentence
+
+    _line = field_validator("topics", "plain")(one_line)
+
+
+class Book(BaseModel):
+    slug: str
+    title: str
+    authors: str
+    source: str  # the repository and commit: "github:owner/name@sha"
+    url: str  # where a reader finds the book
+    licence: Literal[LICENCES]  # type: ignore[valid-type]
+    software: bool  # whether the book is about software
+    held_out: bool = False
+    trimmed: str = ""  # what was left out of the source, and why ("" when nothing was)
+    requests: Requests
+    parts: list[CorpusPart] = Field(min_length=2)
+
+    _line = field_validator("title")(one_line)
+
+
+def load_book(path: Path) -> Book:
+    return Book.model_validate_json(path.read_text(encoding="utf-8"))
+
+
+def load_corpus(folder: Path = DEFAULT_DIR) -> list[Book]:
+    """Every book of the corpus, in the order of their slugs."""
+    return [load_book(path) for path in sorted(folder.glob("*.json"))]
+
+
+def book_outline(book: Book) -> Outline:
+    """The book's own outline, as fanout's planner would give it."""
+    return Outline(
+        title=book.title,
+        parts=[
+            Part(
+                title=part.title,
+                point=part.point,
+                chapters=[
+                    Chapter(
+                        title=chapter.title,
+                        point=chapter.point,
+                        sections=[Section(title=s.title, point=s.point) for s in chapter.sections],
+                    )
+                    for chapter in part.chapters
+                ],
+            )
+            for part in book.parts
+        ],
+    )
+
+
+def book_markdown(book: Book, *, parts: list[CorpusPart] | None = None) -> str:
+    """The book as Markdown (`#` title, `##` parts, `###` chapters, `####` sections and their texts), as the
+    audit reads a book; `parts` replaces the book's own (a book with a chapter planted from another)."""
+    lines = [f"# {book.title}"]
+    for part in book.parts if parts is None else parts:
+        lines += ["", f"## {part.title}"]
+        for chapter in part.chapters:
+            lines += ["", f"### {chapter.title}"]
+            for section in chapter.sections:
+                lines += ["", f"#### {section.title}", "", section.text.strip()]
+    return "\n".join(lines) + "\n"
+
+
+def counts(book: Book) -> tuple[int, int, int, int]:
+    """parts, chapters, sections and the words of the sections' texts."""
+    chapters = [chapter for part in book.parts for chapter in part.chapters]
+    sections = [section for chapter in chapters for section in chapter.sections]
+    return len(book.parts), len(chapters), len(sections), sum(len(s.text.split()) for s in sections)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("files", nargs="*", type=Path)
+    args = parser.parse_args(argv)
+    files = args.files or sorted(DEFAULT_DIR.glob("*.json"))
+    bad = 0
+    for path in files:
+        try:
+            book = load_book(path)
+        except (OSError, ValidationError) as exc:
+            print(f"{path}: {exc}", file=sys.stderr)
+            bad += 1
+            continue
+        parts, chapters, sections, words = counts(book)
+        mark = " (held out)" if book.held_out else ""
+        print(f"{book.slug}: {book.title!r}, {book.licence}, {parts} parts, {chapters} chapters, {sections} sections, "
+              f"{words:,} words{mark}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

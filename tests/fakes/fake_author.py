@@ -1,0 +1,124 @@
+"""The author FAKE: a FAKE engine that answers fanout's prompts as a capable author who knows one book of the
+good-writing corpus (pipeline/bench/studies/corpus.py) would: the book's own title and parts for the book's plan,
+a part's own chapters and a chapter's own sections (each `Title: point`, as the planning templates ask), and a
+section's own text when it is asked to write it. With it, `fanout plan` and `fanout book` on a corpus book are
+deterministic, so a change to planning shows what it does to good writing, line by line.
+
+A planning prompt names its node by title ('for the part "…"', 'for the chapter "…"'); the author finds it in the
+book by that title (the first node of the level whose title is it; else the one whose title shares most words with
+it, its point breaking ties), so a title the planner changed still finds its node. Asked for more lines than the
+node has, it gives the node's own lines; asked again ("Already chosen, so give others: …"), it gives the lines not
+yet chosen, or all of them when every one was. Anything else (a phrasing, a retitle, a continuation) gets one
+plain line. No state: every answer is a function of the book and the prompt.
+
+Run alone (`python -m tests.fakes.fake_author BOOK.json [--port N] [--delay S]`) it prints its URL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+
+from pipeline.bench.studies.corpus import Book, CorpusChapter, CorpusPart, load_book
+from pipeline.book.plan.prompts import CHOSEN_NOTE
+from pipeline.titles import title_key, title_words
+from tests.fakes.fake_engine import FakeEngine, prompt_of
+from tests.fakes.fake_prompts import phrase_level, plan_level, requested_count, section_title
+
+NAMED = re.compile(r'for the (part|chapter) "(.+?)" of the book "')
+CHOSEN = re.compile(re.escape(CHOSEN_NOTE) + r" (.+)$", re.M)
+CHAPTER_OF_SECTION = re.compile(r'The chapter is "(.+?)"\.')
+COVERS = re.compile(r"The (?:part|chapter) covers: (.+)$", re.M)
+
+
+class AuthorReplies:
+    """The answers of an author who knows `book`, as a FakeEngine's reply."""
+
+    def __init__(self, book: Book) -> None:
+        self.book = book
+
+    def __call__(self, body: dict) -> str:
+        prompt = prompt_of(body)
+        level = plan_level(prompt)
+        if level is not None:
+            return self.plan(level, prompt)
+        title = section_title(prompt)
+        if title is not None:
+            return self.section_text(title, prompt)
+        if phrase_level(prompt) is not None or "Give it a new" in prompt:
+            return "Title: " + self.book.title
+        return "That is all."
+
+    def plan(self, level: str, prompt: str) -> str:
+        lines = [(node.title, node.point) for node in self.children(level, prompt)]
+        chosen = set(chosen_titles(prompt))
+        fresh = [line for line in lines if title_key(line[0]) not in chosen]
+        lines = (fresh or lines)[: requested_count(prompt)]
+        listed = [f"{number}. {title}: {point}" for number, (title, point) in enumerate(lines, 1)]
+        return "\n".join(([f"Title: {self.book.title}"] if level == "book" else []) + listed)
+
+    def children(self, level: str, prompt: str) -> list[CorpusPart] | list[CorpusChapter] | list:
+        if level == "book":
+            return self.book.parts
+        match = NAMED.search(prompt)
+        named = match.group(2) if match else ""
+        covers = COVERS.search(prompt)
+        point = covers.group(1) if covers else ""
+        if level == "part":
+            return nearest(self.book.parts, named, point).chapters
+        chapters = [chapter for part in self.book.parts for chapter in part.chapters]
+        return nearest(chapters, named, point).sections
+
+    def section_text(self, title: str, prompt: str) -> str:
+        match = CHAPTER_OF_SECTION.search(prompt)
+        chapters = [chapter for part in self.book.parts for chapter in part.chapters]
+        chapter = nearest(chapters, match.group(1) if match else "", "")
+        sections = chapter.sections + [s for c in chapters for s in c.sections]
+        return nearest(sections, title, "").text
+
+
+def nearest(nodes: list, title: str, point: str):  # type: ignore[no-untyped-def]
+    """The node titled `title`, else the one whose title (then point) shares most words with it."""
+    key = title_key(title)
+    for node in nodes:
+        if title_key(node.title) == key:
+            return node
+    words, said = set(title_words(title)), set(title_words(point))
+    return max(nodes, key=lambda n: (len(words & set(title_words(n.title))), len(said & set(title_words(n.point)))))
+
+
+def chosen_titles(prompt: str) -> list[str]:
+    """The title keys a second round's note says are already chosen."""
+    match = CHOSEN.search(prompt)
+    return [title_key(title) for title in re.findall(r'"(.+?)"', match.group(1))] if match else []
+
+
+def author_engine(book: Book, *, token_delay: float = 0.0, port: int = 0) -> FakeEngine:
+    """A FakeEngine that answers as the author of `book`; its n > 1 choices are one answer each (an author who
+    knows the book gives the same lines every time)."""
+    return FakeEngine(reply=AuthorReplies(book), token_delay=token_delay, port=port, distinct_choices=False)
+
+
+async def serve_forever(book: Book, *, port: int, token_delay: float) -> None:
+    engine = await author_engine(book, token_delay=token_delay, port=port).start()
+    print(engine.url, flush=True)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await engine.stop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m tests.fakes.fake_author", description=__doc__.split("\n\n")[0])
+    parser.add_argument("book", type=Path, help="a corpus book (tests/fixtures/corpus/*.json)")
+    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds between tokens")
+    args = parser.parse_args(argv)
+    asyncio.run(serve_forever(load_book(args.book), port=args.port, token_delay=args.delay))
+
+
+if __name__ == "__main__":
+    main()

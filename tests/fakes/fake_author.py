@@ -46,9 +46,24 @@ class AuthorReplies:
         title = section_title(prompt)
         if title is not None:
             return self.section_text(title, prompt)
-        if phrase_level(prompt) is not None or "Give it a new" in prompt:
+        if "Give it a new" in prompt:
             return "Title: " + self.book.title
+        if phrase_level(prompt) is not None:
+            return self.phrase(prompt)
         return "That is all."
+
+    def phrase(self, prompt: str) -> str:
+        """A unit asked for by what it is about: the book's own line of that level that shares most words with
+        it (the author names what the book already has), as `Title: point`."""
+        asked = prompt.strip().splitlines()[-1]
+        level = phrase_level(prompt)
+        if level == "title":
+            return f"{self.book.title}: {self.book.parts[0].point}"
+        nodes: list = {"part": self.book.parts, "chapter": [c for p in self.book.parts for c in p.chapters]}.get(
+            level or "", [s for p in self.book.parts for c in p.chapters for s in c.sections]
+        )
+        node = nearest(nodes, asked, "")
+        return f"{node.title}: {node.point}"
 
     def plan(self, level: str, prompt: str) -> str:
         lines = [(node.title, node.point) for node in self.children(level, prompt)]

@@ -104,10 +104,11 @@ def plan(book: Book, form: str, out: Path) -> Kept:
     engine = author_engine(book)
     with FakeEngineThread(engine):
         command = [
-            str(ROOT / ".venv" / "bin" / "fanout"), "plan", request, "--shape", shape(book), "--out", str(folder),
+            sys.executable, "-m", "pipeline", "plan", request, "--shape", shape(book), "--out", str(folder),
             "--backend", f"{engine.url},cap=64", "--quiet",
         ]  # fmt: skip
-        done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "FANOUT_THREADS": "1"})
+        environ = {**os.environ, "FANOUT_THREADS": "1", "PYTHONPATH": str(ROOT)}
+        done = subprocess.run(command, capture_output=True, text=True, env=environ, cwd=ROOT)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(command)} exited {done.returncode}: {done.stderr.strip()[-2000:]}")
     outline = Outline.model_validate_json((folder / "outline.json").read_text())

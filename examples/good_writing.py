@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from pipeline.bench.studies.corpus import Book, load_corpus  # noqa: E402
 from pipeline.records import Outline  # noqa: E402
+from pipeline.titles import clean_title, title_key  # noqa: E402
 from tests.fakes.fake_author import author_engine  # noqa: E402
 from tests.fakes.fake_engine import FakeEngineThread  # noqa: E402
 
@@ -55,28 +56,33 @@ def shape(book: Book) -> str:
     return f"{len(book.parts)}x{chapters}x{sections}"
 
 
+def same(title: str) -> str:
+    """A title as the planner keeps it, word for word: without Markdown's marks (clean_title) and case."""
+    return title_key(clean_title(title))
+
+
 def compare(book: Book, outline: Outline) -> Kept:
-    kept = Kept(title_kept=outline.title == book.title)
-    parts = {part.title: part for part in outline.parts}
-    kept.out_of_order += not in_order([p.title for p in book.parts], list(parts))
+    kept = Kept(title_kept=same(outline.title) == same(book.title))
+    parts = {same(part.title): part for part in outline.parts}
+    kept.out_of_order += not in_order([same(p.title) for p in book.parts], list(parts))
     for part in book.parts:
-        planned = parts.get(part.title)
+        planned = parts.get(same(part.title))
         kept.lines += 1
         kept.kept += planned is not None
         kept.subtrees_lost += planned is None
-        chapters = {c.title: c for c in planned.chapters} if planned else {}
+        chapters = {same(c.title): c for c in planned.chapters} if planned else {}
         if planned:
-            kept.out_of_order += not in_order([c.title for c in part.chapters], list(chapters))
+            kept.out_of_order += not in_order([same(c.title) for c in part.chapters], list(chapters))
         for chapter in part.chapters:
-            got = chapters.get(chapter.title)
+            got = chapters.get(same(chapter.title))
             kept.lines += 1
             kept.kept += got is not None
             kept.subtrees_lost += planned is not None and got is None
-            sections = [s.title for s in got.sections] if got else []
+            sections = [same(s.title) for s in got.sections] if got else []
             if got:
-                kept.out_of_order += not in_order([s.title for s in chapter.sections], sections)
+                kept.out_of_order += not in_order([same(s.title) for s in chapter.sections], sections)
             kept.lines += len(chapter.sections)
-            kept.kept += sum(section.title in sections for section in chapter.sections)
+            kept.kept += sum(same(section.title) in sections for section in chapter.sections)
     return kept
 
 
@@ -134,7 +140,9 @@ def totals(name: str, results: list[tuple[Book, str, Kept]]) -> str:
     titles = sum(k.title_kept for _, _, k in results)
     order = sum(k.out_of_order for _, _, k in results)
     share = kept / lines if lines else 0.0
-    return f"| **{name}** | both | {kept} / {lines} | **{share:.3f}** | {lost} | {order} | {titles} of {len(results)} | |"
+    return (
+        f"| **{name}** | both | {kept} / {lines} | **{share:.3f}** | {lost} | {order} | {titles} of {len(results)} | |"
+    )
 
 
 def main() -> None:

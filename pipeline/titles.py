@@ -99,6 +99,7 @@ string array object null true false json key value items list
 SIMILAR = 0.75  # Jaccard of content words at or above which two titles say the same thing
 MISSPELT_FROM, MISSPELT_RATIO = 6, 0.8  # 'baramet' ~ 'baromet' 0.86; 'could' ~ 'cloud' is too short to try
 MAX_HEADING_WORDS = 10  # past this a 'title' is a sentence (small models write their point into it)
+MAX_TITLE_CASE_WORDS = 16  # ... unless it is in title case: a textbook's headings run longer
 _stemmer = snowballstemmer.stemmer("english")
 CODE_MARKS = re.compile(r"[{}\[\]<>=|\\]|::|\(\)")
 COUNTED = re.compile(r"\((?:part|chapter|section|topic|item)?\s*\d+\)\s*$", re.I)
@@ -148,6 +149,31 @@ def similarity(a: str, b: str) -> float:
 def echoes(title: str, ancestor: str) -> bool:
     """The title says what its ancestor (parent, book title, the user's request) already says."""
     return title_key(title) == title_key(ancestor) or similarity(title, ancestor) >= SIMILAR
+
+
+MINOR_WORDS = frozenset(
+    "a an the of and or nor but to in on at by for with from as into onto over under via vs versus per than".split()
+)
+
+
+def title_case(text: str) -> bool:
+    """Every word but the minor ones (articles, conjunctions, short prepositions) starts with a capital or is not
+    a word ('Single Payment Value', 'Part II', 'C++ and the STL'); a sentence's words do not."""
+    words = re.findall(r"[^\W\d_][\w'’-]*", text)
+    return bool(words) and all(not w[:1].islower() or w.casefold() in MINOR_WORDS for w in words)
+
+
+def pads(title: str, heading: str) -> bool:
+    """The title is the heading above it, or that heading with only generic words or numbers added ('Sourdough
+    Starter Sourcing Basics', '... 2' under 'Sourdough Starter Sourcing'): what a small model writes when it has
+    nothing of its own. A narrower or asked title ('What Is Finance?' under 'Introduction to Finance', 'Your UI as a
+    Tree' under 'Understanding Your UI as a Tree') says something of its own."""
+    if title_key(title) == title_key(heading):
+        return True
+    mine = {w for w in title_words(title) if w not in STOPWORDS}
+    above = {w for w in title_words(heading) if w not in STOPWORDS}
+    added = mine - above
+    return bool(above) and above <= mine and all(w in GENERIC_WORDS or w.isdigit() for w in added)
 
 
 def near_duplicates(a: str, b: str) -> bool:
@@ -221,14 +247,38 @@ def is_common(word: str) -> bool:
 
 
 def non_words(title: str, known: str = "") -> list[str]:
-    """The words of a title that are neither English nor words of `known` (the request, the titles above it):
-    'Lifeguns' in 'LifeGuns of the Sea'. Numbers, acronyms and a known word's other endings ('Starters' for
-    'starter') are words."""
+    """The words of a title that are neither English nor words of `known` (the request, the titles above it, the
+    line's own point): 'Lifeguns' in 'LifeGuns of the Sea'. Numbers, acronyms, a known word's other endings
+    ('Starters' for 'starter'), names set as code ('`rustup`', 'useState', 'utf8') and an English word with a
+    common prefix or suffix ('unstaging', 'subroute', 'octatonic') are words."""
     known_stems = {stem(word) for word in title_words(known)}
+    code = {word for span in re.findall(r"`([^`]+)`", title) for word in re.findall(r"[^\W\d_]+", span)}
     odd = []
-    for word in re.findall(r"[^\W\d_]+", title):
-        if len(word) < 3 or ACRONYM.match(word) or stem(word.casefold()) in known_stems:
+    for token in re.findall(r"[\w'’-]+", title):
+        if CODE_NAME.match(token):
             continue
-        if not is_english(word.casefold()):
-            odd.append(word)
+        for word in re.findall(r"[^\W\d_]+", token):
+            if len(word) < 3 or ACRONYM.match(word) or word in code or stem(word.casefold()) in known_stems:
+                continue
+            if not is_english(word.casefold()) and not affixed(word.casefold()):
+                odd.append(word)
     return odd
+
+
+CODE_NAME = re.compile(r"^(?:[a-z]+[A-Z]\w*|\w*\d\w*)$")  # camelCase from a lower-case start, or letters and digits
+PREFIXES = (
+    "un", "re", "sub", "pre", "post", "non", "over", "under", "multi", "inter", "micro", "macro", "meta", "poly",
+    "mono", "semi", "anti", "counter", "octa", "hexa", "penta", "tetra", "tri", "bi", "de", "dis", "mis", "co",
+    "auto", "self", "super", "hyper", "cross", "out",
+)  # fmt: skip
+SUFFIXES = ("ization", "isation", "ize", "ise", "ing", "ed", "er", "ers", "s", "es", "ness", "ity", "ic", "al", "ly")
+MIN_AFFIXED_ROOT = 4
+
+
+def affixed(word: str) -> bool:
+    """An English word of MIN_AFFIXED_ROOT letters or more with one common prefix or suffix added ('un' +
+    'staging', 'octa' + 'tonic', 'posterize' + 'ation' as 'posterization'); two words run together ('lifeguns')
+    are not."""
+    roots = [word[len(p) :] for p in PREFIXES if word.startswith(p)]
+    roots += [word[: -len(x)] + tail for x in SUFFIXES if word.endswith(x) for tail in ("", "e", "ize", "ise")]
+    return any(len(root) >= MIN_AFFIXED_ROOT and is_english(root) for root in roots)

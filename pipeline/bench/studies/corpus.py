@@ -154,8 +154,10 @@ def main(argv: list[str] | None = None) -> int:
             continue
         parts, chapters, sections, words = counts(book)
         mark = " (held out)" if book.held_out else ""
-        print(f"{book.slug}: {book.title!r}, {book.licence}, {parts} parts, {chapters} chapters, {sections} sections, "
-              f"{words:,} words{mark}")
+        print(
+            f"{book.slug}: {book.title!r}, {book.licence}, {parts} parts, {chapters} chapters, {sections} sections, "
+            f"{words:,} words{mark}"
+        )
     return 1 if bad else 0
 
 

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.titles import MAX_HEADING_WORDS, clean_title
+from pipeline.titles import MAX_HEADING_WORDS, MAX_TITLE_CASE_WORDS, clean_title, title_case
 
 MAX_POINT_CHARS = 240
 
@@ -30,11 +30,20 @@ QUESTION = re.compile(r"^([^?]{3,}\?)\s+(\S.+)$")  # a question as the heading, 
 
 def parse_item(body: str) -> PlanItem:
     """`Heading: sentence` (or `**Heading** - sentence`, `"Heading" — sentence`, `Heading; sentence`,
-    `Question? sentence`) -> PlanItem."""
+    `Question? sentence`) -> PlanItem. A heading may hold a colon, semicolon or dash of its own ('Time Value of
+    Money I: Single Payment Value: How …'): it runs on past one while what follows is in title case and a point
+    still follows it."""
     match = SPLIT.match(body) or QUESTION.match(body)
     if not match:
         return PlanItem(clean_title(body))
-    return PlanItem(clean_title(match.group(1)), clean_point(match.group(2)))
+    title, point = match.group(1), match.group(2)
+    while (
+        (more := SPLIT.match(point))
+        and title_case(more.group(1))
+        and len(f"{title} {more.group(1)}".split()) <= MAX_TITLE_CASE_WORDS
+    ):
+        title, point = body[: len(body) - len(point) + more.end(1)], more.group(2)
+    return PlanItem(clean_title(title), clean_point(point))
 
 
 # a re-ask's note the model copied into a point: a bracket holding a refusal reason (checks.py, titles.py)

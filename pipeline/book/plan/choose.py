@@ -101,6 +101,9 @@ def choose(
             ranked,
             unit(item.title, item.point),
         )
+    if not checks.small:
+        take_in_order(lines, to_request, choice, checks=checks, stats=stats)
+        return
     while choice.missing() > 0 and lines:
         scores = mmr(lines, fit, choice, checks)
         best = int(np.argmax(scores))
@@ -122,7 +125,7 @@ def take_early(pool: list[PlanItem], choice: Choice, *, checks: TitleChecks, cop
         return False
     to_request, fit = checks.subject_fit(lines, ask.parent_unit)
     scores = mmr(lines, fit, choice, checks)
-    best = int(np.argmax(scores))
+    best = int(np.argmax(scores)) if checks.small else 0  # a capable model's first line, as take_in_order takes it
     item = lines[best]
     if held_back(item, float(scores[best]), choice, checks=checks, request_fit=float(to_request[best])):
         return False
@@ -130,6 +133,23 @@ def take_early(pool: list[PlanItem], choice: Choice, *, checks: TitleChecks, cop
         return False
     choice.take(item)
     return True
+
+
+def take_in_order(
+    lines: list[PlanItem], to_request: np.ndarray, choice: Choice, *, checks: TitleChecks, stats: PlanStats
+) -> None:
+    """A capable model's lines, in the order it gave them (its first are its surest, and a book's order is its
+    author's): each is taken unless the book cannot claim it; a line that leaves out what a last slot owes is held
+    back only while lines after it could take the slot instead."""
+    for at, (item, request_fit) in enumerate(zip(lines, to_request)):
+        if choice.missing() <= 0:
+            return
+        if len(lines) - at > choice.missing():
+            consider(item, 0.0, choice, checks=checks, stats=stats, request_fit=float(request_fit))
+        elif found := checks.claim(choice.ask.level, item):
+            stats.refuse(choice.ask.node_id, item.title, found)
+        else:
+            choice.take(item)
 
 
 def mmr(lines: list[PlanItem], fit: np.ndarray, choice: Choice, checks: TitleChecks) -> np.ndarray:
@@ -148,7 +168,7 @@ def held_back(item: PlanItem, score: float, choice: Choice, *, checks: TitleChec
     faults = checks.faults(item, choice.chosen, list(choice.units.values()))
     if faults:
         return Held(item, score, faults[0])
-    if (off := policy.off_subject(request_fit)) is not None:
+    if checks.small and (off := policy.off_subject(request_fit)) is not None:
         return Held(item, score, off, off_request=True, fit=request_fit)
     if (leaves := choice.coverage.refusal(item, choice.missing())) is not None:
         return Held(item, score, leaves, owed=True)
@@ -171,11 +191,17 @@ def consider(
 
 
 def take_held(
-    choice: Choice, *, checks: TitleChecks, stats: PlanStats, off_request: bool = False, owed: bool = False
+    choice: Choice,
+    *,
+    checks: TitleChecks,
+    stats: PlanStats,
+    off_request: bool = False,
+    owed: bool = False,
+    floor: float = LAST_RESORT_FIT,
 ) -> None:
     """Fill free slots from the held lines, best score first: those with a fault, or (`owed`) those that carry
-    none of the asks a last slot owes, or (`off_request`) those judged off the request. Each must still be free
-    of what the chosen ones now make a defect."""
+    none of the asks a last slot owes, or (`off_request`) those judged off the request, at or above `floor`.
+    Each must still be free of what the chosen ones now make a defect."""
     for held in sorted(choice.held, key=lambda h: -h.score):
         if choice.missing() <= 0:
             return
@@ -183,7 +209,7 @@ def take_held(
             continue
         if any(title_key(held.item.title) == title_key(t) for t in choice.chosen):
             continue
-        if held.fit < LAST_RESORT_FIT:
+        if held.fit < floor:
             continue
         if checks.title_taken_near(choice.ask.ancestors, held.item, choice.chosen):
             continue

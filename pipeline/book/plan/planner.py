@@ -101,7 +101,7 @@ class Planner:
         self.spec = spec
         self.embedder = embedder or open_embedder()
         self.stats = PlanStats()
-        self.checks = TitleChecks(self.embedder, spec.prompt, judge)
+        self.checks = TitleChecks(self.embedder, spec.prompt, judge, small=is_small(sampler.profile))
         self.asker = NodeAsker(pool, spec, sampler, self.checks, self.stats)
         self.asks = request_asks(spec.prompt)
         self.musts: dict[str, list[str]] = {"book": self.asks[1:]}  # node id -> asks its children must carry

@@ -20,6 +20,7 @@ holds the audit's own, which the planner shares); `rule_table()` lists them all.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -43,6 +44,7 @@ from pipeline.meaning.nearness import (
 from pipeline.meaning.offensive import offensive_words
 from pipeline.titles import (
     MAX_HEADING_WORDS,
+    MAX_TITLE_CASE_WORDS,
     borrows_from,
     content_words,
     echoes,
@@ -50,7 +52,9 @@ from pipeline.titles import (
     looks_like_identifier,
     near_duplicates,
     non_words,
+    pads,
     plausible_title,
+    title_case,
     title_key,
     title_words,
 )
@@ -94,12 +98,16 @@ class Verdict:
 
 @dataclass(frozen=True)
 class Rule:
-    """One row of the policy's table: the rule's id, its action, its threshold (if it has one) and what it finds."""
+    """One row of the policy's table: the rule's id, its action, its threshold (if it has one), what it finds, and
+    whether it is asked of a small model's lines only (`small_only`): a rule fitted to what SmolLM2-135M gets
+    wrong that refuses or holds a capable author's good lines (the good-writing corpus,
+    examples/good_writing.py and examples/rule_sides.py measure both)."""
 
     id: str
     action: Action
     finds: str
     threshold: str = ""
+    small_only: bool = False
 
 
 @dataclass
@@ -137,8 +145,12 @@ def unusable(line: Line) -> Verdict | None:
 
 
 def sentence(line: Line) -> Verdict | None:
+    """More than MAX_HEADING_WORDS words in sentence case ('How to keep a sourdough starter is something all bakers
+    do differently'), or more than MAX_TITLE_CASE_WORDS in title case: a heading in title case or a question may
+    run longer ('How Does the U.S. Bureau of Labor Statistics Collect the U.S. Unemployment Data?')."""
     title = line.item.title
-    if len(title_words(title)) <= MAX_HEADING_WORDS and ";" not in title:
+    words = len(title_words(title))
+    if words <= MAX_HEADING_WORDS or (words <= MAX_TITLE_CASE_WORDS and title_case(title)):
         return None
     return verdict("sentence", f"is a sentence or a list, not a short heading (at most {MAX_HEADING_WORDS} words)")
 
@@ -162,17 +174,23 @@ def counted(line: Line) -> Verdict | None:
 
 
 def non_word(line: Line) -> Verdict | None:
-    odd = non_words(line.item.title, " ".join(line.ancestors.values()))
+    odd = non_words(line.item.title, " ".join([*line.ancestors.values(), line.item.point]))
     if not odd:
         return None
     return verdict("non_word", "uses a word that is not a word: " + ", ".join(f'"{word}"' for word in odd))
 
 
 def echoes_above(line: Line) -> Verdict | None:
+    """The title repeats the request (by its words: titles.echoes), or a title above it, or pads one with
+    generic words or a number (titles.pads)."""
     for what, text in line.ancestors.items():
-        if text and echoes(line.item.title, text):
+        same = echoes if what == REQUEST else pads
+        if text and same(line.item.title, text):
             return verdict("echoes_above", f"repeats {what}")
     return None
+
+
+REQUEST = "the request"  # the ancestor a line's request is named by (pipeline/book/plan/schedule.py's NodeAsk)
 
 
 def repeats_sibling(line: Line) -> Verdict | None:
@@ -216,7 +234,9 @@ def prompt_words(line: Line) -> Verdict | None:
 
 def fragment(line: Line) -> Verdict | None:
     """The title is a run of the request's own words cut out whole ('Library Board Each Quarter', 'Evenings') and
-    not one of its asks of two words or more ('First Aid for Burns and Cuts' is a concern a person would title so)."""
+    not a topic the request names: one of its asks or a thing an ask joins ('First Aid for Burns and Cuts' is a
+    concern a person would title so; 'Components' of 'components and JSX'), or the one word that heads one
+    ('Harmony' of 'chromatic harmony')."""
     title = line.item.title
     words, said = title_words(title), title_words(line.request)
     if not words or not content_words(title):
@@ -224,9 +244,16 @@ def fragment(line: Line) -> Verdict | None:
     runs = {tuple(said[at : at + len(words)]) for at in range(len(said) - len(words) + 1)}
     if tuple(words) not in runs:
         return None
-    if len(words) >= 2 and any(title_key(title) == title_key(ask) for ask in line.asks):
+    named = {title_key(piece) for ask in line.asks for piece in ask_pieces(ask)}
+    if title_key(title) in named or (len(words) == 1 and words[0] in {key.split()[-1] for key in named if key}):
         return None
     return verdict("fragment", "is a fragment of the request, not a heading")
+
+
+def ask_pieces(ask: str) -> list[str]:
+    """An ask and the things it joins ('components and JSX': itself, 'components', 'JSX'): a topic the request
+    names is a heading a book has ('Harmony' of a music theory book asked to cover harmony and form)."""
+    return [ask, *re.split(r"\s*(?:,|;|\band\b|\bor\b|&)\s*", ask)]
 
 
 def offensive(line: Line) -> Verdict | None:
@@ -354,7 +381,7 @@ RULES: dict[str, Rule] = {
     for rule in (
         Rule("unusable", REFUSE, "no usable title: empty, too long, or repeating itself"),
         Rule("sentence", REFUSE, "a sentence or a list, not a heading", f"MAX_HEADING_WORDS {MAX_HEADING_WORDS}"),
-        Rule("generic", REFUSE, "only generic words ('basics', 'introduction')"),
+        Rule("generic", REFUSE, "only generic words ('basics', 'introduction')", small_only=True),
         Rule("identifier", REFUSE, "a code identifier or a JSON key"),
         Rule("counted", REFUSE, "told apart from others only by a number"),
         Rule("non_word", REFUSE, "a word that is not a word (wordfreq)"),
@@ -369,24 +396,37 @@ RULES: dict[str, Rule] = {
         Rule("offensive", REFUSE, "a word a handbook would not print (glin-profanity)"),
         Rule("example_meaning", REFUSE, "near a worked example's item", f"FROM_EXAMPLE {FROM_EXAMPLE}"),
         Rule("repeats_given", REFUSE, "a phrased title that repeats what it was asked to phrase"),
-        Rule("same_as_sibling", HOLD, "says what a chosen sibling's title says", f"SIMILAR_TITLE {SIMILAR_TITLE}"),
-        Rule("covers_sibling", HOLD, "title and point near a sibling's", f"SIMILAR_UNIT {SIMILAR_UNIT}"),
+        Rule(
+            "same_as_sibling",
+            HOLD,
+            "says what a chosen sibling's title says",
+            f"SIMILAR_TITLE {SIMILAR_TITLE}",
+            small_only=True,
+        ),
+        Rule(
+            "covers_sibling", HOLD, "title and point near a sibling's", f"SIMILAR_UNIT {SIMILAR_UNIT}", small_only=True
+        ),
         Rule(
             "vague_point",
             HOLD,
             "a point near a stock phrase or its own title",
             f"VAGUE_STOCK {VAGUE_STOCK}, VAGUE_RESTATES {VAGUE_RESTATES}",
+            small_only=True,
         ),
-        Rule("off_subject", HOLD, "title and point off the request (judge's fit)", f"PLAN_FLOOR {PLAN_FLOOR}"),
+        Rule(
+            "off_subject",
+            HOLD,
+            "title and point off the request (judge's fit)",
+            f"PLAN_FLOOR {PLAN_FLOOR}",
+            small_only=True,
+        ),
         Rule("title_off_subject", HOLD, "a phrased title alone off the request", f"TITLE_FLOOR {TITLE_FLOOR}"),
         Rule("leaves_out", HOLD, "a last slot's line that carries none of the asks still owed", f"CARRIED {CARRIED}"),
         Rule("taken_elsewhere", REFUSE, "another node of the book has the title"),
-        Rule(
-            "near_elsewhere", REFUSE, "nearly repeats a title of its level elsewhere", f"SIMILAR_TITLE {SIMILAR_TITLE}"
-        ),
+        Rule("near_elsewhere", REFUSE, "nearly repeats a title of its level elsewhere, by words (and meaning: small)"),
         Rule("book_title_example", REFUSE, "the book title borrows the worked example's book title"),
         Rule("book_title_subject", REFUSE, "the book title does not carry the request's subject", f"CARRIED {CARRIED}"),
-        Rule("book_title_adds", REFUSE, "the book title adds a content word the request never used"),
+        Rule("book_title_adds", REFUSE, "the book title adds a content word the request never used", small_only=True),
         Rule("near_chosen", LOWER, "similar to the nearest chosen sibling (MMR)", f"DIVERSITY {DIVERSITY}"),
         Rule(
             "owed_bonus",
@@ -407,3 +447,8 @@ RULES: dict[str, Rule] = {
 def rule_table() -> list[tuple[str, str, str, str]]:
     """The table in order: (id, action, threshold, what it finds)."""
     return [(rule.id, str(rule.action), rule.threshold, rule.finds) for rule in RULES.values()]
+
+
+def asked(checks: Sequence[RuleCheck], *, small: bool) -> tuple[RuleCheck, ...]:
+    """The checks asked of a model's lines: a small model's all, a capable one's those not `small_only`."""
+    return tuple(check for check in checks if small or not RULES[check.__name__].small_only)

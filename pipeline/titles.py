@@ -41,13 +41,20 @@ def clean_title(raw: Any) -> str:
         raw = raw.get("title") or next((v for v in raw.values() if isinstance(v, str)), "")
     if not isinstance(raw, str):
         return ""
-    text = re.sub(r"[#*_`>\[\]{}]", "", raw)
+    spans = re.split(r"(`[^`\n]+`)", raw)  # a code span is kept whole, marks and all ('`Box<T>`', '`page_title`')
+    text = "".join(piece if at % 2 else without_marks(piece) for at, piece in enumerate(spans))
     text = " ".join(text.split()).strip(" \"'“”‘’-–—:;,.")
     text = NUMBERING.sub("", text).strip(" \"'“”-–—:")
     text = NOTE_ECHO.sub("", text).strip(" \"'“”")
     if len(text) > MAX_TITLE_CHARS:
         text = text[:MAX_TITLE_CHARS].rsplit(" ", 1)[0]
     return text
+
+
+def without_marks(text: str) -> str:
+    """Text without Markdown's marks: headings, emphasis (an underscore inside a word, 'page_title', is the
+    word's), stray backticks, quotes, links' brackets and braces."""
+    return re.sub(r"[#*`>\[\]{}]|(?<!\w)_+|_+(?!\w)", "", text)
 
 
 def folded(text: str) -> str:
@@ -102,6 +109,7 @@ MAX_HEADING_WORDS = 10  # past this a 'title' is a sentence (small models write 
 MAX_TITLE_CASE_WORDS = 16  # ... unless it is in title case: a textbook's headings run longer
 _stemmer = snowballstemmer.stemmer("english")
 CODE_MARKS = re.compile(r"[{}\[\]<>=|\\]|::|\(\)")
+MIN_WORDS_BESIDE_CODE = 1  # a title with code marks and fewer content words of its own than this is code
 COUNTED = re.compile(r"\((?:part|chapter|section|topic|item)?\s*\d+\)\s*$", re.I)
 
 
@@ -210,10 +218,13 @@ def looks_like_identifier(title: str) -> bool:
     Product names stay titles: 'JavaScript' and 'PostgreSQL' have one hump, 'contentTypeId' has two from
     a lowercase start."""
     stripped = title.strip()
-    if title_key(stripped) in JSON_WORDS or CODE_MARKS.search(stripped):
+    if title_key(stripped) in JSON_WORDS:
         return True
-    if " " in stripped:
-        return False
+    if " " in stripped:  # a heading that names code ('Using Box<T> to Point to Data') has words of its own
+        plain = [w for w in stripped.split() if not CODE_MARKS.search(w) and re.fullmatch(r"[\w'’,.?!:;-]+", w)]
+        return len(content_words(" ".join(plain))) < MIN_WORDS_BESIDE_CODE and bool(CODE_MARKS.search(stripped))
+    if CODE_MARKS.search(stripped):
+        return True
     humps = len(re.findall(r"[a-z][A-Z]", stripped))
     return "_" in stripped or humps >= 3 or (humps >= 2 and stripped[:1].islower())
 

@@ -76,8 +76,11 @@ def plausible_title(title: str) -> bool:
     words = title_key(title).split()
     if not 2 <= len(title) <= MAX_PLAUSIBLE_CHARS or not words:
         return False
-    trigrams = [tuple(words[i : i + 3]) for i in range(len(words) - 2)]
-    return len(trigrams) == len(set(trigrams))
+    runs = [tuple(words[i : i + LOOP_RUN]) for i in range(len(words) - LOOP_RUN + 1)]
+    return len(runs) == len(set(runs))
+
+
+LOOP_RUN = 4  # a run of this many words twice in a title is a loop ('go go go go go'); 'the Balance of' twice is not
 
 
 # ---------------------------------------------------------------- what makes a title unusable
@@ -220,9 +223,12 @@ def looks_like_identifier(title: str) -> bool:
     stripped = title.strip()
     if title_key(stripped) in JSON_WORDS:
         return True
-    if " " in stripped:  # a heading that names code ('Using Box<T> to Point to Data') has words of its own
-        plain = [w for w in stripped.split() if not CODE_MARKS.search(w) and re.fullmatch(r"[\w'’,.?!:;-]+", w)]
-        return len(content_words(" ".join(plain))) < MIN_WORDS_BESIDE_CODE and bool(CODE_MARKS.search(stripped))
+    if not re.sub(r"`[^`]+`", "", stripped).strip(" ,.:;-–—?!") or " " in stripped:
+        # a heading that sets its code as code ('`reactive()`'), or names code among words of its own ('Using
+        # Box<T> to Point to Data'), is a heading
+        bare = re.sub(r"`[^`]+`", " code ", stripped)
+        plain = [w for w in bare.split() if not CODE_MARKS.search(w) and re.fullmatch(r"[\w'’,.?!:;-]+", w)]
+        return len(content_words(" ".join(plain))) < MIN_WORDS_BESIDE_CODE and bool(CODE_MARKS.search(bare))
     if CODE_MARKS.search(stripped):
         return True
     humps = len(re.findall(r"[a-z][A-Z]", stripped))
@@ -271,7 +277,7 @@ def non_words(title: str, known: str = "") -> list[str]:
         for word in re.findall(r"[^\W\d_]+", token):
             if len(word) < 3 or ACRONYM.match(word) or word in code or stem(word.casefold()) in known_stems:
                 continue
-            if not is_english(word.casefold()) and not affixed(word.casefold()):
+            if not is_english(folded(word)) and not affixed(folded(word)):
                 odd.append(word)
     return odd
 

@@ -98,25 +98,20 @@ def load_corpus(folder: Path = DEFAULT_DIR) -> list[Book]:
 
 
 def book_outline(book: Book) -> Outline:
-    """The book's own outline, as fanout's planner would give it."""
-    return Outline(
-        title=book.title,
-        parts=[
-            Part(
-                title=part.title,
-                point=part.point,
-                chapters=[
-                    Chapter(
-                        title=chapter.title,
-                        point=chapter.point,
-                        sections=[Section(title=s.title, point=s.point) for s in chapter.sections],
-                    )
-                    for chapter in part.chapters
-                ],
+    """The book's own outline, with ids as fanout gives them (p01, p01.c01, p01.c01.s01)."""
+    parts = []
+    for p, part in enumerate(book.parts, 1):
+        chapters = []
+        for c, chapter in enumerate(part.chapters, 1):
+            sections = [
+                Section(id=f"p{p:02d}.c{c:02d}.s{s:02d}", title=section.title, point=section.point)
+                for s, section in enumerate(chapter.sections, 1)
+            ]
+            chapters.append(
+                Chapter(id=f"p{p:02d}.c{c:02d}", title=chapter.title, point=chapter.point, sections=sections)
             )
-            for part in book.parts
-        ],
-    )
+        parts.append(Part(id=f"p{p:02d}", title=part.title, point=part.point, chapters=chapters))
+    return Outline(title=book.title, parts=parts)
 
 
 def book_markdown(book: Book, *, parts: list[CorpusPart] | None = None) -> str:

@@ -50,12 +50,11 @@ class TitleChecks:
     """The book's titles at each level, by words and by meaning, and the checks a new one must pass."""
 
     def __init__(
-        self, embedder: Embedder, request: str = "", judge: Embedder | None = None, *, small: bool = False
+        self, embedder: Embedder, request: str = "", judge: Embedder | None = None, *, small: bool = True
     ) -> None:
         """`small`: the lines come from a small model (the `small` sampling profile), whose writer follows any
         word its book title adds."""
         self.small = small
-        self.defects = policy.asked(policy.DEFECTS_BY_WORDS, small=small)
         self.embedder = embedder
         self.request = request
         self.judge = judge  # the off-request judge; None: parts and chapters are not judged on the request
@@ -79,7 +78,7 @@ class TitleChecks:
                     self.claim("sections", PlanItem(section.title, section.point), near=False)
 
     def line(self, item: PlanItem, ancestors: dict[str, str], chosen: list[str], copied: frozenset[str]) -> Line:
-        return Line(item, ancestors, chosen, copied, self.request, self.asks)
+        return Line(item, ancestors, chosen, copied, self.request, self.asks, self.small)
 
     @charged(Stage.PLANNING_CHECKS)
     def defect(
@@ -88,7 +87,11 @@ class TitleChecks:
         """The first of the policy's defects in this line (by words, then near a worked example by meaning), or
         None: a line with one is never taken."""
         line = self.line(item, ancestors, chosen, copied)
-        return policy.first(self.defects, line) or policy.example_meaning(line, self.embedder, self.examples)
+        defects = policy.asked(policy.DEFECTS_BY_WORDS, small=self.small)
+        found = policy.first(defects, line)
+        if found is None and self.small:
+            found = policy.example_meaning(line, self.embedder, self.examples)
+        return found
 
     @charged(Stage.PLANNING_CHECKS)
     def faults(self, item: PlanItem, chosen: list[str], sibling_units: list[str]) -> list[Verdict]:
@@ -106,13 +109,10 @@ class TitleChecks:
         return [verdict for verdict in found if verdict is not None]
 
     def subject_fit(self, items: list[PlanItem], parent_unit: str) -> tuple[np.ndarray, np.ndarray]:
-        """Each item's fit to the book (the judge's cosine of its title and point to the request or its nearest
-        ask, pipeline/meaning/onsubject.py's unit fit, or to its parent's title and point when that is higher: a
-        chapter that fits its part is on the book's subject, which the part carries), and the fit it is ranked by:
-        the mean of its fits to the request and to its parent. A request names its subject in few words ('learn
-        Rust'): a capable author's 'Using Structs to Structure Related Data' fits it 0.16 and its part far better.
-        Without a judge, the static table ranks them and no item is judged off the request (its fit is 1: the
-        floors are the judge's)."""
+        """Each item's fit to the request (pipeline/meaning/onsubject.py's unit fit: the judge's cosine of its title
+        and point to the request or its nearest ask), and the fit it is ranked by: the mean of that and its
+        cosine to its parent's title and point. Without a judge, the static table ranks them and no item is
+        judged off the request (its fit is 1: the floors are the judge's)."""
         model = self.judge or self.embedder
         units = [unit(item.title, item.point) for item in items]
         to_request = unit_fits(model, self.request, units)
@@ -120,8 +120,7 @@ class TitleChecks:
             return to_request, to_request
         to_parent = model.embed(units) @ model.embed([parent_unit or self.request])[0]
         ranked: np.ndarray = (to_request + to_parent) / 2
-        to_book: np.ndarray = np.maximum(to_request, to_parent) if parent_unit else to_request
-        return (to_book if self.judge is not None else np.ones(len(units), dtype=np.float32)), ranked
+        return (to_request if self.judge is not None else np.ones(len(units), dtype=np.float32)), ranked
 
     def title_taken_near(self, ancestors: dict[str, str], item: PlanItem, chosen: list[str]) -> bool:
         """The title says what a chosen sibling's says, by words or by meaning: never taken, even last."""
@@ -165,14 +164,18 @@ class TitleChecks:
     @charged(Stage.PLANNING_CHECKS)
     def claim(self, level: str, item: PlanItem, *, near: bool = True) -> Verdict | None:
         """Take a title for the book, or say why not: another node at any level has it, or (with `near`) one
-        at this level nearly has it, by words, or by meaning for a small model's line. By meaning, a human book's
-        titles at one level are near in pairs a reader keeps apart ('Client-Side Hooks' and 'Server-Side Hooks'):
-        across the good-writing corpus's 14 tuned books, 1,152 pairs of its chapters and sections are at or above
-        SIMILAR_TITLE by the static table, and 187 at MiniLM's 0.8, which finds 17 of the 30 labelled same pairs
-        of tests/fixtures/meaning/titles.json (the static table at SIMILAR_TITLE: 20). The event loop makes this
-        atomic."""
+        at this level nearly has it, by words or by meaning. A small model's lines only: a human book's titles
+        repeat across its parts ('Installation', 'Step 1', 'Best Practices') and pair up ('Client-Side Hooks' and
+        'Server-Side Hooks', 'over the Long Run' and 'over the Short Run'): across the good-writing corpus's 14
+        tuned books, 1,152 pairs of chapters and sections are at or above SIMILAR_TITLE by the static table (187 at
+        MiniLM's 0.8, which finds 17 of the 30 labelled same pairs of tests/fixtures/meaning/titles.json; the
+        static table at SIMILAR_TITLE 20), and these two claims refused 454 of its lines. The event loop makes
+        this atomic."""
         title = item.title
         key = title_key(title)
+        if not self.small:  # a capable author's book repeats and pairs titles across its parts as a reader expects
+            self.book_keys[level].add(key)
+            return None
         if any(key in keys for keys in self.book_keys.values()):  # a section named like a chapter reads as one
             return policy.taken_elsewhere()
         if near:

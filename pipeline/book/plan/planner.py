@@ -259,6 +259,7 @@ class Planner:
         audit found them off the request): every other title of the book stays taken, the old ones too, and
         each part's new chapters carry `musts` (what the book still lacks). A new chapter takes the id (and
         the place) of the one it replaces. Returns the new chapters."""
+        self.checks.small = True  # every rule and hold, whatever the model: the audit found its first answer off
         self.checks.claim_existing(outline)
         self.asker.book_title = outline.title
         parts = [part for part in outline.parts if any(c.id in chapter_ids for c in part.chapters)]

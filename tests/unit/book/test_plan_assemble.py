@@ -96,6 +96,7 @@ async def plan_with(
         pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=8)], RetryPolicy())
         planner = Planner(pool, spec, GREEDY, judge=judge)
         planner.asker.need = SampleNeed(many=True)
+        planner.checks.small = True  # its lines checked as a small model's are
         return await planner.plan(), planner
     finally:
         await engine.stop()
@@ -317,9 +318,16 @@ async def test_planning_asks_after_a_worked_example_with_the_profile_sampling():
         ('- "Quoted" — a dash point\n* Bare bullet', [("Quoted", "a dash point"), ("Bare bullet", "")]),
         ('Sure! {"items": ["x1: p", {"title": "y2", "point": "q"}]} hope it helps', [("x1", "p"), ("y2", "q")]),
         ('{"titles": "not a list"}', []),
-        (
+        (  # a heading runs on past its own semicolon or colon while what follows is in title case
             "1. Typesetting; The Printing Press; how type is set",
-            [("Typesetting", "The Printing Press; how type is set")],
+            [("Typesetting; The Printing Press", "how type is set")],
+        ),
+        (
+            "1. Time Value of Money I: Single Payment Value: How a sum grows.\n2. Budgeting: how to plan: weekly.",
+            [
+                ("Time Value of Money I: Single Payment Value", "How a sum grows."),
+                ("Budgeting", "how to plan: weekly."),
+            ],
         ),
         ("", []),
     ],

@@ -23,73 +23,17 @@ import subprocess
 import sys
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipeline.bench.studies.corpus import Book, load_corpus  # noqa: E402
+from pipeline.bench.studies.corpus import Book, Kept, book_shape, compare, load_corpus  # noqa: E402
 from pipeline.records import Outline  # noqa: E402
-from pipeline.titles import clean_title, title_key  # noqa: E402
 from tests.fakes.fake_author import author_engine  # noqa: E402
 from tests.fakes.fake_engine import FakeEngineThread  # noqa: E402
 
 FORMS = ("topics", "plain")
-
-
-@dataclass
-class Kept:
-    """What of one book's lines one planned outline kept."""
-
-    lines: int = 0
-    kept: int = 0
-    subtrees_lost: int = 0
-    out_of_order: int = 0  # parents whose kept children are not in the book's order
-    title_kept: bool = False
-    rules: Counter[str] = field(default_factory=Counter)
-
-
-def shape(book: Book) -> str:
-    chapters = max(len(part.chapters) for part in book.parts)
-    sections = max(len(chapter.sections) for part in book.parts for chapter in part.chapters)
-    return f"{len(book.parts)}x{chapters}x{sections}"
-
-
-def same(title: str) -> str:
-    """A title as the planner keeps it, word for word: without Markdown's marks (clean_title) and case."""
-    return title_key(clean_title(title))
-
-
-def compare(book: Book, outline: Outline) -> Kept:
-    kept = Kept(title_kept=same(outline.title) == same(book.title))
-    parts = {same(part.title): part for part in outline.parts}
-    kept.out_of_order += not in_order([same(p.title) for p in book.parts], list(parts))
-    for part in book.parts:
-        planned = parts.get(same(part.title))
-        kept.lines += 1
-        kept.kept += planned is not None
-        kept.subtrees_lost += planned is None
-        chapters = {same(c.title): c for c in planned.chapters} if planned else {}
-        if planned:
-            kept.out_of_order += not in_order([same(c.title) for c in part.chapters], list(chapters))
-        for chapter in part.chapters:
-            got = chapters.get(same(chapter.title))
-            kept.lines += 1
-            kept.kept += got is not None
-            kept.subtrees_lost += planned is not None and got is None
-            sections = [same(s.title) for s in got.sections] if got else []
-            if got:
-                kept.out_of_order += not in_order([same(s.title) for s in chapter.sections], sections)
-            kept.lines += len(chapter.sections)
-            kept.kept += sum(same(section.title) in sections for section in chapter.sections)
-    return kept
-
-
-def in_order(wanted: list[str], got: list[str]) -> bool:
-    """The titles of `got` that `wanted` has come in `wanted`'s order."""
-    common = [title for title in got if title in wanted]
-    return common == [title for title in wanted if title in common]
 
 
 SUMMARY = re.compile(r"INFO lines (?:refused|passed over): (\{.*\})$", re.M)
@@ -110,7 +54,7 @@ def plan(book: Book, form: str, out: Path) -> Kept:
     engine = author_engine(book)
     with FakeEngineThread(engine):
         command = [
-            sys.executable, "-m", "pipeline", "plan", request, "--shape", shape(book), "--out", str(folder),
+            sys.executable, "-m", "pipeline", "plan", request, "--shape", book_shape(book), "--out", str(folder),
             "--backend", f"{engine.url},cap=64", "--quiet",
         ]  # fmt: skip
         environ = {**os.environ, "FANOUT_THREADS": "1", "PYTHONPATH": str(ROOT)}

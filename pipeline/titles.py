@@ -174,17 +174,8 @@ def title_case(text: str) -> bool:
     return bool(words) and all(not w[:1].islower() or w.casefold() in MINOR_WORDS for w in words)
 
 
-def pads(title: str, heading: str) -> bool:
-    """The title is the heading above it, or that heading with only generic words or numbers added ('Sourdough
-    Starter Sourcing Basics', '... 2' under 'Sourdough Starter Sourcing'): what a small model writes when it has
-    nothing of its own. A narrower or asked title ('What Is Finance?' under 'Introduction to Finance', 'Your UI as a
-    Tree' under 'Understanding Your UI as a Tree') says something of its own."""
-    if title_key(title) == title_key(heading):
-        return True
-    mine = {w for w in title_words(title) if w not in STOPWORDS}
-    above = {w for w in title_words(heading) if w not in STOPWORDS}
-    added = mine - above
-    return bool(above) and above <= mine and all(w in GENERIC_WORDS or w.isdigit() for w in added)
+def same_title(a: str, b: str) -> bool:
+    return title_key(a) == title_key(b)
 
 
 def near_duplicates(a: str, b: str) -> bool:

@@ -9,7 +9,10 @@ code fences; no headings, images, links or markup of the source). `held_out` boo
 threshold or judge is fitted to them, and every figure is shown apart for them.
 
 Takes the corpus folder; gives Book records (`load_corpus`), a book as an Outline (`book_outline`) and as a
-Markdown book the audit reads (`book_markdown`). `python -m pipeline.bench.studies.corpus [FILE...]` checks files
+Markdown book the audit reads (`book_markdown`), and what of a book's own lines a planned outline kept (`compare`:
+a line is a part, chapter or section title; it is kept when the outline holds it word for word, as the planner
+cleans a title, under its own parent, itself kept; a subtree is lost when a part or chapter is not there at
+all). `python -m pipeline.bench.studies.corpus [FILE...]` checks files
 against the format and prints each book's counts.
 """
 
@@ -17,12 +20,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from pipeline.records import Chapter, Outline, Part, Section
+from pipeline.titles import clean_title, title_key
 
 DEFAULT_DIR = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "corpus"  # repository root
 LICENCES = ("CC BY 4.0", "CC BY 3.0", "CC BY-SA 4.0", "CC BY-SA 3.0", "CC0", "public domain", "MIT", "Apache-2.0")
@@ -125,6 +131,61 @@ def book_markdown(book: Book, *, parts: list[CorpusPart] | None = None) -> str:
             for section in chapter.sections:
                 lines += ["", f"#### {section.title}", "", section.text.strip()]
     return "\n".join(lines) + "\n"
+
+
+@dataclass
+class Kept:
+    """What of one book's lines one planned outline kept."""
+
+    lines: int = 0
+    kept: int = 0
+    subtrees_lost: int = 0
+    out_of_order: int = 0  # parents whose kept children are not in the book's order
+    title_kept: bool = False
+    rules: Counter[str] = field(default_factory=Counter)  # the lines each planning rule refused or held
+
+
+def book_shape(book: Book) -> str:
+    """parts x chapters x sections, the most of each the book has: the shape to plan it at."""
+    chapters = max(len(part.chapters) for part in book.parts)
+    sections = max(len(chapter.sections) for part in book.parts for chapter in part.chapters)
+    return f"{len(book.parts)}x{chapters}x{sections}"
+
+
+def same(title: str) -> str:
+    """A title as the planner keeps it, word for word: without Markdown's marks (clean_title) and case."""
+    return title_key(clean_title(title))
+
+
+def compare(book: Book, outline: Outline) -> Kept:
+    kept = Kept(title_kept=same(outline.title) == same(book.title))
+    parts = {same(part.title): part for part in outline.parts}
+    kept.out_of_order += not in_order([same(p.title) for p in book.parts], list(parts))
+    for part in book.parts:
+        planned = parts.get(same(part.title))
+        kept.lines += 1
+        kept.kept += planned is not None
+        kept.subtrees_lost += planned is None
+        chapters = {same(c.title): c for c in planned.chapters} if planned else {}
+        if planned:
+            kept.out_of_order += not in_order([same(c.title) for c in part.chapters], list(chapters))
+        for chapter in part.chapters:
+            got = chapters.get(same(chapter.title))
+            kept.lines += 1
+            kept.kept += got is not None
+            kept.subtrees_lost += planned is not None and got is None
+            sections = [same(s.title) for s in got.sections] if got else []
+            if got:
+                kept.out_of_order += not in_order([same(s.title) for s in chapter.sections], sections)
+            kept.lines += len(chapter.sections)
+            kept.kept += sum(same(section.title) in sections for section in chapter.sections)
+    return kept
+
+
+def in_order(wanted: list[str], got: list[str]) -> bool:
+    """The titles of `got` that `wanted` has come in `wanted`'s order."""
+    common = [title for title in got if title in wanted]
+    return common == [title for title in wanted if title in common]
 
 
 def counts(book: Book) -> tuple[int, int, int, int]:

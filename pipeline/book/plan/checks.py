@@ -155,7 +155,7 @@ class TitleChecks:
         if len(copied) >= 2 or (borrowed and not content_words(title) & own):
             return policy.book_title_example()
         wanted = self.title_asks
-        if wanted and not any(carries(self.embedder, ask, [title]) for ask in wanted):
+        if self.small and wanted and not any(carries(self.embedder, ask, [title]) for ask in wanted):
             return policy.book_title_subject(wanted[0])
         if self.small and (added := sorted(content_words(title) - own)):
             return policy.book_title_adds(added)

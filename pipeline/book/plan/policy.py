@@ -52,8 +52,8 @@ from pipeline.titles import (
     looks_like_identifier,
     near_duplicates,
     non_words,
-    pads,
     plausible_title,
+    same_title,
     title_case,
     title_key,
     title_words,
@@ -186,11 +186,12 @@ def non_word(line: Line) -> Verdict | None:
 
 def echoes_above(line: Line) -> Verdict | None:
     """The title repeats the request or a title above it, by its words (titles.echoes); a capable model's title
-    only when it is a title above it or pads one with generic words or a number (titles.pads): its narrower
-    titles ('What Is Finance?' under 'Introduction to Finance') say something of their own."""
+    only when it is the title above it: its narrower titles say something of their own ('What Is Finance?' under
+    'Introduction to Finance', 'Examples of the Central Limit Theorem' under 'The Central Limit Theorem')."""
     for what, text in line.ancestors.items():
-        same = echoes if what == REQUEST or line.small else pads
-        if text and same(line.item.title, text):
+        if text and (
+            echoes(line.item.title, text) if what == REQUEST or line.small else same_title(line.item.title, text)
+        ):
             return verdict("echoes_above", f"repeats {what}")
     return None
 

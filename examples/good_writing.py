@@ -59,8 +59,13 @@ def plan(book: Book, form: str, out: Path) -> Kept:
         ]  # fmt: skip
         environ = {**os.environ, "FANOUT_THREADS": "1", "PYTHONPATH": str(ROOT)}
         done = subprocess.run(command, capture_output=True, text=True, env=environ, cwd=ROOT)
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(command)} exited {done.returncode}: {done.stderr.strip()[-2000:]}")
+    if done.returncode != 0:  # a plan that failed keeps nothing of the book
+        print(
+            f"{book.slug} {form}: fanout plan exited {done.returncode}: {done.stderr.strip()[-300:]}", file=sys.stderr
+        )
+        kept = compare(book, Outline(title="", parts=[]))
+        kept.rules = refusals(folder)
+        return kept
     outline = Outline.model_validate_json((folder / "outline.json").read_text())
     kept = compare(book, outline)
     kept.rules = refusals(folder)

@@ -163,7 +163,9 @@ def echoes(title: str, ancestor: str) -> bool:
 
 
 MINOR_WORDS = frozenset(
-    "a an the of and or nor but to in on at by for with from as into onto over under via vs versus per than".split()
+    "a an the of and or nor but to in on at by for with from as into onto over under via vs versus per than within "
+    "without through about among between upon like near off up down out against along across after before since "
+    "until is are be its".split()
 )
 
 

@@ -37,13 +37,30 @@ def parse_item(body: str) -> PlanItem:
     if not match:
         return PlanItem(clean_title(body))
     title, point = match.group(1), match.group(2)
-    while (
-        (more := SPLIT.match(point))
-        and title_case(more.group(1))
-        and len(f"{title} {more.group(1)}".split()) <= MAX_TITLE_CASE_WORDS
+    while (more := SPLIT.match(point)) and runs_on(
+        more.group(1), more.group(2), f"{title} {more.group(1)}", point[more.end(1) : more.start(2)]
     ):
         title, point = body[: len(body) - len(point) + more.end(1)], more.group(2)
     return PlanItem(clean_title(title), clean_point(point))
+
+
+def runs_on(piece: str, rest: str, title: str, separator: str) -> bool:
+    """Whether a heading runs on past a separator into `piece`, with `rest` its point: the piece is in title case
+    ('Single Payment Value'), or a qualifier of a few words after a colon or dash ('Testcase: linked-list',
+    'Combinators: `map`', 'Homo habilis, Homo ergaster, and Homo erectus') before a point that reads as a
+    sentence; and the heading stays within MAX_TITLE_CASE_WORDS."""
+    if len(title.split()) > MAX_TITLE_CASE_WORDS:
+        return False
+    words = len(piece.split())
+    short = words <= RUN_ON_WORDS or (piece[:1].isupper() and words <= RUN_ON_NAMED_WORDS)
+    qualifier = short and ";" not in separator and not re.search(r"[.!?]$", piece)
+    sentence = len(rest.split()) >= MIN_POINT_WORDS and re.search(r"[.!?]$", rest.strip()) is not None
+    return title_case(piece) or (qualifier and sentence)
+
+
+RUN_ON_WORDS = 3
+RUN_ON_NAMED_WORDS = 8  # a qualifier that opens on a capital ('Homo habilis, Homo ergaster, and Homo erectus')
+MIN_POINT_WORDS = 4
 
 
 # a re-ask's note the model copied into a point: a bracket holding a refusal reason (checks.py, titles.py)

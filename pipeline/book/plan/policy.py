@@ -390,7 +390,7 @@ RULES: dict[str, Rule] = {
         Rule("generic", REFUSE, "only generic words ('basics', 'introduction')", small_only=True),
         Rule("identifier", REFUSE, "a code identifier or a JSON key"),
         Rule("counted", REFUSE, "told apart from others only by a number", small_only=True),
-        Rule("non_word", REFUSE, "a word that is not a word (wordfreq)"),
+        Rule("non_word", REFUSE, "a word that is not a word (wordfreq)", small_only=True),
         Rule("echoes_above", REFUSE, "repeats a title above it or the request"),
         Rule("repeats_sibling", REFUSE, "nearly repeats a chosen sibling, by words"),
         Rule("example_words", REFUSE, "borrows the worked example's subject words", small_only=True),

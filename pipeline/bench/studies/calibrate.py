@@ -35,6 +35,8 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
+from pipeline.bench.studies.corpus import DEFAULT_DIR as CORPUS_DIR
+from pipeline.bench.studies.corpus import Book, load_corpus
 from pipeline.meaning import nearness as meaning
 from pipeline.meaning.asks import DETERMINERS, FRAME_WORDS, PREPOSITIONS
 from pipeline.meaning.embed import Embedder, open_embedder
@@ -56,6 +58,8 @@ class Judgement(BaseModel):
     recall: float
     best_threshold: float | None = None  # on the set's sweep of the main score (None: not a single score)
     best_f1: float | None = None
+    negative_recall: float | None = None  # the other class's recall: labelled negatives judged negative
+    auc: float | None = None  # ROC AUC of the main score (None: not a single score, or one class only)
     misses: list[str] = []  # labelled positive, judged negative
     false_alarms: list[str] = []
 
@@ -195,6 +199,41 @@ def subject_cases(judge: Embedder, folder: Path, set_name: str) -> list[Case]:
     return cases
 
 
+def planted_subject_cases(judge: Embedder, books: list[Book]) -> list[Case]:
+    """The good-writing corpus (pipeline/bench/studies/corpus.py) judged on the subject: each book's sections (the
+    first of each chapter) on the book's own two requests, labelled on; and the sections of the first chapter of
+    the next book planted under the same requests, labelled off (the flag, off the subject, is the positive)."""
+    cases = []
+    for at, book in enumerate(books):
+        other = books[(at + 1) % len(books)]
+        own = [chapter.sections[0] for part in book.parts for chapter in part.chapters]
+        planted = other.parts[0].chapters[0].sections
+        for request in (book.requests.topics, book.requests.plain):
+            for sections, off in ((own, False), (planted, True)):
+                units = [unit(s.title, s.point) for s in sections]
+                fits = subject_fits(judge, request, units, [s.text for s in sections])
+                for section, fit in zip(sections, fits):
+                    what = f"{section.title} | {book.slug}: {request[:30]} ({fit.unit:.2f}, {fit.text:.2f})"
+                    cases.append((what, off, not fit.on_subject, -fit.score))
+    return cases
+
+
+def good_writing_judgements(corpus: Path = CORPUS_DIR) -> list[Judgement]:
+    """on_subject on the good-writing corpus, the tuned books and the held-out ones apart (`--good-writing`)."""
+    judge = open_judge()
+    if judge is None:
+        return []
+    books = load_corpus(corpus)
+    subject = f"ON_SUBJECT {ON_SUBJECT} (score: minus the lower fit)"
+    return [
+        judgement(f"off_subject, good writing{name}", subject, planted_subject_cases(judge, chosen))
+        for name, chosen in (
+            ("", [b for b in books if not b.held_out]),
+            (", held out", [b for b in books if b.held_out]),
+        )
+    ]
+
+
 MIN_PRECISION = 0.9  # a judgement that refuses a planned title or flags a section must be right this often
 
 
@@ -221,6 +260,8 @@ def judgement(name: str, threshold: str, cases: list[Case]) -> Judgement:
     hits = sum(label and judged for _, label, judged, _ in cases)
     flagged = sum(judged for _, _, judged, _ in cases)
     positives = sum(label for _, label, _, _ in cases)
+    negatives = len(cases) - positives
+    kept = sum(not label and not judged for _, label, judged, _ in cases)
     best, f1 = best_sweep(cases)
     return Judgement(
         name=name,
@@ -229,11 +270,24 @@ def judgement(name: str, threshold: str, cases: list[Case]) -> Judgement:
         positives=positives,
         precision=round(hits / flagged, 3) if flagged else 1.0,
         recall=round(hits / positives, 3) if positives else 1.0,
+        negative_recall=round(kept / negatives, 3) if negatives else None,
+        auc=roc_auc(cases),
         best_threshold=best,
         best_f1=f1,
         misses=[what for what, label, judged, _ in cases if label and not judged],
         false_alarms=[what for what, label, judged, _ in cases if judged and not label],
     )
+
+
+def roc_auc(cases: list[Case]) -> float | None:
+    """The chance that a labelled positive's main score is above a labelled negative's (ties count half): how well
+    the score tells the classes apart whatever the threshold; None with one class only."""
+    positive = np.array([score for _, label, _, score in cases if label])
+    negative = np.array([score for _, label, _, score in cases if not label])
+    if not len(positive) or not len(negative):
+        return None
+    above = (positive[:, None] > negative[None, :]).mean() + 0.5 * (positive[:, None] == negative[None, :]).mean()
+    return round(float(above), 3)
 
 
 JUDGEMENTS: list[tuple[str, str, Callable[[Embedder, Path], list[Case]]]] = [
@@ -399,13 +453,17 @@ def table(calibration: Calibration) -> str:
     lines = [
         f"Meaning thresholds on the labelled set ({calibration.model})",
         "",
-        "| judgement | threshold | items (positive) | precision | recall | best on the set, precision ≥ 0.9 (F1) |",
-        "|---|---|---|---|---|---|",
+        "| judgement | threshold | items (positive) | precision | recall | negatives kept | AUC | best on the set, "
+        "precision ≥ 0.9 (F1) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for j in calibration.judgements:
         best = f"{j.best_threshold:g} ({j.best_f1:.2f})" if j.best_threshold is not None else "–"
+        kept = f"{j.negative_recall:.2f}" if j.negative_recall is not None else "–"
+        auc = f"{j.auc:.3f}" if j.auc is not None else "–"
         lines.append(
-            f"| {j.name} | {j.threshold} | {j.items} ({j.positives}) | {j.precision:.2f} | {j.recall:.2f} | {best} |"
+            f"| {j.name} | {j.threshold} | {j.items} ({j.positives}) | {j.precision:.2f} | {j.recall:.2f} | {kept} "
+            f"| {auc} | {best} |"
         )
     return "\n".join(lines)
 
@@ -416,8 +474,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("folder", nargs="?", type=Path, default=DEFAULT_DIR, help="the labelled sets")
     parser.add_argument("--misses", action="store_true", help="list every miss and false alarm")
+    parser.add_argument(
+        "--good-writing", action="store_true", help="judge the good-writing corpus's books too (a few minutes)"
+    )
     args = parser.parse_args(argv)
     calibration = calibrate(args.folder)
+    if args.good_writing:
+        calibration.judgements += good_writing_judgements()
     print(table(calibration))
     if args.misses:
         for j in calibration.judgements:

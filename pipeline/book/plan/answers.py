@@ -32,35 +32,28 @@ def parse_item(body: str) -> PlanItem:
     """`Heading: sentence` (or `**Heading** - sentence`, `"Heading" — sentence`, `Heading; sentence`,
     `Question? sentence`) -> PlanItem. A heading may hold a colon, semicolon or dash of its own ('Time Value of
     Money I: Single Payment Value: How …'): it runs on past one while what follows is in title case and a point
-    still follows it."""
+    still follows it. Of the good-writing corpus's 4,608 lines written `Title: point`, 190 titles hold such a mark;
+    split at the first, all 190 were cut; so, 51 still are (a subtitle in sentence case, 'Step 1: Break the UI
+    into a component hierarchy'). Running on past any short phrase was measured too: 54 ('Start Timestamps:
+    Breaking: …', a point that opens on a label, ran on)."""
     match = SPLIT.match(body) or QUESTION.match(body)
     if not match:
         return PlanItem(clean_title(body))
     title, point = match.group(1), match.group(2)
-    while (more := SPLIT.match(point)) and runs_on(
-        more.group(1), more.group(2), f"{title} {more.group(1)}", point[more.end(1) : more.start(2)]
+    while (
+        (more := SPLIT.match(point))
+        and title_case(more.group(1))
+        and words(title, more.group(1)) <= MAX_TITLE_CASE_WORDS
     ):
         title, point = body[: len(body) - len(point) + more.end(1)], more.group(2)
     return PlanItem(clean_title(title), clean_point(point))
 
 
-def runs_on(piece: str, rest: str, title: str, separator: str) -> bool:
-    """Whether a heading runs on past a separator into `piece`, with `rest` its point: the piece is in title case
-    ('Single Payment Value'), or a qualifier of a few words after a colon or dash ('Testcase: linked-list',
-    'Combinators: `map`', 'Homo habilis, Homo ergaster, and Homo erectus') before a point that reads as a
-    sentence; and the heading stays within MAX_TITLE_CASE_WORDS."""
-    if len(title.split()) > MAX_TITLE_CASE_WORDS:
-        return False
-    words = len(piece.split())
-    short = words <= RUN_ON_WORDS or (piece[:1].isupper() and words <= RUN_ON_NAMED_WORDS)
-    qualifier = short and ";" not in separator and not re.search(r"[.!?]$", piece)
-    sentence = len(rest.split()) >= MIN_POINT_WORDS and re.search(r"[.!?]$", rest.strip()) is not None
-    return title_case(piece) or (qualifier and sentence)
+TITLE_WORDS = MAX_TITLE_CASE_WORDS
 
 
-RUN_ON_WORDS = 3
-RUN_ON_NAMED_WORDS = 8  # a qualifier that opens on a capital ('Homo habilis, Homo ergaster, and Homo erectus')
-MIN_POINT_WORDS = 4
+def words(*texts: str) -> int:
+    return sum(len(text.split()) for text in texts)
 
 
 # a re-ask's note the model copied into a point: a bracket holding a refusal reason (checks.py, titles.py)

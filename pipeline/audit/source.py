@@ -74,7 +74,7 @@ class AuditBook:
     from_journal: bool
     blocks: list[str] = field(default_factory=list)  # heading-delimited blocks, the unit the summary counts
     title: str = ""
-    prompt: str | None = None  # what the user asked for: run folders only
+    prompt: str | None = None  # what the user asked for: a run folder's spec, or `fanout audit --prompt`
     target_words: int | None = None  # words asked for per section: run folders only
     parents: dict[str, str] = field(default_factory=dict)  # a node's id -> its parent's id
     placeholders: set[str] = field(default_factory=set)  # ids outline.json flags as numbered stand-ins

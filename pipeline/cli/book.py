@@ -240,7 +240,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
     parse_fail_on(args.fail_on)
     settings = load_settings({"embeddings": args.embeddings, "judge": args.judge})
     rules, skipped = parse_rule_list(args.rule), parse_rule_list(args.skip_rule)
-    report = audit(load_book(args.source), rules, skipped, open_embedder(settings.embeddings), settings.judge)
+    book = load_book(args.source)
+    if (asked := prompt_of(args)) is not None:
+        book.prompt = asked
+    report = audit(book, rules, skipped, open_embedder(settings.embeddings), settings.judge)
     write_atomic(audit_path(args.source), report.model_dump_json(indent=2))
     if args.json:
         print(report.model_dump_json(indent=2))
@@ -445,6 +448,13 @@ def plan_summary(result: PlanOutcome) -> str:
 def add_audit_command(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     audit = commands.add_parser("audit", help="find truncated, duplicate, empty, failed and looping sections")
     audit.add_argument("source", type=Path, metavar="RUN_DIR|BOOK.md")
+    audit.add_argument(
+        "--prompt",
+        metavar="TEXT",
+        help="the request the book answers: its sections are judged on its subject (a Markdown file has none of "
+        "its own; a run folder's is its spec's)",
+    )
+    add_prompt_file_flag(audit)
     audit.add_argument("--json", action="store_true", help="print audit.json to stdout")
     audit.add_argument("--rule", metavar="RULES", help="only these rules (comma list)")
     audit.add_argument("--skip-rule", metavar="RULES", help="all rules but these (comma list)")

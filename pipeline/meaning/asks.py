@@ -42,7 +42,7 @@ OPENING = re.compile(
 FORM = re.compile(
     r"^(?:an?\s+|the\s+)?(?:(?:short|brief|small|little|concise|complete|practical|comprehensive|simple|"
     r"friendly|illustrated|thorough|detailed|quick|gentle|beginner'?s'?|beginners'?|basic|hands-on|"
-    r"step-by-step|new|full|modern|plain-english|plain\s+english)\s+)*(?:[\w'-]+\s+){0,2}?"
+    r"step-by-step|new|full|modern|plain-english|plain\s+english)\s+)*(?P<named>(?:[\w'-]+\s+){0,2}?)"
     r"(?:handbook|guide|book|manual|primer|introduction|course|tutorial|overview|reference|textbook|"
     r"guidebook|booklet|report|essay|survey|account|explanation|explainer|treatise|cookbook|field guide)"
     r"(?:\s+(?:on|about|to|of|for|covering|explaining|telling|showing|describing|that\s+explains|"
@@ -188,6 +188,23 @@ def is_audience(phrase: str, lead: str) -> bool:
     """People the book is for: named after 'for' ('for night-shift nurses'), or as its readers."""
     last = phrase.split()[-1].lower() if phrase.split() else ""
     return (lead == "for" and names_people(phrase)) or last in READERS or phrase.split()[0].lower() in READERS
+
+
+def named_in_form(sentence: str) -> str:
+    """The words between the book's form's adjectives and its noun ('general chemistry' in 'Write a general
+    chemistry textbook for college students'): what the book is about when the form is followed by whom it is
+    for; '' when there are none or they are not about anything ('an introductory book')."""
+    form = FORM.match(OPENING.sub("", sentence.strip(), count=1))
+    words = clean(form.group("named")).split() if form else []
+    while words and words[0].lower() in FORM_ADJECTIVES:
+        words.pop(0)
+    return " ".join(words)
+
+
+FORM_ADJECTIVES = frozenset(
+    "introductory general advanced elementary first second basic intermediate open free online short little "
+    "easy quick useful good great my our your their this that one field operations training staff".split()
+)
 
 
 def subject_of(sentence: str) -> tuple[str, bool, str]:

@@ -36,6 +36,7 @@ from pipeline.meaning.asks import (
     enumerated,
     is_audience,
     is_detail,
+    named_in_form,
     names_readers,
     phrases,
     story_subject,
@@ -210,6 +211,8 @@ def read_first(sentence: str, found: _Found, *, brief: bool, request: str) -> No
     text, opened, lead = subject_of(PURPOSE.sub("", sentence.strip()))
     if owner := OWNED_FORM.match(OPENING.sub("", sentence.strip(), count=1)):
         found.add_audience(plural(owner.group("who")))  # 'an angler's guide to ...': anglers
+    if not brief and read_named(text, found, named=named_in_form(PURPOSE.sub("", sentence.strip())), lead=lead):
+        return
     if any(reader(text, found, opened=opened, lead=lead) for reader in FIRST_READERS):
         return
     keep = SUBJECT_KEEPS if opened and lead != "for" else frozenset()
@@ -222,6 +225,62 @@ def read_first(sentence: str, found: _Found, *, brief: bool, request: str) -> No
         found.add_phrases(found_phrases)
         return
     found.add_phrases(found.take_subject(found_phrases))
+
+
+# 'that teaches the Rust programming language to experienced programmers'
+TEACHES = re.compile(
+    r"^(?:that|which)\s+(?:teaches|explains|covers|introduces|describes)\s+(?P<what>.+?)\s+(?:to|for)\s+(?P<who>.+)$",
+    re.I | re.S,
+)
+# 'that teaches web developers how to build user interfaces with Vue'
+TEACHES_HOW = re.compile(r"^(?:that|which)\s+(?:teaches|shows)\s+(?P<who>.+?)\s+(?P<what>how\s+to\s+.+)$", re.I | re.S)
+# 'experienced programmers who want to learn Rust'
+WANTING = re.compile(
+    r"^(?P<who>[^,;:]+?)\s+who\s+(?:want|wants|need|needs|would\s+like|hope|are\s+about)\s+to\s+"
+    r"(?:learn|understand|master|study|know|get\s+started\s+with|start\s+with|use)\s+(?P<what>.+)$",
+    re.I | re.S,
+)
+# 'parents to childhood vaccines: how they work, ...'
+FOR_WHO_TO = re.compile(r"^(?P<who>[^,;:]+?)\s+(?:to|about)\s+(?P<what>[^,;:]+)(?P<rest>.*)$", re.I | re.S)
+
+
+def read_named(text: str, found: _Found, *, named: str, lead: str) -> bool:
+    """A book named by what it is about before whom it is for: 'a general chemistry textbook for college
+    students', 'a survival manual for someone stranded in the wild', 'a statistics book that students can learn
+    from', 'a statistics textbook covering sampling, ...' (its form's own words are the subject, the people after
+    'for' the audience, the things it covers concerns); 'a book that teaches the Rust programming language to
+    experienced programmers' ('... teaches web developers how to build ...'); 'a book for experienced programmers
+    who want to learn Rust'; 'a guide for parents to childhood vaccines'."""
+    text = text.strip().rstrip(".!?")
+    who = SUBJECT_END.split(text, maxsplit=1)[0]
+    for_people = lead == "for" and (names_people(who) or who.lower().startswith(("someone", "anyone", "people")))
+    if named and lead == "covering":  # 'an introductory statistics textbook covering sampling and data, ...'
+        found.add_subject(named, unframed_kind(named))
+        found.add_phrases(concern_phrases(text))
+        return True
+    if named and (for_people or re.match(r"(?:that|which|who)\b", text, re.I)):
+        found.add_subject(named, unframed_kind(named))
+        if for_people:
+            found.add_audience(who)
+        return True
+    if (shown := TEACHES_HOW.match(text)) is not None:
+        found.add_subject(shown.group("what"), unframed_kind(shown.group("what")))
+        found.add_audience(shown.group("who"))
+        return True
+    if (taught := TEACHES.match(text)) is not None:
+        found.add_subject(taught.group("what"), unframed_kind(taught.group("what")))
+        found.add_audience(taught.group("who"))
+        return True
+    if lead == "for" and (wanting := WANTING.match(text)) is not None:
+        found.add_subject(wanting.group("what"), unframed_kind(wanting.group("what")))
+        found.add_audience(wanting.group("who"))
+        return True
+    if lead == "for" and (to := FOR_WHO_TO.match(text)) is not None and len(to.group("what").split()) <= 6:
+        found.add_subject(to.group("what"), unframed_kind(to.group("what")))
+        found.add_audience(to.group("who"))
+        found.add_phrases(concern_phrases(to.group("rest")))
+        return True
+    return False
 
 
 def plural(who: str) -> str:

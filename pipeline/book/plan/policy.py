@@ -200,8 +200,12 @@ REQUEST = "the request"  # the ancestor a line's request is named by (pipeline/b
 
 
 def repeats_sibling(line: Line) -> Verdict | None:
+    """The title repeats a chosen sibling's; a small model's also when their content words nearly match ('Choosing
+    Flour', 'Choosing the Flour'): a capable model's siblings share words as a reader expects ('Step 1', 'Step 2';
+    '... over the Long Run', '... over the Short Run')."""
+    same = near_duplicates if line.small else same_title
     for sibling in line.chosen:
-        if near_duplicates(line.item.title, sibling):
+        if same(line.item.title, sibling):
             return verdict("repeats_sibling", f'nearly repeats "{sibling}"')
     return None
 

@@ -244,6 +244,9 @@ WANTING = re.compile(
 FOR_WHO_TO = re.compile(r"^(?P<who>[^,;:]+?)\s+(?:to|about)\s+(?P<what>[^,;:]+)(?P<rest>.*)$", re.I | re.S)
 
 
+BACK_REFERENCE = re.compile(r"^\w+\s+(?:they|it|them|its|their)\b", re.I)
+
+
 def read_named(text: str, found: _Found, *, named: str, lead: str) -> bool:
     """A book named by what it is about before whom it is for: 'a general chemistry textbook for college
     students', 'a survival manual for someone stranded in the wild', 'a statistics book that students can learn
@@ -278,7 +281,8 @@ def read_named(text: str, found: _Found, *, named: str, lead: str) -> bool:
     if lead == "for" and (to := FOR_WHO_TO.match(text)) is not None and len(to.group("what").split()) <= 6:
         found.add_subject(to.group("what"), unframed_kind(to.group("what")))
         found.add_audience(to.group("who"))
-        found.add_phrases(concern_phrases(to.group("rest")))
+        # 'how they work' says how the subject works: the subject's, not an ask of its own
+        found.add_phrases([p for p in concern_phrases(to.group("rest")) if not BACK_REFERENCE.match(p[0])])
         return True
     return False
 

@@ -178,7 +178,7 @@ def counted(line: Line) -> Verdict | None:
 
 
 def non_word(line: Line) -> Verdict | None:
-    odd = non_words(line.item.title, " ".join([*line.ancestors.values(), line.item.point]))
+    odd = non_words(line.item.title, " ".join(line.ancestors.values()))
     if not odd:
         return None
     return verdict("non_word", "uses a word that is not a word: " + ", ".join(f'"{word}"' for word in odd))

@@ -197,7 +197,7 @@ class Phraser:
             if strict and held is not None:
                 stats.hold(phrase.node_id, held.why)
                 continue
-            if (claimed := checks.claim(phrase.level, item)) is not None:
+            if (claimed := checks.claim(phrase.level, item, strict=True)) is not None:
                 stats.refuse(phrase.node_id, item.title, claimed)
                 continue
             return item

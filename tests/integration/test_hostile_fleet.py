@@ -148,7 +148,9 @@ def test_a_fleet_that_can_answer_nothing_stops_in_one_line_and_resume_finishes(t
     sections are written. No backend can answer: after FANOUT_GIVE_UP_AFTER seconds the job stops in one
     line, exit 1, with the sections kept and no stats.json; a resume against a healthy backend finishes it."""
     out = tmp_path / "run"
-    replies = BookReplies(title_prefix="Doomed topic")
+    # a stretch of titles of its own (tests/fakes/fake_prompts.py fake_title): the hostile backends' lines that
+    # stream before they fail are taken as a capable model's, so they may not meet the healthy engine's
+    replies = BookReplies(title_prefix="Doomed heading")
     fleet = hostile_trio(replies, seed=5, share=1.0)
     healthy, healthy_url = fake_process(0.03, 0.0, "--title-prefix", "Healthy topic")
     with FakeEngineThread(*fleet):

@@ -116,9 +116,8 @@ class NodeAsker:
         given unit (`fill`); lines held for carrying none of the asks a last slot owed; lines held as off the
         request. Past those the node has fewer children (the planner marks it short): nothing is made up."""
         ask = choice.ask
-        if not self.need.many:  # a capable model's own lines come before any phrased for it, whatever their fit
+        if not self.checks.small:  # a capable model's own lines come before any phrased for it
             take_held(choice, checks=self.checks, stats=self.stats, owed=True)
-            take_held(choice, checks=self.checks, stats=self.stats, off_request=True, floor=-1.0)
         if choice.missing() > 0 and self.fill is not None and choice.coverage.open:
             await self.fill(ask, choice)
         take_held(choice, checks=self.checks, stats=self.stats, owed=True)

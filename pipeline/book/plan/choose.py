@@ -191,17 +191,11 @@ def consider(
 
 
 def take_held(
-    choice: Choice,
-    *,
-    checks: TitleChecks,
-    stats: PlanStats,
-    off_request: bool = False,
-    owed: bool = False,
-    floor: float = LAST_RESORT_FIT,
+    choice: Choice, *, checks: TitleChecks, stats: PlanStats, off_request: bool = False, owed: bool = False
 ) -> None:
     """Fill free slots from the held lines, best score first: those with a fault, or (`owed`) those that carry
-    none of the asks a last slot owes, or (`off_request`) those judged off the request, at or above `floor`.
-    Each must still be free of what the chosen ones now make a defect."""
+    none of the asks a last slot owes, or (`off_request`) those judged off the request. Each must still be free
+    of what the chosen ones now make a defect."""
     for held in sorted(choice.held, key=lambda h: -h.score):
         if choice.missing() <= 0:
             return
@@ -209,7 +203,7 @@ def take_held(
             continue
         if any(title_key(held.item.title) == title_key(t) for t in choice.chosen):
             continue
-        if held.fit < floor:
+        if held.fit < LAST_RESORT_FIT:
             continue
         if checks.title_taken_near(choice.ask.ancestors, held.item, choice.chosen):
             continue

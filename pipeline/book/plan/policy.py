@@ -20,7 +20,6 @@ holds the audit's own, which the planner shares); `rule_table()` lists them all.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -244,9 +243,9 @@ def prompt_words(line: Line) -> Verdict | None:
 
 def fragment(line: Line) -> Verdict | None:
     """The title is a run of the request's own words cut out whole ('Library Board Each Quarter', 'Evenings') and
-    not a topic the request names: one of its asks or a thing an ask joins ('First Aid for Burns and Cuts' is a
-    concern a person would title so; 'Components' of 'components and JSX'), or the one word that heads one
-    ('Harmony' of 'chromatic harmony')."""
+    not one of its asks of two words or more ('First Aid for Burns and Cuts' is a concern a person would title so).
+    A small model's lines only: a capable model that names a topic the request names ('Harmony', 'Components')
+    heads its part with it."""
     title = line.item.title
     words, said = title_words(title), title_words(line.request)
     if not words or not content_words(title):
@@ -254,16 +253,9 @@ def fragment(line: Line) -> Verdict | None:
     runs = {tuple(said[at : at + len(words)]) for at in range(len(said) - len(words) + 1)}
     if tuple(words) not in runs:
         return None
-    named = {title_key(piece) for ask in line.asks for piece in ask_pieces(ask)}
-    if title_key(title) in named or (len(words) == 1 and words[0] in {key.split()[-1] for key in named if key}):
+    if len(words) >= 2 and any(title_key(title) == title_key(ask) for ask in line.asks):
         return None
     return verdict("fragment", "is a fragment of the request, not a heading")
-
-
-def ask_pieces(ask: str) -> list[str]:
-    """An ask and the things it joins ('components and JSX': itself, 'components', 'JSX'): a topic the request
-    names is a heading a book has ('Harmony' of a music theory book asked to cover harmony and form)."""
-    return [ask, *re.split(r"\s*(?:,|;|\band\b|\bor\b|&)\s*", ask)]
 
 
 def offensive(line: Line) -> Verdict | None:
@@ -439,6 +431,7 @@ RULES: dict[str, Rule] = {
             "near_elsewhere",
             REFUSE,
             "nearly repeats a title of its level elsewhere, by words or meaning",
+            f"SIMILAR_TITLE {SIMILAR_TITLE}",
             small_only=True,
         ),
         Rule("book_title_example", REFUSE, "the book title borrows the worked example's book title"),

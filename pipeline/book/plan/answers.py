@@ -49,9 +49,6 @@ def parse_item(body: str) -> PlanItem:
     return PlanItem(clean_title(title), clean_point(point))
 
 
-TITLE_WORDS = MAX_TITLE_CASE_WORDS
-
-
 def words(*texts: str) -> int:
     return sum(len(text.split()) for text in texts)
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from pipeline.bench.studies.corpus import Book, CorpusChapter, CorpusPart, load_book
 from pipeline.book.plan.prompts import CHOSEN_NOTE
 from pipeline.titles import title_key, title_words
-from tests.fakes.fake_engine import FakeEngine, prompt_of
+from tests.fakes.fake_engine import FakeEngine, prompt_of, serve_until_stopped
 from tests.fakes.fake_prompts import phrase_level, plan_level, requested_count, section_title
 
 NAMED = re.compile(r'for the (part|chapter) "(.+?)" of the book "')
@@ -115,15 +115,6 @@ def author_engine(book: Book, *, token_delay: float = 0.0, port: int = 0) -> Fak
     return FakeEngine(reply=AuthorReplies(book), token_delay=token_delay, port=port, distinct_choices=False)
 
 
-async def serve_forever(book: Book, *, port: int, token_delay: float) -> None:
-    engine = await author_engine(book, token_delay=token_delay, port=port).start()
-    print(engine.url, flush=True)
-    try:
-        await asyncio.Event().wait()
-    finally:
-        await engine.stop()
-
-
 def main(argv: list[str] | None = None) -> None:
     import argparse
 
@@ -132,7 +123,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
     parser.add_argument("--delay", type=float, default=0.0, help="seconds between tokens")
     args = parser.parse_args(argv)
-    asyncio.run(serve_forever(load_book(args.book), port=args.port, token_delay=args.delay))
+    asyncio.run(serve_until_stopped(author_engine(load_book(args.book), port=args.port, token_delay=args.delay)))
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ import zlib
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Protocol
 
 from aiohttp import web
 
@@ -446,6 +447,22 @@ async def serve_forever(
         section_pause=section_pause,
         later_chapters_pause=later_chapters_pause,
     )
+    await serve_until_stopped(engine)
+
+
+class Serving(Protocol):
+    """What serve_until_stopped needs of a FAKE server (FakeEngine, hostile_fleet.HostileBackend)."""
+
+    @property
+    def url(self) -> str: ...
+
+    async def start(self) -> object: ...
+
+    async def stop(self) -> None: ...
+
+
+async def serve_until_stopped(engine: Serving) -> None:
+    """Start a FAKE server, print its URL (a test that started its process reads it), and serve until cancelled."""
     await engine.start()
     print(engine.url, flush=True)
     try:

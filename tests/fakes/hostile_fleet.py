@@ -20,7 +20,7 @@ import json
 import random
 from collections import Counter
 
-from tests.fakes.fake_engine import MODEL, BookReplies, prompt_of
+from tests.fakes.fake_engine import MODEL, BookReplies, prompt_of, serve_until_stopped
 from tests.fakes.fake_prompts import section_title
 
 HUGE_BYTES = 4 * 1024 * 1024 + 64 * 1024  # just past the client's MAX_ANSWER_BYTES
@@ -303,15 +303,6 @@ def hostile_trio(replies: BookReplies, seed: int, share: float) -> list[HostileB
     ]
 
 
-async def serve_forever(backend: HostileBackend) -> None:
-    await backend.start()
-    print(backend.url, flush=True)
-    try:
-        await asyncio.Event().wait()
-    finally:
-        await backend.stop()
-
-
 def main(argv: list[str] | None = None) -> None:
     import argparse
 
@@ -328,7 +319,7 @@ def main(argv: list[str] | None = None) -> None:
     backend = HostileBackend(
         replies, seed=args.seed, share=args.share, faults=faults, models_too=args.models_too, port=args.port
     )
-    asyncio.run(serve_forever(backend))
+    asyncio.run(serve_until_stopped(backend))
 
 
 if __name__ == "__main__":

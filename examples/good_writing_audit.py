@@ -27,17 +27,20 @@ from pipeline.bench.studies.corpus import Book, book_markdown, load_corpus  # no
 from pipeline.meaning.embed import open_embedder  # noqa: E402
 
 
-def audited(book: Book, form: str, out: Path) -> tuple[Counter[str], int, int, float | None]:
-    """(alarms by rule, sections flagged by a rule that is a defect, sections, on_subject) of one book and request."""
+def audited(book: Book, form: str, out: Path) -> tuple[Counter[str], int, int, int, float | None]:
+    """(alarms by rule, sections flagged by a rule that is a defect, the same with off_subject aside, sections,
+    on_subject) of one book and request."""
     path = out / f"{book.slug}.md"
     path.write_text(book_markdown(book), encoding="utf-8")
     source = load_book(path)
     source.prompt = getattr(book.requests, form)
     report = audit(source, embedder=open_embedder())
     alarms = Counter(defect.rule for defect in report.defects)
-    flagged = {d.section_id for d in report.defects if d.rule not in FIGURE_RULES}
+    sections = {section.id for section in source.sections}  # a rule may also name a heading above them
+    flagged = {d.section_id for d in report.defects if d.rule not in FIGURE_RULES} & sections
+    by_others = {d.section_id for d in report.defects if d.rule not in (*FIGURE_RULES, "off_subject")} & sections
     on_subject = report.meaning.on_subject if report.meaning is not None else None
-    return alarms, len(flagged), report.sections, on_subject
+    return alarms, len(flagged), len(by_others), report.sections, on_subject
 
 
 def main() -> None:
@@ -47,31 +50,33 @@ def main() -> None:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     books = [b for b in load_corpus() if not args.books or b.slug in args.books.split(",")]
-    print("| book | request | sections flagged (share) | on_subject | alarms by rule |")
-    print("|---|---|---|---|---|")
+    print("| book | request | sections flagged (share) | off_subject aside | on_subject | alarms by rule |")
+    print("|---|---|---|---|---|---|")
     totals: dict[bool, Counter[str]] = {False: Counter(), True: Counter()}
     for book in books:
         for form in ("topics", "plain"):
-            alarms, flagged, sections, on_subject = audited(book, form, args.out)
+            alarms, flagged, by_others, sections, on_subject = audited(book, form, args.out)
             total = totals[book.held_out]
             total.update(alarms)
             total["(flagged)"] += flagged
+            total["(by others)"] += by_others
             total["(sections)"] += sections
             total["(on_subject x100)"] += round(100 * (on_subject or 0))
             total["(books)"] += 1
             rules = ", ".join(f"{rule} {n}" for rule, n in alarms.most_common())
             mark = " (held out)" if book.held_out else ""
             subject = f"{on_subject:.2f}" if on_subject is not None else "–"
-            print(f"| {book.slug}{mark} | {form} | {flagged} / {sections} ({flagged / sections:.0%}) | {subject} | "
-                  f"{rules} |")  # fmt: skip
+            print(f"| {book.slug}{mark} | {form} | {flagged} / {sections} ({flagged / sections:.0%}) | "
+                  f"{by_others} ({by_others / sections:.0%}) | {subject} | {rules} |")  # fmt: skip
     for held_out, total in totals.items():
         if not total["(books)"]:
             continue
         rules = ", ".join(f"{r} {n}" for r, n in total.most_common() if not r.startswith("("))
-        share = total["(flagged)"] / total["(sections)"]
+        share, others = (total[key] / total["(sections)"] for key in ("(flagged)", "(by others)"))
         mean = total["(on_subject x100)"] / total["(books)"] / 100
-        print(f"| **{'held out' if held_out else 'tuned'}** | both | {total['(flagged)']} / {total['(sections)']} "
-              f"(**{share:.0%}**) | {mean:.2f} mean | {rules} |")  # fmt: skip
+        name, flagged, by_others = "held out" if held_out else "tuned", total["(flagged)"], total["(by others)"]
+        print(f"| **{name}** | both | {flagged} / {total['(sections)']} (**{share:.0%}**) | {by_others} "
+              f"(**{others:.1%}**) | {mean:.2f} mean | {rules} |")  # fmt: skip
 
 
 if __name__ == "__main__":

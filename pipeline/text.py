@@ -8,11 +8,15 @@ A leaf: the audit, the quality figures and the book's assembly and trimming impo
 from __future__ import annotations
 
 import re
+from collections import defaultdict
+from dataclasses import dataclass
 
 CLOSING = tuple(".!?:;)]}\"'`*_…»”’")
-LOOP_WORDS = 8  # a run of this many words three times in one section is a repetition loop
+LOOP_WORDS = 8  # a run of this many words three times in one section, two of them back to back, is a loop
 LOOP_REPEATS = 3
+LOOP_LIKENESS = 0.95  # a loop's copy matches the one before it in this share of its words, at the least
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+WORD_EDGES = ".,;:!?\"'()[]{}“”‘’*_`"
 
 
 # Where a CommonMark link points, not what it says: an inline destination `](https://…)` (a title after it too),
@@ -20,6 +24,78 @@ FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 LINK_TARGET = re.compile(
     r"\]\(\s*(?:<[^<>\n]*>|(?:[^\s()]|\([^\s()]*\))*)(?:\s+(?:\"[^\"]*\"|'[^']*'|\([^()]*\)))?\s*\)|\]\[[^\[\]]*\]"
 )
+
+
+@dataclass(frozen=True)
+class Loop:
+    """A run of text said again and again back to back: where its second copy starts (a character offset), the
+    LOOP_WORDS words that come back, and how often they do."""
+
+    start: int
+    words: tuple[str, ...]
+    times: int
+
+
+def repetition_loop(text: str, times: int = LOOP_REPEATS) -> Loop | None:
+    """The earliest loop of the text: a run of LOOP_WORDS words that comes `times` times or more, two of them back
+    to back (the stretch from the one to the next said again, LOOP_LIKENESS of its words alike). What a model
+    stuck in a loop writes ('The key is to use a starter. The key is to use a starter. …'), and not what an author
+    repeats across a page ('it is not the case that …' in sentences of a logic textbook). Words are compared with
+    their symbols ('(𝒜∧ℬ)' is not '(𝒜∨ℬ)'), and code blocks are not read: code says a line again on purpose."""
+    spans = prose_words(text)
+    words = [word for _, word in spans]
+    where: dict[tuple[str, ...], list[int]] = defaultdict(list)
+    for index, gram in enumerate(shingles(words, LOOP_WORDS)):
+        where[gram].append(index)
+    found: Loop | None = None
+    for gram, places in where.items():
+        if len(places) < times:
+            continue
+        for earlier, later in zip(places, places[1:]):
+            if (found is None or later < found.start) and said_again(words, earlier, later):
+                found = Loop(start=later, words=gram, times=len(places))
+                break
+    return None if found is None else Loop(start=spans[found.start][0], words=found.words, times=found.times)
+
+
+def said_again(words: list[str], earlier: int, later: int) -> bool:
+    """The stretch of words from `earlier` up to `later` comes again from `later` on (LOOP_LIKENESS of it)."""
+    stretch, again = words[earlier:later], words[later : later + later - earlier]
+    return sum(a == b for a, b in zip(stretch, again)) >= LOOP_LIKENESS * len(again)
+
+
+def prose_words(text: str) -> list[tuple[int, str]]:
+    """(offset, word) of each word outside fenced code, lower case, its surrounding punctuation stripped and its
+    symbols kept; a token with no letter or digit (a bullet, a dash) is not a word."""
+    found = []
+    for offset, line in prose_lines(text):
+        for token in re.finditer(r"\S+", line):
+            word = token.group().lower().strip(WORD_EDGES)
+            if any(char.isalnum() for char in word):
+                found.append((offset + token.start(), word))
+    return found
+
+
+def without_code(text: str) -> str:
+    """The text with its fenced code blocks, fences and all, left out."""
+    return "".join(line for _, line in prose_lines(text))
+
+
+def prose_lines(text: str) -> list[tuple[int, str]]:
+    """(offset, line) of each line outside fenced code (a fence closes on its own character, as CommonMark's do)."""
+    found = []
+    fenced: str | None = None
+    offset = 0
+    for line in text.splitlines(keepends=True):
+        marker = match.group(1) if (match := FENCE.match(line)) else None
+        if marker and fenced is None:
+            fenced = marker
+        elif marker and fenced and marker[0] == fenced[0] and len(marker) >= len(fenced):
+            fenced = None
+        elif fenced is None:
+            found.append((offset, line))
+        offset += len(line)
+    return found
 
 
 def without_link_targets(text: str) -> str:

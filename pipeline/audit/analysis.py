@@ -37,6 +37,7 @@ from pipeline.meaning.nearness import (
     margin_of,
     point_vagueness,
     restating,
+    says_the_same,
     subject_words,
     unit,
     unrestated,
@@ -45,6 +46,7 @@ from pipeline.meaning.offrequest import JUDGED_LEVELS, OFF_REQUEST, request_fit
 from pipeline.meaning.onsubject import subject_fits
 from pipeline.meaning.reading import request_asks
 from pipeline.records.audit import BookMeaning, SectionMeaning
+from pipeline.text import without_code
 from pipeline.titles import TitleIndex, content_words, title_key
 
 
@@ -54,6 +56,7 @@ class Family:
 
     chapter_id: str
     chapter_unit: str
+    above: list[str] = field(default_factory=list)  # the chapter's unit and the titles of the headings above it
     sections: list[AuditSection] = field(default_factory=list)
     units: list[str] = field(default_factory=list)
     points: list[str] = field(default_factory=list)
@@ -70,14 +73,23 @@ def families(book: AuditBook) -> list[Family]:
         if parent is None:
             family = loose
         else:
-            family = grouped.setdefault(
-                parent, Family(parent, unit(titles.get(parent, ""), book.points.get(parent, "")))
-            )
+            family = grouped.setdefault(parent, family_of(book, parent, titles))
         point = book.points.get(section.id, "")
         family.sections.append(section)
         family.units.append(unit(section.title, point))
         family.points.append(point or section.title)
     return [f for f in [*grouped.values(), loose] if f.sections]
+
+
+def family_of(book: AuditBook, parent: str, titles: dict[str, str]) -> Family:
+    """The family of the sections under `parent`: its unit, and the texts above it: that unit and the titles of the
+    headings above it below the book's title (the book is what the request says it is)."""
+    chapter = unit(titles.get(parent, ""), book.points.get(parent, ""))
+    above, node = [chapter], book.parents.get(parent)
+    while node is not None:
+        above.append(titles.get(node, ""))
+        node = book.parents.get(node)
+    return Family(parent, chapter, [text for text in above if text and text != book.title])
 
 
 def margins(texts: Vectors, units: Vectors) -> tuple[list[float], list[int]]:
@@ -94,7 +106,7 @@ def section_meanings(book: AuditBook, embedder: Embedder) -> list[SectionMeaning
         written = [s.error is None and bool(s.text.strip()) for s in family.sections]
         bodies = [body_text(s.text) for s in family.sections]
         texts = embedder.embed(bodies)
-        chapter = embedder.embed([family.chapter_unit])[0]
+        above = embedder.embed(family.above or [family.chapter_unit])
         units = embedder.embed(family.units)
         plain = embedder.embed([unrestated(b, p) for b, p in zip(bodies, family.points)])
         kept, kept_plain = margins(texts, units), margins(plain, units)
@@ -103,9 +115,9 @@ def section_meanings(book: AuditBook, embedder: Embedder) -> list[SectionMeaning
             meaning = SectionMeaning(id=section.id, stray_headings=strays)
             if written[index]:
                 meaning.to_book = round(float(texts[index] @ anchor), DIGITS)
-                meaning.to_chapter = round(float(texts[index] @ chapter), DIGITS)
+                meaning.to_above = round(float((above @ texts[index]).max()), DIGITS)
                 # off the book needs a book that says what it is about: a request, or a title heading
-                meaning.off_book = bool(request) and max(meaning.to_book, meaning.to_chapter) < OFF_BOOK
+                meaning.off_book = bool(request) and max(meaning.to_book, meaning.to_above) < OFF_BOOK
                 first = SENTENCE.split(bodies[index].strip(), maxsplit=1)[0]
                 meaning.opens_restating = restating(first, content_words(family.points[index]))
                 if len(family.sections) > 1:
@@ -122,8 +134,9 @@ def section_meanings(book: AuditBook, embedder: Embedder) -> list[SectionMeaning
 
 
 def paragraphs(text: str) -> list[str]:
-    blocks = [" ".join(b.split()) for b in re.split(r"\n\s*\n", text)]
-    return [b for b in blocks if len(b.split()) >= MIN_PARAGRAPH_WORDS and not b.startswith(("```", "~~~"))]
+    """The text's paragraphs of prose (MIN_PARAGRAPH_WORDS words or more), fenced code left out."""
+    blocks = [" ".join(b.split()) for b in re.split(r"\n\s*\n", without_code(text))]
+    return [b for b in blocks if len(b.split()) >= MIN_PARAGRAPH_WORDS]
 
 
 def repeated_paragraphs(book: AuditBook, embedder: Embedder, block: int = 2048) -> dict[str, tuple[str, float]]:
@@ -140,9 +153,12 @@ def repeated_paragraphs(book: AuditBook, embedder: Embedder, block: int = 2048) 
     for start in range(0, len(texts), block):
         scores = vectors[start : start + block] @ vectors.T
         for row, later in enumerate(range(start, min(start + block, len(texts)))):
-            earlier = np.flatnonzero((scores[row, :later] >= REPEATED_PARAGRAPH) & (owner[:later] != owner[later]))
-            if len(earlier) and owners[later] not in found:
-                found[owners[later]] = (owners[earlier[0]], float(scores[row, earlier[0]]))
+            if owners[later] in found:
+                continue
+            near = np.flatnonzero((scores[row, :later] >= REPEATED_PARAGRAPH) & (owner[:later] != owner[later]))
+            same = [i for i in near if says_the_same(float(scores[row, i]), texts[later], texts[i])]
+            if same:
+                found[owners[later]] = (owners[same[0]], float(scores[row, same[0]]))
     return found
 
 
@@ -282,7 +298,9 @@ def analyse(book: AuditBook, embedder: Embedder, judge: Embedder | None = None) 
         "vague_points": vague_point_list(book, embedder),
         "overlap": overlapping(book, embedder),
         "off_book": [
-            f"{s.id}: {s.to_book:.2f} to the request, {s.to_chapter:.2f} to its chapter" for s in sections if s.off_book
+            f"{s.id}: {s.to_book:.2f} to the request, {s.to_above:.2f} to the headings above it"
+            for s in sections
+            if s.off_book
         ],
         "repeated_content": [f"{k}: a paragraph like one of {v[0]} ({v[1]:.2f})" for k, v in repeats.items()],
         "off_point": [f"{s.id}: nearer {s.nearest} by {-(s.margin or 0):.2f}" for s in judged if not s.on_point],

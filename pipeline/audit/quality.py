@@ -56,7 +56,7 @@ FIGURES: dict[str, str] = {
     "restating_openings": "share of sections whose first sentence restates their key point",
     "similar_titles": "pairs of titles of one level, anywhere in the book, that say the same thing (by meaning or "
     "by ≥ 75% shared content words)",
-    "off_book": "sections whose text is far from both the book's request and their chapter, by meaning",
+    "off_book": "sections whose text is far from the book's request and from every heading above them, by meaning",
     "vague_points": "key points that say nothing of their own: near a stock phrase ('what you need to know') or "
     "only restating their title",
     "repeated_content": "sections with a paragraph that says what a paragraph of an earlier section says, by meaning",

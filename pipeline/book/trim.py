@@ -13,11 +13,10 @@ sentences the same way; the journal keeps the raw answer beside the text.
 from __future__ import annotations
 
 import re
-from collections import Counter
 
 from markdown_it import MarkdownIt
 
-from pipeline.text import LOOP_REPEATS, LOOP_WORDS, ends_closed, shingles, words_of
+from pipeline.text import LOOP_REPEATS, ends_closed, repetition_loop
 
 _markdown = MarkdownIt("commonmark")
 WORDS_PER_PARAGRAPH = 90
@@ -192,29 +191,19 @@ def without_stray_quote(text: str) -> str:
     return text
 
 
-def cut_repeats(text: str) -> str:
-    """The text up to where it starts repeating itself: the first LOOP_WORDS-word run seen before."""
-    spans = [(m.start(), re.sub(r"[^a-z0-9']", "", m.group().lower())) for m in re.finditer(r"\S+", text)]
-    seen: set[tuple[str, ...]] = set()
-    for index in range(len(spans) - LOOP_WORDS + 1):
-        gram = tuple(word for _, word in spans[index : index + LOOP_WORDS])
-        if gram in seen:
-            return text[: spans[index][0]].rstrip(" ,;:-")
-        seen.add(gram)
-    return text.strip()
-
-
-def loops(text: str, times: int = LOOP_REPEATS) -> bool:
-    """Some run of LOOP_WORDS words comes back `times` times or more."""
-    counts = Counter(shingles(words_of(text), LOOP_WORDS))
-    return bool(counts) and counts.most_common(1)[0][1] >= times
+def cut_repeats(text: str, times: int = 2) -> str:
+    """The text up to where it starts repeating itself: the second copy of its earliest loop
+    (pipeline/text.py's repetition_loop, at `times` copies)."""
+    loop = repetition_loop(text, times)
+    return text.strip() if loop is None else text[: loop.start].rstrip(" ,;:-")
 
 
 def end_well(text: str, *, capped: bool) -> str:
-    """Nobody ships a looping section: a loop is cut where it starts (at its second coming in an answer that
-    ran to the cap, its third in one that stopped), and an answer that ran to the cap, was cut, or stopped
-    mid-sentence in prose ends on its last full sentence."""
-    kept = cut_repeats(text) if loops(text, 2 if capped else LOOP_REPEATS) else text
+    """Nobody ships a looping section: a loop (pipeline/text.py's repetition_loop: two copies back to back in an
+    answer that ran to the cap, three in one that stopped) is cut at its second copy, and an answer that ran to
+    the cap, was cut, or stopped mid-sentence in prose ends on its last full sentence."""
+    loop = repetition_loop(text, 2 if capped else LOOP_REPEATS)
+    kept = text if loop is None else text[: loop.start].rstrip(" ,;:-")
     if capped or kept != text or ends_in_open_prose(kept):
         kept = cut_to_sentence(kept) or kept
     return kept

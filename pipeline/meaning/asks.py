@@ -119,7 +119,7 @@ PARTICIPLE = re.compile(r"^[a-z]{3,}(?<!e)ed$", re.I)
 ADVERB = re.compile(r"^[a-z]{3,}ly$", re.I)
 SUBJECT_KEEPS = frozenset({"with", "in", "on", "at", "from", "across"})  # 'woodworking with hand tools', 'a balcony in
 # winter', 'sea bass fishing from the shore', 'a remote team across time zones'
-TOKEN = re.compile(r"[\w][\w'’-]*|[^\w\s]")
+TOKEN = re.compile(r"(?:[A-Za-z]\.){2,}|\w(?:[\w'’-]|\.(?=\w))*|[^\w\s]")  # 'U.S.' and 'Vue.js' are words
 EDGE = " \t\"'“”‘’()[]-–—:;,."
 LEADING = re.compile(r"^(?:of|and|or)\s+", re.I)
 # 'kinds of' where 'help such as' was cut off; 'new plot holders at' where 'our allotment' was

@@ -84,7 +84,8 @@ def read(request: str) -> Reading:
     story's first sentence is about (story_subject); the story's details (counts, days, places of one word, bare
     verbs: is_detail) are not asks, and the people it names are the audience."""
     found = _Found()
-    sentences = [s for s in SENTENCE.split(request) if s.strip()]
+    sentences = request_sentences(request)
+    sentences[:1] = [asked_for_people(sentence) for sentence in sentences[:1]]
     order = reading_order(sentences)
     found.story = next((story_subject(sentence) for number, sentence in order if number < 0), "")
     told = is_brief(request) and OWN_CONTEXT.match(sentences[0].strip()) is not None  # a brief that tells of the asker
@@ -95,6 +96,41 @@ def read(request: str) -> Reading:
         if number > 0:  # the story before the sentence that names the book gave its subject, if any, and no more
             found.add_phrases(concern_phrases(later_sentence(sentence, brief=told)))
     return found.reading()
+
+
+# a stop that ends no sentence: an initialism ('U.S.', 'e.g.') or a title's abbreviation ('Dr.', 'vs.')
+ABBREVIATION = re.compile(r"(?:\b[A-Za-z]\.){2,}$|\b(?:etc|vs|Dr|Mr|Mrs|Ms|St|No|approx)\.$")
+
+
+def request_sentences(request: str) -> list[str]:
+    """The request's sentences, a stop after an abbreviation or before a word in lower case not taken for an
+    end ('a textbook on U.S. history' is one sentence)."""
+    sentences: list[str] = []
+    for piece in (piece for piece in SENTENCE.split(request) if piece.strip()):
+        if sentences and (ABBREVIATION.search(sentences[-1]) or piece[:1].islower()):
+            sentences[-1] = f"{sentences[-1]} {piece}"
+        else:
+            sentences.append(piece)
+    return sentences
+
+
+# 'Hikers want a practical guide to …', 'New Python developers need a book on …': the people come first
+PEOPLE_WANT = re.compile(
+    r"^\s*(?P<who>(?:[\w'-]+\s+){0,3}[\w'-]+)\s+(?:wants?|needs?|would\s+like|are\s+looking\s+for|ask\s+for)\s+"
+    r"(?P<what>(?:an?|the|some)\s.+)$",
+    re.I | re.S,
+)
+
+
+def asked_for_people(sentence: str) -> str:
+    """A sentence that names its readers before what they want, as the asker would write it for them ('Hikers want
+    a guide to X' -> 'Write a guide to X for hikers'); any other sentence as it is."""
+    match = PEOPLE_WANT.match(sentence)
+    if match is None or not names_people(match.group("who")):
+        return sentence
+    what = match.group("what").rstrip()
+    stop = what[-1] if what[-1] in ".!?" else ""
+    return f"Write {what.rstrip('.!?')} for {match.group('who')}{stop}"
 
 
 class _Found:
@@ -247,6 +283,9 @@ FOR_WHO_TO = re.compile(r"^(?P<who>[^,;:]+?)\s+(?:to|about)\s+(?P<what>[^,;:]+)(
 BACK_REFERENCE = re.compile(r"^\w+\s+(?:they|it|them|its|their)\b", re.I)
 
 
+RELATIVE_CLAUSE = re.compile(r"\s+(?:that|which|who)\s+", re.I)
+
+
 def read_named(text: str, found: _Found, *, named: str, lead: str) -> bool:
     """A book named by what it is about before whom it is for: 'a general chemistry textbook for college
     students', 'a survival manual for someone stranded in the wild', 'a statistics book that students can learn
@@ -255,7 +294,7 @@ def read_named(text: str, found: _Found, *, named: str, lead: str) -> bool:
     experienced programmers' ('... teaches web developers how to build ...'); 'a book for experienced programmers
     who want to learn Rust'; 'a guide for parents to childhood vaccines'."""
     text = text.strip().rstrip(".!?")
-    who = SUBJECT_END.split(text, maxsplit=1)[0]
+    who = RELATIVE_CLAUSE.split(SUBJECT_END.split(text, maxsplit=1)[0], maxsplit=1)[0]  # 'students that …'
     for_people = lead == "for" and (names_people(who) or who.lower().startswith(("someone", "anyone", "people")))
     if named and lead == "covering":  # 'an introductory statistics textbook covering sampling and data, ...'
         found.add_subject(named, unframed_kind(named))
@@ -362,7 +401,7 @@ FIRST_READERS = (read_framed, read_whose, read_people_on, read_people_first, rea
 
 MAX_SUBJECT_WORDS = 10  # a subject clause longer than this is read phrase by phrase (a list run into it)
 SUBJECT_END = re.compile(
-    r"\s*(?:[,;:.!?(]|\s[-–—]\s|\s+(?:including|covering|such\s+as|especially|so\s+that|so\s+we|to\s+help"
+    r"\s*(?:[,;:!?(]|(?<!\.[A-Za-z])\.(?!\w)|\s[-–—]\s|\s+(?:including|covering|such\s+as|especially|so\s+that|so\s+we|to\s+help"
     r"|and\s+(?=how|why|what)|(?:that|which|who)\s+(?=(?:we|i|you|they|can|will|covers?|explains?)\b)"
     r"|step[\s-]+by[\s-]+step|in\s+plain)\b)",
     re.I,
@@ -436,7 +475,7 @@ def without_audience(text: str, found: _Found) -> str:
     match = AUDIENCE_CLAUSE.search(text)
     if match is None or not any(PEOPLE.search(w) for w in match.group("who").split()[:4]):
         return text
-    found.add_audience(match.group("who"))
+    found.add_audience(RELATIVE_CLAUSE.split(match.group("who"), maxsplit=1)[0])  # 'students that …': students
     return text[: match.start()] + text[match.end() :]
 
 

@@ -135,7 +135,12 @@ def section_cases(embedder: Embedder, folder: Path) -> list[Case]:
 
 
 def paragraph_cases(embedder: Embedder, folder: Path) -> list[Case]:
-    return pair_cases(embedder, folder, "paragraphs", meaning.REPEATED_PARAGRAPH)
+    """Labelled paragraph pairs judged as the audit judges them (nearness.says_the_same); scored by cosine."""
+    cases = []
+    for a, b, same in load(folder, "paragraphs")["pairs"]:
+        score = cosine(embedder, a, b)
+        cases.append((f"{a[:40]}… / {b[:40]}… ({score:.2f})", same, meaning.says_the_same(score, a, b), score))
+    return cases
 
 
 def ask_cases(embedder: Embedder, folder: Path) -> list[Case]:
@@ -295,7 +300,11 @@ JUDGEMENTS: list[tuple[str, str, Callable[[Embedder, Path], list[Case]]]] = [
     ("similar sibling units", f"SIMILAR_UNIT {meaning.SIMILAR_UNIT}", unit_cases),
     ("vague_points", f"VAGUE_STOCK {meaning.VAGUE_STOCK}, VAGUE_RESTATES {meaning.VAGUE_RESTATES}", point_cases),
     ("off_book", f"OFF_BOOK {meaning.OFF_BOOK} (score: minus the nearer cosine)", section_cases),
-    ("repeated_content", f"REPEATED_PARAGRAPH {meaning.REPEATED_PARAGRAPH}", paragraph_cases),
+    (
+        "repeated_content",
+        f"REPEATED_PARAGRAPH {meaning.REPEATED_PARAGRAPH}, REPEATED_WORDS {meaning.REPEATED_WORDS}",
+        paragraph_cases,
+    ),
     ("coverage (carried)", f"CARRIED {meaning.CARRIED} or most content words", ask_cases),
     ("from the worked example", f"FROM_EXAMPLE {meaning.FROM_EXAMPLE}", example_cases),
     ("overlap", f"OVERLAPPING_UNITS {meaning.OVERLAPPING_UNITS}", chapter_cases),

@@ -155,4 +155,5 @@ def test_the_audit_command_prints_the_structure_and_gates_on_repeated_titles(tmp
     gated = subprocess.run(command + ["--fail-on", "repeated_title"], capture_output=True, text=True)
     assert gated.returncode == 3 and "repeated_title 1" in gated.stderr
     saved = json.loads((tmp_path / "api.audit.json").read_text())
-    assert saved["structure"]["units"] == 17 and saved["figure_rules"] == ["repeated_title", "word_count_outliers"]
+    assert saved["structure"]["units"] == 17
+    assert saved["figure_rules"] == ["repeated_title", "word_count_outliers", "off_point"]

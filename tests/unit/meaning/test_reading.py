@@ -62,6 +62,24 @@ def test_who_the_book_is_for_is_its_audience_and_never_a_concern():
     assert reading.subject == "teenager has just started driving" and reading.audience == ("parents",)
 
 
+@pytest.mark.parametrize(
+    ("request_text", "subject", "audience"),
+    [
+        ("Hikers want a guide to surviving a night in the wilderness.", "surviving a night in the wilderness", "Hikers"),
+        ("Python developers need a guide to packaging their code.", "packaging their code", "Python developers"),
+        ("Write a chemistry book for AP students that runs from atoms to reactions.", "chemistry", "AP students"),
+    ],
+)
+def test_a_request_that_names_its_readers_first_is_about_what_they_want(request_text, subject, audience):
+    reading = read(request_text)
+    assert reading.subject == subject and reading.audience == (audience,)
+
+
+def test_a_stop_inside_an_initialism_or_a_name_ends_no_sentence():
+    assert read("Write a textbook on U.S. history from colonial times to the present.").subject == "U.S. history"
+    assert read("Write a guide to Vue.js for web developers.").subject == "Vue.js"
+
+
 def test_a_list_names_the_concerns_and_a_request_for_people_is_about_their_work():
     reading = read("A field handbook for volunteer trail builders on drainage, switchbacks, tool safety and erosion.")
     assert reading.subject == "trail builders" and reading.kind == "role"

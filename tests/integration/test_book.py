@@ -17,6 +17,7 @@ from pypdf import PdfReader
 
 from pipeline.book.repair import ACTIONS
 from pipeline.journal import read_journal
+from pipeline.text import repetition_loop
 from tests.conftest import ENGINE_THREADS
 from tests.fakes.fake_engine import fake_process as fake_engine_process
 from tests.fakes.fake_prompts import plan_level, section_title
@@ -330,9 +331,5 @@ def assert_audit_matches_an_independent_recount(out: Path, journal: dict) -> Non
     assert audit["counts"]["failed"] == sum(r.error is not None for r in journal.values())
     assert audit["counts"]["duplicate"] == duplicates
     assert audit["counts"]["empty"] == sum(len(r.text.split()) < 40 for r in journal.values() if r.error is None)
-    looping = 0
-    for result in journal.values():
-        words = re.findall(r"[a-z0-9']+", result.text.lower())
-        grams = [tuple(words[i : i + 8]) for i in range(len(words) - 7)]
-        looping += any(grams.count(g) >= 3 for g in set(grams))
+    looping = sum(repetition_loop(result.text) is not None for result in journal.values())
     assert audit["counts"]["repetition_loop"] == looping

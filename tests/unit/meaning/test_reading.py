@@ -65,7 +65,7 @@ def test_who_the_book_is_for_is_its_audience_and_never_a_concern():
 @pytest.mark.parametrize(
     ("request_text", "subject", "audience"),
     [
-        ("Hikers want a guide to surviving a night in the wilderness.", "surviving a night in the wilderness", "Hikers"),
+        ("Hikers want a guide to surviving a night outdoors.", "surviving a night outdoors", "Hikers"),
         ("Python developers need a guide to packaging their code.", "packaging their code", "Python developers"),
         ("Write a chemistry book for AP students that runs from atoms to reactions.", "chemistry", "AP students"),
     ],

@@ -1,7 +1,8 @@
 """Plain-text measures the audit rules and the quality figures share.
 
-Takes a section's text; returns its words, its word n-grams, and whether it ends closed (on closing
-punctuation or a closed code fence); `close_open_fence` closes a code fence a truncated answer left open.
+Takes a section's text; returns its words (all of them, or its prose's, fenced code left out), its word n-grams,
+its loop (a stretch said again and again), and whether it ends closed (on closing punctuation or a closed code
+fence); `close_open_fence` closes a code fence a truncated answer left open.
 A leaf: the audit, the quality figures and the book's assembly and trimming import it.
 """
 

@@ -234,7 +234,7 @@ def rule_repeated_passages(book: AuditBook) -> list[Defect]:
 
 
 def rule_repetition_loop(book: AuditBook) -> list[Defect]:
-    """A run of LOOP_WORDS words or more said LOOP_REPEATS times back to back inside one section
+    """A loop inside one section: a run of words that comes three times, two of them back to back
     (pipeline/text.py's repetition_loop)."""
     found = []
     for section in book.sections:

@@ -95,7 +95,7 @@ class SectionMeaning(BaseModel):
     margin_unrestated: float | None = None  # the same with sentences restating the point removed
     opens_restating: bool = False
     to_book: float = 0.0  # cosine of the text with the request (or the book title)
-    to_above: float = 0.0  # cosine of the text with the nearest heading above it: its chapter, part or book title
+    to_above: float = 0.0  # cosine of the text with the nearest heading above it below the book's title
     off_book: bool = False
     stray_headings: int = 0
     repeats: str | None = None  # 'p01.c02.s03' whose paragraph this section's nearly repeats

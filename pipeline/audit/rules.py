@@ -382,8 +382,16 @@ TITLE_RULES = ["duplicate", "repeated_title", "near_duplicate", "offensive"]
 FIGURE_RULES = ("repeated_title", "word_count_outliers", "off_point")
 
 
+# In a run a capable model wrote, off_point is a figure too: its sections read as an author's do.
+CAPABLE_RUN_FIGURE_RULES = ("off_point",)
+
+
 def figure_rules(book: AuditBook) -> list[str]:
-    return [] if book.from_journal else list(FIGURE_RULES)
+    """The rules whose findings are figures in this book: FIGURE_RULES in a Markdown file, CAPABLE_RUN_FIGURE_RULES
+    in a run whose model is not a small one, none in a small model's run (or one that does not say)."""
+    if not book.from_journal:
+        return list(FIGURE_RULES)
+    return list(CAPABLE_RUN_FIGURE_RULES) if book.small_model is False else []
 
 
 def choose_rules(only: list[str] | None, skip: list[str] | None) -> list[str]:

@@ -78,6 +78,7 @@ class AuditBook:
     target_words: int | None = None  # words asked for per section: run folders only
     parents: dict[str, str] = field(default_factory=dict)  # a node's id -> its parent's id
     placeholders: set[str] = field(default_factory=set)  # ids outline.json flags as numbered stand-ins
+    small_model: bool | None = None  # a run written by a small model (its spec's profile); None: not known
     points: dict[str, str] = field(default_factory=dict)  # a node's id -> its key point (run folders only)
     structure: BookStructure = field(default_factory=lambda: BookStructure(kind="markdown"))
 
@@ -126,6 +127,7 @@ def load_run(folder: Path) -> AuditBook:
         title=outline.title,
         prompt=spec.prompt if spec else None,
         target_words=spec.words if spec else None,
+        small_model=spec.profile.small if spec and spec.profile else None,
         parents=parents,
         placeholders={node.id for node in outline_nodes(outline) if node.placeholder},
         points={node.id: node.point for node in outline_nodes(outline) if node.point},

@@ -19,12 +19,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pipeline.backends.engines import STANDARD_FIELDS, engine
 from pipeline.errors import UsageError
-from pipeline.records import ChatRequest, EngineKind, SamplingProfile
+from pipeline.records import SMALL_PROFILE, ChatRequest, EngineKind, SamplingProfile
 
 PROFILES = {
     "greedy": SamplingProfile(name="greedy", temperature=0.0),
-    "small": SamplingProfile(
-        name="small", temperature=0.5, top_p=0.9, min_p=0.05, repetition_penalty=1.1, dry_multiplier=0.8, seed=1
+    SMALL_PROFILE: SamplingProfile(
+        name=SMALL_PROFILE, temperature=0.5, top_p=0.9, min_p=0.05, repetition_penalty=1.1, dry_multiplier=0.8, seed=1
     ),
     "default": SamplingProfile(name="default", temperature=0.7, top_p=0.9, min_p=0.05, repetition_penalty=1.05, seed=1),
 }
@@ -37,15 +37,14 @@ def is_small_model(model: str) -> bool:
 
 
 def is_small(profile: SamplingProfile) -> bool:
-    """The profile of a small model, whose planning lines are mostly unusable: it plans from what is given and
-    samples every question several times."""
-    return profile.name == "small"
+    """The profile of a small model (SamplingProfile.small)."""
+    return profile.small
 
 
 def choose_profile(name: str | None, overrides: dict[str, Any], models: list[str]) -> SamplingProfile:
     """The named profile, or the one that fits the models the engines report, with overrides applied."""
     if name is None:
-        name = "small" if models and all(is_small_model(m) for m in models) else "default"
+        name = SMALL_PROFILE if models and all(is_small_model(m) for m in models) else "default"
     if name not in PROFILES:
         raise UsageError(f"unknown sampling profile {name!r} (profiles: {', '.join(PROFILES)})")
     try:

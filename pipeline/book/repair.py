@@ -85,11 +85,11 @@ async def replan_off_request(planner: Planner, outline: Outline, report: AuditRe
 
 
 def plan_actions(report: AuditReport, section_ids: set[str]) -> dict[str, str]:
-    """One action per section: the strongest its defects call for."""
+    """One action per section: the strongest its defects call for (a figure calls for none)."""
     wanted: dict[str, str] = {}
     for defect in report.defects:
         action = ACTIONS.get(defect.rule)
-        if action is None or defect.section_id not in section_ids:
+        if action is None or defect.section_id not in section_ids or defect.rule in report.figure_rules:
             continue
         current = wanted.get(defect.section_id)
         if current is None or PRIORITY.index(action) < PRIORITY.index(current):

@@ -255,6 +255,9 @@ class Completion(BaseModel):
         return sum(a.kind.request_error for a in self.attempts)
 
 
+SMALL_PROFILE = "small"  # the sampling profile of a small model (pipeline/book/profiles.py)
+
+
 class SamplingProfile(BaseModel):
     """How a book's requests sample (profiles.py holds the named ones); engines take what they honour."""
 
@@ -276,6 +279,12 @@ class SamplingProfile(BaseModel):
     @property
     def planning_temperature(self) -> float:
         return self.temperature if self.plan_temperature is None else self.plan_temperature
+
+    @property
+    def small(self) -> bool:
+        """The profile of a small model, whose planning lines are mostly unusable: it plans from what is given,
+        samples every question several times, and is held to the rules fitted to a small model's junk."""
+        return self.name == SMALL_PROFILE
 
 
 TOKENS_PER_WORD = 1.4  # English prose with Markdown marks, SmolLM2's and Llama's tokenizers alike

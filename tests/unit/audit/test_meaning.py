@@ -14,6 +14,8 @@ import pytest
 from pipeline.audit.report import audit
 from pipeline.audit.source import load_run
 from pipeline.bench.studies.calibrate import calibrate
+from pipeline.book.profiles import PROFILES
+from pipeline.book.repair import plan_actions
 from pipeline.errors import UsageError
 from pipeline.meaning.asks import request_style
 from pipeline.meaning.embed import EndpointEmbedder, StaticEmbedder, open_embedder, parse_endpoint
@@ -21,7 +23,7 @@ from pipeline.meaning.minilm import MiniLMEmbedder
 from pipeline.meaning.nearness import point_margin, unit
 from pipeline.meaning.offrequest import is_off_request, open_judge
 from pipeline.meaning.reading import read_request, request_asks
-from pipeline.records import BookSpec, Chapter, Outline, Part, Section, SectionResult
+from pipeline.records import BookSpec, Chapter, Outline, Part, SamplingProfile, Section, SectionResult
 from tests.fakes.fake_embeddings import FakeEmbeddings
 
 # The floors the calibrated thresholds hold on tests/fixtures/meaning (python -m pipeline.bench.studies.calibrate prints
@@ -169,7 +171,10 @@ ON_HUNGER = (
 
 
 def meaning_run(
-    folder: Path, texts: list[str], prompt: str = "Write a short handbook on feeding a sourdough starter."
+    folder: Path,
+    texts: list[str],
+    prompt: str = "Write a short handbook on feeding a sourdough starter.",
+    profile: SamplingProfile | None = None,
 ) -> None:
     sections = [Section(id=f"p01.c01.s0{i + 1}", title=t, point=p) for i, (t, p) in enumerate(FEEDING)]
     chapter = Chapter(
@@ -177,7 +182,8 @@ def meaning_run(
     )
     outline = Outline(title="Starter Care", parts=[Part(id="p01", title="Daily Care", chapters=[chapter])])
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "spec.json").write_text(BookSpec(prompt=prompt, parts=1, chapters=1, sections=3).model_dump_json())
+    spec = BookSpec(prompt=prompt, parts=1, chapters=1, sections=3, profile=profile)
+    (folder / "spec.json").write_text(spec.model_dump_json())
     (folder / "outline.json").write_text(outline.model_dump_json())
     results = [SectionResult(id=s.id, title=s.title, text=t, finish_reason="stop") for s, t in zip(sections, texts)]
     (folder / "sections.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in results))
@@ -198,6 +204,16 @@ def test_a_section_writing_its_siblings_point_is_off_point_and_named(tmp_path):
     assert "nearer p01.c01.s03 'Signs of Hunger'" in next(d.detail for d in report.defects if d.rule == "off_point")
     assert report.quality.on_point == pytest.approx(2 / 3, abs=1e-3)
     assert report.ids("repeated_content") == ["p01.c01.s03"], "its paragraph says what s02's says"
+
+
+def test_off_point_is_a_figure_in_a_capable_models_run_and_a_defect_in_a_small_ones(tmp_path):
+    texts = [ON_FLOUR, ON_HUNGER, ON_HUNGER.replace("hooch", "a dark liquid")]
+    for name, figure in (("small", False), ("default", True)):
+        meaning_run(tmp_path / name, texts, profile=PROFILES[name])
+        report = audit(load_run(tmp_path / name))
+        assert report.ids("off_point") == ["p01.c01.s02"], "counted either way"
+        assert ("off_point" in report.figure_rules) is figure
+        assert ("p01.c01.s02" in plan_actions(report, {"p01.c01.s02"})) is not figure, "a figure calls for no repair"
 
 
 def test_a_section_on_another_subject_is_off_the_book(tmp_path):

@@ -40,7 +40,7 @@ from pipeline.bench.studies.corpus import Book, load_corpus
 from pipeline.meaning import nearness as meaning
 from pipeline.meaning.asks import DETERMINERS, FRAME_WORDS, PREPOSITIONS
 from pipeline.meaning.embed import Embedder, open_embedder
-from pipeline.meaning.nearness import STOCK_POINTS, body_text, carries, unit
+from pipeline.meaning.nearness import STOCK_POINTS, body_text, carries, margin_of, unit
 from pipeline.meaning.offrequest import OFF_REQUEST, open_judge, request_fit
 from pipeline.meaning.onsubject import ON_SUBJECT, subject_fits
 from pipeline.meaning.reading import read, read_request
@@ -223,19 +223,41 @@ def planted_subject_cases(judge: Embedder, books: list[Book]) -> list[Case]:
     return cases
 
 
-def good_writing_judgements(corpus: Path = CORPUS_DIR) -> list[Judgement]:
-    """on_subject on the good-writing corpus, the tuned books and the held-out ones apart (`--good-writing`)."""
+def moved_point_cases(embedder: Embedder, books: list[Book]) -> list[Case]:
+    """The good-writing corpus judged on its point as the audit judges a Markdown file's section (its text against
+    its own title and its siblings'): each section of a chapter of two or more with its own text, labelled on
+    point; and with its next sibling's text moved under its heading, labelled off (the positive)."""
+    cases = []
+    for book in books:
+        for chapter in (c for part in book.parts for c in part.chapters if len(c.sections) > 1):
+            texts = embedder.embed([body_text(s.text) for s in chapter.sections])
+            scores = texts @ embedder.embed([s.title for s in chapter.sections]).T
+            for own, section in enumerate(chapter.sections):
+                for text, off in ((own, False), ((own + 1) % len(chapter.sections), True)):
+                    margin = margin_of(scores[text], own)[0]
+                    cases.append((f"{section.title} | {book.slug} ({margin:.2f})", off, margin <= 0, -margin))
+    return cases
+
+
+def good_writing_judgements(corpus: Path = CORPUS_DIR, embedder: Embedder | None = None) -> list[Judgement]:
+    """on_subject and off_point on the good-writing corpus, the tuned books and the held-out ones apart
+    (`--good-writing`)."""
+    books = load_corpus(corpus)
+    halves = (("", [b for b in books if not b.held_out]), (", held out", [b for b in books if b.held_out]))
+    static = embedder or open_embedder()
+    found = [
+        judgement(
+            f"off_point, good writing{name}", "margin ≤ 0 (score: minus the margin)", moved_point_cases(static, chosen)
+        )
+        for name, chosen in halves
+    ]
     judge = open_judge()
     if judge is None:
-        return []
-    books = load_corpus(corpus)
+        return found
     subject = f"ON_SUBJECT {ON_SUBJECT} (score: minus the lower fit)"
-    return [
+    return found + [
         judgement(f"off_subject, good writing{name}", subject, planted_subject_cases(judge, chosen))
-        for name, chosen in (
-            ("", [b for b in books if not b.held_out]),
-            (", held out", [b for b in books if b.held_out]),
-        )
+        for name, chosen in halves
     ]
 
 

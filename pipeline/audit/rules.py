@@ -376,7 +376,7 @@ TITLE_RULES = ["duplicate", "repeated_title", "near_duplicate", "offensive"]
 # listed, but gates only when the fail_on setting names the rule. A run plans every title once, asks every
 # section for the same words and gives each section a key point to keep to; a reference repeats `Event: 'close'`
 # under each class, its entries run from two words to two pages, and an author's sections share their
-# chapter's subject: 38 % of the good-writing corpus's sections (tests/fixtures/corpus/) are nearer a sibling's
+# chapter's subject: 41 % of the good-writing corpus's sections (tests/fixtures/corpus/) are nearer a sibling's
 # title than their own, and the test tells a text moved under its sibling's heading from its own with a ROC AUC
 # of 0.81 (`python -m pipeline.bench.studies.calibrate --good-writing`; docs/planning.md).
 FIGURE_RULES = ("repeated_title", "word_count_outliers", "off_point")

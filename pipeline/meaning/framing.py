@@ -62,15 +62,19 @@ KNOW = re.compile(
     re.I,
 )
 TO_VERB = re.compile(r"^(?:how\s+)?to\s+(?=[a-z])", re.I)
+# a stop that ends a clause: not one inside an initialism or a name ('U.S. history', 'Vue.js')
+CLAUSE_STOP = r"(?<!\.[A-Za-z])\.(?!\w)"
 # where a framed clause ends: a break, who the book is for, how it is to be written
 CLAUSE_END = re.compile(
-    r"\s*(?:[,;:.!?]|\s-\s|\s+for\s+(?:an?\s+|the\s+)?(?:[\w'-]+\s+){0,4}?"
+    r"\s*(?:[,;:!?]|" + CLAUSE_STOP + r"|\s-\s|\s+for\s+(?:an?\s+|the\s+)?(?:[\w'-]+\s+){0,4}?"
     r"(?:readers?|beginners?|people|students?|children|kids|adults?|newcomers?|novices?|homeowners?|parents?|"
     r"families|anyone|everyone|someone|owners?|staff|volunteers?|teens?|professionals?|[a-z]+ers)\b"
     r"|\s+step[\s-]+by[\s-]+step\b|\s+in\s+(?:plain|simple)\s+(?:english|terms|words)\b)",
     re.I,
 )
-HISTORY_END = re.compile(r"\s*(?:[,;:.!?(]|\s-\s|\s+(?:from|between|since|until|to)\s+|\s+for\s+)", re.I)
+HISTORY_END = re.compile(
+    r"\s*(?:[,;:!?(]|" + CLAUSE_STOP + r"|\s-\s|\s+(?:from|between|since|until|to)\s+|\s+for\s+)", re.I
+)
 PASSIVE = re.compile(
     r"\b(?:is|are|was|were|be|been|being|gets?|got)\s+(?:\w+ly\s+)?\w+(?:ed|en|wn|lt|nt|ld|ck)\b", re.I
 )

@@ -45,7 +45,7 @@ from pipeline.meaning.asks import (
     without_leading_verbs,
     worth_asking,
 )
-from pipeline.meaning.framing import PEOPLE, BookKind, frame, names_people, unframed_kind
+from pipeline.meaning.framing import CLAUSE_STOP, PEOPLE, BookKind, frame, names_people, unframed_kind
 from pipeline.titles import content_words, stem, title_words
 
 
@@ -401,8 +401,9 @@ FIRST_READERS = (read_framed, read_whose, read_people_on, read_people_first, rea
 
 MAX_SUBJECT_WORDS = 10  # a subject clause longer than this is read phrase by phrase (a list run into it)
 SUBJECT_END = re.compile(
-    r"\s*(?:[,;:!?(]|(?<!\.[A-Za-z])\.(?!\w)"  # a stop that ends a word ('U.S. history', 'Vue.js' go on)
-    r"|\s[-–—]\s|\s+(?:including|covering|such\s+as|especially|so\s+that|so\s+we|to\s+help"
+    r"\s*(?:[,;:!?(]|"
+    + CLAUSE_STOP
+    + r"|\s[-–—]\s|\s+(?:including|covering|such\s+as|especially|so\s+that|so\s+we|to\s+help"
     r"|and\s+(?=how|why|what)|(?:that|which|who)\s+(?=(?:we|i|you|they|can|will|covers?|explains?)\b)"
     r"|step[\s-]+by[\s-]+step|in\s+plain)\b)",
     re.I,

@@ -78,6 +78,7 @@ def test_a_request_that_names_its_readers_first_is_about_what_they_want(request_
 def test_a_stop_inside_an_initialism_or_a_name_ends_no_sentence():
     assert read("Write a textbook on U.S. history from colonial times to the present.").subject == "U.S. history"
     assert read("Write a guide to Vue.js for web developers.").subject == "Vue.js"
+    assert read("Explain how the U.S. Senate works. Cover filibusters.").subject == "how the U.S. Senate works"
 
 
 def test_a_list_names_the_concerns_and_a_request_for_people_is_about_their_work():

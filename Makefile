@@ -71,8 +71,9 @@ lint: venv-test
 	$(BIN)/ruff format --check pipeline tests examples
 	$(BIN)/mypy
 
+# the tests' temporary folders in the checkout, not the system's (pytest empties them at each run)
 test: setup-test lint
-	FANOUT_THREADS=$${FANOUT_THREADS:-1} $(BIN)/pytest -q
+	FANOUT_THREADS=$${FANOUT_THREADS:-1} $(BIN)/pytest -q --basetemp=.pytest-tmp
 
 clean:
 	rm -rf $(VENV) *.egg-info

@@ -5,6 +5,9 @@ engine is a broken set-up."""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -34,12 +37,31 @@ def pytest_configure(config):
     os.environ.setdefault("FANOUT_CACHE", str(cache_dir()))
     os.environ[USERS_HOME] = os.environ.get("HOME", "")
     os.environ["HOME"] = str(config._tmp_path_factory.mktemp("home"))
+    os.environ.setdefault("RAY_TMPDIR", str(ray_temp_dir(config)))
 
 
 def pytest_unconfigure(config):
     users = os.environ.pop(USERS_HOME, None)
     if users:
         os.environ["HOME"] = users
+    if own := os.environ.pop(OWN_RAY_TMPDIR, None):
+        shutil.rmtree(own, ignore_errors=True)
+
+
+RAY_PATH_ROOM = 40  # Ray's sockets lie under RAY_TMPDIR/ray/session_<time>_<pid>/sockets/: 67 bytes more, and a
+# Unix socket's path stops at 107 bytes
+OWN_RAY_TMPDIR = "FANOUT_TEST_RAY_TMPDIR"  # a Ray folder of the suite's own outside its tmp, removed at the end
+
+
+def ray_temp_dir(config) -> Path:
+    """Where the suite's Ray instances keep their session folders (Ray's default is /tmp/ray, left behind): under
+    the suite's own tmp, or where that path is too long for Ray's sockets, a folder removed when the suite ends."""
+    folder = config._tmp_path_factory.mktemp("ray")
+    if len(str(folder)) <= RAY_PATH_ROOM:
+        return folder
+    own = Path(tempfile.mkdtemp(prefix="fanout-ray-"))
+    os.environ[OWN_RAY_TMPDIR] = str(own)
+    return own
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,7 @@ reachable, or a wrong model name, is a usage error.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import AsyncIterator
 from contextlib import ExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -21,8 +22,9 @@ import anyio
 from pipeline.backends.aiohttp_chat import new_session
 from pipeline.backends.chat import check_proxies
 from pipeline.backends.chatworkers import ChatWorkers
+from pipeline.backends.embedded.buildgroup import stop_all
 from pipeline.backends.embedded.engine import EmbeddedEngine
-from pipeline.backends.embedded.install import ensure_installed
+from pipeline.backends.embedded.install import EngineAssets, ensure_installed
 from pipeline.backends.engines import engine, metric_names
 from pipeline.backends.limits import plan_open_files
 from pipeline.backends.metrics import detect_engine, scrape
@@ -92,7 +94,7 @@ async def open_fleet(
             ctx_per_slot=settings.ctx_per_slot,
             ram_prompt_cache=ram_prompt_cache,
         )
-        assets = await anyio.to_thread.run_sync(ensure_installed)  # first use of a pip-installed wheel: minutes
+        assets = await set_up_engine()
         embedded = EmbeddedEngine(engine_settings, assets, log_path=engine_log)
         embedded.launch()  # from the event loop's thread, which outlives the server (see EmbeddedEngine.launch)
         await anyio.to_thread.run_sync(embedded.wait_ready)
@@ -132,6 +134,29 @@ async def open_fleet(
             supervisor.close()
         if embedded is not None:
             await anyio.to_thread.run_sync(embedded.stop)
+
+
+SET_UP_STOP_S = 1.5  # a stopped set-up's thread ends its build (buildgroup.GRACE_S at most) and says so by then
+
+
+async def set_up_engine() -> EngineAssets:
+    """The embedded engine's assets, set up on a worker thread where missing (a pip-installed wheel's first use:
+    minutes). A run stopped meanwhile does not wait for the build: its process groups are ended (buildgroup.py), and
+    the thread is given SET_UP_STOP_S to end its progress line before the run's own last line."""
+    ended = threading.Event()
+
+    def set_up() -> EngineAssets:
+        try:
+            return ensure_installed()
+        finally:
+            ended.set()
+
+    try:
+        return await anyio.to_thread.run_sync(set_up, abandon_on_cancel=True)
+    except anyio.get_cancelled_exc_class():
+        stop_all()
+        ended.wait(SET_UP_STOP_S)
+        raise
 
 
 async def start_workers(settings: Settings, stack: ExitStack) -> Transport:

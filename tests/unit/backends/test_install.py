@@ -34,8 +34,8 @@ def noisy(exit_code: int) -> list[str]:
 
 def test_run_logged_sends_everything_to_the_log_and_nothing_to_the_terminal(tmp_path, capfd):
     log = tmp_path / "deep" / "build.log"
-    run_logged(noisy(0), log)
-    run_logged([sys.executable, "-c", "print('second command')"], log)
+    run_logged(noisy(0), log, temp=str(tmp_path))
+    run_logged([sys.executable, "-c", "print('second command')"], log, temp=str(tmp_path))
     assert capfd.readouterr() == ("", "")
     lines = log.read_text().splitlines()
     assert lines[0].startswith("$ ") and sys.executable in lines[0], "each command is written before its output"
@@ -46,7 +46,7 @@ def test_run_logged_sends_everything_to_the_log_and_nothing_to_the_terminal(tmp_
 def test_run_logged_raises_with_the_log_and_a_name(tmp_path):
     log = tmp_path / "build.log"
     with pytest.raises(CommandFailed) as failed:
-        run_logged(noisy(3), log, "the fake compiler")
+        run_logged(noisy(3), log, "the fake compiler", temp=str(tmp_path))
     assert failed.value.log == log and str(failed.value) == "the fake compiler exited 3"
     tail = log_tail(log)
     assert len(tail) == TAIL_LINES and tail[-1] == "error: it broke"
@@ -62,7 +62,7 @@ def fake_set_up(tmp_path, monkeypatch):
     exit_code = {"code": 0}
 
     def compile_server(jobs: int, target: Path, log: Path) -> None:
-        run_logged(noisy(exit_code["code"]), log, "cmake --build (compiling llama-server)")
+        run_logged(noisy(exit_code["code"]), log, "cmake --build (compiling llama-server)", temp=str(tmp_path))
         target.write_text("#!/bin/sh\n")
 
     monkeypatch.setattr(install, "compile_server", compile_server)

@@ -170,6 +170,18 @@ async def test_prompts_of_n_tokens_fall_back_to_offline_tiktoken():
     assert maker.prompt(1) != maker.prompt(2) and maker.prompt(7).startswith("Request 000007 [abc123]")
 
 
+def test_tiktoken_caches_its_encoding_in_fanouts_cache_not_the_systems_tmp(tmp_path, monkeypatch):
+    monkeypatch.setenv("FANOUT_CACHE", str(tmp_path))
+    monkeypatch.delenv("TIKTOKEN_CACHE_DIR", raising=False)
+    monkeypatch.delenv("DATA_GYM_CACHE_DIR", raising=False)
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "system-tmp"))  # where tiktoken's default would go
+    monkeypatch.setattr("tiktoken.registry.ENCODINGS", {})  # loaded afresh, not from this process's earlier load
+    counter = TiktokenCounter()
+    assert counter.encoding.encode("hello world")
+    assert list((tmp_path / "tiktoken").iterdir()), "the encoding file is cached under FANOUT_CACHE"
+    assert not (tmp_path / "system-tmp").exists()
+
+
 @pytest.mark.parametrize(
     "levels, cap, slots, message",
     [

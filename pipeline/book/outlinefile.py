@@ -54,6 +54,17 @@ class GivenOutline:
     outline: Outline
     counts: tuple[int, ...]
 
+    def asked(self) -> str:
+        """What the book was asked for: the file's request, else its title and its parts' titles (a person who wrote
+        the outline has said what the book is): 'Sourdough Starter and Bread: Feeding, Baking and Storing'."""
+        if self.request:
+            return self.request
+        parts = [part.title for part in self.outline.parts if part.title]
+        if not parts:
+            return self.outline.title
+        listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+        return f"{self.outline.title}: {listed}"
+
     def shape(self, planned: tuple[int, int, int]) -> tuple[int, int, int]:
         """parts x chapters x sections: the file's counts, then `planned`'s for the levels it leaves out."""
         given = self.counts

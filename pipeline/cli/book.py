@@ -55,10 +55,10 @@ def book_spec(args: argparse.Namespace, given: GivenOutline | None = None):
         if args.prompt or args.prompt_file or args.outline:
             raise UsageError("--resume takes the prompt, shape and outline from the run folder; give none of them")
         return None
-    prompt = prompt_of(args) or (given.request if given is not None else None)
-    if prompt is None:
-        if given is not None:  # the book's title is no request: the request is what the reader asked for
-            raise UsageError(f"--outline {args.outline}: {missing_request(args.outline)}; give the prompt")
+    prompt = prompt_of(args) or (given.asked() if given is not None else None)
+    if not prompt:
+        if given is not None:
+            raise UsageError(f"--outline {args.outline}: it has no request and no title; give the prompt")
         raise UsageError("the prompt is empty")
     require_positive(args, "words")
     if args.max_tokens is not None:
@@ -74,13 +74,6 @@ def book_spec(args: argparse.Namespace, given: GivenOutline | None = None):
         max_tokens=args.max_tokens,
         section_template=read_section_template(args.section_template),
     )
-
-
-def missing_request(outline: Path) -> str:
-    """Why an outline file gives no request: outline.md lacks its front matter; outline.json has no field for one."""
-    if outline.suffix == ".json":
-        return "an outline.json holds no request"
-    return "it has no request (front matter `request: ...`)"
 
 
 def read_section_template(path: Path | None) -> str | None:

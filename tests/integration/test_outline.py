@@ -101,6 +101,16 @@ def test_an_outline_of_parts_and_chapters_plans_only_the_sections_under_its_chap
         assert all(len(c["sections"]) == 3 for c in kept["chapters"])
 
 
+def test_an_outline_without_a_request_is_written_with_its_title_and_parts_as_the_request(engine, tmp_path):
+    bare = tmp_path / "bare.md"
+    bare.write_text("# Tide Pools\n## Reading the Tides\n### Tide Tables\n### Spring and Neap Tides\n")
+    done = fanout("book", "--outline", str(bare), "--shape", "1x1x2", "--backend", f"{engine},cap=8",
+                  "--out", str(tmp_path / "run"), "--quiet", "--json")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["sections_ok"] == 2 * 2, "the file's two chapters, two sections each"
+    assert json.loads((tmp_path / "run" / "spec.json").read_text())["prompt"] == "Tide Pools: Reading the Tides"
+
+
 def test_plan_then_book_from_its_outline_md_unchanged_gives_the_planned_headings(engine, tmp_path):
     plan_dir, book_dir = tmp_path / "plan", tmp_path / "book"
     planned = fanout("plan", "A pocket guide to tide pools", "--shape", "2x2x2", "--backend", f"{engine},cap=8",
@@ -137,7 +147,6 @@ def test_a_brief_of_several_lines_comes_from_a_file_or_standard_input(engine, tm
     ("args", "message"),
     [
         (["book", "--outline", "{bad}"], "bad.md line 3: a section outside a chapter (a heading level skipped)"),
-        (["book", "--outline", "{bare}"], "has no request (front matter `request: ...`); give the prompt"),
         (["book", "A prompt", "--prompt-file", "{bare}"], "give the prompt or --prompt-file, not both"),
         (["plan", "--prompt-file", "{missing}"], "--prompt-file"),
     ],

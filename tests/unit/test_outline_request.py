@@ -1,6 +1,7 @@
 """`fanout book --outline FILE` and the request: the prompt on the command line, else the file's front-matter
-request; with neither the book is refused in one line (exit 2) before any work, its title never taken for the
-request. `fanout plan` (no --outline) refuses a missing prompt the same way."""
+request, else its title and its parts' titles (a person who wrote the outline has said what the book is); a file
+with none of them is refused in one line (exit 2) before any work. `fanout plan` (no --outline) refuses a
+missing prompt the same way."""
 
 from __future__ import annotations
 
@@ -28,14 +29,17 @@ def outlines(tmp_path):
     return files
 
 
-@pytest.mark.parametrize(
-    ("name", "message"),
-    [("bare", "it has no request (front matter `request: ...`)"), ("json", "an outline.json holds no request")],
-)
-def test_an_outline_without_a_request_and_no_prompt_is_refused_in_one_line(outlines, tmp_path, capsys, name, message):
+@pytest.mark.parametrize("name", ["bare", "json"])
+def test_an_outline_without_a_request_is_asked_for_as_its_title_and_parts(outlines, name):
+    assert spec_of(outline=outlines[name]).prompt == f"{TITLE}: Feeding"
+
+
+def test_an_outline_with_neither_request_nor_title_is_refused_in_one_line(tmp_path, capsys):
+    untitled = tmp_path / "outline.json"
+    untitled.write_text(json.dumps({"title": "", "parts": [{"id": "p01", "title": "", "point": "", "chapters": []}]}))
     out = tmp_path / "run"
-    assert main(["book", "--outline", str(outlines[name]), "--out", str(out), *UNREACHABLE]) == 2
-    assert capsys.readouterr().err == f"fanout: error: --outline {outlines[name]}: {message}; give the prompt\n"
+    assert main(["book", "--outline", str(untitled), "--out", str(out), *UNREACHABLE]) == 2
+    assert capsys.readouterr().err.startswith(f"fanout: error: --outline {untitled}: it has no request and no title")
     assert not out.exists(), "nothing is started"
 
 

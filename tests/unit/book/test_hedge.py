@@ -12,7 +12,8 @@ import anyio
 import pytest
 
 from pipeline.backends.pool import BackendPool, RetryPolicy
-from pipeline.book.write import HEDGE_SEEN, Hedges, SectionWriter, WritePolicy, _Progress, remaining
+from pipeline.book.hedges import HEDGE_SEEN, Hedges, _Progress, remaining
+from pipeline.book.write import SectionWriter, WritePolicy
 from pipeline.journal import Journal
 from pipeline.meaning.embed import open_embedder
 from pipeline.records import Backend, BookSpec, WarmSchedule

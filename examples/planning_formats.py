@@ -42,6 +42,7 @@ from pipeline.book.plan.answers import (
 )
 from pipeline.book.profiles import PROFILES, sampling_body  # noqa: E402
 from pipeline.config import EngineSettings  # noqa: E402
+from pipeline.meaning.embed import open_embedder  # noqa: E402
 from pipeline.records import EngineKind  # noqa: E402
 from pipeline.templating import render_chat  # noqa: E402
 
@@ -106,6 +107,10 @@ def ask(url: str, payload: dict) -> str:
         return json.load(response)["choices"][0]["message"]["content"]
 
 
+TITLE_PLACE = [rule for rule in policy.AGAIN if rule.group == "defect"]  # a title's form and place, by its words
+CONTEXT = policy.Context(open_embedder())
+
+
 def usable(text: str, book: str, chapter: str) -> tuple[int, int]:
     """Headings fanout would take (at most COUNT), and how many of them came with a point."""
     chosen: list[str] = []
@@ -114,9 +119,7 @@ def usable(text: str, book: str, chapter: str) -> tuple[int, int]:
     for item in parse_items(text):
         if (
             len(chosen) < COUNT
-            and policy.first(
-                policy.TITLE_PLACE, policy.Line(PlanItem(item.title), ancestors, chosen, frozenset(), "", [])
-            )
+            and policy.first_of(TITLE_PLACE, policy.Line(PlanItem(item.title), ancestors, chosen), CONTEXT, strict=True)
             is None
         ):
             chosen.append(item.title)

@@ -34,20 +34,18 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pipeline.backends.embedded.engine import EmbeddedEngine  # noqa: E402
-from pipeline.backends.pool import BackendPool  # noqa: E402
 from pipeline.book.plan.answers import parse_items  # noqa: E402
-from pipeline.book.plan.planner import Planner  # noqa: E402
+from pipeline.book.plan.checks import TitleChecks  # noqa: E402
 from pipeline.book.plan.prompts import (
     about,
     avoid_note,
     example_words,  # noqa: E402
 )
-from pipeline.book.plan.schedule import NodeAsk  # noqa: E402
-from pipeline.book.profiles import PROFILES, Sampler, sampling_body  # noqa: E402
+from pipeline.book.profiles import PROFILES, sampling_body  # noqa: E402
 from pipeline.config import EngineSettings  # noqa: E402
 from pipeline.meaning.embed import open_embedder  # noqa: E402
 from pipeline.meaning.nearness import unit  # noqa: E402
-from pipeline.records import Backend, BookSpec, EngineKind  # noqa: E402
+from pipeline.records import BookSpec, EngineKind  # noqa: E402
 from pipeline.templating import render_chat  # noqa: E402
 from pipeline.titles import content_words  # noqa: E402
 
@@ -174,21 +172,8 @@ def ask(url: str, chat: list[dict[str, str]], seed: int) -> str:
 def judge(answer: str, request: str, book: str, chapter: str, *, reasked: bool) -> tuple[list[str], int]:
     """The units the planner would take from this answer (at most COUNT), and how many it refused as copies."""
     spec = BookSpec(prompt=request, parts=1, chapters=1, sections=COUNT)
-    planner = Planner(
-        BackendPool([Backend(name="x", base_url="http://127.0.0.1:9/v1")]),
-        spec,
-        Sampler(profile=PROFILES["small"], kinds=frozenset()),
-    )
-    ask_ = NodeAsk(
-        "plan_chapter.md",
-        {},
-        "sections",
-        COUNT,
-        [],
-        {"the chapter title": chapter, "the book title": book, "the request": request},
-        lambda *_: None,
-        "c",
-    )
+    checks = TitleChecks(open_embedder(), spec.prompt)
+    ancestors = {"the chapter title": chapter, "the book title": book, "the request": request}
     copied = example_words("plan_chapter.md") - content_words(request)
     taken: list[str] = list(REASK[chapter][0]) if reasked else []
     units: list[str] = []
@@ -198,8 +183,9 @@ def judge(answer: str, request: str, book: str, chapter: str, *, reasked: bool) 
             break
         if item.title in taken:
             continue
-        reason = planner.checks.why_refused(item, ask_, taken, copied)
-        copies += reason is not None and "worked example" in reason
+        found = checks.defect(item, ancestors, taken, copied) or checks.fault(item, taken, units)
+        copies += found is not None and "worked example" in str(found)
+        reason = None if found is None else str(found)
         if reason is None:
             taken.append(item.title)
             units.append(unit(item.title, item.point))

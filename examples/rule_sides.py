@@ -61,12 +61,9 @@ def fired(checks: TitleChecks, level: str, item: PlanItem, above: dict[str, str]
     own = " ".join([request, *ancestors.values()])
     copied = (example_words(PLAN_TEMPLATES[template]) | rare_example_words()) - content_words(own)
     chosen = [b.title for b in before]
-    line = checks.line(item, ancestors, chosen, copied)
-    rules = {v.rule for check in policy.asked(policy.DEFECTS_BY_WORDS, small=checks.small) if (v := check(line))}
-    if checks.small:
-        rules |= {v.rule for v in [policy.example_meaning(line, checks.embedder, checks.examples)] if v}
-        rules |= {v.rule for v in checks.faults(item, chosen, [unit(b.title, b.point) for b in before])}
-        rules |= {v.rule for v in [policy.off_subject(fit)] if v}
+    units = [unit(b.title, b.point) for b in before]
+    line = checks.line(item, ancestors=ancestors, chosen=chosen, forbidden=copied, sibling_units=units, fit=fit)
+    rules = {v.rule for group in ("defect", "fault", "off") for v in policy.verdicts(group, line, checks.context)}
     if (claim := checks.claim(level, item)) is not None:
         rules.add(claim.rule)
     return rules
@@ -93,11 +90,11 @@ def junk_side() -> tuple[Counter[str], Counter[str], Counter[str]]:
     for rule, title, given, _ in TITLE_ROWS:
         planted[rule] += 1
         line = policy.Line(PlanItem(title, "A point of its own about flour."), **{**DEFAULTS, **given})
-        caught[rule] += any(check(line) and check(line).rule == rule for check in policy.DEFECTS_BY_WORDS)
+        caught[rule] += rule in {v.rule for v in policy.verdicts("defect", line, CONTEXT, strict=True)}
     for rule, title, point, given, _ in LINE_ROWS:
         planted[rule] += 1
         line = policy.Line(PlanItem(title, point), **{**DEFAULTS, **given})
-        caught[rule] += any(check(line) and check(line).rule == rule for check in policy.DEFECTS_BY_WORDS)
+        caught[rule] += rule in {v.rule for v in policy.verdicts("defect", line, CONTEXT, strict=True)}
     off: Counter[str] = Counter()
     embedder, judge = open_embedder(), open_judge("minilm")
     books = json.loads((ROOT / "tests/fixtures/meaning/on_subject_forms.json").read_text())["books"]
@@ -117,7 +114,8 @@ def junk_side() -> tuple[Counter[str], Counter[str], Counter[str]]:
     return caught, planted, off
 
 
-DEFAULTS: dict[str, object] = {"ancestors": {}, "chosen": [], "copied": frozenset(), "request": REQUEST, "asks": []}
+DEFAULTS: dict[str, object] = {"ancestors": {}, "chosen": [], "forbidden": frozenset(), "request": REQUEST, "asks": []}
+CONTEXT = policy.Context(open_embedder())
 
 
 def main() -> None:

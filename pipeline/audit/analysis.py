@@ -23,6 +23,7 @@ import numpy as np
 
 from pipeline.audit.source import AuditBook, AuditSection, headings_of
 from pipeline.meaning.embed import Embedder, Vectors, unit_rows
+from pipeline.meaning.floors import OFF_REQUEST
 from pipeline.meaning.nearness import (
     DIGITS,
     MIN_PARAGRAPH_WORDS,
@@ -42,7 +43,7 @@ from pipeline.meaning.nearness import (
     unit,
     unrestated,
 )
-from pipeline.meaning.offrequest import JUDGED_LEVELS, OFF_REQUEST, request_fit
+from pipeline.meaning.offrequest import JUDGED_LEVELS, request_fit
 from pipeline.meaning.onsubject import subject_fits
 from pipeline.meaning.reading import request_asks
 from pipeline.records.audit import BookMeaning, SectionMeaning

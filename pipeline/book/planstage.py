@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from pipeline.backends.fleet import Fleet
 from pipeline.book.context import RunContext
 from pipeline.book.folder import Saved, save_outline
-from pipeline.book.plan.planner import Planner, id_number
-from pipeline.book.plan.schedule import OnSection, PlanStats
+from pipeline.book.plan.levels import OnSection, id_number
+from pipeline.book.plan.planner import Planner
+from pipeline.book.plan.stats import PlanStats
 from pipeline.meaning.offrequest import open_judge
 from pipeline.records import Outline, PlanSchedule, Section, SectionResult
 from pipeline.watch.events import LevelPlanned, OutlineReady, PlanningStarted

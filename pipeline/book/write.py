@@ -47,9 +47,10 @@ from pipeline.cpu import Stage, charged
 from pipeline.journal import Journal
 from pipeline.meaning.asks import request_style
 from pipeline.meaning.embed import Embedder, open_embedder
+from pipeline.meaning.floors import ON_SUBJECT
 from pipeline.meaning.nearness import point_margin, unit
 from pipeline.meaning.offensive import offensive_words
-from pipeline.meaning.onsubject import ON_SUBJECT, subject_fits
+from pipeline.meaning.onsubject import subject_fits
 from pipeline.meaning.reading import read
 from pipeline.records import (
     BookSpec,

@@ -21,7 +21,7 @@ from pipeline.backends.fleet import Fleet
 from pipeline.backends.pool import BackendPool
 from pipeline.book.context import RunContext
 from pipeline.book.incremental import IncrementalTypesetter
-from pipeline.book.plan.schedule import OnSection
+from pipeline.book.plan.levels import OnSection
 from pipeline.book.write import SectionWriter, WritePolicy
 from pipeline.journal import Journal
 from pipeline.meaning.offrequest import open_judge

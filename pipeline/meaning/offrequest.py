@@ -20,10 +20,10 @@ from functools import cache
 
 from pipeline.errors import UsageError
 from pipeline.meaning.embed import Embedder
+from pipeline.meaning.floors import OFF_REQUEST
 from pipeline.meaning.minilm import MiniLMEmbedder
 from pipeline.meaning.reading import request_asks
 
-OFF_REQUEST = 0.18  # a part's or chapter's title and point below this to every ask of the request is off it
 JUDGED_LEVELS = ("part", "chapter")
 log = logging.getLogger("fanout")
 

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from pipeline.meaning.embed import Embedder
+from pipeline.meaning.floors import ON_SUBJECT
 from pipeline.meaning.reading import request_asks
 
-ON_SUBJECT = 0.65  # a section whose lower fit (heading or text) is below this is off the subject
 TEXT_WORDS = 120  # the opening words of a section's text that are judged
 
 

@@ -40,9 +40,10 @@ from pipeline.bench.studies.corpus import Book, load_corpus
 from pipeline.meaning import nearness as meaning
 from pipeline.meaning.asks import DETERMINERS, FRAME_WORDS, PREPOSITIONS
 from pipeline.meaning.embed import Embedder, open_embedder
+from pipeline.meaning.floors import OFF_REQUEST, ON_SUBJECT
 from pipeline.meaning.nearness import STOCK_POINTS, body_text, carries, margin_of, unit
-from pipeline.meaning.offrequest import OFF_REQUEST, open_judge, request_fit
-from pipeline.meaning.onsubject import ON_SUBJECT, subject_fits
+from pipeline.meaning.offrequest import open_judge, request_fit
+from pipeline.meaning.onsubject import subject_fits
 from pipeline.meaning.reading import read, read_request
 from pipeline.titles import content_words, near_duplicates
 

@@ -1,68 +1,132 @@
 """Choosing a node's titles from the lines its samples pooled: by fit to the request and the parent, and by
 distinctness from what is already chosen (maximal marginal relevance, Carbonell and Goldstein 1998).
 
-Takes the pool (PlanItems from every sample of a round), the node's question and the checks; takes the chosen
-items through `take` and returns the lines it held back. A line with a defect is never taken (checks.defect).
-The rest are ranked, one pick at a time, by fit − policy.DIVERSITY × (the nearest chosen sibling's similarity), with
-OWED_BONUS for a line that carries an ask of the request the node still owes. The best line is taken unless it
-has a fault (checks.faults), its title and point are off the subject (their fit to the request below
-policy.PLAN_FLOOR, by pipeline/meaning/onsubject.py's unit fit), or, in a chapter's last section slots, it carries
-none of the asks still owed; then it is held back, and the next is tried. Each pooled line and its fits go to run.log.
-Held lines fill what the best left (asking.py): those with a fault at the end of each round, best first (so
-a second round goes out only when the pool cannot fill the node even so); those off the request only after the
-last round and the asks the node still owes, phrased by the model. A line whose title says what a chosen sibling's
-says is never taken.
+A Choice is one node's choosing, in either planning mode: what it has taken (titles, and title-and-point units),
+what it held back, and for open planning the asks its children owe (Coverage) and who hears of each child taken. A
+line with a defect is never taken (checks.defect). The rest are ranked (`scores`, the one ranker), one pick at a time,
+by fit − policy.DIVERSITY × (the nearest chosen sibling's similarity), with OWED_BONUS for a line that carries an ask
+of the request the node still owes. The best line is taken unless a hold of the policy finds it (`held_back`): a
+fault, off the subject, or in a chapter's last section slots carrying none of the asks still owed; then it is held
+back, and the next is tried. Each pooled line and its fits go to run.log. Held lines fill what the best left
+(asking.py): those with a fault at the end of each round, best first (so a second round goes out only when the pool
+cannot fill the node even so); those off the subject only after the last round and the asks the node still owes,
+phrased by the model. A line whose title says what a chosen sibling's says is never taken.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
-from pipeline.book.plan import policy
 from pipeline.book.plan.answers import PlanItem
 from pipeline.book.plan.checks import TitleChecks
 from pipeline.book.plan.coverage import Coverage
-from pipeline.book.plan.policy import DIVERSITY, LAST_RESORT_FIT, OWED_BONUS, Verdict
-from pipeline.book.plan.schedule import NodeAsk, PlanStats, TakeItem
+from pipeline.book.plan.policy import DIVERSITY, OWED_BONUS, Verdict
+from pipeline.book.plan.stats import PlanStats
 from pipeline.cpu import Stage, charged
+from pipeline.meaning.floors import LAST_RESORT_FIT
 from pipeline.meaning.nearness import unit
 from pipeline.titles import title_key
 
 log = logging.getLogger("fanout")
+ChildLevel = Literal["parts", "chapters", "sections"]  # the level of a node's children
+
+
+class OnItem(Protocol):
+    """Told of each item a node takes, and the asks it takes along for its own children."""
+
+    def __call__(self, item: PlanItem, *, owed: list[str]) -> None: ...
+
+
+@dataclass
+class Question:
+    """One node's planning question (open planning): its template and values, its level and how many children it
+    wants, the titles it already has (a resumed run), what is above it (what each is -> its text), its id, the asks
+    its children owe, its parent's title and point (the request, for the book's parts), whether it asks the book's
+    title too, and whether its first line is taken while its samples stream (`early`)."""
+
+    template: str
+    values: dict[str, Any]
+    level: ChildLevel
+    count: int
+    have: list[str]
+    ancestors: dict[str, str]
+    node_id: str
+    owed: list[str] = field(default_factory=list)
+    parent_unit: str = ""
+    with_title: bool = False
+    early: bool = False
 
 
 @dataclass
 class Held:
-    """A line held back, with its score when it was passed over, the policy's verdict, and its fit to the request."""
+    """A line held back: its score when it was passed over, the policy's verdict, the group of holds that found it
+    ('fault', 'off': off the subject, 'owed': carrying none of the asks a last slot owes), its fit to the request."""
 
     item: PlanItem
     score: float
     why: Verdict
-    off_request: bool = False
+    group: str = "fault"
     fit: float = 1.0
-    owed: bool = False  # held for carrying none of the asks a last slot owes
 
 
 @dataclass
 class Choice:
-    """One node's choosing: what it has taken (titles, and title-and-point units) and what it held back."""
+    """One node's choosing: its id, level and wanted count, its ancestors, what it has taken (titles, and the
+    title-and-point units of those taken this run), what it held back, and in open planning the asks its children
+    owe (`coverage`) and who hears of each child taken (`on_item`)."""
 
-    ask: NodeAsk
-    chosen: list[str]
-    units: dict[str, str]
-    coverage: Coverage
-    take: TakeItem
+    node_id: str
+    level: str
+    count: int
+    ancestors: dict[str, str]
+    chosen: list[str] = field(default_factory=list)
+    units: dict[str, str] = field(default_factory=dict)
+    coverage: Coverage | None = None
+    on_item: OnItem | None = None
+    parent_unit: str = ""
     held: list[Held] = field(default_factory=list)
 
+    @classmethod
+    def of(cls, question: Question, coverage: Coverage, on_item: OnItem) -> Choice:
+        have = list(question.have)
+        return cls(
+            question.node_id,
+            question.level,
+            question.count,
+            question.ancestors,
+            have,
+            {title: title for title in have},
+            coverage,
+            on_item,
+            question.parent_unit,
+        )
+
     def missing(self) -> int:
-        return self.ask.count - len(self.chosen)
+        return self.count - len(self.chosen)
 
     def known(self, item: PlanItem) -> bool:
         key = title_key(item.title)
         return any(key == title_key(t) for t in self.chosen) or any(key == title_key(h.item.title) for h in self.held)
+
+    def take(self, item: PlanItem) -> None:
+        """The item is a child of the node: told to `on_item` with the asks it takes along for its children."""
+        self.chosen.append(item.title)
+        self.units[item.title] = unit(item.title, item.point)
+        if self.coverage is not None:
+            owed = self.coverage.take(item, self.missing())
+            if self.on_item is not None:
+                self.on_item(item, owed=owed)
+
+    def owed_now(self) -> list[str]:
+        """The asks a line for the next slot must carry one of (a chapter's last section slots), else []."""
+        return [] if self.coverage is None else self.coverage.owed_by(self.missing())
+
+    def sibling_units(self) -> list[str]:
+        return list(self.units.values())
 
 
 def fresh_lines(pool: list[PlanItem], choice: Choice) -> list[PlanItem]:
@@ -77,26 +141,34 @@ def fresh_lines(pool: list[PlanItem], choice: Choice) -> list[PlanItem]:
     return fresh
 
 
+def without_defects(
+    lines: list[PlanItem], choice: Choice, *, checks: TitleChecks, forbidden: frozenset[str], stats: PlanStats | None
+) -> list[PlanItem]:
+    """The lines with no defect; each refused is counted (`stats`) and said in run.log."""
+    kept = []
+    for item in lines:
+        if found := checks.defect(item, choice.ancestors, choice.chosen, forbidden):
+            if stats is not None:
+                stats.refuse(choice.node_id, item.title, found)
+        else:
+            kept.append(item)
+    return kept
+
+
 @charged(Stage.PLANNING_CHECKS)
 def choose(
-    pool: list[PlanItem], choice: Choice, *, checks: TitleChecks, stats: PlanStats, copied: frozenset[str]
+    pool: list[PlanItem], choice: Choice, *, checks: TitleChecks, stats: PlanStats, forbidden: frozenset[str]
 ) -> None:
     """Take the best lines of the pool into the node's free slots; hold back those with a fault. A full node (its
     lines all taken as they streamed) has nothing to choose: its spare lines are not checked."""
     if choice.missing() <= 0:
         return
-    ask = choice.ask
-    lines = []
-    for item in fresh_lines(pool, choice):
-        if found := checks.defect(item, ask.ancestors, choice.chosen, copied):
-            stats.refuse(ask.node_id, item.title, found)
-        else:
-            lines.append(item)
-    to_request, fit = checks.subject_fit(lines, ask.parent_unit)
+    lines = without_defects(fresh_lines(pool, choice), choice, checks=checks, forbidden=forbidden, stats=stats)
+    to_request, fit = checks.subject_fit(lines, choice.parent_unit)
     for item, request_fit, ranked in zip(lines, to_request, fit):
         log.debug(
             "pool %s: %.2f to the request, %.2f ranked: %s",
-            ask.node_id,
+            choice.node_id,
             request_fit,
             ranked,
             unit(item.title, item.point),
@@ -105,31 +177,28 @@ def choose(
         take_in_order(lines, to_request, choice, checks=checks, stats=stats)
         return
     while choice.missing() > 0 and lines:
-        scores = mmr(lines, fit, choice, checks)
-        best = int(np.argmax(scores))
-        item, score, request_fit = lines.pop(best), float(scores[best]), float(to_request[best])
+        ranked_now = scores(lines, fit, choice, checks)
+        best = int(np.argmax(ranked_now))
+        item, score, request_fit = lines.pop(best), float(ranked_now[best]), float(to_request[best])
         fit, to_request = np.delete(fit, best), np.delete(to_request, best)
         consider(item, score, choice, checks=checks, stats=stats, request_fit=request_fit)
 
 
 @charged(Stage.PLANNING_CHECKS)
-def take_early(pool: list[PlanItem], choice: Choice, *, checks: TitleChecks, copied: frozenset[str]) -> bool:
+def take_early(pool: list[PlanItem], choice: Choice, *, checks: TitleChecks, forbidden: frozenset[str]) -> bool:
     """While the samples still stream: take the line `choose` would take first from the lines so far, when it
     has no defect, no fault, fits the request and leaves nothing owed; else take nothing (the whole pool decides
     once the samples end, and says why of each line). Nothing is held or counted here. True when one was taken."""
-    ask = choice.ask
-    lines = [
-        item for item in fresh_lines(pool, choice) if checks.defect(item, ask.ancestors, choice.chosen, copied) is None
-    ]
+    lines = without_defects(fresh_lines(pool, choice), choice, checks=checks, forbidden=forbidden, stats=None)
     if not lines or choice.missing() <= 0:
         return False
-    to_request, fit = checks.subject_fit(lines, ask.parent_unit)
-    scores = mmr(lines, fit, choice, checks)
-    best = int(np.argmax(scores)) if checks.small else 0  # a capable model's first line, as take_in_order takes it
+    to_request, fit = checks.subject_fit(lines, choice.parent_unit)
+    ranked = scores(lines, fit, choice, checks)
+    best = int(np.argmax(ranked)) if checks.small else 0  # a capable model's first line, as take_in_order takes it
     item = lines[best]
-    if held_back(item, float(scores[best]), choice, checks=checks, request_fit=float(to_request[best])):
+    if held_back(item, float(ranked[best]), choice, checks=checks, request_fit=float(to_request[best])):
         return False
-    if checks.claim(ask.level, item) is not None:
+    if checks.claim(choice.level, item) is not None:
         return False
     choice.take(item)
     return True
@@ -146,32 +215,37 @@ def take_in_order(
             return
         if len(lines) - at > choice.missing():
             consider(item, 0.0, choice, checks=checks, stats=stats, request_fit=float(request_fit))
-        elif found := checks.claim(choice.ask.level, item):
-            stats.refuse(choice.ask.node_id, item.title, found)
+        elif found := checks.claim(choice.level, item):
+            stats.refuse(choice.node_id, item.title, found)
         else:
             choice.take(item)
 
 
-def mmr(lines: list[PlanItem], fit: np.ndarray, choice: Choice, checks: TitleChecks) -> np.ndarray:
+def scores(
+    lines: list[PlanItem], fit: np.ndarray, choice: Choice, checks: TitleChecks, *, owed: bool = True
+) -> np.ndarray:
     """Each line's marginal relevance: its fit, less DIVERSITY × its similarity to the nearest chosen sibling,
-    plus OWED_BONUS when it carries an ask the node still owes."""
-    siblings = list(choice.units.values())
+    plus (`owed`) OWED_BONUS when it carries an ask the node still owes."""
+    siblings = choice.sibling_units()
     nearest = checks.similarity(lines, siblings).max(axis=1) if siblings else np.zeros(len(lines))
-    owed = np.array([bool(choice.coverage.carried(item)) for item in lines], dtype=np.float32)
-    scores: np.ndarray = fit - DIVERSITY * nearest + OWED_BONUS * owed
-    return scores
+    ranked: np.ndarray = fit - DIVERSITY * nearest
+    if owed and choice.coverage is not None:
+        coverage = choice.coverage
+        ranked = ranked + OWED_BONUS * np.array([bool(coverage.carried(i)) for i in lines], dtype=np.float32)
+    return ranked
 
 
-def held_back(item: PlanItem, score: float, choice: Choice, *, checks: TitleChecks, request_fit: float) -> Held | None:
-    """Why the line may not be taken now, as the Held it would be: a fault, off the subject (its fit to the
-    request under policy.PLAN_FLOOR), or leaving out what a last slot owes; None when it may be taken."""
-    faults = checks.faults(item, choice.chosen, list(choice.units.values()))
-    if faults:
-        return Held(item, score, faults[0])
-    if checks.small and (off := policy.off_subject(request_fit)) is not None:
-        return Held(item, score, off, off_request=True, fit=request_fit)
-    if (leaves := choice.coverage.refusal(item, choice.missing())) is not None:
-        return Held(item, score, leaves, owed=True)
+def held_back(
+    item: PlanItem, score: float, choice: Choice, *, checks: TitleChecks, request_fit: float, owed: bool = True
+) -> Held | None:
+    """Why the line may not be taken now, as the Held it would be: a fault, off the subject (its fit to the request
+    under the floor), or (`owed`) leaving out what a last slot owes; None when it may be taken."""
+    if fault := checks.fault(item, choice.chosen, choice.sibling_units()):
+        return Held(item, score, fault)
+    if off := checks.first("off", item, fit=request_fit):
+        return Held(item, score, off, "off", fit=request_fit)
+    if owed and (leaves := checks.first("owed", item, owed=choice.owed_now())):
+        return Held(item, score, leaves, "owed")
     return None
 
 
@@ -179,34 +253,31 @@ def consider(
     item: PlanItem, score: float, choice: Choice, *, checks: TitleChecks, stats: PlanStats, request_fit: float
 ) -> None:
     """Take the line, or hold it back with why (held_back)."""
-    ask = choice.ask
     if held := held_back(item, score, choice, checks=checks, request_fit=request_fit):
         choice.held.append(held)
-        stats.hold(ask.node_id, held.why)
+        stats.hold(choice.node_id, held.why)
         return
-    if found := checks.claim(ask.level, item):
-        stats.refuse(ask.node_id, item.title, found)
+    if found := checks.claim(choice.level, item):
+        stats.refuse(choice.node_id, item.title, found)
         return
     choice.take(item)
 
 
-def take_held(
-    choice: Choice, *, checks: TitleChecks, stats: PlanStats, off_request: bool = False, owed: bool = False
-) -> None:
-    """Fill free slots from the held lines, best score first: those with a fault, or (`owed`) those that carry
-    none of the asks a last slot owes, or (`off_request`) those judged off the request. Each must still be free
-    of what the chosen ones now make a defect."""
+def take_held(choice: Choice, *, checks: TitleChecks, stats: PlanStats, group: str = "fault") -> None:
+    """Fill free slots from the lines held by a group of holds, best score first: those with a fault, those that
+    carry none of the asks a last slot owes ('owed'), or those judged off the subject ('off'). Each must still be
+    free of what the chosen ones now make a defect."""
     for held in sorted(choice.held, key=lambda h: -h.score):
         if choice.missing() <= 0:
             return
-        if (held.off_request, held.owed) != (off_request, owed):
+        if held.group != group:
             continue
         if any(title_key(held.item.title) == title_key(t) for t in choice.chosen):
             continue
         if held.fit < LAST_RESORT_FIT:
             continue
-        if checks.title_taken_near(choice.ask.ancestors, held.item, choice.chosen):
+        if checks.taken_near(choice.ancestors, held.item, choice.chosen):
             continue
-        if checks.claim(choice.ask.level, held.item) is None:
-            stats.off_subject_taken += off_request
+        if checks.claim(choice.level, held.item) is None:
+            stats.off_subject_taken += group == "off"
             choice.take(held.item)

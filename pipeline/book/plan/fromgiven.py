@@ -1,67 +1,37 @@
 """Planning a book from what is given: every given unit phrased at once, then taken in the outline's order.
 
-Takes the planner (its spec, asker and the open planning of a chapter's sections), the GivenBook (given.py) and
-the phraser (phrasing.py); returns the Outline, telling the writer of each section as the schedule says. The first
-round of every chapter and section goes out at the start with the book's title, so planning is one wave of short
-requests rather than a chain of levels. A part's chapters are taken in order as their samples come in (each apart
-from those before it); the part is then titled from its chapters' titles (the model phrases a part far better from
-three concrete titles than from three facets), and its chapters' sections are taken and handed over. A unit that
-cannot be phrased is replaced by a spare (the book's spare chapters, a chapter's spare sections) asked then; when
-the spares are spent, the node has fewer children and is marked short, never filled with a made-up title. A part
-takes, as its last resort, the best line of its samples that has no defect whatever its fit; a part no line of
-which can be taken is left out with its chapters. A resumed plan keeps what it has and phrases what it lacks.
+Takes the open planner of every level (levels.py: a level the plan does not give is planned open), the GivenBook
+(given.py) and the phraser (phrasing.py); returns the Outline, telling the writer of each section as the schedule
+says. The first round of every chapter and section goes out at the start with the book's title, so planning is one
+wave of short requests rather than a chain of levels. A part's chapters are taken in order as their samples come in
+(each apart from those before it); the part is then titled from its chapters' titles (the model phrases a part far
+better from three concrete titles than from three facets), and its chapters' sections are taken and handed over. A
+unit that cannot be phrased is replaced by a spare (the book's spare chapters, a chapter's spare sections) asked
+then; when the spares are spent, the node has fewer children and is marked short, never filled with a made-up title.
+A part takes, as its last resort, the best line of its samples that has no defect whatever its fit; a part no line
+of which can be taken is left out with its chapters. A resumed plan keeps what it has and phrases what it lacks.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import anyio
 from anyio.abc import TaskGroup
 
 from pipeline.book.plan.answers import PlanItem
-from pipeline.book.plan.asking import NodeAsker
-from pipeline.book.plan.checks import TitleChecks
-from pipeline.book.plan.fallbacks import fallback_book_title
+from pipeline.book.plan.choose import Choice
 from pipeline.book.plan.given import Given, GivenBook
-from pipeline.book.plan.phrasing import Phraser, Samples, Taking, Unit
-from pipeline.book.plan.schedule import OnChange, OnSection, PlanStats
-from pipeline.records import BookSpec, Chapter, Outline, Part, Section
+from pipeline.book.plan.levels import LevelPlanner, OnChange, OnSection, Starter
+from pipeline.book.plan.phrasing import Phraser, Samples, ToPhrase
+from pipeline.records import Chapter, Outline, Part, Section
 
 log = logging.getLogger("fanout")
 
 
-class PlanHost(Protocol):
-    """What a given plan needs of the planner that runs it (planner.py's Planner): the book's spec, its asker,
-    checks and counts, the progress it reports, and the open planning of a part's or a chapter's children."""
-
-    spec: BookSpec
-    asker: NodeAsker
-    checks: TitleChecks
-    stats: PlanStats
-    on_node: Callable[[str], None]
-
-    def plan_part_open(
-        self, group: TaskGroup, outline: Outline, part: Part, announce: OnSection, changed: OnChange, *, streamed: bool
-    ) -> None: ...
-
-    def plan_chapter_open(
-        self,
-        group: TaskGroup,
-        outline: Outline,
-        part: Part,
-        chapter: Chapter,
-        announce: OnSection,
-        changed: OnChange,
-        *,
-        streamed: bool,
-    ) -> None: ...
-
-
-Ahead = dict[str, tuple[Unit, Samples]]  # a unit's node id -> the unit and its first round, asked ahead
+Ahead = dict[str, tuple[ToPhrase, Samples]]  # a unit's node id -> the unit and its first round, asked ahead
 
 
 def node_id(*numbers: int) -> str:
@@ -79,7 +49,7 @@ def titles_listed(titles: list[str]) -> str:
 class GivenPlan:
     """One book planned from what is given (module docstring)."""
 
-    planner: PlanHost
+    levels: LevelPlanner
     given: GivenBook
     phraser: Phraser
     announce: OnSection
@@ -89,11 +59,11 @@ class GivenPlan:
     chapter_givens: dict[str, Given] = field(default_factory=dict)  # a chapter taken this run -> its given unit
 
     async def plan(self, partial: Outline | None) -> Outline:
-        spec = self.planner.spec
+        spec = self.levels.spec
         async with anyio.create_task_group() as group:
             ahead = self.ask_ahead(group, partial)
             outline = partial or Outline(title=await self.book_title(ahead), parts=[], complete=False)
-            self.planner.asker.book_title = outline.title
+            self.levels.book_title.settle(outline.title)
             self.changed(outline)
             for p, given in enumerate(self.given.parts[: spec.parts]):
                 have = next((part for part in outline.parts if part.about == given.about), None)
@@ -101,16 +71,16 @@ class GivenPlan:
         if len(outline.parts) < spec.parts:
             outline.short = True
         outline.parts.sort(key=lambda part: part.id)
-        self.planner.on_node("parts")
+        self.levels.on_node("parts")
         return outline
 
     # ------------------------------------------------------------------ the first round of every unit, at once
 
-    def units(self, outline: Outline | None) -> Iterator[Unit]:
+    def units(self, outline: Outline | None) -> Iterator[ToPhrase]:
         """Every given chapter and section the outline lacks, in the outline's order (and the book's title)."""
-        book, spec = self.phraser.book, self.planner.spec
+        book, spec = self.phraser.book, self.levels.spec
         if outline is None:
-            yield Unit("title", self.phraser.reading.subject, {"book": book}, "book")
+            yield ToPhrase("title", self.phraser.reading.subject, {"book": book}, "book")
         if not self.given.gives("chapters"):
             return
         for p, part in enumerate(self.given.parts[: spec.parts]):
@@ -118,33 +88,41 @@ class GivenPlan:
             for c, chapter in enumerate(part.children[: spec.chapters]):
                 had = have.chapters[c] if have and c < len(have.chapters) else None
                 if had is None:
-                    yield Unit("chapters", chapter.about, {"book": book, "about": chapter.about}, node_id(p, c))
+                    yield ToPhrase("chapters", chapter.about, {"book": book, "about": chapter.about}, node_id(p, c))
                 if not self.given.gives("sections") or (had is not None and had.short):
                     continue
                 for s, section in enumerate(chapter.children[: spec.sections]):
                     if had is None or s >= len(had.sections):
                         values = {"book": book, "chapter": chapter.about, "about": section.about}
-                        yield Unit("sections", section.about, values, node_id(p, c, s))
+                        yield ToPhrase("sections", section.about, values, node_id(p, c, s))
 
     def ask_ahead(self, group: TaskGroup, outline: Outline | None) -> Ahead:
         return {unit.node_id: (unit, self.phraser.ahead(group, unit)) for unit in self.units(outline)}
 
-    async def take(self, unit: Unit, taking: Taking, ahead: Ahead, *, last_resort: bool = False) -> PlanItem | None:
-        """The unit's line: its first round as asked ahead (if it was), a second if needed."""
+    def starter(self, group: TaskGroup) -> Starter:
+        """Plans a level the plan does not give, open, in `group`, handing its sections over as this plan does."""
+        return Starter(self.levels, group, self.announce, self.changed, self.streamed)
+
+    async def take(self, unit: ToPhrase, choice: Choice, ahead: Ahead, *, last_resort: bool = False) -> PlanItem | None:
+        """The unit's line, taken: its first round as asked ahead (if it was), a second if needed."""
         self.phrased += 1
         prefetched = ahead.pop(unit.node_id, None)
         first = prefetched[1].wait() if prefetched is not None and prefetched[0] == unit else None
-        return await self.phraser.phrase(unit, taking, first, last_resort=last_resort)
+        item = await self.phraser.phrase(unit, choice, first, last_resort=last_resort)
+        if item is not None:
+            choice.take(item)
+        return item
 
     async def book_title(self, ahead: Ahead) -> str:
         """The first sample's book title that the book can use (asking.py's checks), else the subject as a title."""
         _, samples = ahead.pop("book")
-        ancestors = {"the request": self.planner.spec.prompt}
+        ancestors = {"the request": self.levels.spec.prompt}
+        title = self.levels.book_title
         for item in await samples.wait():
-            if self.planner.checks.defect(item, ancestors, [], self.phraser.copied) is None:
-                if self.planner.asker.usable_book_title(item.title):
+            if self.phraser.checks.defect(item, ancestors, [], self.phraser.forbidden) is None:
+                if title.usable(item.title):
                     return item.title
-        return fallback_book_title(self.planner.spec.prompt)
+        return title.made()
 
     # ------------------------------------------------------------------ a part: its chapters, then its title
 
@@ -153,7 +131,7 @@ class GivenPlan:
     ) -> None:
         """The part's chapters (those it lacks, phrased), then its title phrased from theirs, then its chapters'
         sections; a part none of whose chapters or title could be phrased is left out."""
-        spec = self.planner.spec
+        spec = self.levels.spec
         chapters = list(have.chapters) if have else []
         short = bool(have and have.short)
         if self.given.gives("chapters") and (have is None or (len(chapters) < spec.chapters and not short)):
@@ -162,21 +140,22 @@ class GivenPlan:
         if part is None:
             return
         part.chapters, part.short = chapters, part.short or short
-        self.planner.stats.short += short and not (have and have.short)
+        self.levels.stats.short += short and not (have and have.short)
         if have is None:
             outline.parts.append(part)
         self.changed(outline)
         if not self.given.gives("chapters"):
-            self.planner.plan_part_open(group, outline, part, self.announce, self.changed, streamed=self.streamed)
+            self.starter(group).part(outline, part)
             return
         for chapter in part.chapters:
             self.start_chapter(group, outline, part, chapter, self.chapter_given(given, chapter), ahead)
-        self.planner.on_node("chapters")
+        self.levels.on_node("chapters")
 
     async def chapters(self, outline: Outline, p: int, given: Given, chapters: list[Chapter], ahead: Ahead) -> bool:
         """Take the part's missing chapters into `chapters`; True when it ends short."""
-        spec = self.planner.spec
-        taking = Taking({"the book title": outline.title, "the request": spec.prompt}, [c.title for c in chapters])
+        spec = self.levels.spec
+        ancestors = {"the book title": outline.title, "the request": spec.prompt}
+        choice = Choice(node_id(p), "chapters", spec.chapters, ancestors, [c.title for c in chapters])
         wanted = list(given.children[len(chapters) : spec.chapters])
         while len(chapters) < spec.chapters:
             chapter_given = wanted.pop(0) if wanted else self.given.spare_chapter()
@@ -185,7 +164,7 @@ class GivenPlan:
                 return True
             key = node_id(p, len(chapters))
             values = {"book": self.phraser.book, "about": chapter_given.about}
-            item = await self.take(Unit("chapters", chapter_given.about, values, key), taking, ahead)
+            item = await self.take(ToPhrase("chapters", chapter_given.about, values, key), choice, ahead)
             if item is not None:
                 chapters.append(Chapter(id=key, title=item.title, point=item.point, about=chapter_given.about))
                 self.chapter_givens[key] = chapter_given
@@ -199,15 +178,15 @@ class GivenPlan:
             log.info("part %d (%s) has no chapter: it is left out", p + 1, given.about)
             return None
         key = node_id(p)
-        ancestors = {"the book title": outline.title, "the request": self.planner.spec.prompt}
+        ancestors = {"the book title": outline.title, "the request": self.levels.spec.prompt}
         ancestors |= {f"the title of chapter {c.id}": c.title for c in chapters}  # a part is no chapter again
-        taking = Taking(ancestors, [part.title for part in outline.parts])
+        choice = Choice("book", "parts", self.levels.spec.parts, ancestors, [part.title for part in outline.parts])
         if chapters:  # 'its part made of the chapters "X", "Y" and "Z"'
             about = titles_listed([c.title for c in chapters])
-            unit = Unit("parts", about, {"book": self.phraser.book, "about": about}, key)
+            unit = ToPhrase("parts", about, {"book": self.phraser.book, "about": about}, key)
         else:  # a facet as a part, its chapters planned open: 'its part about getting started'
-            unit = Unit("parts", given.about, {"book": self.phraser.book, "about": given.about}, key, "chapters")
-        item = await self.take(unit, taking, ahead, last_resort=True)
+            unit = ToPhrase("parts", given.about, {"book": self.phraser.book, "about": given.about}, key, "chapters")
+        item = await self.take(unit, choice, ahead, last_resort=True)
         if item is None:
             log.info("part %d (%s) could not be titled: it is left out with its chapters", p + 1, given.about)
             return None
@@ -226,20 +205,18 @@ class GivenPlan:
     def start_chapter(
         self, group: TaskGroup, outline: Outline, part: Part, chapter: Chapter, given: Given, ahead: Ahead
     ) -> None:
-        spec = self.planner.spec
+        spec = self.levels.spec
         if len(chapter.sections) >= spec.sections or chapter.short:
             for section in list(chapter.sections):
                 self.announce(outline, part, chapter, section)
             return
         if not self.given.gives("sections") or not given.children:
-            self.planner.plan_chapter_open(
-                group, outline, part, chapter, self.announce, self.changed, streamed=self.streamed
-            )
+            self.starter(group).chapter(outline, part, chapter)
             return
         group.start_soon(self.chapter, outline, part, chapter, given, ahead)
 
     async def chapter(self, outline: Outline, part: Part, chapter: Chapter, given: Given, ahead: Ahead) -> None:
-        spec = self.planner.spec
+        spec = self.levels.spec
         numbers = [int(piece[1:]) - 1 for piece in chapter.id.split(".")]
         ancestors = {
             "the chapter title": chapter.title,
@@ -247,7 +224,7 @@ class GivenPlan:
             "the book title": outline.title,
             "the request": spec.prompt,
         }
-        taking = Taking(ancestors, [s.title for s in chapter.sections])
+        choice = Choice(chapter.id, "sections", spec.sections, ancestors, [s.title for s in chapter.sections])
         for section in list(chapter.sections):
             self.announce(outline, part, chapter, section)
         units = list(given.children[len(chapter.sections) :])
@@ -255,7 +232,7 @@ class GivenPlan:
             section_given = units.pop(0)
             key = node_id(*numbers, len(chapter.sections))
             values = {"book": self.phraser.book, "chapter": given.about, "about": section_given.about}
-            item = await self.take(Unit("sections", section_given.about, values, key), taking, ahead)
+            item = await self.take(ToPhrase("sections", section_given.about, values, key), choice, ahead)
             if item is None:
                 continue
             section = Section(id=key, title=item.title, point=item.point, about=section_given.about)
@@ -264,10 +241,10 @@ class GivenPlan:
                 self.announce(outline, part, chapter, section)
         if len(chapter.sections) < spec.sections:
             chapter.short = True
-            self.planner.stats.short += 1
+            self.levels.stats.short += 1
             log.info("%s has %d sections: no more could be phrased", chapter.id, len(chapter.sections))
         if not self.streamed:
             for section in chapter.sections:
                 self.announce(outline, part, chapter, section)
-        self.planner.on_node("sections")
+        self.levels.on_node("sections")
         self.changed(outline)

@@ -11,8 +11,8 @@ Two ways to get a node's titles (records.PlanMode; `auto` picks `given` for a sm
 drift off the request, and `open` for the rest):
 - given (given.py, phrasing.py, fromgiven.py): the plan gives what each unit is about (the request's concerns and
   the facets a book of its kind covers), and the model phrases a title and a point for each, all at once.
-- open: each node's question is sampled several times at once and its titles are chosen from the pooled lines
-  (asking.py, choose.py) by their fit to the request and their parent and by distinctness from what is chosen;
+- open (levels.py, asking.py, choose.py): each node's question is sampled several times at once and its titles are
+  chosen from the pooled lines by their fit to the request and their parent and by distinctness from what is chosen;
   only lines with a defect a reader would see are refused (checks.py). The request's asks (its subject and each
   concern it names, pipeline/meaning/reading.py) are carried down the plan (coverage.py): each node takes along an
   even share of those still open, and the last section slots are kept for them. A second round only when a
@@ -24,31 +24,26 @@ output is untrusted: nothing in an answer raises.
 from __future__ import annotations
 
 import logging
-import re
 import time
-from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Coroutine, Iterator, Sequence
+from contextlib import contextmanager
 from functools import partial
 from typing import Any, TypeVar
 
 import anyio
-from anyio.abc import TaskGroup
 
 from pipeline.backends.pool import BackendPool
-from pipeline.book.plan.answers import PlanItem
-from pipeline.book.plan.asking import NodeAsker
+from pipeline.book.plan.asking import BookTitle, NodeAsker
 from pipeline.book.plan.checks import TitleChecks
-from pipeline.book.plan.choose import Choice
-from pipeline.book.plan.fallbacks import fallback_book_title
 from pipeline.book.plan.fromgiven import GivenPlan
 from pipeline.book.plan.given import GivenBook, given_book
-from pipeline.book.plan.phrasing import Level, Phraser, Taking, Unit
-from pipeline.book.plan.prompts import about, must_note
-from pipeline.book.plan.schedule import CHOICES, NodeAsk, OnChange, OnSection, PlanStats
-from pipeline.book.profiles import Sampler, is_small
+from pipeline.book.plan.levels import LevelPlanner, OnChange, OnSection, Starter, id_number
+from pipeline.book.plan.phrasing import Phraser
+from pipeline.book.plan.rounds import CHOICES, SampleNeed, Sampling
+from pipeline.book.plan.stats import PlanStats
+from pipeline.book.profiles import Sampler
 from pipeline.errors import FanoutError
 from pipeline.meaning.embed import Embedder, open_embedder
-from pipeline.meaning.nearness import unit
 from pipeline.meaning.reading import read, request_asks
 from pipeline.records import (
     BookSpec,
@@ -58,26 +53,12 @@ from pipeline.records import (
     Part,
     PlanMode,
     PlanSchedule,
-    Section,
     wants_children,
     without_empty,
 )
 
 log = logging.getLogger("fanout")
 _T = TypeVar("_T")
-
-
-def next_id(prefix: str, letter: str, taken: Sequence[Node]) -> str:
-    """The lowest free child id: a resumed chapter may hold journaled sections with gaps between them."""
-    used = {node.id for node in taken}
-    number = 1
-    while f"{prefix}{letter}{number:02d}" in used:
-        number += 1
-    return f"{prefix}{letter}{number:02d}"
-
-
-def id_number(node_id: str) -> int:
-    return int(re.sub(r"\D", "", node_id.rsplit(".", 1)[-1]))
 
 
 class Planner:
@@ -97,18 +78,20 @@ class Planner:
         takes (BackendPool.planning_lane; 0: no lane). `mode`: given or open planning (module docstring)."""
         self.pool = pool
         self.lane_writing = lane_writing
-        self.on_node = on_node or (lambda level: None)
         self.spec = spec
+        self.mode = mode
+        self.small = sampler.profile.small
         self.embedder = embedder or open_embedder()
         self.stats = PlanStats()
-        self.checks = TitleChecks(self.embedder, spec.prompt, judge, small=is_small(sampler.profile))
-        self.asker = NodeAsker(pool, spec, sampler, self.checks, self.stats)
-        self.asks = request_asks(spec.prompt)
-        self.musts: dict[str, list[str]] = {"book": self.asks[1:]}  # node id -> asks its children must carry
+        self.checks = TitleChecks(self.embedder, spec.prompt, judge, small=self.small)
         self.reading = read(spec.prompt)
-        self.phraser = Phraser(self.asker, self.reading)
-        self.mode = mode
-        self.asker.fill = self._fill
+        sampling = Sampling(pool, sampler, self.stats)
+        need = SampleNeed(many=self.small)
+        self.phraser = Phraser(sampling, self.checks, self.stats, need, self.reading, request=spec.prompt)
+        self.book_title = BookTitle(self.checks, self.stats, spec.prompt)
+        self.asker = NodeAsker(sampling, self.checks, self.stats, need, self.phraser, self.book_title)
+        on_node = on_node or (lambda level: None)
+        self.levels = LevelPlanner(spec, self.asker, self.book_title, on_node, request_asks(spec.prompt))
 
     async def plan(
         self,
@@ -116,7 +99,7 @@ class Planner:
         *,
         schedule: PlanSchedule = PlanSchedule.PIPELINED,
         on_section: OnSection | None = None,
-        on_change: Callable[[Outline], None] | None = None,
+        on_change: OnChange | None = None,
     ) -> Outline:
         """Plan what `outline` (a partial one from an interrupted run, or None) still lacks; `schedule` says
         when `on_section` hears of each section (the book's is records.BOOK_SCHEDULE).
@@ -132,21 +115,35 @@ class Planner:
         announce = on_section or (lambda outline, part, chapter, section: None)
         if outline is not None:
             self.checks.claim_existing(outline)
-            self.asker.book_title = outline.title
+            self.book_title.settle(outline.title)
         self.stats.levels = [1, self.spec.parts, self.spec.parts * self.spec.chapters]
-        self.asker.early = schedule is not PlanSchedule.BARRIER  # a line taken early is worth it only to a writer
+        barrier = schedule is PlanSchedule.BARRIER
+        self.levels.early = not barrier  # a line taken early is worth it only to a writer
+        hand_over = (lambda outline, part, chapter, section: None) if barrier else announce
         if (given := self.given(outline)) is not None:
-            outline = await self._plan_given(given, outline, schedule, announce, changed)
-        elif schedule is PlanSchedule.BARRIER:
+            with self._beside_writing():
+                outline = await self._plan_given(given, outline, hand_over, changed, schedule)
+        elif barrier:
             outline = await self._plan_levels(outline, changed)
+        else:
+            with self._beside_writing():
+                outline = await self._plan_pipelined(outline, hand_over, changed, schedule)
+        if barrier:
             for part, chapter, section in outline.sections():
                 announce(outline, part, chapter, section)
-        else:  # writing fills the slots meanwhile: keep a round's samples' slots of each backend for planning
-            with self.pool.reserve_for_first(CHOICES), self.pool.planning_lane(self.lane_writing):
-                async with anyio.create_task_group() as group:
-                    streamed = schedule is PlanSchedule.STREAMED
-                    outline = await self._plan_pipelined(outline, group, announce, changed, streamed=streamed)
-        assert outline is not None, "both schedules return the outline (a failed task raises out of the group)"
+        self._finish(outline)
+        changed(outline)
+        self.stats.seconds = time.monotonic() - started
+        return outline
+
+    @contextmanager
+    def _beside_writing(self) -> Iterator[None]:
+        """Writing fills the slots meanwhile: a round's samples' slots of each backend are kept for planning, and the
+        planning lane's backend takes at most `lane_writing` writing requests."""
+        with self.pool.reserve_for_first(CHOICES), self.pool.planning_lane(self.lane_writing):
+            yield
+
+    def _finish(self, outline: Outline) -> None:
         if dropped := without_empty(outline):
             log.info("%d chapters or parts had no section that could be planned: taken out", dropped)
         if not outline.sections():
@@ -155,76 +152,50 @@ class Planner:
                 "lists each line and why); try again, or give the outline with --outline"
             )
         outline.complete = True
-        changed(outline)
-        self.stats.seconds = time.monotonic() - started
-        return outline
 
     def given(self, outline: Outline | None) -> GivenBook | None:
         """The book as given, when it is planned so (the mode; a small model's profile for `auto`) and the shape
         fits what can be given; not for an outline planned otherwise (a person's, or an open plan's), whose units
         have no `about` to phrase the rest from."""
-        small = is_small(self.asker.sampler.profile)
-        if self.mode is PlanMode.OPEN or (self.mode is PlanMode.AUTO and not small):
+        if self.mode is PlanMode.OPEN or (self.mode is PlanMode.AUTO and not self.small):
             return None
         if outline is not None and not all(part.about for part in outline.parts):
             return None
         return given_book(self.reading, self.spec.parts, self.spec.chapters, self.spec.sections)
 
     async def _plan_given(
-        self,
-        given: GivenBook,
-        outline: Outline | None,
-        schedule: PlanSchedule,
-        announce: OnSection,
-        changed: OnChange,
+        self, given: GivenBook, outline: Outline | None, hand_over: OnSection, changed: OnChange, schedule: PlanSchedule
     ) -> Outline:
-        barrier = schedule is PlanSchedule.BARRIER
-        hand_over = (lambda outline, part, chapter, section: None) if barrier else announce
         streamed = schedule is PlanSchedule.STREAMED
-        plan = GivenPlan(self, given, self.phraser, hand_over, changed, streamed)
-        with self.pool.reserve_for_first(CHOICES), self.pool.planning_lane(self.lane_writing):
-            outline = await plan.plan(outline)
+        plan = GivenPlan(self.levels, given, self.phraser, hand_over, changed, streamed)
+        outline = await plan.plan(outline)
         self.stats.phrased = plan.phrased
-        if barrier:
-            for part, chapter, section in outline.sections():
-                announce(outline, part, chapter, section)
         return outline
 
-    def plan_part_open(
-        self, group: TaskGroup, outline: Outline, part: Part, announce: OnSection, changed: OnChange, *, streamed: bool
-    ) -> None:
-        """Plan a part's chapters (and theirs) open, in `group`, as the pipelined schedule does."""
-        _Starter(self, group, announce, changed, streamed).part(outline, part)
+    async def _plan_levels(self, outline: Outline | None, changed: OnChange) -> Outline:
+        """Each whole level before the next (the barrier schedule)."""
+        if outline is None or (len(outline.parts) < self.spec.parts and not outline.short):
+            outline, _ = await self.levels.plan(outline, changed=changed)
+        book = outline
+        parts = [(pt,) for pt in book.parts if wants_children(pt, self.spec.chapters)]
+        await each(parts, lambda path: self.levels.plan(book, path, changed=changed))
+        chapters = [(pt, ch) for pt in book.parts for ch in pt.chapters if wants_children(ch, self.spec.sections)]
+        await each(chapters, lambda path: self.levels.plan(book, path, changed=changed))
+        return book
 
-    def plan_chapter_open(
-        self,
-        group: TaskGroup,
-        outline: Outline,
-        part: Part,
-        chapter: Chapter,
-        announce: OnSection,
-        changed: OnChange,
-        *,
-        streamed: bool,
-    ) -> None:
-        """Plan a chapter's sections open, in `group`, as the pipelined schedule does."""
-        _Starter(self, group, announce, changed, streamed).chapter(outline, part, chapter)
-
-    async def _fill(self, ask: NodeAsk, choice: Choice) -> None:
-        """A node's rounds are spent and titles still missing: the asks it still owes, each phrased by the model
-        as a given unit ('its section about <ask>'); what cannot be phrased stays missing."""
-        level: Level = "parts" if ask.level == "parts" else "chapters" if ask.level == "chapters" else "sections"
-        parent = next(iter(ask.ancestors.values()), "")
-        taking = Taking(ask.ancestors, list(choice.chosen), list(choice.units.values()))
-        for owed in list(choice.coverage.open):
-            if choice.missing() <= 0:
-                return
-            values = {"book": self.phraser.book, "about": owed, "chapter": parent}
-            item = await self.phraser.phrase(Unit(level, owed, values, f"{ask.node_id}+"), taking)
-            self.stats.phrased += 1
-            if item is not None:
-                self.stats.filled_from_asks += 1
-                choice.take(item)
+    async def _plan_pipelined(
+        self, outline: Outline | None, announce: OnSection, changed: OnChange, schedule: PlanSchedule
+    ) -> Outline:
+        """Each node as soon as its parent's title is known (the pipelined and streamed schedules)."""
+        async with anyio.create_task_group() as group:
+            starter = Starter(self.levels, group, announce, changed, schedule is PlanSchedule.STREAMED)
+            if outline is not None:
+                for part in list(outline.parts):
+                    starter.part(outline, part)
+            if outline is None or (len(outline.parts) < self.spec.parts and not outline.short):
+                outline, _ = await self.levels.plan(outline, (), starter.new_part, changed=changed)
+        assert outline is not None, "a resumed outline, or the one the book's node made"
+        return outline
 
     async def plan_first_chain(self) -> Outline:
         """Only what must be planned before a first section can be sent, as the pipelined and streamed schedules
@@ -232,268 +203,48 @@ class Planner:
         critical path, timed alone by `fanout efficiency`). `stats.seconds` is the time to the first section
         taken; the chain's nodes are planned whole before it returns."""
         started = time.monotonic()
-        self.asker.early = True
-        book: list[Outline] = []
+        self.levels.early = True
 
-        def on_section(section: Section) -> None:
+        def on_section(book: Outline, section: Node) -> None:
             if not self.stats.seconds:
                 self.stats.seconds = time.monotonic() - started
 
         async with anyio.create_task_group() as group:
 
-            def on_chapter(part: Part, chapter: Chapter) -> None:
+            def on_chapter(part: Part, book: Outline, chapter: Node) -> None:
                 if chapter is part.chapters[0]:
-                    group.start_soon(partial(self._plan_chapter, book[0], part, chapter, on_each=on_section))
+                    group.start_soon(partial(self.levels.plan, book, (part, chapter), on_section))
 
-            def on_part(outline: Outline, part: Part) -> None:
-                book[:] = [outline]
-                if part is outline.parts[0]:
-                    group.start_soon(partial(self._plan_part, outline, part, partial(on_chapter, part)))
+            def on_part(book: Outline, part: Node) -> None:
+                if part is book.parts[0]:
+                    group.start_soon(partial(self.levels.plan, book, (part,), partial(on_chapter, part)))
 
-            outline = await self._plan_book(None, on_part)
+            outline, _ = await self.levels.plan(None, (), on_part)
         self.stats.seconds = self.stats.seconds or time.monotonic() - started
         return outline
 
-    async def replan_chapters(self, outline: Outline, chapter_ids: set[str], musts: list[str]) -> list[Chapter]:
+    async def replan_chapters(self, outline: Outline, chapter_ids: set[str], owed: list[str]) -> list[Chapter]:
         """Plan the chapters `chapter_ids` names again, title, point and sections, under their parts (the
         audit found them off the request): every other title of the book stays taken, the old ones too, and
-        each part's new chapters carry `musts` (what the book still lacks). A new chapter takes the id (and
+        each part's new chapters carry `owed` (what the book still lacks). A new chapter takes the id (and
         the place) of the one it replaces. Returns the new chapters."""
         self.checks.small = True  # every rule and hold, whatever the model: the audit found its first answer off
         self.checks.claim_existing(outline)
-        self.asker.book_title = outline.title
+        self.book_title.settle(outline.title)
         parts = [part for part in outline.parts if any(c.id in chapter_ids for c in part.chapters)]
         for part in parts:
-            self.musts[part.id] = list(musts)
+            self.levels.owed[part.id] = list(owed)
             part.chapters = [chapter for chapter in part.chapters if chapter.id not in chapter_ids]
-        await self._each(parts, lambda part: self._plan_part(outline, part))
+        await each([(part,) for part in parts], lambda path: self.levels.plan(outline, path))
         new = [(part, chapter) for part in parts for chapter in part.chapters if chapter.id in chapter_ids]
         for part in parts:
             part.chapters.sort(key=lambda chapter: id_number(chapter.id))
-        await self._each(new, lambda pair: self._plan_chapter(outline, *pair))
+        await each(new, lambda path: self.levels.plan(outline, path))
         return [chapter for _, chapter in new]
 
-    async def _plan_levels(self, outline: Outline | None, changed: OnChange) -> Outline:
-        if outline is None or (len(outline.parts) < self.spec.parts and not outline.short):
-            outline = await self._plan_book(outline)
-            changed(outline)
-        await self._each(
-            [pt for pt in outline.parts if wants_children(pt, self.spec.chapters)],
-            lambda pt: self._plan_part(outline, pt, changed=changed),
-        )
-        await self._each(
-            [(pt, ch) for pt in outline.parts for ch in pt.chapters if wants_children(ch, self.spec.sections)],
-            lambda pair: self._plan_chapter(outline, *pair, changed=changed),
-        )
-        return outline
 
-    async def _plan_pipelined(
-        self, outline: Outline | None, group: TaskGroup, announce: OnSection, changed: OnChange, *, streamed: bool
-    ) -> Outline:
-        starter = _Starter(self, group, announce, changed, streamed)
-        if outline is not None:
-            for part in list(outline.parts):
-                starter.part(outline, part)
-        if outline is None or (len(outline.parts) < self.spec.parts and not outline.short):
-            outline = await self._plan_book(outline, starter.part)
-            changed(outline)
-        return outline
-
-    @staticmethod
-    async def _each(items: list[_T], plan_one: Callable[[_T], Coroutine[Any, Any, None]]) -> None:
-        async with anyio.create_task_group() as group:
-            for item in items:
-                group.start_soon(plan_one, item)
-
-    async def _plan_book(
-        self, outline: Outline | None, on_part: Callable[[Outline, Part], None] | None = None
-    ) -> Outline:
-        """The book title and the parts still missing. Parts are added (and `on_part` told) as they stream
-        in, once the book title, which their own prompts need, is known."""
-        waiting: list[tuple[PlanItem, list[str]]] = []
-
-        def add_waiting(*, final: bool = False) -> None:
-            nonlocal outline
-            if outline is None:
-                if not (self.asker.book_title or final):
-                    return
-                outline = Outline(
-                    title=self.asker.book_title or fallback_book_title(self.spec.prompt), parts=[], complete=False
-                )
-            for item, musts in waiting:
-                part = Part(id=next_id("", "p", outline.parts), title=item.title, point=item.point)
-                self.musts[part.id] = musts
-                outline.parts.append(part)
-                if on_part is not None:
-                    on_part(outline, part)
-            waiting.clear()
-
-        def add(item: PlanItem, *, musts: list[str]) -> None:
-            waiting.append((item, musts))
-            add_waiting()
-
-        await self.asker.titles(
-            NodeAsk(
-                "plan_book.md",
-                {"prompt": self.spec.prompt, "must": must_note(self.musts["book"], "part", self.spec.parts)},
-                "parts",
-                self.spec.parts,
-                have=[part.title for part in outline.parts] if outline else [],
-                ancestors={"the request": self.spec.prompt},
-                on_item=add,
-                node_id="book",
-                with_title=True,
-                musts=self.musts["book"],
-                parent_unit=self.spec.prompt,
-            )
-        )
-        add_waiting(final=True)
-        assert outline is not None, "add_waiting(final=True) makes the outline"
-        if len(outline.parts) < self.spec.parts:
-            outline.short = True
-            self.stats.short += 1
-        self.on_node("parts")
-        return outline
-
-    async def _plan_part(
-        self,
-        outline: Outline,
-        part: Part,
-        on_chapter: Callable[[Chapter], None] | None = None,
-        changed: OnChange | None = None,
-    ) -> None:
-        def add(item: PlanItem, *, musts: list[str]) -> None:
-            chapter = Chapter(
-                id=next_id(part.id + ".", "c", part.chapters),
-                title=item.title,
-                point=item.point,
-            )
-            self.musts[chapter.id] = musts
-            part.chapters.append(chapter)
-            if on_chapter is not None:
-                on_chapter(chapter)
-
-        musts = self.musts.get(part.id, [])
-        values = {
-            "book_title": outline.title,
-            "part_title": part.title,
-            "part_about": about("part", part.point),
-            "must": must_note(musts, "chapter", self.spec.chapters),
-        }
-        ancestors = {"the part title": part.title, "the book title": outline.title, "the request": self.spec.prompt}
-        await self.asker.titles(
-            NodeAsk(
-                "plan_part.md",
-                values,
-                "chapters",
-                self.spec.chapters,
-                [chapter.title for chapter in part.chapters],
-                ancestors,
-                add,
-                part.id,
-                fallback_prefix=part.title,
-                musts=musts,
-                parent_unit=unit(part.title, part.point),
-            )
-        )
-        if len(part.chapters) < self.spec.chapters:
-            part.short = True
-            self.stats.short += 1
-        self.on_node("chapters")
-        if changed is not None:
-            changed(outline)
-
-    async def _plan_chapter(
-        self,
-        outline: Outline,
-        part: Part,
-        chapter: Chapter,
-        on_complete: Callable[[], None] | None = None,
-        changed: OnChange | None = None,
-        on_each: Callable[[Section], None] | None = None,
-    ) -> None:
-        def add(item: PlanItem, *, musts: list[str]) -> None:
-            section = Section(
-                id=next_id(chapter.id + ".", "s", chapter.sections),
-                title=item.title,
-                point=item.point,
-            )
-            chapter.sections.append(section)
-            chapter.sections.sort(key=lambda s: id_number(s.id))
-            if on_each is not None:
-                on_each(section)
-            if on_complete is not None and len(chapter.sections) == self.spec.sections:
-                on_complete()
-
-        musts = self.musts.get(chapter.id, [])
-        values = {
-            "book_title": outline.title,
-            "chapter_title": chapter.title,
-            "chapter_about": about("chapter", chapter.point),
-            "must": must_note(musts, "section", self.spec.sections),
-        }
-        ancestors = {
-            "the chapter title": chapter.title,
-            "the part title": part.title,
-            "the book title": outline.title,
-            "the request": self.spec.prompt,
-        }
-        await self.asker.titles(
-            NodeAsk(
-                "plan_chapter.md",
-                values,
-                "sections",
-                self.spec.sections,
-                [section.title for section in chapter.sections],
-                ancestors,
-                add,
-                chapter.id,
-                fallback_prefix=chapter.title,
-                musts=musts,
-                parent_unit=unit(chapter.title, chapter.point),
-            )
-        )
-        if len(chapter.sections) < self.spec.sections:
-            chapter.short = True
-            self.stats.short += 1
-            if on_complete is not None:  # a short chapter is whole with what it has
-                on_complete()
-        self.on_node("sections")
-        if changed is not None:
-            changed(outline)
-
-
-@dataclass
-class _Starter:
-    """Starts each node's planning as soon as its parent's title is known (the pipelined schedule): a chapter
-    whose sections are all planned is announced at once, others are planned in `group`."""
-
-    planner: Planner
-    group: TaskGroup
-    announce: OnSection
-    changed: OnChange
-    streamed: bool = False  # each section announced as it is chosen, not once its chapter is whole
-
-    def chapter(self, book: Outline, part: Part, chapter: Chapter) -> None:
-        if not wants_children(chapter, self.planner.spec.sections):
-            self.announce_all(book, part, chapter)
-            return
-        if self.streamed:
-            self.announce_all(book, part, chapter)  # those an interrupted run already planned
-            each = partial(self.announce, book, part, chapter)
-            plan = partial(self.planner._plan_chapter, book, part, chapter, None, self.changed, each)
-        else:
-            done = partial(self.announce_all, book, part, chapter)
-            plan = partial(self.planner._plan_chapter, book, part, chapter, done, self.changed)
-        self.group.start_soon(plan)
-
-    def part(self, book: Outline, part: Part) -> None:
-        for chapter in list(part.chapters):
-            self.chapter(book, part, chapter)
-        if wants_children(part, self.planner.spec.chapters):
-            on_chapter = partial(self.chapter, book, part)
-            self.group.start_soon(partial(self.planner._plan_part, book, part, on_chapter, self.changed))
-
-    def announce_all(self, book: Outline, part: Part, chapter: Chapter) -> None:
-        for section in list(chapter.sections):
-            self.announce(book, part, chapter, section)
+async def each(items: Sequence[_T], plan_one: Callable[[_T], Coroutine[Any, Any, object]]) -> None:
+    """Plan every item at once."""
+    async with anyio.create_task_group() as group:
+        for item in items:
+            group.start_soon(plan_one, item)

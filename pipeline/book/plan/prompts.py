@@ -127,11 +127,11 @@ def carries_note(text: str) -> bool:
     return NOTE_WORDS.search(text) is not None
 
 
-def must_note(musts: list[str], noun: str, count: int) -> str:
+def must_note(owed: list[str], noun: str, count: int) -> str:
     """What the request asks of this node's children, for its planning prompt: a child on each, or, when
     they outnumber the children (a brief's dozens of concerns), each child holding several."""
-    if not musts:
+    if not owed:
         return ""
-    if len(musts) <= count:
-        return f"\nThe request asks for these, so include a {noun} on each: " + "; ".join(musts) + "."
-    return f"\nThe request asks for all of these, so let each {noun} cover several of them: " + "; ".join(musts) + "."
+    if len(owed) <= count:
+        return f"\nThe request asks for these, so include a {noun} on each: " + "; ".join(owed) + "."
+    return f"\nThe request asks for all of these, so let each {noun} cover several of them: " + "; ".join(owed) + "."

@@ -15,6 +15,7 @@ from pipeline.book.plan.prompts import chosen_note, example_words, how_many, mus
 from pipeline.book.write import section_prompt
 from pipeline.errors import UsageError
 from pipeline.meaning.embed import open_embedder
+from pipeline.meaning.floors import PLAN_FLOOR
 from pipeline.meaning.nearness import point_margin, unit
 from pipeline.meaning.onsubject import unit_fits
 from pipeline.records import BookSpec, Chapter, Outline, Part, Section
@@ -68,7 +69,7 @@ class Book:
         for item in items:
             chosen, units = [i.title for i in taken], [unit(i.title, i.point) for i in taken]
             found = self.checks.defect(item, ancestors, chosen, copied)
-            found = found or next(iter(self.checks.faults(item, chosen, units)), None)
+            found = found or self.checks.fault(item, chosen, units)
             found = found or self.checks.claim(level, item)
             if found is not None:
                 self.refused[found.rule] = self.refused.get(found.rule, 0) + 1
@@ -146,7 +147,7 @@ def test_no_line_has_a_defect_by_words_at_any_level(book):
         copied = (example_words(template) | rare_example_words()) - content_words(" ".join(above.values()))
         for item in lines_of(messages):
             line = policy.Line(item, above, [], copied, REQUEST, [])
-            assert policy.first(policy.DEFECTS_BY_WORDS, line) is None, item
+            assert policy.first("defect", line, policy.Context(open_embedder())) is None, item
     assert chapter, "sections were taken"
 
 
@@ -172,7 +173,7 @@ def test_the_judge_puts_the_lines_over_the_plan_floor(book, judge):
     _, parts = book
     units = [unit(section.title, section.point) for chapters in parts[:2] for c in chapters[:3] for section in c]
     fits = unit_fits(judge, REQUEST, units)
-    assert float(np.mean(fits >= policy.PLAN_FLOOR)) >= 0.95, sorted(fits)[:5]
+    assert float(np.mean(fits >= PLAN_FLOOR)) >= 0.95, sorted(fits)[:5]
 
 
 def test_a_written_section_is_on_its_own_point_and_max_tokens_words_long(book):

@@ -9,8 +9,8 @@ import pytest
 
 from pipeline.backends.pool import BackendPool, RetryPolicy
 from pipeline.book.outlinefile import outline_markdown
-from pipeline.book.plan.phrasing import PHRASE_SAMPLES
 from pipeline.book.plan.planner import Planner
+from pipeline.book.plan.rounds import GIVEN
 from pipeline.book.profiles import PROFILES, Sampler
 from pipeline.records import Backend, BookSpec, EngineKind, Outline, PlanMode
 from tests.fakes.fake_engine import FakeEngine, prompt_of
@@ -70,7 +70,7 @@ async def test_every_unit_is_phrased_by_the_model_and_carries_what_it_was_given(
     nodes = [*outline.parts, *(c for p in outline.parts for c in p.chapters), *(s for *_, s in outline.sections())]
     assert all(node.about and node.point and not node.placeholder for node in nodes)
     assert outline.parts[0].chapters[1].about == "getting started"
-    assert {body["n"] for body in engine.bodies} == {PHRASE_SAMPLES}, "one round each: every first sample usable"
+    assert {body["n"] for body in engine.bodies} == {GIVEN.samples[0]}, "one round each: every first sample usable"
     part_prompts = [p for p in replies.prompts if phrase_level(p) == "part"]
     first_part = outline.parts[0]
     assert any(all(f'"{c.title}"' in p for c in first_part.chapters) for p in part_prompts), "titled from its chapters"
@@ -92,7 +92,7 @@ PLANTED = [
 
 
 async def test_what_a_reader_would_see_as_the_pipelines_own_making_never_reaches_the_outline(tmp_path):
-    replies = Phrasings(PLANTED, bad=PHRASE_SAMPLES)  # every unit's whole first round is planted
+    replies = Phrasings(PLANTED, bad=GIVEN.samples[0])  # every unit's whole first round is planted
     outline, planner, _ = await plan_given(replies, BookSpec(prompt=SOURDOUGH, parts=1, chapters=2, sections=3))
     assert replies.planted >= len(PLANTED)
     nodes = [*outline.parts, *(c for p in outline.parts for c in p.chapters), *(s for *_, s in outline.sections())]

@@ -16,7 +16,7 @@ from pipeline.book.plan.checks import TitleChecks
 from pipeline.book.plan.coverage import Coverage
 from pipeline.book.plan.planner import Planner
 from pipeline.book.plan.prompts import CHOSEN_NOTE, carries_note
-from pipeline.book.plan.schedule import CHOICES, FIRST_ROUND_TEMPERATURE, SECTION_CHOICES, SPARE_ITEMS, SampleNeed
+from pipeline.book.plan.rounds import CHOICES, OPEN, SECTION_CHOICES, SPARE_ITEMS, SampleNeed
 from pipeline.book.profiles import PROFILES, Sampler
 from pipeline.errors import FanoutError
 from pipeline.meaning.embed import Embedder, open_embedder
@@ -299,7 +299,7 @@ async def test_planning_asks_after_a_worked_example_with_the_profile_sampling():
         assert body["messages"][0]["content"].endswith("request: p"), "the request opens every request of the book"
         assert body["n"] == (SECTION_CHOICES if plan_level(prompt_of(body)) == "chapter" else CHOICES)
         assert (
-            body["temperature"] == FIRST_ROUND_TEMPERATURE
+            body["temperature"] == OPEN.temperatures[0]
             and body["dry_multiplier"] == 0.8
             and "response_format" not in body
         )
@@ -456,17 +456,21 @@ async def test_a_chapters_sections_are_announced_the_moment_it_has_them_all(barr
 
 def test_a_first_round_asks_one_sample_until_the_fleets_record_says_it_needs_more():
     need = SampleNeed(many=False)
-    assert [need.samples(level, 0) for level in ("parts", "sections")] == [1, 1]
-    assert need.samples("parts", 1) == CHOICES, "a second round pools several"
+    assert [need.samples(OPEN, level, 0) for level in ("parts", "sections")] == [1, 1]
+    assert need.samples(OPEN, "parts", 1) == CHOICES, "a second round pools several"
     for filled in (True, False, False):
         need.heard(samples=1, filled=filled)
-    assert need.poor() and need.samples("parts", 0) == CHOICES and need.samples("sections", 0) == SECTION_CHOICES
-    assert SampleNeed(many=True).samples("parts", 0) == CHOICES, "a small model's record from the start"
+    assert (
+        need.poor()
+        and need.samples(OPEN, "parts", 0) == CHOICES
+        and need.samples(OPEN, "sections", 0) == SECTION_CHOICES
+    )
+    assert SampleNeed(many=True).samples(OPEN, "parts", 0) == CHOICES, "a small model's record from the start"
     usable = SampleNeed(many=False)
     for _ in range(10):
         usable.heard(samples=1, filled=True)
     usable.heard(samples=1, filled=False)
-    assert usable.samples("chapters", 0) == 1
+    assert usable.samples(OPEN, "chapters", 0) == 1
 
 
 async def test_a_planning_answer_cut_mid_stream_is_asked_again_and_the_node_filled():
@@ -477,7 +481,7 @@ async def test_a_planning_answer_cut_mid_stream_is_asked_again_and_the_node_fill
     outline = await planner.plan()
     await engine.stop()
     assert [p.id for p in outline.parts] == [f"p0{n}" for n in range(1, 7)] and shape_of(outline) == (6, {1}, {2})
-    assert planner.stats.short == 0 and planner.stats.failed_asks == 0
+    assert planner.stats.short == 0 and planner.stats.failed_requests == 0
 
 
 async def test_a_resumed_chapter_keeps_its_journaled_sections_and_plans_around_their_ids():

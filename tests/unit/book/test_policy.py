@@ -10,11 +10,11 @@ from pipeline import titles
 from pipeline.book.plan import policy, prompts
 from pipeline.book.plan.answers import PlanItem
 from pipeline.book.plan.checks import TitleChecks
-from pipeline.book.plan.policy import RULES, Action, Line
+from pipeline.book.plan.policy import RULES, Action, Context, Line
 from pipeline.book.plan.prompts import CHOSEN_NOTE, rare_example_words
-from pipeline.book.plan.schedule import PlanStats
+from pipeline.book.plan.stats import PlanStats
 from pipeline.book.stats import rules_line
-from pipeline.meaning import nearness
+from pipeline.meaning import floors, nearness
 from pipeline.meaning.embed import open_embedder
 
 REQUEST = "Write a short handbook on keeping a sourdough starter alive. Practical, with examples."
@@ -22,9 +22,25 @@ CHAPTER = {"the chapter title": "Sourdough Starter Sourcing"}
 
 
 def line(title: str, point: str = "A point of its own about flour.", **given: object) -> Line:
-    values: dict[str, object] = {"ancestors": {}, "chosen": [], "copied": frozenset(), "request": REQUEST, "asks": []}
+    values: dict[str, object] = {
+        "ancestors": {},
+        "chosen": [],
+        "forbidden": frozenset(),
+        "request": REQUEST,
+        "asks": [],
+    }
     values.update(given)
     return Line(PlanItem(title, point), **values)  # type: ignore[arg-type]
+
+
+def by_words(line: Line) -> policy.Verdict | None:
+    """The first defect of the line found by its words alone (no embedder is asked: the meaning rules are last)."""
+    return policy.first_of(
+        [rule for rule in policy.GROUPS["defect"] if rule.id != "example_meaning"], line, CONTEXT, strict=True
+    )
+
+
+CONTEXT = Context(open_embedder())
 
 
 def found(rule: str, verdict: policy.Verdict | None, words: str = "") -> None:
@@ -55,11 +71,11 @@ TITLE_ROWS = [
 
 @pytest.mark.parametrize(("rule", "title", "given", "words"), TITLE_ROWS)
 def test_each_title_rule_finds_its_line_first(rule, title, given, words):
-    found(rule, policy.first(policy.DEFECTS_BY_WORDS, line(title, **given)), words)
+    found(rule, by_words(line(title, **given)), words)
 
 
 LINE_ROWS = [
-    ("example_words", "Trimming the Sails", "How a starter rises.", {"copied": rare_example_words()}, "example"),
+    ("example_words", "Trimming the Sails", "How a starter rises.", {"forbidden": rare_example_words()}, "example"),
     ("planning_note", "Feeding Times", f"{CHOSEN_NOTE} nothing", {}, "planning note"),
     ("no_point", "Feeding Times", "", {}, "no key point"),
     ("point_repeats_title", "Feeding Times", "Feeding times.", {}, "only repeats its title"),
@@ -71,12 +87,12 @@ LINE_ROWS = [
 
 @pytest.mark.parametrize(("rule", "title", "point", "given", "words"), LINE_ROWS)
 def test_each_line_rule_by_words_finds_its_line_first(rule, title, point, given, words):
-    found(rule, policy.first(policy.DEFECTS_BY_WORDS, line(title, point, **given)), words)
+    found(rule, by_words(line(title, point, **given)), words)
 
 
 def test_a_concern_the_request_names_is_no_fragment():
     asks = ["keeping a sourdough starter alive"]
-    assert policy.fragment(line("Keeping a Sourdough Starter Alive", asks=asks)) is None
+    assert policy.fragment(line("Keeping a Sourdough Starter Alive", asks=asks), CONTEXT) is None
 
 
 MEANING_RULES = ("example_meaning", "same_as_sibling", "covers_sibling", "vague_point", "taken_elsewhere")
@@ -87,18 +103,18 @@ HOLD_RULES = ("off_subject", "title_off_subject", "leaves_out", "repeats_given")
 def test_the_rules_by_meaning_and_the_books_claims():
     embedder = open_embedder()
     checks = TitleChecks(embedder, REQUEST)
-    example = checks.examples[0]
+    example = checks.context.examples[0]
     title, _, point = example.partition(": ")
     found("example_meaning", checks.defect(PlanItem(title, point), {}, [], frozenset()), "worked example")
-    near = checks.faults(PlanItem("Feeding the Starter", "When to feed."), ["Feeding Your Starter"], [])
-    found("same_as_sibling", near[0], 'says the same as "Feeding Your Starter"')
-    covers = checks.faults(
+    near = checks.fault(PlanItem("Feeding the Starter", "When to feed."), ["Feeding Your Starter"], [])
+    found("same_as_sibling", near, 'says the same as "Feeding Your Starter"')
+    covers = checks.fault(
         PlanItem("Daily Feeding", "How often to feed a starter flour and water."),
         [],
         ["Feeding Schedule: how often to feed a starter flour and water"],
     )
-    found("covers_sibling", covers[0], 'covers what "Feeding Schedule" covers')
-    found("vague_point", checks.faults(PlanItem("Rye Flour", "What you need to know."), [], [])[0], "key point")
+    found("covers_sibling", covers, 'covers what "Feeding Schedule" covers')
+    found("vague_point", checks.fault(PlanItem("Rye Flour", "What you need to know."), [], []), "key point")
     assert checks.claim("chapters", PlanItem("Feeding Your Starter", "When to feed.")) is None
     found("taken_elsewhere", checks.claim("sections", PlanItem("Feeding Your Starter", "x")), "elsewhere in the book")
     found("near_elsewhere", checks.claim("chapters", PlanItem("Feeding the Starter", "x")), "nearly repeats")
@@ -108,13 +124,17 @@ def test_the_rules_by_meaning_and_the_books_claims():
 
 
 def test_the_holds_and_their_floors():
-    found("off_subject", policy.off_subject(policy.PLAN_FLOOR - 0.01), "not about what the request asks for")
-    assert policy.off_subject(policy.PLAN_FLOOR) is None
-    found("title_off_subject", policy.title_off_subject(policy.TITLE_FLOOR - 0.01), "title that is not about")
-    assert policy.title_off_subject(policy.TITLE_FLOOR) is None
-    found("leaves_out", policy.leaves_out(["allergen labelling"]), "leaves out what the request asks for")
-    found("repeats_given", policy.repeats_given("Tools", "tools", []), "repeats what it was asked to phrase")
-    assert policy.repeats_given("Jars, Spoons and Scales", "tools", []) is None
+    off = policy.RULES["off_subject"].thresholds["PLAN_FLOOR"]
+    found("off_subject", policy.first("off", line("Flour", fit=off - 0.01), CONTEXT), "not about what the request")
+    assert policy.first("off", line("Flour", fit=off), CONTEXT) is None
+    title_floor = policy.RULES["title_off_subject"].thresholds["TITLE_FLOOR"]
+    found("title_off_subject", policy.first("title_off", line("Flour", title_fit=title_floor - 0.01), CONTEXT), "title")
+    assert policy.first("title_off", line("Flour", title_fit=title_floor), CONTEXT) is None
+    owed = ["allergen labelling"]
+    found("leaves_out", policy.first("owed", line("Rye Flour", owed=owed), CONTEXT), "leaves out what the request")
+    assert policy.first("owed", line("Allergen Labelling", "Labelling allergens.", owed=owed), CONTEXT) is None
+    found("repeats_given", policy.first("given", line("Tools", about="tools"), CONTEXT), "repeats what it was asked")
+    assert policy.first("given", line("Jars, Spoons and Scales", about="tools"), CONTEXT) is None
 
 
 @pytest.mark.parametrize(
@@ -133,25 +153,26 @@ def test_the_holds_and_their_floors():
 )
 def test_ordinary_titles_pass_every_rule_by_words(title):
     ancestors = {"the chapter title": "Starter Feeding", "the book title": "A Handbook"}
-    assert policy.first(policy.DEFECTS_BY_WORDS, line(title, ancestors=ancestors, chosen=["Overview"])) is None
+    assert by_words(line(title, ancestors=ancestors, chosen=["Overview"])) is None
 
 
 def test_every_rule_has_a_row_and_every_verdict_its_rule():
     ranking = {rule for rule, row in RULES.items() if row.action is Action.RANK_LOWER} | {"last_resort"}
     rows = {row[0] for row in TITLE_ROWS + LINE_ROWS} | set(MEANING_RULES) | set(HOLD_RULES)
     assert set(RULES) - ranking == rows, "each refusing or holding rule is found by a row above"
-    named = {**vars(nearness), **vars(prompts), **vars(titles), **vars(policy)}
+    named = {**vars(nearness), **vars(prompts), **vars(titles), **vars(policy), **vars(floors)}
     for rule in RULES.values():  # each threshold the table names is the constant its rule uses
-        for name, value in (pair.split(" ")[:2] for pair in rule.threshold.split(", ") if pair):
-            assert str(named[name]) == value, rule.id
+        for name, value in rule.thresholds.items():
+            assert named[name] == value, rule.id
+        assert (rule.check is None) == (rule.group == "rank"), "a rule runs, or is a weight of the ranking"
 
 
 def test_the_runs_counts_key_on_the_rule_id():
     stats = PlanStats()
-    stats.refuse("p01", "The Basics", policy.first(policy.DEFECTS_BY_WORDS, line("The Basics")))  # type: ignore[arg-type]
-    stats.hold("p01", policy.off_subject(0.1))  # type: ignore[arg-type]
+    stats.refuse("p01", "The Basics", by_words(line("The Basics")))  # type: ignore[arg-type]
+    stats.hold("p01", policy.first("off", line("Flour", fit=0.1), CONTEXT))  # type: ignore[arg-type]
     stats.asked_again("p01")
-    stats.hold("p02", policy.off_subject(0.1))  # type: ignore[arg-type]
+    stats.hold("p02", policy.first("off", line("Flour", fit=0.1), CONTEXT))  # type: ignore[arg-type]
     assert stats.rule_counts() == {
         "generic": {"refused": 1, "held": 0, "rounds": 1},
         "off_subject": {"refused": 0, "held": 2, "rounds": 1},

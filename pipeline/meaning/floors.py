@@ -1,0 +1,30 @@
+"""The judge's fit floors in one table: how near (the sentence encoder's cosine, pipeline/meaning/minilm.py) a title,
+a key point or a section must be to the request before the planner takes it or the audit counts it as on the request.
+Each floor is named where it is used; the measurements that set them are beside each.
+"""
+
+from __future__ import annotations
+
+# The planner (pipeline/book/plan/policy.py), lines of a small model:
+PLAN_FLOOR = 0.3  # a line whose title and point fit the request less (onsubject.unit_fits) is held back while the
+# pool has others: 0.11-0.3 in the demo's pools were lemon sorbet, beer, sashimi
+# A title whose own fit to the request (the judge's unit fit of the title alone: the contents page shows it alone) is
+# under this is passed over. On the demo's phrased titles, those under 0.3 were 'Milk Additives', 'Get Ready for
+# War', 'Pest Control', 'Pronto' ('Getting Started' 0.29); over 0.45 all were about a starter. Readers' labels of 230
+# headings of nine books (tests/fixtures/meaning/on_subject_forms.json) separate on from off by this fit only partly
+# (AUC 0.76): a floor near ON_SUBJECT would refuse most lines.
+TITLE_FLOOR = 0.3
+LAST_RESORT_FIT = 0.2  # a line held as off the subject is never taken below this fit: the node is short instead
+# ('The Science Behind It: making sashimi with lemon and garlic breadcrumbs', 0.11 to a sourdough request)
+
+# The audit (pipeline/audit/analysis.py), and the writer's choice of candidates:
+OFF_REQUEST = 0.18  # a part's or chapter's title and point below this to every ask of the request is off it
+ON_SUBJECT = 0.65  # a section whose lower fit (heading or text) is below this is off the subject
+
+FLOORS: dict[str, float] = {
+    "PLAN_FLOOR": PLAN_FLOOR,
+    "TITLE_FLOOR": TITLE_FLOOR,
+    "LAST_RESORT_FIT": LAST_RESORT_FIT,
+    "OFF_REQUEST": OFF_REQUEST,
+    "ON_SUBJECT": ON_SUBJECT,
+}

@@ -60,9 +60,9 @@ def fired(checks: TitleChecks, level: str, item: PlanItem, above: dict[str, str]
     ancestors = {**above, "the request": request}
     own = " ".join([request, *ancestors.values()])
     copied = (example_words(PLAN_TEMPLATES[template]) | rare_example_words()) - content_words(own)
-    chosen = [b.title for b in before]
+    taken = [b.title for b in before]
     units = [unit(b.title, b.point) for b in before]
-    line = checks.line(item, ancestors=ancestors, chosen=chosen, forbidden=copied, sibling_units=units, fit=fit)
+    line = checks.line(item, ancestors=ancestors, taken=taken, forbidden=copied, sibling_units=units, fit=fit)
     rules = {v.rule for group in ("defect", "fault", "off") for v in policy.verdicts(group, line, checks.context)}
     if (claim := checks.claim(level, item)) is not None:
         rules.add(claim.rule)
@@ -114,7 +114,7 @@ def junk_side() -> tuple[Counter[str], Counter[str], Counter[str]]:
     return caught, planted, off
 
 
-DEFAULTS: dict[str, object] = {"ancestors": {}, "chosen": [], "forbidden": frozenset(), "request": REQUEST, "asks": []}
+DEFAULTS: dict[str, object] = {"ancestors": {}, "taken": [], "forbidden": frozenset(), "request": REQUEST, "asks": []}
 CONTEXT = policy.Context(open_embedder())
 
 

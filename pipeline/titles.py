@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
+from collections.abc import Callable, Collection
 from difflib import SequenceMatcher
 from functools import lru_cache
 from typing import Any
@@ -151,7 +152,12 @@ def borrows_from(title: str, vocabulary: frozenset[str]) -> bool:
 
 def similarity(a: str, b: str) -> float:
     """Jaccard of two titles' content words (0 when either has none)."""
-    left, right = content_words(a), content_words(b)
+    return jaccard(content_words(a), content_words(b))
+
+
+def jaccard(left: Collection[str], right: Collection[str]) -> float:
+    """The share of two sets' words they have in common (0 when either is empty)."""
+    left, right = set(left), set(right)
     if not left or not right:
         return 0.0
     return len(left & right) / len(left | right)
@@ -185,27 +191,40 @@ def near_duplicates(a: str, b: str) -> bool:
 
 
 class TitleIndex:
-    """The titles of one level, indexed by content word, so that a near-duplicate is found without comparing
-    every pair (1,536 sections would be over a million comparisons on the event loop): a title whose words
-    overlap another's n words by SIMILAR must share one of any n - ceil(SIMILAR * n) + 1 of them, so only
-    the titles holding one of its rarest words are compared."""
+    """Titles indexed by their words, so that a near-duplicate (its words overlap another's by SIMILAR, Jaccard) is
+    found without comparing every pair (1,536 sections would be over a million comparisons on the event loop): a
+    title whose words overlap another's n words by SIMILAR must share one of any n - ceil(SIMILAR * n) + 1 of them,
+    so only the titles holding one of its rarest words are compared. The planner's words are content words (the
+    default); the audit's near_duplicate rule reads every word (text.words_of). The one near-duplicate test."""
 
-    def __init__(self) -> None:
+    def __init__(self, words: Callable[[str], Collection[str]] = content_words) -> None:
+        self.words = words
         self.titles: list[str] = []
         self.postings: dict[str, list[int]] = {}
 
     def add(self, title: str) -> None:
-        for word in content_words(title):
+        for word in set(self.words(title)):
             self.postings.setdefault(word, []).append(len(self.titles))
         self.titles.append(title)
 
     def near(self, title: str) -> str | None:
-        """The earliest title that nearly repeats `title`, or None."""
-        words = sorted(content_words(title), key=lambda word: (len(self.postings.get(word, ())), word))
+        """The earliest title that nearly repeats `title` (the same title included), or None."""
+        found = self.near_index(title, same=True)
+        return None if found is None else self.titles[found]
+
+    def near_index(self, title: str, *, same: bool) -> int | None:
+        """The index of the earliest title whose words overlap `title`'s by SIMILAR or more; `same`: one with the
+        same key counts whatever its words, else it is passed over."""
+        mine = set(self.words(title))
+        words = sorted(mine, key=lambda word: (len(self.postings.get(word, ())), word))
         prefix = words[: len(words) - math.ceil(SIMILAR * len(words)) + 1]
         for index in sorted({i for word in prefix for i in self.postings.get(word, ())}):
-            if near_duplicates(title, self.titles[index]):
-                return self.titles[index]
+            other = self.titles[index]
+            if title_key(title) == title_key(other):
+                if same:
+                    return index
+            elif jaccard(mine, self.words(other)) >= SIMILAR:
+                return index
         return None
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from collections import Counter
 from collections.abc import Callable
 
 from pipeline.audit.source import AuditBook, AuditSection, headings_of
@@ -23,13 +22,12 @@ from pipeline.errors import UsageError
 from pipeline.meaning.offensive import offensive_words
 from pipeline.records.audit import BookMeaning, Defect
 from pipeline.text import close_open_fence, ends_closed, prose_words, repetition_loop, shingles, words_of
-from pipeline.titles import MINOR_WORDS, title_key
+from pipeline.titles import MINOR_WORDS, TitleIndex, title_key
 
 WORD_FLOOR = 40  # a section below this many words is near-empty, when nothing says what it should hold
 EMPTY_SHARE = 0.16  # ... or below this share of the words it was asked for (40 of the default 250)
 SHORT_SHARE = 0.1  # a Markdown block below this share of its peers' median words is near-empty
 MIN_PEERS = 3  # blocks a Markdown block is compared with, at the least, before a wider group is taken
-NEAR_DUPLICATE_JACCARD = 0.75
 SHARED_PASSAGE_WORDS = 12  # a run of this many words in two sections is a repeated passage
 OUTLIER_FACTOR = 3.0
 
@@ -89,26 +87,14 @@ def rule_near_duplicate_titles(book: AuditBook) -> list[Defect]:
 
 
 def near_pairs(items: list[tuple[str, str]]) -> list[tuple[tuple[str, str], tuple[str, str]]]:
-    """Each title whose words overlap an earlier title's by NEAR_DUPLICATE_JACCARD or more (exact
-    duplicates are another rule's), with the earliest such title. Prefix filtering keeps it near-linear:
-    two sets that similar must share one of the rarest few words of each."""
-    words = [set(words_of(title)) for _, title in items]
-    frequency = Counter(word for bag in words for word in bag)
-    index: dict[str, list[int]] = {}
+    """Each title whose words overlap an earlier title's by titles.SIMILAR or more (exact duplicates are another
+    rule's), with the earliest such title: titles.TitleIndex over every word of a title."""
+    index = TitleIndex(words=words_of)
     pairs = []
-    for later, bag in enumerate(words):
-        ordered = sorted(bag, key=lambda word: (frequency[word], word))
-        prefix = ordered[: len(ordered) - math.ceil(NEAR_DUPLICATE_JACCARD * len(ordered)) + 1]
-        for earlier in sorted({i for word in prefix for i in index.get(word, ())}):
-            other = words[earlier]
-            if (
-                title_key(items[earlier][1]) != title_key(items[later][1])
-                and len(bag & other) / len(bag | other) >= NEAR_DUPLICATE_JACCARD
-            ):
-                pairs.append((items[later], items[earlier]))
-                break
-        for word in prefix:
-            index.setdefault(word, []).append(later)
+    for item in items:
+        if (earlier := index.near_index(item[1], same=False)) is not None:
+            pairs.append((item, items[earlier]))
+        index.add(item[1])
     return pairs
 
 

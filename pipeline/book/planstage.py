@@ -100,8 +100,8 @@ def log_plan(outline: Outline, stats: PlanStats) -> None:
         stats.filled_from_asks,
         stats.off_subject_taken,
     )
-    if stats.passed_over:
-        log.info("lines passed over: %s", dict(stats.passed_over.most_common()))
+    if stats.held_back:
+        log.info("lines passed over: %s", dict(stats.held_back.most_common()))
     if stats.refusals:
         log.info("lines refused: %s", dict(stats.refusals.most_common()))
         for node_id, title, verdict in stats.refused:

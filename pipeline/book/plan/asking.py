@@ -18,7 +18,7 @@ import anyio
 
 from pipeline.book.plan.answers import PlanItem, StreamingSamples, interleaved, parse_book_title, parse_items
 from pipeline.book.plan.checks import TitleChecks
-from pipeline.book.plan.choose import Choice, OnItem, Question, choose, take_early, take_held
+from pipeline.book.plan.choose import Choosing, OnItem, Question, choose, take_early, take_held
 from pipeline.book.plan.coverage import Coverage
 from pipeline.book.plan.fallbacks import fallback_book_title
 from pipeline.book.plan.phrasing import Phraser, ToPhrase
@@ -117,68 +117,68 @@ class NodeAsker:
     async def titles(self, question: Question, on_item: OnItem) -> None:
         """Choose `question.count` children, telling `on_item` of each as it is taken."""
         coverage = Coverage(self.checks.embedder, list(question.owed), leaf=question.level == "sections")
-        choice = Choice.of(question, coverage, on_item)
+        choosing = Choosing.of(question, coverage, on_item)
         forbidden = self.forbidden(question)
         rounds = empty = asked = 0
-        while choice.missing() > 0 and rounds < PLAN_ROUNDS:
+        while choosing.missing() > 0 and rounds < PLAN_ROUNDS:
             if rounds > 0 and empty == 0:
                 self.stats.reasked += 1
                 self.stats.asked_again(question.node_id)
-            early = _Early(self, question, choice, forbidden) if question.early and rounds == 0 else None
+            early = _Early(self, question, choosing, forbidden) if question.early and rounds == 0 else None
             samples = self.need.samples(OPEN, question.level, rounds)
-            pool = await self._round(question, choice, rounds, asked=asked, samples=samples, early=early)
+            pool = await self._round(question, choosing, rounds, asked=asked, samples=samples, early=early)
             asked += 1
             if not pool and empty < EMPTY_ROUNDS:  # no line at all: the backend's bad answer, not a round
                 empty += 1
                 continue
             rounds, empty = rounds + 1, 0
             self.stats.pooled += len(pool)
-            choose(pool, choice, checks=self.checks, stats=self.stats, forbidden=forbidden)
-            take_held(choice, checks=self.checks, stats=self.stats)
+            choose(pool, choosing, checks=self.checks, stats=self.stats, forbidden=forbidden)
+            take_held(choosing, checks=self.checks, stats=self.stats)
             if rounds == 1:
-                self.need.heard(samples=samples, filled=choice.missing() <= 0)
-        await self._last_resorts(question, choice)
+                self.need.heard(samples=samples, filled=choosing.missing() <= 0)
+        await self._last_resorts(question, choosing)
 
-    async def _last_resorts(self, question: Question, choice: Choice) -> None:
+    async def _last_resorts(self, question: Question, choosing: Choosing) -> None:
         """What the rounds left: the asks of the request this node still owes, each phrased by the model as a
         given unit; lines held for carrying none of the asks a last slot owed; lines held as off the subject. Past
         those the node has fewer children (the planner marks it short): nothing is made up."""
-        assert choice.coverage is not None, "an open node's choice carries its asks"
+        assert choosing.coverage is not None, "an open node's choosing carries its asks"
         if not self.checks.small:  # a capable model's own lines come before any phrased for it
-            take_held(choice, checks=self.checks, stats=self.stats, group="owed")
-        if choice.missing() > 0 and choice.coverage.owed:
-            await self._phrase_owed(question, choice)
-        take_held(choice, checks=self.checks, stats=self.stats, group="owed")
-        take_held(choice, checks=self.checks, stats=self.stats, group="off")
-        if choice.coverage.owed:
-            self.stats.asks_dropped += len(choice.coverage.owed)
+            take_held(choosing, checks=self.checks, stats=self.stats, group="owed")
+        if choosing.missing() > 0 and choosing.coverage.owed:
+            await self._phrase_owed(question, choosing)
+        take_held(choosing, checks=self.checks, stats=self.stats, group="owed")
+        take_held(choosing, checks=self.checks, stats=self.stats, group="off")
+        if choosing.coverage.owed:
+            self.stats.asks_dropped += len(choosing.coverage.owed)
             log.info(
-                "under %s no %s carries %s", question.node_id, question.level[:-1], "; ".join(choice.coverage.owed)
+                "under %s no %s carries %s", question.node_id, question.level[:-1], "; ".join(choosing.coverage.owed)
             )
 
-    async def _phrase_owed(self, question: Question, choice: Choice) -> None:
+    async def _phrase_owed(self, question: Question, choosing: Choosing) -> None:
         """The node's rounds are spent and children still missing: the asks it still owes, each phrased by the model
         as a given unit ('its section about <ask>'); what cannot be phrased stays missing."""
-        assert choice.coverage is not None
+        assert choosing.coverage is not None
         parent = next(iter(question.ancestors.values()), "")
-        for owed in list(choice.coverage.owed):
-            if choice.missing() <= 0:
+        for owed in list(choosing.coverage.owed):
+            if choosing.missing() <= 0:
                 return
             values = {"book": self.phraser.book, "about": owed, "chapter": parent}
-            item = await self.phraser.phrase(ToPhrase(question.level, owed, values, f"{question.node_id}+"), choice)
+            item = await self.phraser.phrase(ToPhrase(question.level, owed, values, f"{question.node_id}+"), choosing)
             self.stats.phrased += 1
             if item is not None:
                 self.stats.filled_from_asks += 1
-                choice.take(item)
+                choosing.take(item)
 
     async def _round(
-        self, question: Question, choice: Choice, number: int, *, asked: int, samples: int, early: _Early | None
+        self, question: Question, choosing: Choosing, number: int, *, asked: int, samples: int, early: _Early | None
     ) -> list[PlanItem]:
         """One round's samples, their lines pooled in turn (every sample's first line, then every second ...),
         so the lines a model gives first, its surest, come first; the book title from the first sample that
         gives a usable one. With `early`, lines are taken while the samples stream (_Early)."""
-        lines = question.count - len(choice.chosen) + SPARE_ITEMS
-        avoid = chosen_note(choice.chosen)
+        lines = question.count - len(choosing.taken) + SPARE_ITEMS
+        avoid = chosen_note(choosing.taken)
         messages = book_context(self.request) + render_chat(
             question.template, **question.values, how_many=how_many(lines, question.level[:-1]), avoid=avoid
         )
@@ -217,10 +217,10 @@ class _Early:
     first, from the same samples' title lines (made from the request when none is usable, as at the end of the
     round)."""
 
-    def __init__(self, asker: NodeAsker, question: Question, choice: Choice, forbidden: frozenset[str]) -> None:
+    def __init__(self, asker: NodeAsker, question: Question, choosing: Choosing, forbidden: frozenset[str]) -> None:
         self.asker = asker
         self.question = question
-        self.choice = choice
+        self.choosing = choosing
         self.forbidden = forbidden
         self.taken = self.tries = 0
         self.every = False  # a one-sample round: every line is taken as it lands (listen sets it)
@@ -232,7 +232,7 @@ class _Early:
 
     @property
     def done(self) -> bool:
-        if self.choice.missing() <= 0:
+        if self.choosing.missing() <= 0:
             return True
         return not self.every and (self.taken >= EARLY_TAKES or self.tries >= EARLY_TRIES)
 
@@ -261,7 +261,7 @@ class _Early:
         checks = self.asker.checks
         while not self.done and self.taken < samples.depth():
             self.tries += 1
-            if not take_early(samples.pool(), self.choice, checks=checks, forbidden=self.forbidden):
+            if not take_early(samples.pool(), self.choosing, checks=checks, forbidden=self.forbidden):
                 return
             self._took()
 
@@ -284,7 +284,7 @@ class _Early:
 
     async def drain(self) -> None:
         """Take the queued lines in the order they landed, each once its unit is embedded (EmbedAhead)."""
-        parent = self.choice.parent_unit or self.asker.request
+        parent = self.choosing.parent_unit or self.asker.request
         checks = self.asker.checks
         while True:
             await self.arrived.wait()
@@ -293,7 +293,7 @@ class _Early:
             if items and not self.done:
                 await self.asker.ahead.embed([parent, *(unit(item.title, item.point) for item in items)])
             for item in items:
-                if not self.done and take_early([item], self.choice, checks=checks, forbidden=self.forbidden):
+                if not self.done and take_early([item], self.choosing, checks=checks, forbidden=self.forbidden):
                     self._took()
             if self.closed and not self.queued:
                 return

@@ -62,20 +62,20 @@ class TitleChecks:
 
     @charged(Stage.PLANNING_CHECKS)
     def defect(
-        self, item: PlanItem, ancestors: dict[str, str], chosen: list[str], forbidden: frozenset[str]
+        self, item: PlanItem, ancestors: dict[str, str], taken: list[str], forbidden: frozenset[str]
     ) -> Verdict | None:
         """The first of the policy's defects in this line (by words, then near a worked example by meaning), or
         None: a line with one is never taken."""
-        line = self.line(item, ancestors=ancestors, chosen=chosen, forbidden=forbidden)
+        line = self.line(item, ancestors=ancestors, taken=taken, forbidden=forbidden)
         return policy.first("defect", line, self.context)
 
     @charged(Stage.PLANNING_CHECKS)
-    def fault(self, item: PlanItem, chosen: list[str], sibling_units: list[str]) -> Verdict | None:
+    def fault(self, item: PlanItem, taken: list[str], sibling_units: list[str]) -> Verdict | None:
         """The policy's first fault in this line: its title says what a chosen sibling's says, its title and point
         cannot be told apart from a sibling's (a writer could not keep them apart), its point says nothing of its
         own. A line with a fault is taken only when the pool has nothing better; a capable model's lines have none
         (its one answer: the pool has nothing better to take instead)."""
-        line = self.line(item, chosen=chosen, sibling_units=sibling_units)
+        line = self.line(item, taken=taken, sibling_units=sibling_units)
         return policy.first("fault", line, self.context)
 
     def first(self, group: str, item: PlanItem, **known: Any) -> Verdict | None:
@@ -97,10 +97,10 @@ class TitleChecks:
         ranked: np.ndarray = (to_request + to_parent) / 2
         return (to_request if self.judge is not None else np.ones(len(units), dtype=np.float32)), ranked
 
-    def taken_near(self, ancestors: dict[str, str], item: PlanItem, chosen: list[str]) -> bool:
+    def taken_near(self, ancestors: dict[str, str], item: PlanItem, taken: list[str]) -> bool:
         """The title's form or place fails again now (it echoes, or says what a chosen sibling's says, by words or
         by meaning): a held line is then never taken, even last."""
-        line = self.line(item, ancestors=ancestors, chosen=chosen)
+        line = self.line(item, ancestors=ancestors, taken=taken)
         return policy.first_again(line, self.context) is not None
 
     def similarity(self, items: list[PlanItem], others: list[str]) -> np.ndarray:

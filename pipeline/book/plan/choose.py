@@ -1,7 +1,7 @@
 """Choosing a node's titles from the lines its samples pooled: by fit to the request and the parent, and by
 distinctness from what is already chosen (maximal marginal relevance, Carbonell and Goldstein 1998).
 
-A Choice is one node's choosing, in either planning mode: what it has taken (titles, and title-and-point units),
+A Choosing is one node's choosing, in either planning mode: what it has taken (titles, and title-and-point units),
 what it held back, and for open planning the asks its children owe (Coverage) and who hears of each child taken. A
 line with a defect is never taken (checks.defect). The rest are ranked (`scores`, the one ranker), one pick at a time,
 by fit − policy.DIVERSITY × (the nearest chosen sibling's similarity), with OWED_BONUS for a line that carries an ask
@@ -74,7 +74,7 @@ class Held:
 
 
 @dataclass
-class Choice:
+class Choosing:
     """One node's choosing: its id, level and wanted count, its ancestors, what it has taken (titles, and the
     title-and-point units of those taken this run), what it held back, and in open planning the asks its children
     owe (`coverage`) and who hears of each child taken (`on_item`)."""
@@ -83,7 +83,7 @@ class Choice:
     level: str
     count: int
     ancestors: dict[str, str]
-    chosen: list[str] = field(default_factory=list)
+    taken: list[str] = field(default_factory=list)
     units: dict[str, str] = field(default_factory=dict)
     coverage: Coverage | None = None
     on_item: OnItem | None = None
@@ -91,7 +91,7 @@ class Choice:
     held: list[Held] = field(default_factory=list)
 
     @classmethod
-    def of(cls, question: Question, coverage: Coverage, on_item: OnItem) -> Choice:
+    def of(cls, question: Question, coverage: Coverage, on_item: OnItem) -> Choosing:
         have = list(question.have)
         return cls(
             question.node_id,
@@ -106,15 +106,15 @@ class Choice:
         )
 
     def missing(self) -> int:
-        return self.count - len(self.chosen)
+        return self.count - len(self.taken)
 
     def known(self, item: PlanItem) -> bool:
         key = title_key(item.title)
-        return any(key == title_key(t) for t in self.chosen) or any(key == title_key(h.item.title) for h in self.held)
+        return any(key == title_key(t) for t in self.taken) or any(key == title_key(h.item.title) for h in self.held)
 
     def take(self, item: PlanItem) -> None:
         """The item is a child of the node: told to `on_item` with the asks it takes along for its children."""
-        self.chosen.append(item.title)
+        self.taken.append(item.title)
         self.units[item.title] = unit(item.title, item.point)
         if self.coverage is not None:
             owed = self.coverage.take(item, self.missing())
@@ -129,27 +129,32 @@ class Choice:
         return list(self.units.values())
 
 
-def fresh_lines(pool: list[PlanItem], choice: Choice) -> list[PlanItem]:
+def fresh_lines(pool: list[PlanItem], choosing: Choosing) -> list[PlanItem]:
     """The pool without repeats of one another, of a chosen title, or of a line already held."""
     seen: set[str] = set()
     fresh = []
     for item in pool:
         key = title_key(item.title)
-        if key not in seen and not choice.known(item):
+        if key not in seen and not choosing.known(item):
             seen.add(key)
             fresh.append(item)
     return fresh
 
 
 def without_defects(
-    lines: list[PlanItem], choice: Choice, *, checks: TitleChecks, forbidden: frozenset[str], stats: PlanStats | None
+    lines: list[PlanItem],
+    choosing: Choosing,
+    *,
+    checks: TitleChecks,
+    forbidden: frozenset[str],
+    stats: PlanStats | None,
 ) -> list[PlanItem]:
     """The lines with no defect; each refused is counted (`stats`) and said in run.log."""
     kept = []
     for item in lines:
-        if found := checks.defect(item, choice.ancestors, choice.chosen, forbidden):
+        if found := checks.defect(item, choosing.ancestors, choosing.taken, forbidden):
             if stats is not None:
-                stats.refuse(choice.node_id, item.title, found)
+                stats.refuse(choosing.node_id, item.title, found)
         else:
             kept.append(item)
     return kept
@@ -157,127 +162,127 @@ def without_defects(
 
 @charged(Stage.PLANNING_CHECKS)
 def choose(
-    pool: list[PlanItem], choice: Choice, *, checks: TitleChecks, stats: PlanStats, forbidden: frozenset[str]
+    pool: list[PlanItem], choosing: Choosing, *, checks: TitleChecks, stats: PlanStats, forbidden: frozenset[str]
 ) -> None:
     """Take the best lines of the pool into the node's free slots; hold back those with a fault. A full node (its
     lines all taken as they streamed) has nothing to choose: its spare lines are not checked."""
-    if choice.missing() <= 0:
+    if choosing.missing() <= 0:
         return
-    lines = without_defects(fresh_lines(pool, choice), choice, checks=checks, forbidden=forbidden, stats=stats)
-    to_request, fit = checks.subject_fit(lines, choice.parent_unit)
+    lines = without_defects(fresh_lines(pool, choosing), choosing, checks=checks, forbidden=forbidden, stats=stats)
+    to_request, fit = checks.subject_fit(lines, choosing.parent_unit)
     for item, request_fit, ranked in zip(lines, to_request, fit):
         log.debug(
             "pool %s: %.2f to the request, %.2f ranked: %s",
-            choice.node_id,
+            choosing.node_id,
             request_fit,
             ranked,
             unit(item.title, item.point),
         )
     if not checks.small:
-        take_in_order(lines, to_request, choice, checks=checks, stats=stats)
+        take_in_order(lines, to_request, choosing, checks=checks, stats=stats)
         return
-    while choice.missing() > 0 and lines:
-        ranked_now = scores(lines, fit, choice, checks)
+    while choosing.missing() > 0 and lines:
+        ranked_now = scores(lines, fit, choosing, checks)
         best = int(np.argmax(ranked_now))
         item, score, request_fit = lines.pop(best), float(ranked_now[best]), float(to_request[best])
         fit, to_request = np.delete(fit, best), np.delete(to_request, best)
-        consider(item, score, choice, checks=checks, stats=stats, request_fit=request_fit)
+        consider(item, score, choosing, checks=checks, stats=stats, request_fit=request_fit)
 
 
 @charged(Stage.PLANNING_CHECKS)
-def take_early(pool: list[PlanItem], choice: Choice, *, checks: TitleChecks, forbidden: frozenset[str]) -> bool:
+def take_early(pool: list[PlanItem], choosing: Choosing, *, checks: TitleChecks, forbidden: frozenset[str]) -> bool:
     """While the samples still stream: take the line `choose` would take first from the lines so far, when it
     has no defect, no fault, fits the request and leaves nothing owed; else take nothing (the whole pool decides
     once the samples end, and says why of each line). Nothing is held or counted here. True when one was taken."""
-    lines = without_defects(fresh_lines(pool, choice), choice, checks=checks, forbidden=forbidden, stats=None)
-    if not lines or choice.missing() <= 0:
+    lines = without_defects(fresh_lines(pool, choosing), choosing, checks=checks, forbidden=forbidden, stats=None)
+    if not lines or choosing.missing() <= 0:
         return False
-    to_request, fit = checks.subject_fit(lines, choice.parent_unit)
-    ranked = scores(lines, fit, choice, checks)
+    to_request, fit = checks.subject_fit(lines, choosing.parent_unit)
+    ranked = scores(lines, fit, choosing, checks)
     best = int(np.argmax(ranked)) if checks.small else 0  # a capable model's first line, as take_in_order takes it
     item = lines[best]
-    if held_back(item, float(ranked[best]), choice, checks=checks, request_fit=float(to_request[best])):
+    if held_back(item, float(ranked[best]), choosing, checks=checks, request_fit=float(to_request[best])):
         return False
-    if checks.claim(choice.level, item) is not None:
+    if checks.claim(choosing.level, item) is not None:
         return False
-    choice.take(item)
+    choosing.take(item)
     return True
 
 
 def take_in_order(
-    lines: list[PlanItem], to_request: np.ndarray, choice: Choice, *, checks: TitleChecks, stats: PlanStats
+    lines: list[PlanItem], to_request: np.ndarray, choosing: Choosing, *, checks: TitleChecks, stats: PlanStats
 ) -> None:
     """A capable model's lines, in the order it gave them (its first are its surest, and a book's order is its
     author's): each is taken unless the book cannot claim it; a line that leaves out what a last slot owes is held
     back only while lines after it could take the slot instead."""
     for at, (item, request_fit) in enumerate(zip(lines, to_request)):
-        if choice.missing() <= 0:
+        if choosing.missing() <= 0:
             return
-        if len(lines) - at > choice.missing():
-            consider(item, 0.0, choice, checks=checks, stats=stats, request_fit=float(request_fit))
-        elif found := checks.claim(choice.level, item):
-            stats.refuse(choice.node_id, item.title, found)
+        if len(lines) - at > choosing.missing():
+            consider(item, 0.0, choosing, checks=checks, stats=stats, request_fit=float(request_fit))
+        elif found := checks.claim(choosing.level, item):
+            stats.refuse(choosing.node_id, item.title, found)
         else:
-            choice.take(item)
+            choosing.take(item)
 
 
 def scores(
-    lines: list[PlanItem], fit: np.ndarray, choice: Choice, checks: TitleChecks, *, owed: bool = True
+    lines: list[PlanItem], fit: np.ndarray, choosing: Choosing, checks: TitleChecks, *, owed: bool = True
 ) -> np.ndarray:
     """Each line's marginal relevance: its fit, less DIVERSITY × its similarity to the nearest chosen sibling,
     plus (`owed`) OWED_BONUS when it carries an ask the node still owes."""
-    siblings = choice.sibling_units()
+    siblings = choosing.sibling_units()
     nearest = checks.similarity(lines, siblings).max(axis=1) if siblings else np.zeros(len(lines))
     ranked: np.ndarray = fit - DIVERSITY * nearest
-    if owed and choice.coverage is not None:
-        coverage = choice.coverage
+    if owed and choosing.coverage is not None:
+        coverage = choosing.coverage
         ranked = ranked + OWED_BONUS * np.array([bool(coverage.carried(i)) for i in lines], dtype=np.float32)
     return ranked
 
 
 def held_back(
-    item: PlanItem, score: float, choice: Choice, *, checks: TitleChecks, request_fit: float, owed: bool = True
+    item: PlanItem, score: float, choosing: Choosing, *, checks: TitleChecks, request_fit: float, owed: bool = True
 ) -> Held | None:
     """Why the line may not be taken now, as the Held it would be: a fault, off the subject (its fit to the request
     under the floor), or (`owed`) leaving out what a last slot owes; None when it may be taken."""
-    if fault := checks.fault(item, choice.chosen, choice.sibling_units()):
+    if fault := checks.fault(item, choosing.taken, choosing.sibling_units()):
         return Held(item, score, fault)
     if off := checks.first("off", item, fit=request_fit):
         return Held(item, score, off, "off", fit=request_fit)
-    if owed and (leaves := checks.first("owed", item, owed=choice.owed_now())):
+    if owed and (leaves := checks.first("owed", item, owed=choosing.owed_now())):
         return Held(item, score, leaves, "owed")
     return None
 
 
 def consider(
-    item: PlanItem, score: float, choice: Choice, *, checks: TitleChecks, stats: PlanStats, request_fit: float
+    item: PlanItem, score: float, choosing: Choosing, *, checks: TitleChecks, stats: PlanStats, request_fit: float
 ) -> None:
     """Take the line, or hold it back with why (held_back)."""
-    if held := held_back(item, score, choice, checks=checks, request_fit=request_fit):
-        choice.held.append(held)
-        stats.hold(choice.node_id, held.why)
+    if held := held_back(item, score, choosing, checks=checks, request_fit=request_fit):
+        choosing.held.append(held)
+        stats.hold(choosing.node_id, held.why)
         return
-    if found := checks.claim(choice.level, item):
-        stats.refuse(choice.node_id, item.title, found)
+    if found := checks.claim(choosing.level, item):
+        stats.refuse(choosing.node_id, item.title, found)
         return
-    choice.take(item)
+    choosing.take(item)
 
 
-def take_held(choice: Choice, *, checks: TitleChecks, stats: PlanStats, group: str = "fault") -> None:
+def take_held(choosing: Choosing, *, checks: TitleChecks, stats: PlanStats, group: str = "fault") -> None:
     """Fill free slots from the lines held by a group of holds, best score first: those with a fault, those that
     carry none of the asks a last slot owes ('owed'), or those judged off the subject ('off'). Each must still be
     free of what the chosen ones now make a defect."""
-    for held in sorted(choice.held, key=lambda h: -h.score):
-        if choice.missing() <= 0:
+    for held in sorted(choosing.held, key=lambda h: -h.score):
+        if choosing.missing() <= 0:
             return
         if held.group != group:
             continue
-        if any(title_key(held.item.title) == title_key(t) for t in choice.chosen):
+        if any(title_key(held.item.title) == title_key(t) for t in choosing.taken):
             continue
         if held.fit < LAST_RESORT_FIT:
             continue
-        if checks.taken_near(choice.ancestors, held.item, choice.chosen):
+        if checks.taken_near(choosing.ancestors, held.item, choosing.taken):
             continue
-        if checks.claim(choice.level, held.item) is None:
+        if checks.claim(choosing.level, held.item) is None:
             stats.off_subject_taken += group == "off"
-            choice.take(held.item)
+            choosing.take(held.item)

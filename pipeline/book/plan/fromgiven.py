@@ -22,7 +22,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from pipeline.book.plan.answers import PlanItem
-from pipeline.book.plan.choose import Choice
+from pipeline.book.plan.choose import Choosing
 from pipeline.book.plan.given import Given, GivenBook
 from pipeline.book.plan.levels import LevelPlanner, OnChange, OnSection, Starter
 from pipeline.book.plan.phrasing import Phraser, Samples, ToPhrase
@@ -103,14 +103,16 @@ class GivenPlan:
         """Plans a level the plan does not give, open, in `group`, handing its sections over as this plan does."""
         return Starter(self.levels, group, self.announce, self.changed, self.streamed)
 
-    async def take(self, unit: ToPhrase, choice: Choice, ahead: Ahead, *, last_resort: bool = False) -> PlanItem | None:
+    async def take(
+        self, unit: ToPhrase, choosing: Choosing, ahead: Ahead, *, last_resort: bool = False
+    ) -> PlanItem | None:
         """The unit's line, taken: its first round as asked ahead (if it was), a second if needed."""
         self.phrased += 1
         prefetched = ahead.pop(unit.node_id, None)
         first = prefetched[1].wait() if prefetched is not None and prefetched[0] == unit else None
-        item = await self.phraser.phrase(unit, choice, first, last_resort=last_resort)
+        item = await self.phraser.phrase(unit, choosing, first, last_resort=last_resort)
         if item is not None:
-            choice.take(item)
+            choosing.take(item)
         return item
 
     async def book_title(self, ahead: Ahead) -> str:
@@ -155,7 +157,7 @@ class GivenPlan:
         """Take the part's missing chapters into `chapters`; True when it ends short."""
         spec = self.levels.spec
         ancestors = {"the book title": outline.title, "the request": spec.prompt}
-        choice = Choice(node_id(p), "chapters", spec.chapters, ancestors, [c.title for c in chapters])
+        choosing = Choosing(node_id(p), "chapters", spec.chapters, ancestors, [c.title for c in chapters])
         wanted = list(given.children[len(chapters) : spec.chapters])
         while len(chapters) < spec.chapters:
             chapter_given = wanted.pop(0) if wanted else self.given.spare_chapter()
@@ -164,7 +166,7 @@ class GivenPlan:
                 return True
             key = node_id(p, len(chapters))
             values = {"book": self.phraser.book, "about": chapter_given.about}
-            item = await self.take(ToPhrase("chapters", chapter_given.about, values, key), choice, ahead)
+            item = await self.take(ToPhrase("chapters", chapter_given.about, values, key), choosing, ahead)
             if item is not None:
                 chapters.append(Chapter(id=key, title=item.title, point=item.point, about=chapter_given.about))
                 self.chapter_givens[key] = chapter_given
@@ -180,13 +182,13 @@ class GivenPlan:
         key = node_id(p)
         ancestors = {"the book title": outline.title, "the request": self.levels.spec.prompt}
         ancestors |= {f"the title of chapter {c.id}": c.title for c in chapters}  # a part is no chapter again
-        choice = Choice("book", "parts", self.levels.spec.parts, ancestors, [part.title for part in outline.parts])
+        choosing = Choosing("book", "parts", self.levels.spec.parts, ancestors, [part.title for part in outline.parts])
         if chapters:  # 'its part made of the chapters "X", "Y" and "Z"'
             about = titles_listed([c.title for c in chapters])
             unit = ToPhrase("parts", about, {"book": self.phraser.book, "about": about}, key)
         else:  # a facet as a part, its chapters planned open: 'its part about getting started'
             unit = ToPhrase("parts", given.about, {"book": self.phraser.book, "about": given.about}, key, "chapters")
-        item = await self.take(unit, choice, ahead, last_resort=True)
+        item = await self.take(unit, choosing, ahead, last_resort=True)
         if item is None:
             log.info("part %d (%s) could not be titled: it is left out with its chapters", p + 1, given.about)
             return None
@@ -224,7 +226,7 @@ class GivenPlan:
             "the book title": outline.title,
             "the request": spec.prompt,
         }
-        choice = Choice(chapter.id, "sections", spec.sections, ancestors, [s.title for s in chapter.sections])
+        choosing = Choosing(chapter.id, "sections", spec.sections, ancestors, [s.title for s in chapter.sections])
         for section in list(chapter.sections):
             self.announce(outline, part, chapter, section)
         units = list(given.children[len(chapter.sections) :])
@@ -232,7 +234,7 @@ class GivenPlan:
             section_given = units.pop(0)
             key = node_id(*numbers, len(chapter.sections))
             values = {"book": self.phraser.book, "chapter": given.about, "about": section_given.about}
-            item = await self.take(ToPhrase("sections", section_given.about, values, key), choice, ahead)
+            item = await self.take(ToPhrase("sections", section_given.about, values, key), choosing, ahead)
             if item is None:
                 continue
             section = Section(id=key, title=item.title, point=item.point, about=section_given.about)

@@ -27,7 +27,7 @@ from anyio.abc import TaskGroup
 
 from pipeline.book.plan.answers import PlanItem, parse_item
 from pipeline.book.plan.checks import TitleChecks
-from pipeline.book.plan.choose import Choice, held_back, scores
+from pipeline.book.plan.choose import Choosing, held_back, scores
 from pipeline.book.plan.prompts import PHRASE_TEMPLATES, example_words, rare_example_words
 from pipeline.book.plan.rounds import GIVEN, TOKENS_PER_ITEM, SampleNeed, Sampling, temperature
 from pipeline.book.plan.stats import PlanStats
@@ -78,7 +78,7 @@ class Samples:
 
 class Phraser:
     """Phrases a book's given units: asks their rounds (rounds.Sampling) and picks each one's line (module docstring).
-    It never takes a line: the caller takes what `phrase` returns into its Choice."""
+    It never takes a line: the caller takes what `phrase` returns into its Choosing."""
 
     def __init__(
         self,
@@ -130,7 +130,7 @@ class Phraser:
     async def phrase(
         self,
         phrase: ToPhrase,
-        choice: Choice,
+        choosing: Choosing,
         first: Awaitable[list[PlanItem]] | None = None,
         *,
         last_resort: bool = False,
@@ -145,23 +145,25 @@ class Phraser:
             items = await first if number == 0 and first is not None else await self.samples(phrase, number)
             self.stats.pooled += len(items)
             seen += items
-            if (item := self.pick(items, phrase, choice)) is not None:
+            if (item := self.pick(items, phrase, choosing)) is not None:
                 self.stats.reasked += number
                 return item
         if last_resort:
-            return self.pick(seen, phrase, choice, strict=False)
+            return self.pick(seen, phrase, choosing, strict=False)
         return None
 
-    def pick(self, items: list[PlanItem], phrase: ToPhrase, choice: Choice, *, strict: bool = True) -> PlanItem | None:
+    def pick(
+        self, items: list[PlanItem], phrase: ToPhrase, choosing: Choosing, *, strict: bool = True
+    ) -> PlanItem | None:
         """The best of the samples that has no defect and no fault, is on the subject and can be claimed (not
         `strict`: the best with no defect that can be claimed)."""
-        lines = self.without_defects(items, phrase, choice)
+        lines = self.without_defects(items, phrase, choosing)
         if not lines:
             return None
         checks = self.checks
         to_request, ranked = checks.subject_fit(lines, f"{phrase.about}: {self.reading.subject}")
         title_fit, _ = checks.subject_fit([PlanItem(item.title) for item in lines], self.reading.subject)
-        ranked_now = scores(lines, (ranked + title_fit) / 2, choice, checks, owed=False)
+        ranked_now = scores(lines, (ranked + title_fit) / 2, choosing, checks, owed=False)
         for at in np.argsort(-ranked_now):
             item, score = lines[int(at)], float(ranked_now[int(at)])
             log.debug(
@@ -175,7 +177,7 @@ class Phraser:
             if strict and (off := checks.first("title_off", item, title_fit=float(title_fit[at]))):
                 self.stats.hold(phrase.node_id, off)  # a title is read alone
                 continue
-            held = held_back(item, score, choice, checks=checks, request_fit=float(to_request[at]), owed=False)
+            held = held_back(item, score, choosing, checks=checks, request_fit=float(to_request[at]), owed=False)
             if strict and held is not None:
                 self.stats.hold(phrase.node_id, held.why)
                 continue
@@ -185,13 +187,13 @@ class Phraser:
             return item
         return None
 
-    def without_defects(self, items: list[PlanItem], phrase: ToPhrase, choice: Choice) -> list[PlanItem]:
+    def without_defects(self, items: list[PlanItem], phrase: ToPhrase, choosing: Choosing) -> list[PlanItem]:
         """The samples, one a title, without those that repeat what was asked or have a defect (each refused is
         counted)."""
         lines: list[PlanItem] = []
         for item in dict((title_key(i.title), i) for i in items).values():
-            found = self.checks.first("given", item, chosen=choice.chosen, about=phrase.about) or self.checks.defect(
-                item, choice.ancestors, choice.chosen, self.forbidden
+            found = self.checks.first("given", item, taken=choosing.taken, about=phrase.about) or self.checks.defect(
+                item, choosing.ancestors, choosing.taken, self.forbidden
             )
             if found:
                 self.stats.refuse(phrase.node_id, item.title, found)

@@ -109,7 +109,7 @@ class Line:
 
     item: PlanItem
     ancestors: dict[str, str] = field(default_factory=dict)
-    chosen: Sequence[str] = ()
+    taken: Sequence[str] = ()
     forbidden: frozenset[str] = frozenset()
     request: str = ""
     asks: Sequence[str] = ()
@@ -227,7 +227,7 @@ def repeats_sibling(line: Line, context: Context) -> Verdict | None:
     Flour', 'Choosing the Flour'): a capable model's siblings share words as a reader expects ('Step 1', 'Step 2';
     '... over the Long Run', '... over the Short Run')."""
     same = near_duplicates if line.small else same_title
-    for sibling in line.chosen:
+    for sibling in line.taken:
         if same(line.item.title, sibling):
             return verdict("repeats_sibling", f'nearly repeats "{sibling}"')
     return None
@@ -299,7 +299,7 @@ def example_meaning(line: Line, context: Context) -> Verdict | None:
 
 
 def same_as_sibling(line: Line, context: Context) -> Verdict | None:
-    other = title_near(context.embedder, line.item.title, list(line.chosen), context.subject)
+    other = title_near(context.embedder, line.item.title, list(line.taken), context.subject)
     return None if other is None else verdict("same_as_sibling", f'says the same as "{other}"')
 
 
@@ -345,7 +345,7 @@ def leaves_out(line: Line, context: Context) -> Verdict | None:
 
 def repeats_given(line: Line, context: Context) -> Verdict | None:
     """A phrased title that is what it was asked to phrase, or a title already taken beside it."""
-    if title_key(line.item.title) not in {title_key(line.about), *map(title_key, line.chosen)}:
+    if title_key(line.item.title) not in {title_key(line.about), *map(title_key, line.taken)}:
         return None
     return verdict("repeats_given", "repeats what it was asked to phrase")
 

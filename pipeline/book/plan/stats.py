@@ -26,7 +26,7 @@ class PlanStats:
     asked_later: int = 0  # requests that failed on every backend and were asked again later in the run
     failed_requests: int = 0  # requests that failed on every backend every time (the node went on with what it had)
     refused: list[tuple[str, str, Verdict]] = field(default_factory=list)  # (node id, title, verdict), for run.log
-    passed_over: Counter[str] = field(default_factory=Counter)  # rule id -> lines held back for it
+    held_back: Counter[str] = field(default_factory=Counter)  # rule id -> lines held back for it
     caused: Counter[str] = field(default_factory=Counter)  # rule id -> second rounds asked after it took a line
     _since_round: dict[str, set[str]] = field(default_factory=dict)  # node id -> rules that took its lines
 
@@ -37,7 +37,7 @@ class PlanStats:
 
     def hold(self, node_id: str, verdict: Verdict) -> None:
         """A line held back by a rule of the title policy."""
-        self.passed_over[verdict.rule] += 1
+        self.held_back[verdict.rule] += 1
         self._since_round.setdefault(node_id, set()).add(verdict.rule)
 
     def asked_again(self, node_id: str) -> None:
@@ -54,6 +54,6 @@ class PlanStats:
         """Each rule that acted: lines it refused, lines it held back, and second rounds asked after it acted."""
         refused = self.refusals
         return {
-            rule: {"refused": refused[rule], "held": self.passed_over[rule], "rounds": self.caused[rule]}
-            for rule in sorted(set(refused) | set(self.passed_over) | set(self.caused))
+            rule: {"refused": refused[rule], "held": self.held_back[rule], "rounds": self.caused[rule]}
+            for rule in sorted(set(refused) | set(self.held_back) | set(self.caused))
         }

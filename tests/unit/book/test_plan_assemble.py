@@ -209,7 +209,7 @@ FAULTS = {  # an answer line -> the fault it is passed over for while the pool h
 GOOD = ["Staying Dry: rain gear and shelter", "Fog at Dawn: why mist gathers in the valley", "Frost Pockets: a."]
 
 
-async def test_lines_with_a_defect_are_refused_and_lines_with_a_fault_passed_over():
+async def test_lines_with_a_defect_are_refused_and_lines_with_a_fault_held_back():
     lines = [*GOOD[:2], *DEFECTS, *FAULTS, GOOD[2]]
     answer = "\n".join(f"{n}. {line}{'' if ':' in line else ': covered here.'}" for n, line in enumerate(lines, 1))
     replies = ScriptedPlanner(
@@ -228,7 +228,7 @@ async def test_lines_with_a_defect_are_refused_and_lines_with_a_fault_passed_ove
         found = [str(why) for _, title, why in planner.stats.refused if title == line.split(":")[0]]
         assert any(why.startswith(reason) for why in found), (line, found)
     assert "Morning Fog" not in kept, "a title saying what a chosen sibling's says is never taken"
-    assert planner.stats.passed_over, "the faulted lines were held back while better ones were left"
+    assert planner.stats.held_back, "the faulted lines were held back while better ones were left"
 
 
 @pytest.mark.parametrize("note", ["Already chosen, so give others", "does not repeat the chapter title", "refused"])
@@ -236,7 +236,7 @@ def test_a_planning_notes_words_are_a_defect(note):
     assert carries_note(f"Lets Begin: {note}") and not carries_note("Feeding the Starter: flour and water daily")
 
 
-async def test_a_part_not_about_the_request_is_passed_over_for_one_that_is():
+async def test_a_part_not_about_the_request_is_held_back_for_one_that_is():
     replies = ScriptedPlanner(
         {
             "book": [

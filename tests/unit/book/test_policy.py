@@ -24,7 +24,7 @@ CHAPTER = {"the chapter title": "Sourdough Starter Sourcing"}
 def line(title: str, point: str = "A point of its own about flour.", **given: object) -> Line:
     values: dict[str, object] = {
         "ancestors": {},
-        "chosen": [],
+        "taken": [],
         "forbidden": frozenset(),
         "request": REQUEST,
         "asks": [],
@@ -57,8 +57,8 @@ TITLE_ROWS = [
     ("echoes_above", "Sourdough Starter Sourcing Basics", {"ancestors": CHAPTER}, "repeats the chapter title"),
     ("counted", "Keeping a Starter (section 3)", {}, "number"),
     ("echoes_above", "Keeping Your Starter Alive", {"ancestors": {"the request": REQUEST}}, "repeats the request"),
-    ("repeats_sibling", "Choosing Flour", {"chosen": ["Choosing the Flour"]}, 'nearly repeats "Choosing the'),
-    ("repeats_sibling", "Starter Sourcing 3", {"chosen": ["Starter Sourcing 2"]}, "nearly repeats"),
+    ("repeats_sibling", "Choosing Flour", {"taken": ["Choosing the Flour"]}, 'nearly repeats "Choosing the'),
+    ("repeats_sibling", "Starter Sourcing 3", {"taken": ["Starter Sourcing 2"]}, "nearly repeats"),
     ("unusable", "", {}, "not a usable title"),
     ("unusable", "go go go go go go", {}, "not a usable title"),
     ("generic", "The Basics", {}, "says nothing of its own"),
@@ -153,7 +153,7 @@ def test_the_holds_and_their_floors():
 )
 def test_ordinary_titles_pass_every_rule_by_words(title):
     ancestors = {"the chapter title": "Starter Feeding", "the book title": "A Handbook"}
-    assert by_words(line(title, ancestors=ancestors, chosen=["Overview"])) is None
+    assert by_words(line(title, ancestors=ancestors, taken=["Overview"])) is None
 
 
 def test_every_rule_has_a_row_and_every_verdict_its_rule():

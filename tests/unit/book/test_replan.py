@@ -98,4 +98,4 @@ async def test_a_chapter_off_the_request_is_planned_again_and_its_sections_writt
     assert {i: a for i, a in outcome.actions.items() if a == "replan"} == {s.id: "replan" for s in new.sections}
     assert all(outcome.results[s.id].repair == "replan" and outcome.results[s.id].ok for s in new.sections)
     assert replies.prose_asked >= 2
-    assert planner.stats.passed_over["off_subject"] >= 1, "the off title is held back"
+    assert planner.stats.held_back["off_subject"] >= 1, "the off title is held back"

@@ -80,7 +80,7 @@ class BookTitle:
         """The model's book title, or "" when the policy refuses it."""
         if not title:
             return ""
-        if found := self.checks.book_title(title):
+        if found := self.checks.first("book_title", PlanItem(title)):
             self.stats.refuse("book", title, found)
             return ""
         return title

@@ -2,7 +2,8 @@
 (pipeline/book/plan/policy.py) need beyond the line itself (the embedder and judge, the request's asks and
 subject, the worked examples, the titles claimed at each level) and asks the policy's groups of a line: `defect`
 (never taken), `fault` (held back while the pool has better), `taken_near` (asked again of a held line taken last),
-`claim` (the book's claim on every title taken) and `book_title` (the model's book title refused); and measures
+`claim` (the book's claim on every title taken) and any other group by name (`first`: 'book_title', the
+model's book title refused; the holds); and measures
 `subject_fit` (the judge's cosine of a line's title and point to the request and its parent, which choose.py ranks
 by and holds back under the floor).
 """
@@ -79,8 +80,8 @@ class TitleChecks:
         return policy.first("fault", line, self.context)
 
     def first(self, group: str, item: PlanItem, **known: Any) -> Verdict | None:
-        """The first verdict of a group of the policy ('off', 'title_off', 'owed', 'given') on the line, with what its
-        node knows of it."""
+        """The first verdict of a group of the policy ('off', 'title_off', 'owed', 'given', 'book_title') on the line,
+        with what its node knows of it."""
         return policy.first(group, self.line(item, **known), self.context)
 
     def subject_fit(self, items: list[PlanItem], parent_unit: str) -> tuple[np.ndarray, np.ndarray]:
@@ -110,10 +111,6 @@ class TitleChecks:
             return np.zeros((len(items), len(others)), dtype=np.float32)
         matrix: np.ndarray = model.embed([unit(i.title, i.point) for i in items]) @ model.embed(others).T
         return matrix
-
-    def book_title(self, title: str) -> Verdict | None:
-        """Why the model's book title cannot be used (the policy's book_title rules), or None."""
-        return policy.first("book_title", self.line(PlanItem(title)), self.context)
 
     @charged(Stage.PLANNING_CHECKS)
     def claim(self, level: str, item: PlanItem, *, near: bool = True, strict: bool = False) -> Verdict | None:

@@ -26,7 +26,7 @@ from pipeline.book.plan.choose import Choosing
 from pipeline.book.plan.given import Given, GivenBook
 from pipeline.book.plan.levels import LevelPlanner, OnChange, OnSection, Starter
 from pipeline.book.plan.phrasing import Phraser, Samples, ToPhrase
-from pipeline.records import Chapter, Outline, Part, Section
+from pipeline.records import BookSpec, Chapter, Outline, Part, Section
 
 log = logging.getLogger("fanout")
 
@@ -43,6 +43,34 @@ def node_id(*numbers: int) -> str:
 def titles_listed(titles: list[str]) -> str:
     quoted = [f'"{title}"' for title in titles]
     return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
+
+
+def given_units(given: GivenBook, phraser: Phraser, spec: BookSpec, outline: Outline | None) -> Iterator[ToPhrase]:
+    """Every given chapter and section the outline lacks, in the outline's order (and the book's title)."""
+    book = phraser.book
+    if outline is None:
+        yield ToPhrase("title", phraser.reading.subject, {"book": book}, "book")
+    if not given.gives("chapters"):
+        return
+    for p, part in enumerate(given.parts[: spec.parts]):
+        have = next((pt for pt in outline.parts if pt.about == part.about), None) if outline else None
+        for c, chapter in enumerate(part.children[: spec.chapters]):
+            had = have.chapters[c] if have and c < len(have.chapters) else None
+            if had is None:
+                yield ToPhrase("chapters", chapter.about, {"book": book, "about": chapter.about}, node_id(p, c))
+            if not given.gives("sections") or (had is not None and had.short):
+                continue
+            for s, section in enumerate(chapter.children[: spec.sections]):
+                if had is None or s >= len(had.sections):
+                    values = {"book": book, "chapter": chapter.about, "about": section.about}
+                    yield ToPhrase("sections", section.about, values, node_id(p, c, s))
+
+
+def chapter_given(book: GivenBook, part: Given, chapter: Chapter) -> Given:
+    """The given unit a resumed chapter was phrased from, found by its `about` (it phrases the rest of its
+    sections)."""
+    found = [given for given in (*part.children, *book.all_chapters()) if given.about == chapter.about]
+    return found[0] if found else Given(chapter.about)
 
 
 @dataclass
@@ -76,28 +104,11 @@ class GivenPlan:
 
     # ------------------------------------------------------------------ the first round of every unit, at once
 
-    def units(self, outline: Outline | None) -> Iterator[ToPhrase]:
-        """Every given chapter and section the outline lacks, in the outline's order (and the book's title)."""
-        book, spec = self.phraser.book, self.levels.spec
-        if outline is None:
-            yield ToPhrase("title", self.phraser.reading.subject, {"book": book}, "book")
-        if not self.given.gives("chapters"):
-            return
-        for p, part in enumerate(self.given.parts[: spec.parts]):
-            have = next((pt for pt in outline.parts if pt.about == part.about), None) if outline else None
-            for c, chapter in enumerate(part.children[: spec.chapters]):
-                had = have.chapters[c] if have and c < len(have.chapters) else None
-                if had is None:
-                    yield ToPhrase("chapters", chapter.about, {"book": book, "about": chapter.about}, node_id(p, c))
-                if not self.given.gives("sections") or (had is not None and had.short):
-                    continue
-                for s, section in enumerate(chapter.children[: spec.sections]):
-                    if had is None or s >= len(had.sections):
-                        values = {"book": book, "chapter": chapter.about, "about": section.about}
-                        yield ToPhrase("sections", section.about, values, node_id(p, c, s))
-
     def ask_ahead(self, group: TaskGroup, outline: Outline | None) -> Ahead:
-        return {unit.node_id: (unit, self.phraser.ahead(group, unit)) for unit in self.units(outline)}
+        return {
+            unit.node_id: (unit, self.phraser.ahead(group, unit))
+            for unit in given_units(self.given, self.phraser, self.levels.spec, outline)
+        }
 
     def starter(self, group: TaskGroup) -> Starter:
         """Plans a level the plan does not give, open, in `group`, handing its sections over as this plan does."""
@@ -150,7 +161,14 @@ class GivenPlan:
             self.starter(group).part(outline, part)
             return
         for chapter in part.chapters:
-            self.start_chapter(group, outline, part, chapter, self.chapter_given(given, chapter), ahead)
+            self.start_chapter(
+                group,
+                outline,
+                part,
+                chapter,
+                self.chapter_givens.get(chapter.id) or chapter_given(self.given, given, chapter),
+                ahead,
+            )
         self.levels.on_node("chapters")
 
     async def chapters(self, outline: Outline, p: int, given: Given, chapters: list[Chapter], ahead: Ahead) -> bool:
@@ -195,14 +213,6 @@ class GivenPlan:
         return Part(id=key, title=item.title, point=item.point, about=given.about)
 
     # ------------------------------------------------------------------ a chapter's sections
-
-    def chapter_given(self, part: Given, chapter: Chapter) -> Given:
-        """The given unit a chapter was phrased from: as taken this run, else found by its `about` (a resumed
-        chapter phrases the rest of its sections)."""
-        if chapter.id in self.chapter_givens:
-            return self.chapter_givens[chapter.id]
-        found = [given for given in (*part.children, *self.given.all_chapters()) if given.about == chapter.about]
-        return found[0] if found else Given(chapter.about)
 
     def start_chapter(
         self, group: TaskGroup, outline: Outline, part: Part, chapter: Chapter, given: Given, ahead: Ahead

@@ -103,7 +103,7 @@ def book() -> tuple[Book, list[list[list[PlanItem]]]]:
 def test_each_level_answers_as_many_distinct_lines_as_asked_with_a_usable_book_title():
     answer = capable_plan_answer(book_messages())
     book_title = parse_book_title(answer)
-    assert book_title and TitleChecks(open_embedder(), REQUEST).book_title(book_title) is None
+    assert book_title and TitleChecks(open_embedder(), REQUEST).first("book_title", PlanItem(book_title)) is None
     for messages, count in [
         (book_messages(), PARTS + SPARE),
         (part_messages(book_title, "First Steps"), CHAPTERS + SPARE),

@@ -118,9 +118,13 @@ def test_the_rules_by_meaning_and_the_books_claims():
     assert checks.claim("chapters", PlanItem("Feeding Your Starter", "When to feed.")) is None
     found("taken_elsewhere", checks.claim("sections", PlanItem("Feeding Your Starter", "x")), "elsewhere in the book")
     found("near_elsewhere", checks.claim("chapters", PlanItem("Feeding the Starter", "x")), "nearly repeats")
-    found("book_title_example", checks.book_title("Small Boat Sailing"), "worked example")
-    found("book_title_subject", checks.book_title("The Greatest Guide Ever"), "does not name")
-    found("book_title_adds", checks.book_title("Keeping a Sourdough Starter Alive in Paris"), "never used")
+    found("book_title_example", checks.first("book_title", PlanItem("Small Boat Sailing")), "worked example")
+    found("book_title_subject", checks.first("book_title", PlanItem("The Greatest Guide Ever")), "does not name")
+    found(
+        "book_title_adds",
+        checks.first("book_title", PlanItem("Keeping a Sourdough Starter Alive in Paris")),
+        "never used",
+    )
 
 
 def test_the_holds_and_their_floors():

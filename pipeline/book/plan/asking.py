@@ -18,8 +18,7 @@ import anyio
 
 from pipeline.book.plan.answers import PlanItem, StreamingSamples, interleaved, parse_book_title, parse_items
 from pipeline.book.plan.checks import TitleChecks
-from pipeline.book.plan.choose import Choosing, OnItem, Question, choose, take_early, take_held
-from pipeline.book.plan.coverage import Coverage
+from pipeline.book.plan.choose import Choosing, Coverage, OnItem, Question, choose, take_early, take_held
 from pipeline.book.plan.fallbacks import fallback_book_title
 from pipeline.book.plan.phrasing import Phraser, ToPhrase
 from pipeline.book.plan.prompts import chosen_note, example_words, how_many, rare_example_words

@@ -1,11 +1,10 @@
 """The planner: BookSpec -> Outline, as the schedule says (streamed, pipelined or level by level).
 
-One node for the book title and its parts; one per part for its chapters; one per chapter for its sections.
-Every unit is planned with a title and a key point (one sentence on what it covers, so its siblings know
-what to leave to it), asked as a numbered list of `Heading: sentence` lines after one worked example
-(templates/plan_*.md). That format was measured on SmolLM2-135M (examples/planning_formats.py): of 40
-headings asked, JSON with a schema gave 28 usable titles and no points, a described list 12, the worked
-example 33, each with its point.
+One node for the book title and its parts; one per part for its chapters; one per chapter for its sections. Every
+unit is planned with a title and a key point (one sentence on what it covers, so its siblings know what to leave to
+it), asked as a numbered list of `Heading: sentence` lines after one worked example (templates/plan_*.md). That
+format was measured on SmolLM2-135M (examples/planning_formats.py): of 40 headings asked, JSON with a schema gave 28
+usable titles and no points, a described list 12, the worked example 33, each with its point.
 
 Two ways to get a node's titles (records.PlanMode; `auto` picks `given` for a small model, whose invented plans
 drift off the request, and `open` for the rest):
@@ -14,11 +13,12 @@ drift off the request, and `open` for the rest):
 - open (levels.py, asking.py, choose.py): each node's question is sampled several times at once and its titles are
   chosen from the pooled lines by their fit to the request and their parent and by distinctness from what is chosen;
   only lines with a defect a reader would see are refused (checks.py). The request's asks (its subject and each
-  concern it names, pipeline/meaning/reading.py) are carried down the plan (coverage.py): each node takes along an
-  even share of those still open, and the last section slots are kept for them. A second round only when a
-  node's pool cannot fill it; then the asks it still owes, each phrased as a given unit.
-Either way a node that cannot be filled has fewer children and is marked short; nothing is made up. Model
-output is untrusted: nothing in an answer raises.
+  concern it names, pipeline/meaning/reading.py) are carried down the plan (choose.Coverage): each node takes along
+  an even share of those still open, and the last section slots are kept for them. A second round only when a node's
+  pool cannot fill it; then the asks it still owes, each phrased as a given unit.
+
+Either way a node that cannot be filled has fewer children and is marked short; nothing is made up. Model output is
+untrusted: nothing in an answer raises.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from pipeline.backends.pool import BackendPool, RetryPolicy
 from pipeline.book.assemble import assemble, demote_headings
 from pipeline.book.plan.answers import PlanItem, StreamingSamples, clean_point, parse_items
 from pipeline.book.plan.checks import TitleChecks
-from pipeline.book.plan.coverage import Coverage
+from pipeline.book.plan.choose import Coverage
 from pipeline.book.plan.planner import Planner
 from pipeline.book.plan.prompts import CHOSEN_NOTE, carries_note
 from pipeline.book.plan.rounds import CHOICES, OPEN, SECTION_CHOICES, SPARE_ITEMS, SampleNeed

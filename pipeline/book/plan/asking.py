@@ -29,8 +29,7 @@ from pipeline.book.plan.rounds import (
     PLAN_ROUNDS,
     SPARE_ITEMS,
     TOKENS_PER_ITEM,
-    SampleNeed,
-    Sampling,
+    Asking,
     temperature,
 )
 from pipeline.book.plan.stats import PlanStats
@@ -88,23 +87,12 @@ class BookTitle:
 class NodeAsker:
     """Fills open nodes' children for one book, with the sampling, checks, counts and phraser it is given."""
 
-    def __init__(
-        self,
-        sampling: Sampling,
-        checks: TitleChecks,
-        stats: PlanStats,
-        need: SampleNeed,
-        phraser: Phraser,
-        book_title: BookTitle,
-    ) -> None:
-        self.sampling = sampling
-        self.checks = checks
-        self.stats = stats
-        self.need = need
+    def __init__(self, asking: Asking, phraser: Phraser, book_title: BookTitle) -> None:
+        self.sampling, self.checks, self.stats, self.need = asking.sampling, asking.checks, asking.stats, asking.need
         self.phraser = phraser
         self.book_title = book_title
         self.request = book_title.request
-        self.ahead = EmbedAhead(checks.judge or checks.embedder)  # streamed lines' units, off the event loop
+        self.ahead = EmbedAhead(self.checks.judge or self.checks.embedder)  # streamed lines' units, off the event loop
 
     def forbidden(self, question: Question) -> frozenset[str]:
         """The worked example's words a line may not borrow: not those the request, a title above the node or an

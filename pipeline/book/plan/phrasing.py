@@ -26,11 +26,9 @@ import numpy as np
 from anyio.abc import TaskGroup
 
 from pipeline.book.plan.answers import PlanItem, parse_item
-from pipeline.book.plan.checks import TitleChecks
 from pipeline.book.plan.choose import Choosing, held_back, scores
 from pipeline.book.plan.prompts import PHRASE_TEMPLATES, example_words, rare_example_words
-from pipeline.book.plan.rounds import GIVEN, TOKENS_PER_ITEM, SampleNeed, Sampling, temperature
-from pipeline.book.plan.stats import PlanStats
+from pipeline.book.plan.rounds import GIVEN, TOKENS_PER_ITEM, Asking, temperature
 from pipeline.meaning.nearness import unit
 from pipeline.meaning.reading import Reading
 from pipeline.templating import book_context, render_chat
@@ -80,20 +78,8 @@ class Phraser:
     """Phrases a book's given units: asks their rounds (rounds.Sampling) and picks each one's line (module docstring).
     It never takes a line: the caller takes what `phrase` returns into its Choosing."""
 
-    def __init__(
-        self,
-        sampling: Sampling,
-        checks: TitleChecks,
-        stats: PlanStats,
-        need: SampleNeed,
-        reading: Reading,
-        *,
-        request: str,
-    ) -> None:
-        self.sampling = sampling
-        self.checks = checks
-        self.stats = stats
-        self.need = need
+    def __init__(self, asking: Asking, reading: Reading, *, request: str) -> None:
+        self.sampling, self.checks, self.stats, self.need = asking.sampling, asking.checks, asking.stats, asking.need
         self.reading = reading
         self.request = request
         self.book = book_phrase(reading)

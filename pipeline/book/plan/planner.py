@@ -39,7 +39,7 @@ from pipeline.book.plan.fromgiven import GivenPlan
 from pipeline.book.plan.given import GivenBook, given_book
 from pipeline.book.plan.levels import LevelPlanner, OnChange, OnSection, Starter, id_number
 from pipeline.book.plan.phrasing import Phraser
-from pipeline.book.plan.rounds import CHOICES, SampleNeed, Sampling
+from pipeline.book.plan.rounds import CHOICES, Asking, SampleNeed, Sampling
 from pipeline.book.plan.stats import PlanStats
 from pipeline.book.profiles import Sampler
 from pipeline.errors import FanoutError
@@ -85,11 +85,10 @@ class Planner:
         self.stats = PlanStats()
         self.checks = TitleChecks(self.embedder, spec.prompt, judge, small=self.small)
         self.reading = read(spec.prompt)
-        sampling = Sampling(pool, sampler, self.stats)
-        need = SampleNeed(many=self.small)
-        self.phraser = Phraser(sampling, self.checks, self.stats, need, self.reading, request=spec.prompt)
+        asking = Asking(Sampling(pool, sampler, self.stats), self.checks, self.stats, SampleNeed(many=self.small))
+        self.phraser = Phraser(asking, self.reading, request=spec.prompt)
         self.book_title = BookTitle(self.checks, self.stats, spec.prompt)
-        self.asker = NodeAsker(sampling, self.checks, self.stats, need, self.phraser, self.book_title)
+        self.asker = NodeAsker(asking, self.phraser, self.book_title)
         on_node = on_node or (lambda level: None)
         self.levels = LevelPlanner(spec, self.asker, self.book_title, on_node, request_asks(spec.prompt))
 

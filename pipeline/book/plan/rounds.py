@@ -23,6 +23,7 @@ from pipeline.backends.engines import honours_choices
 from pipeline.backends.pool import BackendPool, RequestFailed
 from pipeline.backends.sse import EveryChoice, OnDelta
 from pipeline.book.later import asked_until_answered
+from pipeline.book.plan.checks import TitleChecks
 from pipeline.book.plan.stats import PlanStats
 from pipeline.book.profiles import Sampler
 from pipeline.records import ChatRequest, Completion
@@ -167,6 +168,17 @@ class Sampling:
     def _later(self) -> None:
         """A request that failed on every backend waits to be asked again: counted."""
         self.stats.asked_later += 1
+
+
+@dataclass(frozen=True)
+class Asking:
+    """What both planning modes ask their rounds with: the sampling, the book's checks, the counts, and the fleet's
+    record of how many samples a first round needs."""
+
+    sampling: Sampling
+    checks: TitleChecks
+    stats: PlanStats
+    need: SampleNeed
 
 
 class Listener(Protocol):

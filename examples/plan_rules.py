@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipeline.book.plan.policy import rule_table  # noqa: E402
+from pipeline.book.plan.policy import RULES  # noqa: E402
 
 
 def cell(counts: dict[str, int] | None) -> str:
@@ -28,7 +28,9 @@ def main(runs: list[Path]) -> None:
     runs_head = "".join(f" | {run.name}: refused / held, rounds" for run in runs)
     print(f"| rule | action | threshold | finds{runs_head} |")
     print("|---|---|---|---" + "|---" * len(runs) + "|")
-    for rule, action, threshold, finds in rule_table():
+    for row in RULES.values():
+        rule, action, finds = row.id, str(row.action), row.finds
+        threshold = ", ".join(f"{name} {value}" for name, value in row.thresholds.items())
         cells = "".join(
             f" | {n['refused']} / {n['held']}, {n['rounds']}" if (n := counts.get(rule)) else " | –"
             for counts in counted

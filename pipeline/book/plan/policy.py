@@ -1,11 +1,9 @@
 """The title policy: every way a planned line can be refused, held back or ranked lower, as named rules that run.
 
-A line is one title and key point the model offered for a node. Each rule is one short function of one signature,
-(line, context) -> Verdict or None: the Line holds the line and what its node knows of it (its ancestors, the siblings
-chosen, its fits), the Context what the book knows (the embedder, the worked examples, the titles claimed). RULES is
-the ordered table of them all, as markdown-it-py keeps its rules: one function a rule, one ordered list, each row with
-its group, its action and its thresholds (numbers). The planner asks a group for its first verdict (`first`) and
-names no rule:
+A line is one title and key point the model offered for a node. Each rule is one short function, (line, context) ->
+Verdict or None: the Line holds the line and what its node knows of it, the Context what the book knows. RULES is the
+ordered table of them all, as markdown-it-py keeps its rules, each row with its group, action and thresholds. The
+planner asks a group for its first verdict (`first`) and names no rule:
 
 - defect: what a reader would see as a defect; a line with one is never taken (by words, then by meaning);
 - fault: what makes a line a worse choice; it is held back while the pool has better;
@@ -16,10 +14,9 @@ names no rule:
 - book_title: the model's book title refused, so the title is made from the request;
 - rank: weights, not checks: DIVERSITY and OWED_BONUS weigh a line's score, LAST_RESORT_FIT bounds the last resort.
 
-A rule fitted to what SmolLM2-135M gets wrong that refuses a capable author's good lines is `small_only`: asked of a
-small model's lines only (the good-writing corpus, examples/good_writing.py and examples/rule_sides.py measure both).
-Statistics, run.log and stats.json key on the rule's id (PlanStats.refuse and .hold, `plan_rules` in stats.json); no
-code reads a message's words. pipeline/meaning/floors.py holds the fit floors the rules share with the audit.
+A rule fitted to what SmolLM2-135M gets wrong that refuses a capable author's good lines is `small_only` (the
+good-writing corpus, examples/good_writing.py and examples/rule_sides.py measure both sides). run.log and stats.json
+count by the rule's id (`plan_rules`); no code reads a message's words. The fit floors are pipeline/meaning/floors.py's.
 """
 
 from __future__ import annotations
@@ -101,11 +98,10 @@ class Verdict:
 
 @dataclass
 class Line:
-    """One line as a rule sees it: the item; what is above it (what each is -> its text), the titles already chosen
-    beside it and their title-and-point units, the worked examples' words it may not borrow (`forbidden`), the book's
-    request and asks, and whether a small model gave it; then what its node measured of it: its fit to the request
-    (title and point, and the title alone), the given unit it phrases (`about`), the asks its slot owes, and for a
-    claim its level and whether a near title counts."""
+    """One item as a rule sees it: what is above it (what each is -> its text), the titles taken beside it and their
+    units, the worked examples' words it may not borrow, the request and its asks, whether a small model gave it; what
+    its node measured of it (its fits to the request, the given unit it phrases, the asks its slot owes); for a claim
+    its level and whether a near title counts."""
 
     item: PlanItem
     ancestors: dict[str, str] = field(default_factory=dict)
@@ -498,11 +494,3 @@ def found_by(rules: Sequence[Rule], line: Line, context: Context, *, strict: boo
         if rule.check is not None and (strict or not rule.small_only):
             if (found := rule.check(line, context)) is not None:
                 yield found
-
-
-def rule_table() -> list[tuple[str, str, str, str]]:
-    """The table in order: (id, action, thresholds, what it finds)."""
-    return [
-        (rule.id, str(rule.action), ", ".join(f"{k} {v}" for k, v in rule.thresholds.items()), rule.finds)
-        for rule in RULES.values()
-    ]

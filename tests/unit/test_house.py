@@ -134,3 +134,38 @@ def test_no_private_name_crosses_a_module():
 
 def test_the_circle_finder_finds_one():
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+PLANNER = PACKAGE / "book" / "plan"
+MAX_FUNCTION_LINES = 50
+MAX_METHODS = 10
+
+
+def test_the_planner_has_no_long_function_and_no_large_class():
+    """A newcomer follows the planner in one pass: no function over MAX_FUNCTION_LINES lines, no class over
+    MAX_METHODS methods."""
+    found = []
+    for path in sorted(PLANNER.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if (length := (node.end_lineno or node.lineno) - node.lineno + 1) > MAX_FUNCTION_LINES:
+                    found.append(f"{path.name}: {node.name} is {length} lines")
+            elif isinstance(node, ast.ClassDef):
+                methods = sum(isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) for item in node.body)
+                if methods > MAX_METHODS:
+                    found.append(f"{path.name}: {node.name} has {methods} methods")
+    assert not found, found
+
+
+def test_only_the_policy_names_a_planning_rule():
+    """The planner asks the policy's table for a group's first verdict: no other module of the package names one of
+    its rules (the audit's own rules share some names and are left out)."""
+    from pipeline.book.plan.policy import RULES
+
+    named = []
+    for path in sorted(PLANNER.glob("*.py")):
+        if path.name == "policy.py":
+            continue
+        text = path.read_text(encoding="utf-8")
+        named += [f"{path.name}: {rule}" for rule in RULES if f'"{rule}"' in text or f"'{rule}'" in text]
+    assert not named, named

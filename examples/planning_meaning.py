@@ -36,11 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from pipeline.backends.embedded.engine import EmbeddedEngine  # noqa: E402
 from pipeline.book.plan.answers import parse_items  # noqa: E402
 from pipeline.book.plan.checks import TitleChecks  # noqa: E402
-from pipeline.book.plan.prompts import (
-    about,
-    avoid_note,
-    example_words,  # noqa: E402
-)
+from pipeline.book.plan.prompts import about, example_words  # noqa: E402
 from pipeline.book.profiles import PROFILES, sampling_body  # noqa: E402
 from pipeline.config import EngineSettings  # noqa: E402
 from pipeline.meaning.embed import open_embedder  # noqa: E402
@@ -167,6 +163,21 @@ def ask(url: str, chat: list[dict[str, str]], seed: int) -> str:
     )
     with urllib.request.urlopen(request, timeout=1200) as response:
         return str(json.load(response)["choices"][0]["message"]["content"])
+
+
+SHOWN_REFUSALS = 30
+
+
+def avoid_note(chosen: list[str], refused: list[tuple[str, str]]) -> str:
+    """The re-ask note this measurement compared (fanout's planner showed it until da11346; it now shows only the
+    titles chosen, prompts.chosen_note): the headings already chosen, and the refused ones with the reason."""
+    lines = []
+    if chosen:
+        lines.append("Already chosen, do not repeat: " + "; ".join(f'"{t}"' for t in chosen[-SHOWN_REFUSALS:]) + ".")
+    if refused:
+        shown = "; ".join(f'"{t}" ({why})' for t, why in refused[-SHOWN_REFUSALS:])
+        lines.append(f"Refused, do not use again: {shown}.")
+    return ("\n" + "\n".join(lines)) if lines else ""
 
 
 def judge(answer: str, request: str, book: str, chapter: str, *, reasked: bool) -> tuple[list[str], int]:

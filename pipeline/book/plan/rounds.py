@@ -5,7 +5,7 @@ as many times as the mode says, at once: one request with `n` where every engine
 (engines.py's `parallel_sampling`: the prompt is read once and each sample has its own seed), else one request a
 sample. A node is asked in at most PLAN_ROUNDS rounds; the second goes out only when the first round's lines cannot
 fill it, farther from them (a higher temperature, more samples). A mode is data (Mode): how many samples each round
-takes, each round's temperature floor, and how many lines an answer gives. An answer that failed on every backend is
+takes and each round's temperature floor. An answer that failed on every backend is
 asked again later in the run (pipeline/book/later.py) while the rest of the book goes on; one that never gets an
 answer counts as a failed request, and the node goes on with what it has: no node ends the job.
 """
@@ -47,24 +47,22 @@ NEED_SEEN = 3  # first rounds seen before the fleet's record can raise its sampl
 @dataclass(frozen=True)
 class Mode:
     """A planning mode's rounds: samples of the first and second round (None: the level's choices_for, or for the
-    first round of open planning the fleet's record, SampleNeed), each round's temperature floor (a round samples at
-    the profile's planning temperature, but at least this), and whether an answer is a list of lines (open) or one
-    line (given)."""
+    first round of open planning the fleet's record, SampleNeed), and each round's temperature floor (a round samples
+    at the profile's planning temperature, but at least this)."""
 
     name: str
     samples: tuple[int | None, int | None]
     temperatures: tuple[float, float]
-    listed: bool
 
 
 # Open: three samples at 0.5 gave near-copies of one another (22 lines of the demo's pools refused as near repeats,
 # 7 of 9 nodes asked again), so at least 0.7; a second round farther from the first round's lines, which the pool
 # already holds.
-OPEN = Mode("open", samples=(None, None), temperatures=(0.7, 0.9), listed=True)
-# Given: about half of SmolLM2-135M's phrased titles are on the subject (policy.TITLE_FLOOR), so two samples hold one
+OPEN = Mode("open", samples=(None, None), temperatures=(0.7, 0.9))
+# Given: about half of SmolLM2-135M's phrased titles are on the subject (floors.TITLE_FLOOR), so two samples hold one
 # for about 0.7 of the units and a second round of four finds most of the rest; four at first cost the demo 234
 # samples of planning (as many tokens as its sections) and 53.6 s.
-GIVEN = Mode("given", samples=(2, 4), temperatures=(0.0, 0.9), listed=False)
+GIVEN = Mode("given", samples=(2, 4), temperatures=(0.0, 0.9))
 
 
 def choices_for(level: str) -> int:

@@ -35,6 +35,17 @@ def block_tokens(markdown: str, *, html: bool = False) -> list[Token]:
     return _block_parser(html=html).parse(markdown)
 
 
+@lru_cache(maxsize=1)
+def _full_parser() -> MarkdownIt:
+    return _new_parser(html=True)
+
+
+def inline_tokens(markdown: str) -> list[Token]:
+    """The document's blocks with their inline text parsed (each `inline` token's children): raw HTML is tokens of
+    its own (`html_block`, `html_inline`), never text."""
+    return _full_parser().parse(markdown)
+
+
 def source_lines(markdown: str) -> list[str]:
     """The lines as markdown-it numbers them in `Token.map`: split at \\n, \\r\\n and \\r only (not at the
     form feeds or U+2028 that `str.splitlines` also splits at)."""

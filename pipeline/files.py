@@ -20,6 +20,7 @@ from pathlib import Path
 from pipeline.errors import UsageError
 
 OUTPUTS = Path("outputs")
+CACHE_SETTING = "FANOUT_CACHE"
 WRITER_LOCK = ".fanout.lock"  # in a run folder: held by the one process writing it
 
 
@@ -46,6 +47,11 @@ def atomic_target(out: Path) -> Iterator[Path]:
             os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def cache_dir() -> Path:
+    """fanout's cache: the engine, the model, source indexes (FANOUT_CACHE, else ~/.cache/fanout)."""
+    return Path(os.environ.get(CACHE_SETTING) or Path.home() / ".cache" / "fanout")
 
 
 def write_atomic(path: Path, text: str) -> None:

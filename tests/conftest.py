@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from pipeline.backends.embedded.engine import EmbeddedEngine
-from pipeline.backends.embedded.install import cache_dir, installed_assets
+from pipeline.backends.embedded.install import installed_assets
 from pipeline.config import EngineSettings
+from pipeline.files import cache_dir
 from tests.fakes.hostile import Listener
 
 # llama-server's threads spin: beside the test process, every engine a test starts (directly or through

@@ -57,6 +57,7 @@ from pipeline.cli.serve import (
     cmd_probe,
     cmd_serve,
 )
+from pipeline.cli.sources import add_sources_command, cmd_sources
 from pipeline.cpu import one_blas_thread
 from pipeline.errors import FanoutError, Terminated, disk_error_in, disk_words, fanout_error_in
 
@@ -66,6 +67,7 @@ COMMANDS: tuple[tuple[Callable[[Any], argparse.ArgumentParser], Callable[[argpar
     (add_install_command, cmd_install),
     (add_serve_command, cmd_serve),
     (add_ask_command, cmd_ask),
+    (add_sources_command, cmd_sources),
     (add_plan_command, cmd_plan),
     (add_book_command, cmd_book),
     (add_audit_command, cmd_audit),

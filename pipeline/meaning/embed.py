@@ -78,6 +78,13 @@ class CachedEmbedder:
             return np.zeros((0, self.dimensions), dtype=np.float32)
         return np.stack([self.cache[text] for text in texts])
 
+    def embed_fresh(self, texts: Sequence[str]) -> Vectors:
+        """Embed without keeping the rows (a source index's many passages, each embedded once)."""
+        if not texts:
+            return np.zeros((0, self.dimensions), dtype=np.float32)
+        with stage(Stage.EMBEDDINGS):
+            return self._embed(list(texts))
+
     def _embed(self, texts: list[str]) -> Vectors:
         raise NotImplementedError
 

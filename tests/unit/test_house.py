@@ -1,7 +1,7 @@
 """The house's shape, read from the source: every import of the package (inside functions and TYPE_CHECKING
 blocks too) points down the layers below, no module imports another's `_private` names, and no import
 circle exists. The layers, lowest first, are the DESIGN's: leaves (records among them), backends and meaning,
-audit and typeset, watch, book, bench (load, then report, then studies), the CLI."""
+sources, audit and typeset, watch, book, bench (load, then report, then studies), the CLI."""
 
 from __future__ import annotations
 
@@ -24,8 +24,9 @@ LAYERS = {
     "pipeline.config": 1,
     "pipeline.backends": 2,
     "pipeline.meaning": 2,  # the request read, the encoders and judges: below the planner, the writer and the audit
-    "pipeline.audit": 3,
-    "pipeline.typeset": 3,
+    "pipeline.sources": 3,  # the user's documents read, indexed and searched: below the planner, writer and audit
+    "pipeline.audit": 4,
+    "pipeline.typeset": 4,
     "pipeline.watch": 5,
     "pipeline.book": 6,
     "pipeline.ask": 6,

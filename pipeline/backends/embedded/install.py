@@ -42,6 +42,7 @@ from pathlib import Path
 
 from pipeline.backends.embedded.buildgroup import Stopped, run_in_group
 from pipeline.errors import FanoutError
+from pipeline.files import cache_dir
 
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
 LLAMA_CPP_PYTHON_SHA256 = "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
@@ -84,10 +85,6 @@ class EngineAssets:
     server: Path
     model: Path
     model_name: str = MODEL_NAME
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("FANOUT_CACHE") or Path.home() / ".cache" / "fanout")
 
 
 def server_path() -> Path:

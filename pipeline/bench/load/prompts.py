@@ -26,9 +26,9 @@ from typing import Protocol
 
 import aiohttp
 
-from pipeline.backends.embedded.install import cache_dir
 from pipeline.backends.envelope import auth_headers
 from pipeline.errors import FanoutError, UsageError
+from pipeline.files import cache_dir
 from pipeline.records import Backend, Endpoint
 
 TASKS = (

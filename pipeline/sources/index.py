@@ -1,0 +1,147 @@
+"""A source index: the passages of a set of files, by their words (BM25) and by their meaning (the meaning model's
+vectors), and retrieval that fuses the two.
+
+- Words: bm25s (MIT; BM25 over a sparse matrix in numpy, no scipy needed), its tokens English stems
+  (snowballstemmer, the stems the planner's titles compare by) with English stop words left out. A query's score
+  over every passage is one sparse product.
+- Meaning: each passage's heading path and text embedded once (pipeline/meaning/embed.py: wordllama's static
+  table unless an embedding endpoint is set), unit rows of float32; a query is one matrix product over all of
+  them (brute force: docs/sources.md gives the sizes at which it stops meeting the query budget, and what takes
+  over there).
+- A query has parts of different weight (records.Query: a section's title, its chapter's, the request): each is
+  scored and the scores summed by weight (LEXICAL_WEIGHTS), or embedded and averaged by weight (MEANING_WEIGHTS).
+- Fused by score (a convex combination of each retriever's scores scaled to 0..1, as Weaviate's relative-score
+  fusion does): on the corpus it found more than reciprocal-rank fusion did when one retriever is much the weaker
+  (docs/sources.md).
+
+An index is saved in the cache under a key of its files' contents, the passage rules and the embedder
+(`index_key`), and loaded whole when the same files are given again: a book resumed or a second book on the same
+sources reads none of them again.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+import bm25s
+import numpy as np
+import snowballstemmer
+
+from pipeline.meaning.embed import CachedEmbedder, Embedder, Vectors
+from pipeline.records.sources import Hit, Passage, Query
+
+# How a query's parts (its focus, what it is under, the request) weigh, by words and by meaning, and the words'
+# share of the fused score: chosen on five tuned books of the corpus (examples/source_retrieval.py; docs/sources.md
+# has the variants measured): the request alone weighed as the title, recall@5 fell from 0.98 to 0.86.
+LEXICAL_WEIGHTS = (1.0, 0.5, 0.1)
+MEANING_WEIGHTS = (1.0, 0.5, 0.25)
+LEXICAL_SHARE = 0.5
+EMBED_BATCH = 512
+LEXICAL, MEANING, FUSED = "bm25", "meaning", "fused"  # the retrievers a search may use
+_STEMMER = snowballstemmer.stemmer("english")
+
+
+def tokens(texts: Sequence[str]) -> list[list[str]]:
+    """Lower-cased English stems of words of two letters or more, stop words left out."""
+    found = bm25s.tokenize(
+        list(texts), stopwords="en", stemmer=_STEMMER.stemWords, return_ids=False, show_progress=False
+    )
+    return [list(words) for words in found]
+
+
+class SourceIndex:
+    """Passages by words and by meaning; `search` fuses both."""
+
+    def __init__(self, passages: list[Passage], lexical: bm25s.BM25, vectors: Vectors, embedder: Embedder) -> None:
+        self.passages = passages
+        self.lexical = lexical
+        self.vectors = vectors
+        self.embedder = embedder
+
+    @classmethod
+    def build(cls, passages: list[Passage], embedder: Embedder) -> SourceIndex:
+        texts = [passage.indexed_text() for passage in passages]
+        lexical = bm25s.BM25()
+        lexical.index(tokens(texts), show_progress=False)
+        return cls(passages, lexical, embed_all(embedder, texts), embedder)
+
+    def lexical_scores(self, query: Query) -> Vectors:
+        """BM25 of each part of the query, weighed (LEXICAL_WEIGHTS) and summed."""
+        total = np.zeros(len(self.passages), dtype=np.float32)
+        for text, weight in zip(query.texts(), LEXICAL_WEIGHTS):
+            known = [word for word in tokens([text])[0] if word in self.lexical.vocab_dict] if text else []
+            if known and weight:
+                total += weight * np.asarray(self.lexical.get_scores(known), dtype=np.float32)
+        return total
+
+    def meaning_scores(self, query: Query) -> Vectors:
+        """The cosine of each passage to the weighed mean of the query's parts (MEANING_WEIGHTS)."""
+        texts = [text for text in query.texts() if text]
+        rows = self.embedder.embed(texts)
+        weights = [weight for text, weight in zip(query.texts(), MEANING_WEIGHTS) if text]
+        mean = np.asarray(weights, dtype=np.float32) @ rows
+        norm = float(np.linalg.norm(mean))
+        scores: Vectors = self.vectors @ (mean / norm if norm > 0 else mean)
+        return scores
+
+    def search(self, query: Query, k: int = 5, *, by: str = FUSED) -> list[Hit]:
+        """The `k` passages nearest the query: by both retrievers' scores fused (each scaled to 0..1 over the
+        passages, then LEXICAL_SHARE of the words' and the rest of the meaning's), or `by` one of them (LEXICAL,
+        MEANING: what the retrieval study compares)."""
+        if not self.passages:
+            return []
+        lexical, meaning = self.lexical_scores(query), self.meaning_scores(query)
+        fused = {LEXICAL: scaled(lexical), MEANING: scaled(meaning)}
+        fused[FUSED] = LEXICAL_SHARE * fused[LEXICAL] + (1 - LEXICAL_SHARE) * fused[MEANING]
+        scores = fused[by]
+        count = min(k, len(scores))
+        top = np.argpartition(-scores, count - 1)[:count]
+        order = [int(at) for at in top[np.argsort(-scores[top], kind="stable")]]
+        return [Hit(self.passages[at], float(scores[at]), float(lexical[at]), float(meaning[at])) for at in order]
+
+    def save(self, folder: Path, *, beside: dict[str, str] | None = None) -> None:
+        """Written to a fresh folder beside `folder` (with the files `beside` names: name -> text), then renamed onto
+        it: a reader finds a whole index or none. An index saved there before is replaced."""
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        temporary = folder.parent / f".{folder.name}.{uuid.uuid4().hex[:8]}.tmp"
+        try:
+            temporary.mkdir()
+            self.lexical.save(str(temporary / "bm25"), show_progress=False)
+            np.save(temporary / "vectors.npy", self.vectors)
+            rows = (json.dumps([p.number, p.file, list(p.headings), p.text, p.page]) for p in self.passages)
+            (temporary / "passages.jsonl").write_text("".join(row + "\n" for row in rows))
+            for name, text in (beside or {}).items():
+                (temporary / name).write_text(text)
+            shutil.rmtree(folder, ignore_errors=True)
+            temporary.rename(folder)
+        finally:
+            shutil.rmtree(temporary, ignore_errors=True)
+
+    @classmethod
+    def load(cls, folder: Path, embedder: Embedder) -> SourceIndex:
+        lexical = bm25s.BM25.load(str(folder / "bm25"), show_progress=False)
+        vectors = np.load(folder / "vectors.npy")
+        passages = []
+        for line in (folder / "passages.jsonl").read_text().splitlines():
+            number, file, headings, text, page = json.loads(line)
+            passages.append(Passage(number, file, tuple(headings), text, page))
+        return cls(passages, lexical, vectors, embedder)
+
+
+def embed_all(embedder: Embedder, texts: list[str]) -> Vectors:
+    """Every text's unit row, in batches, none kept in the embedder's cache."""
+    embed = embedder.embed_fresh if isinstance(embedder, CachedEmbedder) else embedder.embed
+    rows = [embed(texts[at : at + EMBED_BATCH]) for at in range(0, len(texts), EMBED_BATCH)]
+    return np.concatenate(rows).astype(np.float32) if rows else np.zeros((0, 0), dtype=np.float32)
+
+
+def scaled(scores: Vectors) -> Vectors:
+    """Scores scaled to 0..1 over the passages (min-max); all equal: all 0."""
+    low, high = float(scores.min()), float(scores.max())
+    if high <= low:
+        return np.zeros_like(scores)
+    return ((scores - low) / (high - low)).astype(np.float32)

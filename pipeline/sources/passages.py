@@ -1,0 +1,65 @@
+"""Blocks -> passages: a file's paragraphs under one heading path packed into passages of about PASSAGE_WORDS
+words, never across a heading; a paragraph longer than MAX_PASSAGE_WORDS is cut at its sentences' ends (a
+sentence longer than that at a word). Each passage keeps its file, its heading path and the page it starts on.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from pipeline.records.sources import Passage
+from pipeline.sources.read import Block, FileText
+
+PASSAGE_WORDS = 120  # a passage closes once it holds this many words
+MAX_PASSAGE_WORDS = 200  # a paragraph past this is cut at sentences
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
+
+
+def passages_of(file: FileText, *, first: int = 0) -> list[Passage]:
+    """The file's passages, numbered from `first`."""
+    found: list[Passage] = []
+    for headings, page, text in _packed(file.blocks):
+        found.append(Passage(first + len(found), file.file, headings, text, page))
+    return found
+
+
+def _packed(blocks: list[Block]) -> Iterator[tuple[tuple[str, ...], int | None, str]]:
+    held: list[str] = []
+    words = 0
+    start: Block | None = None
+    for block in blocks:
+        if start is not None and (block.headings != start.headings or words >= PASSAGE_WORDS):
+            yield start.headings, start.page, "\n\n".join(held)
+            held, words, start = [], 0, None
+        for piece in _pieces(block.text):
+            count = len(piece.split())
+            if start is not None and words + count > MAX_PASSAGE_WORDS:
+                yield start.headings, start.page, "\n\n".join(held)
+                held, words, start = [], 0, None
+            start = start or block
+            held.append(piece)
+            words += count
+    if start is not None:
+        yield start.headings, start.page, "\n\n".join(held)
+
+
+def _pieces(text: str) -> list[str]:
+    """The paragraph whole, or cut at its sentences into pieces of at most MAX_PASSAGE_WORDS words."""
+    if len(text.split()) <= MAX_PASSAGE_WORDS:
+        return [text]
+    pieces: list[str] = []
+    current: list[str] = []
+    for sentence in SENTENCE_END.split(text):
+        words = sentence.split()
+        while len(words) > MAX_PASSAGE_WORDS:  # one sentence past the limit: cut at a word
+            pieces.append(" ".join(words[:MAX_PASSAGE_WORDS]))
+            words = words[MAX_PASSAGE_WORDS:]
+        if current and len(" ".join(current).split()) + len(words) > PASSAGE_WORDS:
+            pieces.append(" ".join(current))
+            current = []
+        if words:
+            current.append(" ".join(words))
+    if current:
+        pieces.append(" ".join(current))
+    return pieces

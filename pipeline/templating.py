@@ -66,6 +66,7 @@ SECTION_FIELDS = (
     "paragraphs",
     "words",
     "subject",
+    "sources",  # the source passages' block (pipeline/book/cite.py): "" for a book without sources
 )
 SECTION_NEEDS = ("section_title", "section_point")  # without these a section prompt cannot say which section
 

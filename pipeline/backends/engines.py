@@ -9,6 +9,9 @@ bench/report/figures.py) all read `engine(kind)`. Names come from the engines' s
 SGLang's sampling params and /metrics, llama.cpp's server README (`repeat_penalty`, `dry_multiplier`,
 `/props`, `/slots/{id}?action=erase`), TGI's and Ollama's OpenAI-compatible routes; vLLM's
 `/reset_prefix_cache` is registered only in its dev mode (vllm/entrypoints/serve, `VLLM_SERVER_DEV_MODE`).
+Where each reports the context one request may fill (`context_at`): vLLM's and SGLang's /v1/models
+`max_model_len`, llama.cpp's /props `default_generation_settings.n_ctx` (a slot's share), TGI's /info
+`max_total_tokens`; Ollama's needs a POST to /api/show and an unknown engine's is not known (None).
 An unknown engine gets the OpenAI standard only, less `n`: vLLM, SGLang and llama.cpp's server (its n_cmpl,
 child seeds seed+1, seed+2, ...) sample n choices; TGI and Ollama answer one, and an unknown engine is not
 trusted to do more.
@@ -64,6 +67,9 @@ class Engine:
     owned_by: str | None = None  # its /v1/models `owned_by`
     version_at: tuple[str, str] | None = None  # (probe, key): where it reports its version
     slots_from_props: bool = False  # /props total_slots says how many sequences it runs at once
+    # where it reports the tokens one sequence may hold, prompt and answer together: (probe, key path), the
+    # first that answers a whole number wins ("models" paths are into /v1/models' first model)
+    context_at: tuple[tuple[str, tuple[str, ...]], ...] = ()
     cache_reset: CacheReset | None = None  # None: it offers no way to empty its prefix cache
     no_cache_reset: str = "no endpoint known to empty its prefix cache"  # said where cache_reset is None
     # when a prompt it is computing can serve another request's prefix: once the prompt's blocks are
@@ -93,6 +99,7 @@ ENGINES: dict[EngineKind, Engine] = {
         metric_prefix="vllm:",
         owned_by="vllm",
         version_at=("version", "version"),
+        context_at=(("models", ("max_model_len",)),),
         cache_reset=CacheReset(
             "POST",
             "/reset_prefix_cache",
@@ -118,6 +125,7 @@ ENGINES: dict[EngineKind, Engine] = {
         metric_prefix="sglang:",
         owned_by="sglang",
         version_at=("server_info", "version"),
+        context_at=(("models", ("max_model_len",)), ("server_info", ("context_length",))),
         cache_reset=CacheReset(
             "POST", "/flush_cache", caveat="SGLang flushes only while no request runs (each level is drained first)"
         ),
@@ -144,6 +152,8 @@ ENGINES: dict[EngineKind, Engine] = {
         owned_by="llamacpp",
         version_at=("props", "build_info"),
         slots_from_props=True,
+        # a slot's share of the context (--ctx-size / --parallel), which is what one request may fill
+        context_at=(("props", ("default_generation_settings", "n_ctx")), ("models", ("meta", "n_ctx"))),
         prefix_ready=WarmSchedule.ANSWER,
         cache_reset=CacheReset(
             "POST",
@@ -167,6 +177,7 @@ ENGINES: dict[EngineKind, Engine] = {
         ),
         metric_prefix="tgi_",
         version_at=("info", "version"),
+        context_at=(("info", ("max_total_tokens",)),),
         no_cache_reset="TGI has no endpoint that empties its prefix cache",
     ),
     EngineKind.OLLAMA: Engine(

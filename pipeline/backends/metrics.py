@@ -244,6 +244,20 @@ def _slots_of(kind: EngineKind, props: dict[str, Any] | None) -> int | None:
     return slots if isinstance(slots, int) and not isinstance(slots, bool) else None
 
 
+def _context_of(kind: EngineKind, p: _Probes) -> int | None:
+    """The tokens one request may hold, where the engine reports it (engines.py's `context_at`), or None."""
+    for probe, path in engine(kind).context_at:
+        body: Any = getattr(p, probe)
+        if probe == "models":
+            data = body.get("data") if isinstance(body, dict) else None
+            body = data[0] if isinstance(data, list) and data else None
+        for key in path:
+            body = body.get(key) if isinstance(body, dict) else None
+        if isinstance(body, int) and not isinstance(body, bool) and body > 0:
+            return body
+    return None
+
+
 async def detect_engine(session: aiohttp.ClientSession, backend: Backend) -> EngineInfo:
     """Which engine serves `backend`, its version, models and metric capabilities. Never raises on
     what the server answers; UNKNOWN when nothing matches."""
@@ -257,4 +271,5 @@ async def detect_engine(session: aiohttp.ClientSession, backend: Backend) -> Eng
         has_metrics=names is not None and engine_from_samples(probes.samples or {}) is kind,
         counts_per_step=names is not None and names.counts_per_step,
         slots=_slots_of(kind, probes.props),
+        context=_context_of(kind, probes),
     )

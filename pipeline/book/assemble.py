@@ -15,6 +15,7 @@ from pathlib import Path
 
 from markdown_it import MarkdownIt
 
+from pipeline.book.cite import cited_body
 from pipeline.cpu import Stage, charged
 from pipeline.files import write_atomic
 from pipeline.records import Outline, Part, SectionResult
@@ -52,7 +53,7 @@ def section_body(result: SectionResult | None) -> str:
         return "*This section was not written.*"
     if not result.ok:
         return f"*This section could not be written: {result.error or 'empty answer'}.*"
-    return demote_headings(close_open_fence(result.text), result.title)
+    return demote_headings(close_open_fence(cited_body(result.text, result.given)), result.title)
 
 
 def part_markdown(part: Part, number: int, results: dict[str, SectionResult], chapter_offset: int) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pipeline.backends.engines import engine
@@ -18,6 +19,8 @@ from pipeline.config import Settings
 from pipeline.files import write_atomic
 from pipeline.meaning.embed import Embedder
 from pipeline.records import BookSpec, EngineInfo, SamplingProfile
+from pipeline.sources.collect import open_sources
+from pipeline.sources.index import SourceIndex
 from pipeline.watch.listeners import BookListener
 
 log = logging.getLogger("fanout")
@@ -36,6 +39,7 @@ class RunContext:
     embedder: Embedder
     writing: Sampler
     planning: Sampler
+    sources: SourceIndex | None = None  # the user's documents, indexed (open_book_sources)
 
 
 def engine_switches(infos: list[EngineInfo]) -> dict[str, Any]:
@@ -67,8 +71,34 @@ def settle_profiles(settings: Settings, spec: BookSpec, fleet: Fleet) -> BookSpe
     return spec.model_copy(update=update) if update else spec
 
 
+def open_book_sources(spec: BookSpec, embedder: Embedder) -> SourceIndex | None:
+    """The spec's sources indexed (read again only when their files changed), each file skipped said in one line;
+    None without sources. No readable source at all is a UsageError."""
+    if not spec.sources:
+        return None
+    found = open_sources([Path(path) for path in spec.sources], embedder)
+    for skipped in found.report.skipped:
+        log.warning("%s", skipped.line())
+    how = "index reused" if found.report.reused else "indexed"
+    log.info("sources: %d files, %d passages (%s)", len(found.report.read), found.report.passages, how)
+    return found.index
+
+
+def writing_context(fleet: Fleet) -> int | None:
+    """The tokens one request may hold on every writing backend that reports it (the smallest), or None."""
+    known = [info.context for info in fleet.infos(fleet.pool) if info.context]
+    return min(known) if known else None
+
+
 def open_context(
-    settings: Settings, spec: BookSpec, folder: RunFolder, fleet: Fleet, *, listener: BookListener, embedder: Embedder
+    settings: Settings,
+    spec: BookSpec,
+    folder: RunFolder,
+    fleet: Fleet,
+    *,
+    listener: BookListener,
+    embedder: Embedder,
+    sources: SourceIndex | None = None,
 ) -> RunContext:
     """Settle the sampling profiles (recorded in spec.json) and make the writers' and planners' samplers."""
     settled = settle_profiles(settings, spec, fleet)
@@ -87,7 +117,7 @@ def open_context(
         planning.profile.name,
         ", ".join(sorted(kind.value for kind in writing.kinds | planning.kinds)),
     )
-    return RunContext(settings, settled, folder, listener, embedder, writing, planning)
+    return RunContext(settings, settled, folder, listener, embedder, writing, planning, sources)
 
 
 def log_requests(fleet: Fleet, request_log: RequestLog) -> None:

@@ -26,6 +26,7 @@ import anyio
 
 from pipeline.audit.rules import word_floor
 from pipeline.backends.pool import BackendPool, RequestFailed
+from pipeline.book.cite import sources_block, with_citations
 from pipeline.book.later import asked_until_answered
 from pipeline.book.plan.answers import parse_book_title
 from pipeline.book.plan.planner import Planner
@@ -36,6 +37,7 @@ from pipeline.journal import Journal
 from pipeline.meaning.embed import Embedder
 from pipeline.records import BookSpec, Chapter, ChatRequest, Completion, Outline, Part, Section, SectionResult
 from pipeline.records.audit import AuditReport
+from pipeline.records.sources import Passage
 from pipeline.templating import render
 from pipeline.titles import plausible_title, title_key
 
@@ -178,18 +180,20 @@ class Repairer:
         """Ask again; a section whose loop left too little to continue is asked with loop-escaping sampling."""
         request = self._section_request(part, chapter, section, escape_loops=escape_loops)
         answer = await self._send(request)
-        return failed(section, answer) if isinstance(answer, RequestFailed) else finished(section, answer, self.wall)
+        return failed(section, answer) if isinstance(answer, RequestFailed) else self._finished(section, answer)
 
     async def _refocus(self, part: Part, chapter: Chapter, section: Section, previous: SectionResult) -> SectionResult:
         """New candidates with seeds of their own; the one nearest its point, the old text included, stays."""
         numbers = range(REFOCUS_FIRST + previous.version, REFOCUS_FIRST + previous.version + REFOCUS_CANDIDATES)
-        requests = [section_request(self.spec, self.outline, part, chapter, section, self.sampler, n) for n in numbers]
+        sources = sources_block(self._given(section))
+        where = (self.outline, chapter, section)
+        requests = [section_request(self.spec, where, self.sampler, n, sources=sources) for n in numbers]
         answers: list[SectionResult] = []
 
         async def one(request: ChatRequest) -> None:
             answer = await self._send(request)
             answers.append(
-                failed(section, answer) if isinstance(answer, RequestFailed) else finished(section, answer, self.wall)
+                failed(section, answer) if isinstance(answer, RequestFailed) else self._finished(section, answer)
             )
 
         async with anyio.create_task_group() as group:
@@ -211,15 +215,25 @@ class Repairer:
         joiner = "\n\n" if so_far.endswith((".", "!", "?", "```")) else " "
         result = finished(section, answer, self.wall)
         previous = self.journal[section.id]
-        return result.model_copy(
+        whole = result.model_copy(
             update={
                 "text": so_far + joiner + answer.text.strip(),
                 "completion_tokens": (previous.completion_tokens or 0) + (answer.completion_tokens or 0),
             }
         )
+        return with_citations(whole, self._given(section))
+
+    def _given(self, section: Section) -> list[Passage]:
+        """The source passages the section was first given: a repair asks with the same ones."""
+        written = self.journal.get(section.id)
+        return written.given if written is not None else []
+
+    def _finished(self, section: Section, answer: Completion) -> SectionResult:
+        return with_citations(finished(section, answer, self.wall), self._given(section))
 
     def _section_request(self, part: Part, chapter: Chapter, section: Section, *, escape_loops: bool) -> ChatRequest:
-        request = section_request(self.spec, self.outline, part, chapter, section, self.sampler)
+        sources = sources_block(self._given(section))
+        request = section_request(self.spec, (self.outline, chapter, section), self.sampler, sources=sources)
         if escape_loops:
             request.extra.update(LOOP_ESCAPE_PENALTIES)
             request.temperature = max(request.temperature, LOOP_ESCAPE_TEMPERATURE)

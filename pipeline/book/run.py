@@ -19,7 +19,7 @@ from pipeline.audit.rules import TITLE_RULES
 from pipeline.backends.fleet import Fleet, open_fleet
 from pipeline.book.assemble import assemble_book
 from pipeline.book.auditstage import audit_book
-from pipeline.book.context import RunContext, log_requests, open_context
+from pipeline.book.context import RunContext, log_requests, open_book_sources, open_context
 from pipeline.book.folder import (
     RunFolder,
     kept_when_stopped,
@@ -43,6 +43,7 @@ from pipeline.files import write_atomic
 from pipeline.meaning.embed import open_embedder
 from pipeline.records import BOOK_SCHEDULE, BookSpec, Outline, PlanSchedule, SectionResult
 from pipeline.records.book import BookOutcome, PlanOutcome, RepairSummary
+from pipeline.sources.index import SourceIndex
 from pipeline.watch.events import BookFinished, FleetOpened
 from pipeline.watch.listeners import BookListener, Listeners
 
@@ -74,7 +75,14 @@ class Draft:
 
 
 async def run_book(
-    settings: Settings, spec: BookSpec, folder: RunFolder, *, resumed: bool, listener: BookListener, options: RunOptions
+    settings: Settings,
+    spec: BookSpec,
+    folder: RunFolder,
+    *,
+    resumed: bool,
+    listener: BookListener,
+    options: RunOptions,
+    sources: SourceIndex | None = None,
 ) -> BookOutcome:
     """The stages of one book run; the run's clock hears every event beside `listener`."""
     embedder = open_embedder(settings.embeddings)
@@ -88,7 +96,7 @@ async def run_book(
         async with open_fleet(settings, engine_log=folder.engine_log) as fleet:
             listeners.hear(FleetOpened(fleet))
             log_requests(fleet, request_log)
-            run = open_context(settings, spec, folder, fleet, listener=listeners, embedder=embedder)
+            run = open_context(settings, spec, folder, fleet, listener=listeners, embedder=embedder, sources=sources)
             draft = await ask_fleet(run, fleet, clock, options, typesetter)
         draft.tally.prompt_cache = request_log.prompt_cache()
         return await finish(run, draft, clock, typesetter, resumed=resumed, keep_stats=options.keep_stats)
@@ -157,14 +165,18 @@ async def book(
     levels kept verbatim, the levels it lacks planned under them), or finish the run in `resume`."""
     if resume is not None:
         folder, spec = load_run_folder(resume)
+        sources = open_book_sources(spec, open_embedder(settings.embeddings))
     elif spec is None:
         raise UsageError("a new book needs a spec (or a run folder to resume)")
     else:
+        sources = open_book_sources(spec, open_embedder(settings.embeddings))  # none readable: refused before a folder
         folder = new_run_folder(spec, out)
         if given is not None:
             save_outline(folder, given, spec.prompt)
     with working_in(folder, new=resume is None), kept_when_stopped(folder, spec), progress:
-        return await run_book(settings, spec, folder, resumed=resume is not None, listener=progress, options=options)
+        return await run_book(
+            settings, spec, folder, resumed=resume is not None, listener=progress, options=options, sources=sources
+        )
 
 
 async def plan(settings: Settings, spec: BookSpec, out: Path | None, progress: BookListener) -> PlanOutcome:

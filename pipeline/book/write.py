@@ -32,12 +32,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from string import Template
 
 import anyio
 from anyio.abc import TaskGroup
 
 from pipeline.backends.pool import BackendPool, RequestFailed
 from pipeline.backends.sse import OnDelta
+from pipeline.book.cite import Citing, sources_block, with_citations
 from pipeline.book.hedges import Hedges
 from pipeline.book.later import asked_until_answered
 from pipeline.book.profiles import Sampler
@@ -64,6 +66,7 @@ from pipeline.records import (
     WarmSchedule,
     wants_children,
 )
+from pipeline.records.sources import Passage
 from pipeline.templating import book_context, render, render_text
 from pipeline.watch.events import SectionDelta, SectionRestarted, SectionStarted, SectionWritten
 from pipeline.watch.listeners import BookListener
@@ -75,8 +78,9 @@ def style_note(request: str) -> str:
     return f" The book is written {', '.join(style)}." if style else ""
 
 
-def section_prompt(spec: BookSpec, outline: Outline, part: Part, chapter: Chapter, section: Section) -> str:
-    """templates/section.md filled, or the spec's own section template (`--section-template`)."""
+def section_prompt(spec: BookSpec, outline: Outline, chapter: Chapter, section: Section, *, sources: str = "") -> str:
+    """templates/section.md filled, or the spec's own section template (`--section-template`); `sources`, the
+    passages' block (pipeline/book/cite.py), goes where the template says `$sources`, else before it."""
     values = dict(
         subject=read(spec.prompt).subject or outline.title,
         book_title=outline.title,
@@ -86,21 +90,26 @@ def section_prompt(spec: BookSpec, outline: Outline, part: Part, chapter: Chapte
         section_point=section.point or section.title,
         paragraphs=paragraphs_for(spec.words),
         words=spec.words,
+        sources=sources,
     )
-    return render_text(spec.section_template, **values) if spec.section_template else render("section.md", **values)
+    if not spec.section_template:
+        return render("section.md", **values)
+    own = render_text(spec.section_template, **values)
+    says_where = "sources" in Template(spec.section_template).get_identifiers()
+    return own if says_where or not sources else sources + own
 
 
 def section_request(
     spec: BookSpec,
-    outline: Outline,
-    part: Part,
-    chapter: Chapter,
-    section: Section,
+    where: tuple[Outline, Chapter, Section],
     sampler: Sampler,
     candidate: int = 0,
+    *,
+    sources: str = "",
 ) -> ChatRequest:
     """The section's request; candidate n > 0 (best of k) is sampled with its own seed."""
-    prompt = section_prompt(spec, outline, part, chapter, section)
+    outline, chapter, section = where
+    prompt = section_prompt(spec, outline, chapter, section, sources=sources)
     tag = section.id if candidate == 0 else f"{section.id}#{candidate}"
     messages = [*book_context(spec.prompt), {"role": "user", "content": prompt}]
     return sampler.request(messages, spec.max_tokens, tag)
@@ -265,8 +274,10 @@ class SectionWriter:
         listener: BookListener,
         embedder: Embedder | None = None,
         policy: WritePolicy | None = None,
+        citing: Citing | None = None,
     ):
         self.pool = pool
+        self.citing = citing  # the user's sources: each section's passages (pipeline/book/cite.py)
         self.spec = spec
         self.journal = journal
         self.sampler = sampler
@@ -403,11 +414,14 @@ class SectionWriter:
     ) -> list[SectionResult]:
         """These candidates of one section, asked at once, each finished and scored by its on-point margin."""
         outline, part, chapter, section = where
-        requests = {n: section_request(self.spec, outline, part, chapter, section, self.sampler, n) for n in numbers}
+        given = self._given(outline, chapter, section)
+        asked, sources = (outline, chapter, section), sources_block(given)
+        requests = {n: section_request(self.spec, asked, self.sampler, n, sources=sources) for n in numbers}
         answers: dict[int, SectionResult] = {}
 
         async def one(number: int) -> None:
-            answers[number] = await self._candidate(section, requests[number], route, streamed=number == 0)
+            answer = await self._candidate(section, requests[number], route, streamed=number == 0)
+            answers[number] = with_citations(answer, given)
 
         async with anyio.create_task_group() as group:
             for number in requests:
@@ -415,6 +429,14 @@ class SectionWriter:
         ordered = [answers[number] for number in requests]
         await self._chapter_whole(chapter)
         return await anyio.to_thread.run_sync(with_margin, self.embedder, chapter, section, ordered)
+
+    def _given(self, outline: Outline, chapter: Chapter, section: Section) -> list[Passage]:
+        """The section's source passages, as many as fit its prompt; none without sources."""
+        if self.citing is None:
+            return []
+        prompt = "\n".join(m["content"] for m in book_context(self.spec.prompt))
+        prompt += section_prompt(self.spec, outline, chapter, section)
+        return self.citing.given(chapter.title, section, prompt=prompt)
 
     async def _judged(self, section: Section, results: list[SectionResult]) -> list[SectionResult]:
         """The candidates with their fit to the request when the judge has a choice to make (two written or more);

@@ -19,7 +19,8 @@ import anyio
 
 from pipeline.backends.fleet import Fleet
 from pipeline.backends.pool import BackendPool
-from pipeline.book.context import RunContext
+from pipeline.book.cite import UNKNOWN_CONTEXT, Citing
+from pipeline.book.context import RunContext, writing_context
 from pipeline.book.incremental import IncrementalTypesetter
 from pipeline.book.plan.levels import OnSection
 from pipeline.book.write import SectionWriter, WritePolicy
@@ -57,6 +58,17 @@ class Written:
     hedges: tuple[int, int] = (0, 0)  # hedges sent, and those that needed no retry (SectionWriter.hedge_counts)
 
 
+def citing_for(run: RunContext, fleet: Fleet) -> Citing | None:
+    """What gives each section its source passages, sized to the writing engines' context; None without sources."""
+    if run.sources is None:
+        return None
+    context = writing_context(fleet)
+    if context is None:
+        log.info("no writing engine reports its context: source passages fit %d tokens", UNKNOWN_CONTEXT)
+    room = context or UNKNOWN_CONTEXT
+    return Citing(run.sources, run.spec.prompt, context=room, max_tokens=run.spec.max_tokens)
+
+
 class WriteStage:
     def __init__(
         self,
@@ -82,7 +94,9 @@ class WriteStage:
             hedge=settings.hedge,
         )
         journal_file = Journal(run.folder.journal)
-        self.writer = SectionWriter(fleet.pool, run.spec, journal_file, run.writing, run.listener, run.embedder, policy)
+        self.writer = SectionWriter(
+            fleet.pool, run.spec, journal_file, run.writing, run.listener, run.embedder, policy, citing_for(run, fleet)
+        )
         self.results = ChainMap(self.writer.results, journal)
 
     @asynccontextmanager

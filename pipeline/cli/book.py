@@ -52,8 +52,10 @@ def book_spec(args: argparse.Namespace, given: GivenOutline | None = None):
     from pipeline.records import BookSpec
 
     if args.resume is not None:
-        if args.prompt or args.prompt_file or args.outline:
-            raise UsageError("--resume takes the prompt, shape and outline from the run folder; give none of them")
+        if args.prompt or args.prompt_file or args.outline or args.sources:
+            raise UsageError(
+                "--resume takes the prompt, shape, outline and sources from the run folder; give none of them"
+            )
         return None
     prompt = prompt_of(args) or (given.asked() if given is not None else None)
     if not prompt:
@@ -73,6 +75,18 @@ def book_spec(args: argparse.Namespace, given: GivenOutline | None = None):
         words=args.words,
         max_tokens=args.max_tokens,
         section_template=read_section_template(args.section_template),
+        sources=[str(path) for path in args.sources or []],
+    )
+
+
+def add_sources_flag(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--sources",
+        type=Path,
+        nargs="+",
+        metavar="PATH",
+        help="write from your own documents (files or folders: Markdown, text, HTML, PDF): each section is given "
+        "the passages nearest it and cites them [n]; put it after the prompt",
     )
 
 
@@ -306,6 +320,7 @@ def add_book_command(commands: argparse._SubParsersAction) -> argparse.ArgumentP
     )
     book.add_argument("--shape", default="8x12x16", metavar="PxCxS", help="parts x chapters x sections (8x12x16)")
     book.add_argument("--words", type=int, default=250, help="words asked for per section (250)")
+    add_sources_flag(book)
     add_endpoint_flag(book)
     book.add_argument(
         "--max-tokens",

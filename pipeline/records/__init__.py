@@ -9,6 +9,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from pipeline.records.sources import Passage
+
 
 class EngineKind(str, Enum):
     VLLM = "vllm"
@@ -88,6 +90,7 @@ class EngineInfo(BaseModel):
     has_metrics: bool = False
     counts_per_step: bool = False  # does the generated-token counter move every step, or at request end
     slots: int | None = None  # only engines that report it (llama.cpp /props total_slots)
+    context: int | None = None  # tokens one request may hold, prompt and answer, as the engine reports it
 
 
 class CacheResetDone(BaseModel):
@@ -310,6 +313,7 @@ class BookSpec(BaseModel):
     section_template: str | None = None  # the user's own section prompt (its text); None: templates/section.md
     profile: SamplingProfile | None = None  # chosen once the engines are known; a resume keeps it
     planner_profile: SamplingProfile | None = None  # when planning has backends of its own
+    sources: list[str] = Field(default_factory=list)  # the user's documents, files or folders, as named
 
     @model_validator(mode="before")
     @classmethod
@@ -411,6 +415,8 @@ class SectionResult(BaseModel):
     )
     candidates: int = 1  # answers written for it (best of k), the kept one chosen by margin
     discarded_tokens: int = 0  # tokens of the candidates not kept
+    given: list[Passage] = Field(default_factory=list)  # the user's source passages its prompt showed, [1] first
+    citations_removed: int = 0  # markers [n] the answer wrote that named no passage given, taken out
 
     @property
     def ok(self) -> bool:

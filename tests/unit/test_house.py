@@ -18,6 +18,7 @@ LAYERS = {
     "pipeline.templating": 0,
     "pipeline.journal": 0,
     "pipeline.titles": 0,
+    "pipeline.tokens": 0,
     "pipeline.records": 0,
     "pipeline.document": 0,
     "pipeline.cpu": 0,  # where the CPU went, charged by every stage above it

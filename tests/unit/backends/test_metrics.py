@@ -411,6 +411,7 @@ async def test_detect_vllm() -> None:
     info = await detect_on(VLLM_ROUTES)
     assert (info.kind, info.version, info.models) == (EngineKind.VLLM, "0.11.0", ["Qwen/Qwen3-8B"])
     assert info.has_metrics and info.counts_per_step and info.slots is None
+    assert info.context == 32768  # /v1/models max_model_len
 
 
 @pytest.mark.anyio
@@ -432,7 +433,7 @@ async def test_detect_sglang_without_enable_metrics() -> None:
 async def test_detect_llamacpp() -> None:
     info = await detect_on(LLAMACPP_ROUTES)
     assert (info.kind, info.version, info.slots) == (EngineKind.LLAMACPP, "b1-0c1e570", 2)
-    assert info.models == [LLAMACPP_MODEL]
+    assert info.models == [LLAMACPP_MODEL] and info.context == 2048  # a slot's share
     assert info.has_metrics and not info.counts_per_step
 
 
@@ -449,6 +450,7 @@ async def test_detect_tgi() -> None:
     assert (info.kind, info.version) == (EngineKind.TGI, "3.3.6")
     assert info.models == ["mistralai/Mistral-7B-Instruct-v0.3"]
     assert info.has_metrics and not info.counts_per_step and info.slots is None
+    assert info.context == 4096  # /info max_total_tokens
 
 
 @pytest.mark.anyio
@@ -456,7 +458,7 @@ async def test_detect_ollama() -> None:
     info = await detect_on(OLLAMA_ROUTES)
     assert (info.kind, info.version) == (EngineKind.OLLAMA, "0.12.6")
     assert info.models == ["llama3.2:latest", "qwen3:8b"]
-    assert not info.has_metrics and not info.counts_per_step
+    assert not info.has_metrics and not info.counts_per_step and info.context is None  # /api/show is a POST
 
 
 @pytest.mark.anyio
@@ -479,6 +481,7 @@ async def test_detect_unknown() -> None:
     assert info.kind is EngineKind.UNKNOWN
     assert info.models == ["gpt-4o-mini"]
     assert (info.version, info.has_metrics, info.counts_per_step, info.slots) == (None, False, False, None)
+    assert info.context is None
 
 
 @pytest.mark.anyio

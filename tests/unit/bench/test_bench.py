@@ -26,6 +26,7 @@ from pipeline.config import Settings
 from pipeline.errors import UsageError
 from pipeline.records import Backend
 from pipeline.records.bench import BenchSpec, RequestSample
+from pipeline.tokens import offline_encoding
 from tests.fakes.fake_engine import FakeEngine
 from tests.fakes.fake_steplaw import StepLawEngine, prompts_of, steplaw_in_thread, steplaw_process
 
@@ -176,6 +177,7 @@ def test_tiktoken_caches_its_encoding_in_fanouts_cache_not_the_systems_tmp(tmp_p
     monkeypatch.delenv("DATA_GYM_CACHE_DIR", raising=False)
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "system-tmp"))  # where tiktoken's default would go
     monkeypatch.setattr("tiktoken.registry.ENCODINGS", {})  # loaded afresh, not from this process's earlier load
+    offline_encoding.cache_clear()
     counter = TiktokenCounter()
     assert counter.encoding.encode("hello world")
     assert list((tmp_path / "tiktoken").iterdir()), "the encoding file is cached under FANOUT_CACHE"

@@ -185,7 +185,7 @@ def test_a_written_section_is_on_its_own_point_and_max_tokens_words_long(book):
     outline = Outline(title=planned.title, parts=[part])
     units = [unit(s.title, s.point) for s in sections]
     for own, section in enumerate(sections):
-        words = capable_section_text(section_prompt(spec, outline, part, chapter, section), spec.max_tokens)
+        words = capable_section_text(section_prompt(spec, outline, chapter, section), spec.max_tokens)
         assert len(words) == spec.max_tokens and words[-1].endswith(".")
         assert point_margin(open_embedder(), " ".join(words), units, own) > 0, section.title
 

@@ -97,7 +97,7 @@ def chapter_of_four() -> tuple[Outline, Part, Chapter]:
 def test_a_section_request_carries_its_book_chapter_and_own_point_and_no_sibling():
     outline, part, chapter = chapter_of_four()
     spec = BookSpec(prompt="Write a short handbook on keeping a sourdough starter alive.", words=180)
-    prompt = section_prompt(spec, outline, part, chapter, chapter.sections[1])
+    prompt = section_prompt(spec, outline, chapter, chapter.sections[1])
     assert '"Starter Care"' in prompt and '"Feeding Your Starter"' in prompt
     assert (
         'Write the section "The Feeding Ratio" of this book on keeping a sourdough starter alive. It explains: How '
@@ -109,9 +109,9 @@ def test_a_section_request_carries_its_book_chapter_and_own_point_and_no_sibling
     assert f"Write {paragraphs_for(180)} paragraphs, about 180 words" in prompt and "complete sentence" in prompt
     assert section_title(prompt) == "The Feeding Ratio" and plan_level(prompt) is None
     sampler = Sampler(profile=PROFILES["small"], kinds=frozenset({EngineKind.LLAMACPP}))
-    request = section_request(spec, outline, part, chapter, chapter.sections[1], sampler)
+    request = section_request(spec, (outline, chapter, chapter.sections[1]), sampler)
     assert request.temperature == 0.5 and request.extra["dry_multiplier"] == 0.8 and request.tag == "p01.c01.s02"
-    other = section_request(spec, outline, part, chapter, chapter.sections[1], sampler, candidate=2)
+    other = section_request(spec, (outline, chapter, chapter.sections[1]), sampler, candidate=2)
     assert other.tag == "p01.c01.s02#2" and other.extra["seed"] != request.extra["seed"], "a candidate's own seed"
 
 
@@ -127,10 +127,10 @@ def test_the_requests_audience_and_asks_for_every_part_reach_the_section_prompt(
             "The book is written with code examples.",
         ),
     ):
-        prompt = section_prompt(BookSpec(prompt=request), outline, part, chapter, chapter.sections[0])
+        prompt = section_prompt(BookSpec(prompt=request), outline, chapter, chapter.sections[0])
         assert note in prompt and request not in prompt
     plain = section_prompt(
-        BookSpec(prompt="Sourdough. Practical, with examples."), outline, part, chapter, chapter.sections[0]
+        BookSpec(prompt="Sourdough. Practical, with examples."), outline, chapter, chapter.sections[0]
     )
     assert "The book is written" not in plain, "'practical, with examples' is said by the prompt already"
 
@@ -138,7 +138,7 @@ def test_the_requests_audience_and_asks_for_every_part_reach_the_section_prompt(
 def test_a_chapters_section_prompts_share_everything_before_their_own_title():
     outline, part, chapter = chapter_of_four()
     spec = BookSpec(prompt="Explain how vaccines work, for curious readers without a biology degree.")
-    prompts = [section_prompt(spec, outline, part, chapter, section) for section in chapter.sections]
+    prompts = [section_prompt(spec, outline, chapter, section) for section in chapter.sections]
     shared = os.path.commonprefix(prompts)
     assert shared.endswith('Write the section "') and chapter.title in shared and outline.title in shared
     assert "complete sentence" in shared and "without a biology degree" in shared, "the instructions come first"
@@ -148,7 +148,7 @@ def test_a_users_own_section_template_is_filled_and_a_bad_one_refused_in_one_lin
     outline, part, chapter = chapter_of_four()
     own = "Section of $book_title: $section_title. Point: $section_point. About $words words; $$5 is a price."
     spec = BookSpec(prompt="Sourdough.", words=120, section_template=section_template(own, "own.md"))
-    prompt = section_prompt(spec, outline, part, chapter, chapter.sections[1])
+    prompt = section_prompt(spec, outline, chapter, chapter.sections[1])
     assert (
         prompt
         == f"Section of {outline.title}: The Feeding Ratio. Point: How to weigh 1:1:1.. About 120 words; $5 is a price."

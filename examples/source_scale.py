@@ -12,15 +12,18 @@ Markdown tables:
 
 1. `open_sources` on 10 MB of Markdown: the corpus's books (tests/fixtures/corpus/) as `book_markdown` writes them,
    with their headings, one file each, repeated under a "-2" suffix to reach 10 MB. Cold (read, cut, indexed,
-   saved) and again (the saved index loaded), each in a fresh process: wall seconds and peak RSS. Then the cold
+   saved) and again (the saved index loaded), each in a fresh process: wall seconds, the RSS before the call (the
+   package and the model's table loaded) and the peak during it (Linux's VmHWM, reset first). Then the cold
    build again, piece by piece through the public functions it is made of (files_under, index_key, parse_file,
    passages_of; tokens; bm25s; embed_all; SourceIndex.save), each timed.
 2. Query latency, p50 and p95 over QUERIES queries (a corpus section's title, its chapter's title and one of its
    book's two requests, spread evenly over the corpus): `SourceIndex.search` by each retriever (`by=`), and its two
-   scorers alone (`lexical_scores`, `meaning_scores`). search scores by both whatever `by` says.
+   scorers alone (`lexical_scores`, `meaning_scores`). search scores by the retrievers `by` names (both for
+   fused). The queries' texts are embedded before the clock starts, as the planner has embedded its titles before
+   it asks.
 3. Memory at each size, each in a fresh process: the vectors, bm25s's score matrix (data, indices, indptr), the
-   passages' text, the RSS once the package and the model's table are loaded, the RSS held with the index built and
-   the peak (bm25s's build included).
+   passages' text; the RSS before the index is built (the package, the model's table and the corpus loaded), the
+   RSS held once it is built and asked, and the peak between (bm25s's build included).
 4. Brute force (numpy: float32 matmul; float16 storage, upcast to float32 in blocks, since numpy has no float16
    BLAS) against faiss IndexFlatIP, faiss IndexHNSWFlat (M=32; faiss's defaults efConstruction 40, efSearch 16)
    and a usearch Index with its defaults (cos, bf16 storage, connectivity 16, expansion add 128 and search 64):
@@ -45,7 +48,6 @@ import argparse
 import importlib
 import itertools
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -97,13 +99,14 @@ REAL_FILE, QUERY_FILE = "real.npy", "queries.npy"
 Row = dict[str, Any]
 
 
-def peak_rss() -> float:
-    """This process's peak RSS in MB (Linux gives KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / MB
+def memory(field: str) -> float:
+    """This process's RSS ("VmRSS") or its peak since the last reset_peak ("VmHWM"), in MB (Linux)."""
+    rows = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines())
+    return int(rows[field].split()[0]) * 1024 / MB
 
 
-def rss() -> float:
-    return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / MB
+def reset_peak() -> None:
+    Path("/proc/self/clear_refs").write_text("5")  # the peak RSS starts again from the RSS now
 
 
 def apart(function: Callable[..., Row], *args: Any) -> Row:
@@ -119,17 +122,17 @@ def timing(into: dict[str, float], name: str) -> Iterator[None]:
     into[name] = time.perf_counter() - start
 
 
-def percentiles(call: Callable[[Any], object], queries: list[Any]) -> tuple[float, float]:
-    """p50 and p95 of one call's milliseconds over the queries, after WARMUP untimed ones."""
+def timed(call: Callable[[Any], Any], queries: list[Any]) -> tuple[tuple[float, float], list[Any]]:
+    """p50 and p95 of one call's milliseconds over the queries (after WARMUP untimed ones), and its answers."""
     for query in queries[:WARMUP]:
         call(query)
-    times = []
+    times, answers = [], []
     for query in queries:
         start = time.perf_counter()
-        call(query)
+        answers.append(call(query))
         times.append(1000 * (time.perf_counter() - start))
     p50, p95 = np.percentile(times, [50, 95])
-    return float(p50), float(p95)
+    return (float(p50), float(p95)), answers
 
 
 def tiled(real: np.ndarray, size: int) -> np.ndarray:
@@ -159,7 +162,8 @@ def write_markdown(folder: Path) -> int:
 
 def open_once(folder: Path) -> Row:
     embedder = open_embedder()
-    before = peak_rss()
+    reset_peak()
+    before = memory("VmRSS")
     start = time.perf_counter()
     found = open_sources([folder], embedder)
     seconds = time.perf_counter() - start
@@ -168,7 +172,7 @@ def open_once(folder: Path) -> Row:
         "passages": found.report.passages,
         "reused": found.report.reused,
         "before": before,
-        "peak": peak_rss(),
+        "peak": memory("VmHWM"),
     }
 
 
@@ -285,12 +289,14 @@ def passages_at(base: list[Passage], size: int) -> list[Passage]:
 
 
 def latencies(index: SourceIndex, queries: list[Query]) -> dict[str, tuple[float, float]]:
+    """Each call's p50 and p95, the query texts embedded beforehand (the planner has embedded its titles)."""
+    index.embedder.embed([text for query in queries for text in query.texts() if text])
     calls: dict[str, Callable[[Query], object]] = {
         f"search by={by}": partial(index.search, k=SOURCE_PASSAGES, by=by) for by in (LEXICAL, MEANING, FUSED)
     }
     calls["lexical_scores alone"] = index.lexical_scores
     calls["meaning_scores alone"] = index.meaning_scores
-    return {name: percentiles(call, queries) for name, call in calls.items()}
+    return {name: timed(call, queries)[0] for name, call in calls.items()}
 
 
 def measure_size(size: int, work: Path) -> Row:
@@ -298,7 +304,8 @@ def measure_size(size: int, work: Path) -> Row:
     embedder = open_embedder()
     base = corpus_passages()
     stems = tokens([passage.indexed_text() for passage in base])
-    before = rss()
+    reset_peak()
+    before = memory("VmRSS")
     passages = passages_at(base, size)
     start = time.perf_counter()
     lexical = bm25s.BM25()
@@ -313,8 +320,8 @@ def measure_size(size: int, work: Path) -> Row:
         **matrix,
         "text": sum(sys.getsizeof(p.text) for p in passages) / MB,
         "before": before,
-        "held": rss(),
-        "peak": peak_rss(),
+        "held": memory("VmRSS"),
+        "peak": memory("VmHWM"),
     }
 
 
@@ -405,9 +412,8 @@ def ann_row(build: Build, vectors: np.ndarray, queries: np.ndarray) -> tuple[flo
     start = time.perf_counter()
     search, index_bytes = build(vectors)
     built = time.perf_counter() - start
-    p50, p95 = percentiles(search, list(queries))
-    found = [set(search(query)[:RECALL_AT].tolist()) for query in queries]
-    return built, p50, p95, index_bytes(), found
+    (p50, p95), answers = timed(search, list(queries))
+    return built, p50, p95, index_bytes(), [set(answer[:RECALL_AT].tolist()) for answer in answers]
 
 
 def ann_tables(work: Path, sizes: list[int]) -> None:

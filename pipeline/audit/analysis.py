@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pipeline.audit.citations import book_citations
 from pipeline.audit.source import AuditBook, AuditSection, headings_of
 from pipeline.meaning.embed import Embedder, Vectors, unit_rows
 from pipeline.meaning.floors import OFF_REQUEST
@@ -280,6 +281,16 @@ def share(flags: list[bool]) -> float | None:
     return round(sum(flags) / len(flags), DIGITS) if flags else None
 
 
+def judge_citations(book: AuditBook, sections: list[SectionMeaning], embedder: Embedder) -> int | None:
+    """Each section's cited sentences against its passages (pipeline/audit/citations.py); the citations judged,
+    None when no section has passages to judge by."""
+    found = {checked.id: checked for checked in book_citations(book, embedder)}
+    for meaning in sections:
+        if meaning.id in found:
+            meaning.citations, meaning.unsupported = found[meaning.id].checked, found[meaning.id].unsupported
+    return sum(checked.checked for checked in found.values()) if found else None
+
+
 def analyse(book: AuditBook, embedder: Embedder, judge: Embedder | None = None) -> BookMeaning:
     """The figures by meaning; `judge` the off-request judge (pipeline/meaning/offrequest.py), None: not judged."""
     sections = section_meanings(book, embedder)
@@ -294,6 +305,7 @@ def analyse(book: AuditBook, embedder: Embedder, judge: Embedder | None = None) 
     if judge is not None and book.prompt:
         judge_subject(book, sections, judge)
     subject = [s for s in sections if s.on_subject is not None]
+    cited = judge_citations(book, sections, embedder)
     evidence = {
         "similar_titles": similar_title_pairs(book, embedder),
         "vague_points": vague_point_list(book, embedder),
@@ -312,6 +324,7 @@ def analyse(book: AuditBook, embedder: Embedder, judge: Embedder | None = None) 
             for s in subject
             if not s.on_subject
         ],
+        "unsupported": [f"{s.id}: {sentence}" for s in sections for sentence in s.unsupported],
     }
     return BookMeaning(
         model=embedder.name,
@@ -332,6 +345,8 @@ def analyse(book: AuditBook, embedder: Embedder, judge: Embedder | None = None) 
         off_subject_ids=[s.id for s in subject if not s.on_subject],
         asks=asks,
         missing_asks=missing,
+        citations=cited,
+        unsupported=None if cited is None else len(evidence["unsupported"]),
         evidence={k: v for k, v in evidence.items() if v},
         sections=sections,
     )

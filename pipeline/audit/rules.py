@@ -21,6 +21,7 @@ from pipeline.audit.source import AuditBook, AuditSection, headings_of
 from pipeline.errors import UsageError
 from pipeline.meaning.offensive import offensive_words
 from pipeline.records.audit import BookMeaning, Defect
+from pipeline.sources.markers import cited_numbers
 from pipeline.text import close_open_fence, ends_closed, prose_words, repetition_loop, shingles, words_of
 from pipeline.titles import MINOR_WORDS, TitleIndex, title_key
 
@@ -274,6 +275,15 @@ def rule_offensive(book: AuditBook) -> list[Defect]:
     return found
 
 
+def rule_uncited(book: AuditBook) -> list[Defect]:
+    """A section written from source passages that cites none of them (a run's journal says what it was given)."""
+    return [
+        defect("uncited", section, f"given {len(section.given)} passages, cites none")
+        for section in book.sections
+        if section.written_from_sources and section.error is None and section.text and not cited_numbers(section.text)
+    ]
+
+
 def by_id(book: AuditBook) -> dict[str, AuditSection]:
     return {section.id: section for section in book.sections}
 
@@ -318,6 +328,16 @@ def rule_repeated_content(book: AuditBook, meaning: BookMeaning) -> list[Defect]
     ]
 
 
+def rule_unsupported(book: AuditBook, meaning: BookMeaning) -> list[Defect]:
+    """Cited sentences the passage they cite does not support (pipeline/audit/citations.py)."""
+    sections = by_id(book)
+    return [
+        defect("unsupported", sections[m.id], f"{len(m.unsupported)} of {m.citations}: {m.unsupported[0]}")
+        for m in meaning.sections
+        if m.unsupported and m.id in sections
+    ]
+
+
 def rule_stray_headings(book: AuditBook, meaning: BookMeaning) -> list[Defect]:
     """Headings inside a written section's body (a run folder's journal): in the book they read as sections."""
     if not book.from_journal:
@@ -345,6 +365,7 @@ RULES: list[tuple[str, Rule]] = [
     ("heading_outranks", rule_heading_outranks),
     ("word_count_outliers", rule_word_count_outliers),
     ("offensive", rule_offensive),
+    ("uncited", rule_uncited),
 ]
 MEANING_RULES: list[tuple[str, MeaningRule]] = [
     ("off_point", rule_off_point),
@@ -352,6 +373,7 @@ MEANING_RULES: list[tuple[str, MeaningRule]] = [
     ("off_subject", rule_off_subject),
     ("repeated_content", rule_repeated_content),
     ("stray_headings", rule_stray_headings),
+    ("unsupported", rule_unsupported),
 ]
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from markdown_it.token import Token
@@ -33,6 +33,7 @@ from pipeline.errors import UsageError
 from pipeline.journal import read_journal
 from pipeline.records import BookSpec, Node, Outline, SectionResult
 from pipeline.records.audit import TITLE_LEVEL, BookStructure, LevelShape
+from pipeline.sources.markers import split_sources_list
 from pipeline.text import close_open_fence, without_link_targets
 from pipeline.titles import NUMBERING
 
@@ -50,10 +51,16 @@ class AuditSection:
     text: str
     finish_reason: str | None = None
     error: str | None = None
+    given: tuple[str, ...] = ()  # the source passages its markers number: [1] is given[0] ("" where not known)
+    cites_from: tuple[str, ...] = ()  # a Markdown section's Sources list: where each source it cites is from
+    written_from_sources: bool = False  # a run's section whose prompt showed source passages
 
     @property
     def words(self) -> int:
         return len(self.text.split())
+
+    def with_given(self, given: tuple[str, ...]) -> AuditSection:
+        return replace(self, given=given)
 
 
 @dataclass(frozen=True)
@@ -138,7 +145,16 @@ def load_run(folder: Path) -> AuditBook:
 def run_section(section: Node, result: SectionResult | None) -> AuditSection:
     if result is None:
         return AuditSection(section.id, section.title, "", error="never written")
-    return AuditSection(section.id, section.title, result.text, result.finish_reason, result.error)
+    given = tuple(passage.text for passage in result.given)
+    return AuditSection(
+        section.id,
+        section.title,
+        result.text,
+        result.finish_reason,
+        result.error,
+        given=given,
+        written_from_sources=bool(given),
+    )
 
 
 def run_nodes(outline: Outline) -> list[BookNode]:
@@ -305,7 +321,8 @@ def load_markdown(path: Path) -> AuditBook:
         if block.parent is not None:
             book.parents[block.id] = block.parent
         if block.texts or not block.children:
-            book.sections.append(AuditSection(block.id, block.title, "\n\n".join(block.texts)))
+            text, cites_from = split_sources_list("\n\n".join(block.texts))
+            book.sections.append(AuditSection(block.id, block.title, text, cites_from=tuple(cites_from)))
     book.nodes.sort(key=lambda node: node.rank)  # level by level, book order kept within each
     book.blocks = [s.text for s in book.sections if s.text]
     book.structure = markdown_structure(book, blocks, tokens, title or None)

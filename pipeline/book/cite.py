@@ -11,6 +11,10 @@ of the markers [n] the model writes.
 - Markers: [n], [n, m] or [n][m] in the answer's prose (not in code) that name a passage given are kept; a number
   that names none is taken out and counted (`citations_removed`). The journal keeps the model's own numbers and
   the passages given (SectionResult.given).
+- Planning (`PlanSources`): the book's and each part's planning prompt names the headings of the passages nearest
+  it ("The user's sources cover: ..."), so the outline covers the material; each planned node keeps the places its
+  nearest passages are from (Node.sources, shown and edited in outline.md), and a section is given passages from
+  those places.
 - On the page (`cited_body`): a section's markers renumbered in the order first cited, and after its text a
   "Sources" list of what it cites: file, heading path and page, each the text of the user's document (escaped:
   source text is data, never markup).
@@ -19,12 +23,12 @@ of the markers [n] the model writes.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pipeline.records import Section, SectionResult
 from pipeline.records.sources import Passage, Query
 from pipeline.sources.index import SourceIndex
+from pipeline.sources.markers import MARKER, SPACED_MARKER, cited_numbers, marker_numbers, outside_code, sources_list
 from pipeline.templating import render
 from pipeline.tokens import offline_tokens
 
@@ -34,10 +38,8 @@ SOURCE_PASSAGES = 5  # passages a section is given at most
 TOKENIZER_SLACK = 1.35
 UNKNOWN_CONTEXT = 2048  # tokens assumed when no writing engine reports its context: the embedded engine's slot
 PROMPT_MARGIN = 64  # tokens kept free for the chat template's own
-MARKER = re.compile(r"\[(\d{1,3}(?:\s*[,;]\s*\d{1,3})*)\](?![(\[:])")
-CODE = re.compile(r"```.*?(?:```|\Z)|`[^`\n]*`", re.DOTALL)
-MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~])")
-SOURCES_HEADING = "Sources"
+TOPIC_PASSAGES = 24  # passages a planning prompt's note on the sources is drawn from
+TOPICS = 12  # headings it names at most
 
 
 def prompt_tokens(text: str) -> int:
@@ -56,12 +58,37 @@ class Citing:
     given_to: dict[str, list[Passage]] = field(default_factory=dict)
 
     def given(self, chapter_title: str, section: Section, *, prompt: str) -> list[Passage]:
-        """The section's passages that fit beside `prompt` (the whole prompt without them) and its answer."""
+        """The section's passages that fit beside `prompt` (the whole prompt without them) and its answer: from the
+        places its outline names (its `sources`), else from all, nearest first."""
         if section.id not in self.given_to:
             room = self.context - self.max_tokens - prompt_tokens(prompt) - PROMPT_MARGIN
-            hits = self.index.search(Query(section.title, chapter_title, self.request), SOURCE_PASSAGES)
+            within = self.index.from_places(section.sources) if section.sources else None
+            query = Query(section.title, chapter_title, self.request)
+            hits = self.index.search(query, SOURCE_PASSAGES, within=within)
             self.given_to[section.id] = fitting([hit.passage for hit in hits], room)
         return self.given_to[section.id]
+
+
+@dataclass(frozen=True)
+class PlanSources:
+    """What the planner sees of the sources: the topics they hold for a node (their headings nearest it, for the
+    book's and the parts' prompts), and the places that support a planned node (kept in the outline)."""
+
+    index: SourceIndex
+    request: str
+
+    def note(self, focus: str, above: str = "") -> str:
+        """'\nThe sources cover: Rye; Water hardness; ...' for a planning prompt ("" when they hold nothing
+        near)."""
+        hits = self.index.search(Query(focus or self.request, above, self.request), TOPIC_PASSAGES)
+        topics = [hit.passage.headings[-1] if hit.passage.headings else hit.passage.file for hit in hits]
+        shown = list(dict.fromkeys(" ".join(topic.split()) for topic in topics if topic.strip()))[:TOPICS]
+        return f"\nThe user's sources cover: {'; '.join(shown)}." if shown else ""
+
+    def places(self, title: str, above: str) -> list[str]:
+        """Where the passages nearest a node are from (Passage.where), nearest first."""
+        hits = self.index.search(Query(title, above, self.request), SOURCE_PASSAGES)
+        return list(dict.fromkeys(hit.passage.where() for hit in hits))
 
 
 def fitting(passages: list[Passage], room: int) -> list[Passage]:
@@ -101,19 +128,9 @@ def checked_markers(text: str, given: int) -> tuple[str, int]:
         numbers = marker_numbers(match)
         kept = [n for n in numbers if 1 <= n <= given]
         removed += len(numbers) - len(kept)
-        return f"[{', '.join(map(str, kept))}]" if kept else ""
+        return f"{match.group(1)}[{', '.join(map(str, kept))}]" if kept else ""
 
-    return _outside_code(text, lambda prose: MARKER.sub(check, prose)), removed
-
-
-def cited_numbers(text: str) -> list[int]:
-    """The passage numbers the text's markers name, in the order first cited."""
-    found = [n for prose in CODE.split(text) for match in MARKER.finditer(prose) for n in marker_numbers(match)]
-    return list(dict.fromkeys(found))
-
-
-def marker_numbers(match: re.Match[str]) -> list[int]:
-    return [int(n) for n in re.split(r"\s*[,;]\s*", match.group(1))]
+    return outside_code(text, lambda prose: SPACED_MARKER.sub(check, prose)), removed
 
 
 def cited_body(text: str, given: list[Passage]) -> str:
@@ -127,21 +144,5 @@ def cited_body(text: str, given: list[Passage]) -> str:
         numbers = sorted({new[n] for n in marker_numbers(match) if n in new})
         return "".join(f"[{n}]" for n in numbers)
 
-    body = _outside_code(text, lambda prose: MARKER.sub(renumber, prose))
-    entries = [f"{at}. {escaped(given[old - 1].where())}" for old, at in new.items()]
-    return "\n\n".join([body, f"{SOURCES_HEADING}:", "\n".join(entries)])
-
-
-def escaped(text: str) -> str:
-    """Text of a user's document as Markdown that prints it as it is."""
-    return MARKDOWN_SPECIAL.sub(r"\\\1", " ".join(text.split()))
-
-
-def _outside_code(text: str, change: Callable[[str], str]) -> str:
-    """`change` applied to the text between code spans and fences, the code left as it is."""
-    pieces, at = [], 0
-    for code in CODE.finditer(text):
-        pieces += [change(text[at : code.start()]), code.group(0)]
-        at = code.end()
-    pieces.append(change(text[at:]))
-    return "".join(pieces)
+    body = outside_code(text, lambda prose: MARKER.sub(renumber, prose))
+    return "\n\n".join([body, sources_list([given[old - 1].where() for old in new])])

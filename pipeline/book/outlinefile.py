@@ -12,6 +12,10 @@ The format (one heading a line; a key point is the one line of text under its he
     What the chapter covers.
     #### A section
     What the section covers.
+    Sources: notes/flour.md, Rye | notes/water.md, Hardness
+
+A `Sources:` line under a heading (a book with sources) names where the passages that support the node are from,
+separated by " | "; a section is written from those, and an edited line is kept as edited.
 
 The request is a front-matter line (a JSON string when it holds a line break or starts with a quote). A file
 may stop at chapters or at parts: the levels it leaves out are planned under what it gives. The most children
@@ -43,6 +47,8 @@ from pipeline.records import Chapter, Node, Outline, Part, Section
 HEADING = re.compile(r"^(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
 LEVEL_NAMES = {1: "book title", 2: "part", 3: "chapter", 4: "section"}
 FRONT = "---"
+SOURCES = "Sources:"
+SOURCES_SEPARATOR = " | "
 
 
 @dataclass
@@ -88,12 +94,14 @@ def outline_markdown(outline: Outline, request: str | None) -> str:
 
 
 def node_lines(level: int, node: Node) -> list[str]:
-    return ["", f"{'#' * level} {node.title}", *([point_line(node.point)] if node.point else [])]
+    lines = ["", f"{'#' * level} {node.title}", *([point_line(node.point)] if node.point else [])]
+    return lines + ([f"{SOURCES} {SOURCES_SEPARATOR.join(node.sources)}"] if node.sources else [])
 
 
 def point_line(point: str) -> str:
-    """A point that would read as a heading, front matter or an escaped line is written after a backslash."""
-    return "\\" + point if point.startswith(("#", "\\", FRONT)) else point
+    """A point that would read as a heading, front matter, a Sources line or an escaped line is written after a
+    backslash."""
+    return "\\" + point if point.startswith(("#", "\\", FRONT, SOURCES)) else point
 
 
 def front_value(request: str) -> str:
@@ -145,7 +153,10 @@ def read_outline_markdown(text: str, where: str = "outline.md") -> GivenOutline:
         elif line.strip():
             if builder is None:
                 raise UsageError(f"{where} line {number}: text before the book title (a `# ` line)")
-            builder.point(line.strip(), number)
+            if line.strip().startswith(SOURCES):
+                builder.sources(line.strip().removeprefix(SOURCES), number)
+            else:
+                builder.point(line.strip(), number)
     if builder is None:
         raise UsageError(f"{where}: no book title (a `# ` line)")
     return builder.finished()
@@ -246,6 +257,11 @@ class _Builder:
             )
         self.last[0].point = text[1:] if text.startswith("\\") else text
         self.point_line = number
+
+    def sources(self, text: str, number: int) -> None:
+        if self.last is None:
+            raise UsageError(f"{self.where} line {number}: a Sources line under the book title; it goes under a node")
+        self.last[0].sources = [where.strip() for where in text.split(SOURCES_SEPARATOR.strip()) if where.strip()]
 
     def finished(self) -> GivenOutline:
         outline = self.given.outline

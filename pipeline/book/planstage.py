@@ -9,16 +9,18 @@ node, and each section is handed to `on_section` (the write stage) as the run's 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pipeline.backends.fleet import Fleet
+from pipeline.book.cite import PlanSources
 from pipeline.book.context import RunContext
 from pipeline.book.folder import Saved, save_outline
-from pipeline.book.plan.levels import OnSection, id_number
-from pipeline.book.plan.planner import Planner
+from pipeline.book.plan.levels import OnSection, SourcesNote, id_number
+from pipeline.book.plan.planner import Planner, PlanOptions
 from pipeline.book.plan.stats import PlanStats
 from pipeline.meaning.offrequest import open_judge
-from pipeline.records import Outline, PlanSchedule, Section, SectionResult
+from pipeline.records import Node, Outline, PlanSchedule, Section, SectionResult
 from pipeline.watch.events import LevelPlanned, OutlineReady, PlanningStarted
 
 log = logging.getLogger("fanout")
@@ -54,9 +56,13 @@ def open_planner(run: RunContext, fleet: Fleet) -> Planner:
         on_node=lambda level: run.listener.hear(LevelPlanned(level)),
         embedder=run.embedder,
         judge=judge,
-        lane_writing=lane,
-        mode=run.settings.planning,
+        options=PlanOptions(lane_writing=lane, mode=run.settings.planning, sources_note=sources_note(run)),
     )
+
+
+def sources_note(run: RunContext) -> SourcesNote | None:
+    """What the planning prompts are told of the user's sources; None without sources."""
+    return None if run.sources is None else PlanSources(run.sources, run.spec.prompt).note
 
 
 async def plan_outline(
@@ -65,7 +71,10 @@ async def plan_outline(
     """The whole outline, each of its sections handed to `on_section` as `schedule` says (all at once from a
     complete saved outline)."""
     outline = saved.outline
+    places = None if run.sources is None else PlanSources(run.sources, run.spec.prompt).places
     if outline is not None and outline.complete:
+        if places is not None and keep_places(outline, places):
+            save_outline(run.folder, outline, run.spec.prompt)
         for part, chapter, section in outline.sections():
             on_section(outline, part, chapter, section)
         return Planned(outline, PlanStats())
@@ -75,12 +84,29 @@ async def plan_outline(
     run.listener.hear(PlanningStarted(run.spec))
 
     def save(outline: Outline) -> None:
+        if places is not None:
+            keep_places(outline, places)
         save_outline(run.folder, outline, run.spec.prompt)
         run.listener.hear(OutlineReady(outline))
 
     outline = await planner.plan(outline, schedule=schedule, on_section=on_section, on_change=save)
     log_plan(outline, planner.stats)
     return Planned(outline, planner.stats)
+
+
+def keep_places(outline: Outline, places: Callable[[str, str], list[str]]) -> bool:
+    """Each node without sources of its own (a person's edited ones are kept) is given the places its nearest
+    passages are from; whether any node was."""
+    given = False
+    for part in outline.parts:
+        nodes: list[tuple[Node, str]] = [(part, outline.title)]
+        nodes += [(chapter, part.title) for chapter in part.chapters]
+        nodes += [(section, chapter.title) for chapter in part.chapters for section in chapter.sections]
+        for node, above in nodes:
+            if not node.sources:
+                node.sources = places(node.title, above)
+                given = given or bool(node.sources)
+    return given
 
 
 def log_plan(outline: Outline, stats: PlanStats) -> None:

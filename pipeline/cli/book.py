@@ -250,7 +250,15 @@ def cmd_audit(args: argparse.Namespace) -> int:
     book = load_book(args.source)
     if (asked := prompt_of(args)) is not None:
         book.prompt = asked
-    report = audit(book, rules, skipped, open_embedder(settings.embeddings), settings.judge)
+    embedder = open_embedder(settings.embeddings)
+    if args.sources:
+        from pipeline.audit.citations import resolve_sources
+        from pipeline.sources.collect import open_sources
+
+        missing = resolve_sources(book, open_sources(list(args.sources), embedder).index.passages)
+        if missing:
+            print(f"fanout: {missing} cited sources are not in the sources given: not judged", file=sys.stderr)
+    report = audit(book, rules, skipped, embedder, settings.judge)
     write_atomic(audit_path(args.source), report.model_dump_json(indent=2))
     if args.json:
         print(report.model_dump_json(indent=2))
@@ -463,6 +471,14 @@ def add_audit_command(commands: argparse._SubParsersAction) -> argparse.Argument
         "its own; a run folder's is its spec's)",
     )
     add_prompt_file_flag(audit)
+    audit.add_argument(
+        "--sources",
+        type=Path,
+        nargs="+",
+        metavar="PATH",
+        help="the documents a Markdown book cites (its sections' Sources lists): each cited sentence is judged "
+        "against the passage it cites",
+    )
     audit.add_argument("--json", action="store_true", help="print audit.json to stdout")
     audit.add_argument("--rule", metavar="RULES", help="only these rules (comma list)")
     audit.add_argument("--skip-rule", metavar="RULES", help="all rules but these (comma list)")

@@ -341,6 +341,8 @@ class Node(BaseModel):
     placeholder: bool = False  # a numbered stand-in (outlines of older versions; fanout makes none now)
     about: str = ""  # the facet or concern the plan gave the model to phrase it from ('' : planned open or by hand)
     short: bool = False  # planned with fewer children than the shape asks: no usable line for the rest
+    sources: list[str] = Field(default_factory=list)  # where the user's passages that support it are from
+    # (Passage.where: file, heading path, page); a section is written from those, a person may edit them
 
 
 class Section(Node):

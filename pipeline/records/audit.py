@@ -102,6 +102,8 @@ class SectionMeaning(BaseModel):
     subject_unit: float | None = None  # fit of its title and point to the request (pipeline/meaning/onsubject.py)
     subject_text: float | None = None  # fit of its text's opening to the request
     on_subject: bool | None = None  # None: not judged (no request, no judge, or no text)
+    citations: int = 0  # cited sentences judged against the passages they cite (one a passage cited)
+    unsupported: list[str] = Field(default_factory=list)  # the sentences its cited passage does not support
 
 
 class BookMeaning(BaseModel):
@@ -123,6 +125,8 @@ class BookMeaning(BaseModel):
     off_subject_ids: list[str] = Field(default_factory=list)  # the sections off the subject
     asks: list[str] = Field(default_factory=list)
     missing_asks: list[str] = Field(default_factory=list)
+    citations: int | None = None  # citations judged; None: the book has no source passages to judge them by
+    unsupported: int | None = None  # of those, the ones their passage does not support
     evidence: dict[str, list[str]] = Field(default_factory=dict)  # figure -> one line a finding
     sections: list[SectionMeaning] = Field(default_factory=list)
 

@@ -61,6 +61,7 @@ class SourceIndex:
         self.lexical = lexical
         self.vectors = vectors
         self.embedder = embedder
+        self._by_place: dict[str, list[int]] | None = None
 
     @classmethod
     def build(cls, passages: list[Passage], embedder: Embedder) -> SourceIndex:
@@ -88,20 +89,34 @@ class SourceIndex:
         scores: Vectors = self.vectors @ (mean / norm if norm > 0 else mean)
         return scores
 
-    def search(self, query: Query, k: int = 5, *, by: str = FUSED) -> list[Hit]:
+    def search(self, query: Query, k: int = 5, *, by: str = FUSED, within: frozenset[int] | None = None) -> list[Hit]:
         """The `k` passages nearest the query: by both retrievers' scores fused (each scaled to 0..1 over the
         passages, then LEXICAL_SHARE of the words' and the rest of the meaning's), or `by` one of them (LEXICAL,
-        MEANING: what the retrieval study compares)."""
+        MEANING: what the retrieval study compares); only those numbered `within`, when given."""
         if not self.passages:
             return []
-        lexical, meaning = self.lexical_scores(query), self.meaning_scores(query)
-        fused = {LEXICAL: scaled(lexical), MEANING: scaled(meaning)}
-        fused[FUSED] = LEXICAL_SHARE * fused[LEXICAL] + (1 - LEXICAL_SHARE) * fused[MEANING]
-        scores = fused[by]
-        count = min(k, len(scores))
+        zero = np.zeros(len(self.passages), dtype=np.float32)
+        lexical = self.lexical_scores(query) if by != MEANING else zero
+        meaning = self.meaning_scores(query) if by != LEXICAL else zero
+        scores = {LEXICAL: scaled(lexical), MEANING: scaled(meaning)}.get(by)
+        if scores is None:
+            scores = LEXICAL_SHARE * scaled(lexical) + (1 - LEXICAL_SHARE) * scaled(meaning)
+        if within is not None:
+            scores = np.where(np.isin(np.arange(len(scores)), list(within)), scores, -np.inf).astype(np.float32)
+        count = min(k, len(scores) if within is None else len(within))
+        if count == 0:
+            return []
         top = np.argpartition(-scores, count - 1)[:count]
         order = [int(at) for at in top[np.argsort(-scores[top], kind="stable")]]
         return [Hit(self.passages[at], float(scores[at]), float(lexical[at]), float(meaning[at])) for at in order]
+
+    def from_places(self, places: list[str]) -> frozenset[int]:
+        """The passages from these places (Passage.where: file, heading path, page)."""
+        if self._by_place is None:
+            self._by_place = {}
+            for passage in self.passages:
+                self._by_place.setdefault(passage.where(), []).append(passage.number)
+        return frozenset(number for place in places for number in self._by_place.get(place, []))
 
     def save(self, folder: Path, *, beside: dict[str, str] | None = None) -> None:
         """Written to a fresh folder beside `folder` (with the files `beside` names: name -> text), then renamed onto

@@ -32,11 +32,25 @@ CHAPTER_OF_SECTION = re.compile(r'The chapter is "(.+?)"\.')
 COVERS = re.compile(r"The (?:part|chapter) covers: (.+)$", re.M)
 
 
-class AuthorReplies:
-    """The answers of an author who knows `book`, as a FakeEngine's reply."""
+GIVEN = re.compile(r"^\[(\d+)\] \(([^\n]*)\)\n(.+?)(?=\n\n\[\d+\] \(|\n\nWrite the section|\Z)", re.M | re.S)
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
+CITED_PASSAGES = 3  # passages a citing author writes from, at most
 
-    def __init__(self, book: Book) -> None:
+
+def given_passages(prompt: str) -> list[tuple[int, str]]:
+    """(number, text) of each source passage a section prompt shows (templates/sources.md)."""
+    return [(int(match.group(1)), match.group(3).strip()) for match in GIVEN.finditer(prompt)]
+
+
+class AuthorReplies:
+    """The answers of an author who knows `book`, as a FakeEngine's reply. Given source passages (a book with
+    --sources), an author who `cites` "well" writes the section from them instead: the first two sentences of each
+    of the first CITED_PASSAGES, each paragraph citing its own passage [n]; one who cites "wrongly" writes the same
+    and cites the next passage given (the last cites the first); "never" writes its own text and cites nothing."""
+
+    def __init__(self, book: Book, *, cites: str = "never") -> None:
         self.book = book
+        self.cites = cites
 
     def __call__(self, body: dict) -> str:
         prompt = prompt_of(body)
@@ -44,6 +58,8 @@ class AuthorReplies:
         if level is not None:
             return self.plan(level, prompt)
         title = section_title(prompt)
+        if title is not None and self.cites != "never" and (passages := given_passages(prompt)):
+            return self.cited_text(passages)
         if title is not None:
             return self.section_text(title, prompt)
         if "Give it a new" in prompt:
@@ -92,6 +108,13 @@ class AuthorReplies:
         sections = chapter.sections + [s for c in chapters for s in c.sections]
         return nearest(sections, title, "").text
 
+    def cited_text(self, passages: list[tuple[int, str]]) -> str:
+        paragraphs = []
+        for number, text in passages[:CITED_PASSAGES]:
+            cited = number if self.cites == "well" else number % len(passages) + 1
+            paragraphs.append(" ".join(SENTENCE_END.split(text)[:2]) + f" [{cited}]")
+        return "\n\n".join(paragraphs)
+
 
 def nearest(nodes: list, title: str, point: str):  # type: ignore[no-untyped-def]
     """The node titled `title`, else the one whose title (then point) shares most words with it."""
@@ -109,10 +132,11 @@ def chosen_titles(prompt: str) -> list[str]:
     return [title_key(title) for title in re.findall(r'"(.+?)"', match.group(1))] if match else []
 
 
-def author_engine(book: Book, *, token_delay: float = 0.0, port: int = 0) -> FakeEngine:
+def author_engine(book: Book, *, token_delay: float = 0.0, port: int = 0, cites: str = "never") -> FakeEngine:
     """A FakeEngine that answers as the author of `book`; its n > 1 choices are one answer each (an author who
     knows the book gives the same lines every time)."""
-    return FakeEngine(reply=AuthorReplies(book), token_delay=token_delay, port=port, distinct_choices=False)
+    replies = AuthorReplies(book, cites=cites)
+    return FakeEngine(reply=replies, token_delay=token_delay, port=port, distinct_choices=False)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -122,8 +146,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("book", type=Path, help="a corpus book (tests/fixtures/corpus/*.json)")
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
     parser.add_argument("--delay", type=float, default=0.0, help="seconds between tokens")
+    parser.add_argument("--cites", choices=["never", "well", "wrongly"], default="never", help="given sources")
     args = parser.parse_args(argv)
-    asyncio.run(serve_until_stopped(author_engine(load_book(args.book), port=args.port, token_delay=args.delay)))
+    engine = author_engine(load_book(args.book), port=args.port, token_delay=args.delay, cites=args.cites)
+    asyncio.run(serve_until_stopped(engine))
 
 
 if __name__ == "__main__":

@@ -48,6 +48,8 @@ class Level:
     make: type[Part] | type[Chapter] | type[Section]
 
 
+SourcesNote = Callable[[str, str], str]  # (a node's title, the title above it) -> what the sources hold near it
+
 LEVELS: tuple[Level, ...] = (
     Level("book", "parts", "part", "plan_book.md", "p", Part),
     Level("part", "chapters", "chapter", "plan_part.md", "c", Chapter),
@@ -77,9 +79,17 @@ class LevelPlanner:
     its samples stream (worth it only to a writer waiting for it: not in the barrier schedule)."""
 
     def __init__(
-        self, spec: BookSpec, asker: NodeAsker, book_title: BookTitle, on_node: Callable[[str], None], asks: list[str]
+        self,
+        spec: BookSpec,
+        asker: NodeAsker,
+        book_title: BookTitle,
+        on_node: Callable[[str], None],
+        asks: list[str],
+        *,
+        sources_note: SourcesNote | None = None,
     ) -> None:
         self.spec = spec
+        self.sources_note = sources_note  # the user's sources near a node, for the book's and parts' prompts
         self.asker = asker
         self.stats: PlanStats = asker.stats
         self.book_title = book_title
@@ -99,6 +109,9 @@ class LevelPlanner:
         owed = self.owed.get(node_id, [])
         must = must_note(owed, level.noun, self.count(level))
         ancestors = {f"the {LEVELS[at + 1].kind} title": node.title for at, node in reversed(list(enumerate(path)))}
+        if self.sources_note is not None and len(path) < 2:  # the book's prompt and the parts'
+            above = outline.title if path and outline is not None else ""
+            must += self.sources_note(path[-1].title if path else "", above)
         if not path or outline is None:
             values = {"prompt": prompt, "must": must}
             have = [part.title for part in outline.parts] if outline else []

@@ -27,6 +27,7 @@ import logging
 import time
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
 
@@ -37,7 +38,7 @@ from pipeline.book.plan.asking import BookTitle, NodeAsker
 from pipeline.book.plan.checks import TitleChecks
 from pipeline.book.plan.fromgiven import GivenPlan
 from pipeline.book.plan.given import GivenBook, given_book
-from pipeline.book.plan.levels import LevelPlanner, OnChange, OnSection, Starter, id_number
+from pipeline.book.plan.levels import LevelPlanner, OnChange, OnSection, SourcesNote, Starter, id_number
 from pipeline.book.plan.phrasing import Phraser
 from pipeline.book.plan.rounds import CHOICES, Asking, SampleNeed, Sampling
 from pipeline.book.plan.stats import PlanStats
@@ -61,6 +62,17 @@ log = logging.getLogger("fanout")
 _T = TypeVar("_T")
 
 
+@dataclass(frozen=True)
+class PlanOptions:
+    """`lane_writing`: while planning runs beside writing, the writing requests the planning lane's backend takes
+    (BackendPool.planning_lane; 0: no lane). `mode`: given or open planning (module docstring). `sources_note`: what
+    the user's sources hold near a node (its title, the title above it), for the book's and the parts' prompts."""
+
+    lane_writing: int = 0
+    mode: PlanMode = PlanMode.AUTO
+    sources_note: SourcesNote | None = None
+
+
 class Planner:
     def __init__(
         self,
@@ -70,16 +82,13 @@ class Planner:
         on_node: Callable[[str], None] | None = None,
         embedder: Embedder | None = None,
         judge: Embedder | None = None,
-        lane_writing: int = 0,
-        mode: PlanMode = PlanMode.AUTO,
+        options: PlanOptions = PlanOptions(),
     ):
-        """`judge`: the off-request judge (pipeline/meaning/offrequest.py); None: no title is judged on the request.
-        `lane_writing`: while planning runs beside writing, the writing requests the planning lane's backend
-        takes (BackendPool.planning_lane; 0: no lane). `mode`: given or open planning (module docstring)."""
+        """`judge`: the off-request judge (pipeline/meaning/offrequest.py); None: no title is judged on the request."""
         self.pool = pool
-        self.lane_writing = lane_writing
+        self.lane_writing = options.lane_writing
         self.spec = spec
-        self.mode = mode
+        self.mode = options.mode
         self.small = sampler.profile.small
         self.embedder = embedder or open_embedder()
         self.stats = PlanStats()
@@ -90,7 +99,8 @@ class Planner:
         self.book_title = BookTitle(self.checks, self.stats, spec.prompt)
         self.asker = NodeAsker(asking, self.phraser, self.book_title)
         on_node = on_node or (lambda level: None)
-        self.levels = LevelPlanner(spec, self.asker, self.book_title, on_node, request_asks(spec.prompt))
+        asks = request_asks(spec.prompt)
+        self.levels = LevelPlanner(spec, self.asker, self.book_title, on_node, asks, sources_note=options.sources_note)
 
     async def plan(
         self,

@@ -11,7 +11,7 @@ import pytest
 from pipeline.audit.report import audit
 from pipeline.audit.source import load_run
 from pipeline.backends.pool import BackendPool, RetryPolicy
-from pipeline.book.plan.planner import Planner
+from pipeline.book.plan.planner import Planner, PlanOptions
 from pipeline.book.plan.prompts import CHOSEN_NOTE
 from pipeline.book.profiles import PROFILES, Sampler
 from pipeline.book.repair import Repairer
@@ -173,7 +173,7 @@ async def test_the_requests_asks_are_carried_and_the_last_slots_kept_for_them():
     try:
         pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=8)], RetryPolicy())
         spec = BookSpec(prompt=woodwork, parts=1, chapters=1, sections=4)
-        planner = Planner(pool, spec, SMALL, mode=PlanMode.OPEN)
+        planner = Planner(pool, spec, SMALL, options=PlanOptions(mode=PlanMode.OPEN))
         outline = await planner.plan()
     finally:
         await engine.stop()

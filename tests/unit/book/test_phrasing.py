@@ -9,7 +9,7 @@ import pytest
 
 from pipeline.backends.pool import BackendPool, RetryPolicy
 from pipeline.book.outlinefile import outline_markdown
-from pipeline.book.plan.planner import Planner
+from pipeline.book.plan.planner import Planner, PlanOptions
 from pipeline.book.plan.rounds import GIVEN
 from pipeline.book.profiles import PROFILES, Sampler
 from pipeline.records import Backend, BookSpec, EngineKind, Outline, PlanMode
@@ -56,7 +56,7 @@ async def plan_given(replies: Phrasings, spec: BookSpec) -> tuple[Outline, Plann
     engine = await FakeEngine(reply=replies).start()
     try:
         pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=16)], RetryPolicy())
-        planner = Planner(pool, spec, SMALL, mode=PlanMode.GIVEN)
+        planner = Planner(pool, spec, SMALL, options=PlanOptions(mode=PlanMode.GIVEN))
         return await planner.plan(), planner, engine
     finally:
         await engine.stop()

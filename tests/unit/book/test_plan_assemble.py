@@ -14,7 +14,7 @@ from pipeline.book.assemble import assemble, demote_headings
 from pipeline.book.plan.answers import PlanItem, StreamingSamples, clean_point, parse_items
 from pipeline.book.plan.checks import TitleChecks
 from pipeline.book.plan.choose import Coverage
-from pipeline.book.plan.planner import Planner
+from pipeline.book.plan.planner import Planner, PlanOptions
 from pipeline.book.plan.prompts import CHOSEN_NOTE, carries_note
 from pipeline.book.plan.rounds import CHOICES, OPEN, SECTION_CHOICES, SPARE_ITEMS, SampleNeed
 from pipeline.book.profiles import PROFILES, Sampler
@@ -291,7 +291,9 @@ async def test_planning_asks_after_a_worked_example_with_the_profile_sampling():
     engine = await FakeEngine(reply=replies).start()
     pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=4)])
     small = Sampler(profile=PROFILES["small"], kinds=frozenset({EngineKind.LLAMACPP}))
-    await Planner(pool, BookSpec(prompt="p", parts=2, chapters=3, sections=4), small, mode=PlanMode.OPEN).plan()
+    await Planner(
+        pool, BookSpec(prompt="p", parts=2, chapters=3, sections=4), small, options=PlanOptions(mode=PlanMode.OPEN)
+    ).plan()
     await engine.stop()
     for body in engine.bodies:
         roles = [m["role"] for m in body["messages"]]

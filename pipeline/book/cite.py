@@ -59,12 +59,14 @@ class Citing:
 
     def given(self, chapter_title: str, section: Section, *, prompt: str) -> list[Passage]:
         """The section's passages that fit beside `prompt` (the whole prompt without them) and its answer: from the
-        places its outline names (its `sources`), else from all, nearest first."""
+        places its outline names (its `sources`; from all when none of them is in the sources), nearest first."""
         if section.id not in self.given_to:
             room = self.context - self.max_tokens - prompt_tokens(prompt) - PROMPT_MARGIN
-            within = self.index.from_places(section.sources) if section.sources else None
             query = Query(section.title, chapter_title, self.request)
-            hits = self.index.search(query, SOURCE_PASSAGES, within=within)
+            hits = self.index.search(query, SOURCE_PASSAGES)  # as planning found them (kept by the index)
+            if section.sources and not {hit.passage.where() for hit in hits} <= set(section.sources):
+                within = self.index.from_places(section.sources) or None  # places a person chose
+                hits = self.index.search(query, SOURCE_PASSAGES, within=within)
             self.given_to[section.id] = fitting([hit.passage for hit in hits], room)
         return self.given_to[section.id]
 
@@ -92,13 +94,24 @@ class PlanSources:
 
 
 def fitting(passages: list[Passage], room: int) -> list[Passage]:
-    """The passages, in order, while their block fits `room` tokens."""
-    kept: list[Passage] = []
-    for passage in passages:
-        if prompt_tokens(sources_block([*kept, passage])) > room:
+    """The passages, in order, while their block fits `room` tokens (as block_tokens counts it)."""
+    used, count = prompt_tokens(render("sources.md", passages="")), 0
+    for number, passage in enumerate(passages, 1):
+        used += prompt_tokens(shown_passage(number, passage))
+        if used > room:
             break
-        kept.append(passage)
-    return kept
+        count += 1
+    return passages[:count]
+
+
+def block_tokens(passages: list[Passage]) -> int:
+    """The tokens the passages' block takes at most: its own words once, then each passage's."""
+    own = prompt_tokens(render("sources.md", passages=""))
+    return own + sum(prompt_tokens(shown_passage(n, passage)) for n, passage in enumerate(passages, 1))
+
+
+def shown_passage(number: int, passage: Passage) -> str:
+    return f"[{number}] ({passage.where()})\n{passage.text}\n\n"
 
 
 def sources_block(passages: list[Passage]) -> str:
@@ -106,7 +119,7 @@ def sources_block(passages: list[Passage]) -> str:
     none, so a book without sources asks as before."""
     if not passages:
         return ""
-    shown = "\n\n".join(f"[{n}] ({passage.where()})\n{passage.text}" for n, passage in enumerate(passages, 1))
+    shown = "".join(shown_passage(n, passage) for n, passage in enumerate(passages, 1)).rstrip("\n")
     return render("sources.md", passages=shown) + "\n\n"
 
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from string import Template
 
 import anyio
@@ -414,7 +415,7 @@ class SectionWriter:
     ) -> list[SectionResult]:
         """These candidates of one section, asked at once, each finished and scored by its on-point margin."""
         outline, part, chapter, section = where
-        given = self._given(outline, chapter, section)
+        given = await self._given(outline, chapter, section)
         asked, sources = (outline, chapter, section), sources_block(given)
         requests = {n: section_request(self.spec, asked, self.sampler, n, sources=sources) for n in numbers}
         answers: dict[int, SectionResult] = {}
@@ -430,13 +431,15 @@ class SectionWriter:
         await self._chapter_whole(chapter)
         return await anyio.to_thread.run_sync(with_margin, self.embedder, chapter, section, ordered)
 
-    def _given(self, outline: Outline, chapter: Chapter, section: Section) -> list[Passage]:
-        """The section's source passages, as many as fit its prompt; none without sources."""
+    async def _given(self, outline: Outline, chapter: Chapter, section: Section) -> list[Passage]:
+        """The section's source passages, as many as fit its prompt (found on a worker thread: numpy and the
+        tokenizers leave the event loop free); none without sources."""
         if self.citing is None:
             return []
         prompt = "\n".join(m["content"] for m in book_context(self.spec.prompt))
         prompt += section_prompt(self.spec, outline, chapter, section)
-        return self.citing.given(chapter.title, section, prompt=prompt)
+        given = partial(self.citing.given, chapter.title, section, prompt=prompt)
+        return await anyio.to_thread.run_sync(given)
 
     async def _judged(self, section: Section, results: list[SectionResult]) -> list[SectionResult]:
         """The candidates with their fit to the request when the judge has a choice to make (two written or more);

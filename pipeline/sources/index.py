@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import json
 import shutil
+import threading
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import bm25s
 import numpy as np
@@ -40,6 +42,8 @@ from pipeline.records.sources import Hit, Passage, Query
 LEXICAL_WEIGHTS = (1.0, 0.5, 0.1)
 MEANING_WEIGHTS = (1.0, 0.5, 0.25)
 LEXICAL_SHARE = 0.5
+KEPT_SCORES = 32  # texts whose BM25 scores an index keeps (the request's, the chapters' titles)
+KEPT_SEARCHES = 4096  # searches of all passages an index keeps: a node's, asked as it is planned and written
 EMBED_BATCH = 512
 LEXICAL, MEANING, FUSED = "bm25", "meaning", "fused"  # the retrievers a search may use
 _STEMMER = snowballstemmer.stemmer("english")
@@ -62,6 +66,9 @@ class SourceIndex:
         self.vectors = vectors
         self.embedder = embedder
         self._by_place: dict[str, list[int]] | None = None
+        self._scored: dict[str, Vectors] = {}  # a text's BM25 scores, the latest KEPT_SCORES texts
+        self._found: dict[tuple[Query, int, str], list[Hit]] = {}  # the latest KEPT_SEARCHES searches of all
+        self._keeping = threading.Lock()
 
     @classmethod
     def build(cls, passages: list[Passage], embedder: Embedder) -> SourceIndex:
@@ -74,10 +81,27 @@ class SourceIndex:
         """BM25 of each part of the query, weighed (LEXICAL_WEIGHTS) and summed."""
         total = np.zeros(len(self.passages), dtype=np.float32)
         for text, weight in zip(query.texts(), LEXICAL_WEIGHTS):
-            known = [word for word in tokens([text])[0] if word in self.lexical.vocab_dict] if text else []
-            if known and weight:
-                total += weight * np.asarray(self.lexical.get_scores(known), dtype=np.float32)
+            if text and weight:
+                total += weight * self._bm25(text)
         return total
+
+    def _bm25(self, text: str) -> Vectors:
+        """One text's BM25 scores, kept for the next queries (a book's request and a chapter's title recur in
+        every query of the book and of the chapter)."""
+        if (kept := self._scored.get(text)) is not None:
+            return kept
+        known = [word for word in tokens([text])[0] if word in self.lexical.vocab_dict]
+        zero = np.zeros(len(self.passages), dtype=np.float32)
+        scores = np.asarray(self.lexical.get_scores(known), dtype=np.float32) if known else zero
+        self._keep(self._scored, text, scores, KEPT_SCORES)
+        return scores
+
+    def _keep(self, kept: dict[Any, Any], key: object, value: object, limit: int) -> None:
+        """Keep a result, the oldest dropped past `limit` (searches run on worker threads too: one at a time)."""
+        with self._keeping:
+            if len(kept) >= limit:
+                kept.pop(next(iter(kept)), None)
+            kept[key] = value
 
     def meaning_scores(self, query: Query) -> Vectors:
         """The cosine of each passage to the weighed mean of the query's parts (MEANING_WEIGHTS)."""
@@ -95,12 +119,22 @@ class SourceIndex:
         MEANING: what the retrieval study compares); only those numbered `within`, when given."""
         if not self.passages:
             return []
+        key = (query, k, by)
+        if within is None and (found := self._found.get(key)) is not None:
+            return found
+        hits = self._search(query, k, by, within)
+        if within is None:
+            self._keep(self._found, key, hits, KEPT_SEARCHES)
+        return hits
+
+    def _search(self, query: Query, k: int, by: str, within: frozenset[int] | None) -> list[Hit]:
         zero = np.zeros(len(self.passages), dtype=np.float32)
         lexical = self.lexical_scores(query) if by != MEANING else zero
         meaning = self.meaning_scores(query) if by != LEXICAL else zero
-        scores = {LEXICAL: scaled(lexical), MEANING: scaled(meaning)}.get(by)
-        if scores is None:
+        if by == FUSED:
             scores = LEXICAL_SHARE * scaled(lexical) + (1 - LEXICAL_SHARE) * scaled(meaning)
+        else:
+            scores = scaled(lexical if by == LEXICAL else meaning)
         if within is not None:
             scores = np.where(np.isin(np.arange(len(scores)), list(within)), scores, -np.inf).astype(np.float32)
         count = min(k, len(scores) if within is None else len(within))

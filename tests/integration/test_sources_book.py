@@ -18,11 +18,12 @@ import pytest
 from pypdf import PdfReader
 
 from pipeline.bench.studies.corpus import load_corpus
-from pipeline.records import SectionResult
+from pipeline.records import Outline, SectionResult
 from pipeline.sources.markers import cited_numbers, split_sources_list
 from tests.environ import isolated_env
 from tests.fakes.fake_author import author_engine
-from tests.fakes.fake_engine import FakeEngineThread
+from tests.fakes.fake_engine import FakeEngineThread, prompt_of
+from tests.fakes.fake_prompts import plan_level
 
 BOOK = next(book for book in load_corpus() if book.slug == "the-sourdough-framework")
 SHAPE = "x".join(
@@ -63,6 +64,7 @@ def run_book(tmp_path: Path, cites: str) -> Path:
         out = tmp_path / f"run-{cites}"
         done = fanout("book", BOOK.requests.plain, "--sources", str(sources), "--backend", f"{url},cap=16",
                       "--shape", SHAPE, "--out", str(out), "--quiet", "--json", cache=tmp_path / "cache")  # fmt: skip
+        (out / "prompts.json").write_text(json.dumps([prompt_of(body) for body in fakes.engines[0].bodies]))
     assert done.returncode == 0, f"fanout book: {done.stderr}"
     return out
 
@@ -96,6 +98,23 @@ def test_every_section_is_given_passages_and_cites_what_it_was_given(cited_run):
     assert all(cited_numbers(result.text) for result in journal)
     spec = json.loads((cited_run / "spec.json").read_text())
     assert spec["sources"] and spec["sources"][0].endswith("notes")
+
+
+def test_the_plan_sees_what_the_sources_hold_and_each_node_keeps_its_places(cited_run):
+    prompts = json.loads((cited_run / "prompts.json").read_text())
+    planning = [prompt for prompt in prompts if plan_level(prompt) in ("book", "part")]
+    assert planning and all("The user's sources cover: " in prompt for prompt in planning)
+    (book_prompt,) = [prompt for prompt in planning if plan_level(prompt) == "book"][:1]
+    note = book_prompt.split("The user's sources cover: ")[1].splitlines()[0]
+    titles = {s.title for p in BOOK.parts for c in p.chapters for s in c.sections}
+    assert sum(title in note for title in titles) >= 5, note
+    outline = Outline.model_validate_json((cited_run / "outline.json").read_text())
+    nodes = [*outline.parts, *(c for p in outline.parts for c in p.chapters), *(s for _, _, s in outline.sections())]
+    assert all(node.sources for node in nodes)
+    assert (cited_run / "outline.md").read_text().count("\nSources: ") == len(nodes)
+    journal = {r.id: r for r in map(SectionResult.model_validate_json, (cited_run / "sections.jsonl").open())}
+    for _, _, section in outline.sections():
+        assert {passage.where() for passage in journal[section.id].given} <= set(section.sources)
 
 
 def test_every_marker_resolves_to_a_source_in_every_edition(cited_run):

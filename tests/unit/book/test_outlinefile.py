@@ -52,6 +52,18 @@ def test_a_planned_outline_round_trips_through_outline_md():
     assert given.outline.model_dump() == outline.model_dump()
 
 
+def test_the_places_a_node_is_written_from_round_trip_and_a_point_like_them_is_escaped():
+    outline = outline_of(1, 1, 2)
+    outline.parts[0].sources = ["notes/flour.md, Rye > Hydration", "manual.pdf, Safety, p. 12"]
+    outline.parts[0].chapters[0].sections[1].point = "Sources: a point that reads like the line"
+    text = outline_markdown(outline, REQUEST)
+    assert "## Part 1\nWhat it covers.\nSources: notes/flour.md, Rye > Hydration | manual.pdf, Safety, p. 12\n" in text
+    assert "\\Sources: a point" in text
+    assert read_outline_markdown(text).outline.model_dump() == outline.model_dump()
+    edited = read_outline_markdown(text.replace("Sources: notes/flour.md, Rye > Hydration | ", "Sources: "))
+    assert edited.outline.parts[0].sources == ["manual.pdf, Safety, p. 12"]
+
+
 line_text = st.text(st.characters(blacklist_categories=("Cc", "Cs", "Zl", "Zp")), min_size=1, max_size=40).map(
     str.strip
 )
@@ -120,6 +132,7 @@ def test_outline_json_is_read_as_a_run_folder_holds_it(tmp_path):
         ("Intro\n# Book\n", "line 1: text before the book title"),
         ("# Book\n## P\n##### Deep\n", "line 3: a level-5 heading"),
         ("# Book\n", "no parts"),
+        ("# Book\nSources: a.md\n## Part\n", "line 2: a Sources line under the book title"),
         ("## Part\n", "line 1: a part before the book title"),
         ("---\nrequest: x\n# Book\n", "line 3: a heading inside the front matter (no closing `---` above it)"),
         ("---\nrequest: x\n", "the front matter opened on line 1 has no closing `---`"),

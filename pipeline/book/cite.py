@@ -67,7 +67,9 @@ class Citing:
             if section.sources and not {hit.passage.where() for hit in hits} <= set(section.sources):
                 within = self.index.from_places(section.sources) or None  # places a person chose
                 hits = self.index.search(query, SOURCE_PASSAGES, within=within)
-            self.given_to[section.id] = fitting([hit.passage for hit in hits], room)
+            self.given_to[section.id] = given = fitting([hit.passage for hit in hits], room)
+            if not section.sources:  # the places it is written from, for outline.md (saved once it is written)
+                section.sources = list(dict.fromkeys(passage.where() for passage in given))
         return self.given_to[section.id]
 
 

@@ -60,6 +60,12 @@ def open_planner(run: RunContext, fleet: Fleet) -> Planner:
     )
 
 
+def plan_places(run: RunContext, outline: Outline) -> None:
+    """Every node of a plan nobody writes yet (`fanout plan`) given the places of its nearest passages."""
+    if run.sources is not None:
+        keep_places(outline, PlanSources(run.sources, run.spec.prompt).places)
+
+
 def sources_note(run: RunContext) -> SourcesNote | None:
     """What the planning prompts are told of the user's sources; None without sources."""
     return None if run.sources is None else PlanSources(run.sources, run.spec.prompt).note
@@ -73,7 +79,7 @@ async def plan_outline(
     outline = saved.outline
     places = None if run.sources is None else PlanSources(run.sources, run.spec.prompt).places
     if outline is not None and outline.complete:
-        if places is not None and keep_places(outline, places):
+        if places is not None and keep_places(outline, places, sections=False):
             save_outline(run.folder, outline, run.spec.prompt)
         for part, chapter, section in outline.sections():
             on_section(outline, part, chapter, section)
@@ -84,8 +90,8 @@ async def plan_outline(
     run.listener.hear(PlanningStarted(run.spec))
 
     def save(outline: Outline) -> None:
-        if places is not None:
-            keep_places(outline, places)
+        if places is not None:  # a section's are its passages' when it is written (book/cite.py: Citing.given)
+            keep_places(outline, places, sections=False)
         save_outline(run.folder, outline, run.spec.prompt)
         run.listener.hear(OutlineReady(outline))
 
@@ -94,14 +100,15 @@ async def plan_outline(
     return Planned(outline, planner.stats)
 
 
-def keep_places(outline: Outline, places: Callable[[str, str], list[str]]) -> bool:
+def keep_places(outline: Outline, places: Callable[[str, str], list[str]], *, sections: bool = True) -> bool:
     """Each node without sources of its own (a person's edited ones are kept) is given the places its nearest
-    passages are from; whether any node was."""
+    passages are from (not the sections, unless `sections`); whether any node was."""
     given = False
     for part in outline.parts:
         nodes: list[tuple[Node, str]] = [(part, outline.title)]
         nodes += [(chapter, part.title) for chapter in part.chapters]
-        nodes += [(section, chapter.title) for chapter in part.chapters for section in chapter.sections]
+        if sections:
+            nodes += [(section, chapter.title) for chapter in part.chapters for section in chapter.sections]
         for node, above in nodes:
             if not node.sources:
                 node.sources = places(node.title, above)

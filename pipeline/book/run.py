@@ -30,7 +30,7 @@ from pipeline.book.folder import (
     working_in,
 )
 from pipeline.book.incremental import IncrementalTypesetter
-from pipeline.book.planstage import Planned, plan_first_chain, plan_outline
+from pipeline.book.planstage import Planned, plan_first_chain, plan_outline, plan_places
 from pipeline.book.repairstage import repair_book
 from pipeline.book.requestlog import RequestLog
 from pipeline.book.stats import JobTally
@@ -182,12 +182,15 @@ async def book(
 async def plan(settings: Settings, spec: BookSpec, out: Path | None, progress: BookListener) -> PlanOutcome:
     """`fanout plan`: the outline of a new book in `out`, for a person to read or edit before `fanout book
     --outline`."""
+    sources = open_book_sources(spec, open_embedder(settings.embeddings))  # none readable: refused before a folder
     folder = new_run_folder(spec, out)
     with working_in(folder, new=True), progress:
-        return await plan_run(settings, spec, folder, listener=progress)
+        return await plan_run(settings, spec, folder, listener=progress, sources=sources)
 
 
-async def plan_run(settings: Settings, spec: BookSpec, folder: RunFolder, *, listener: BookListener) -> PlanOutcome:
+async def plan_run(
+    settings: Settings, spec: BookSpec, folder: RunFolder, *, listener: BookListener, sources: SourceIndex | None = None
+) -> PlanOutcome:
     """plan (level by level: nothing is written meanwhile) -> audit by the title rules (TITLE_RULES and the
     outline's figures); outline.json and outline.md written (book/outlinefile.py)."""
     embedder = open_embedder(settings.embeddings)
@@ -196,9 +199,10 @@ async def plan_run(settings: Settings, spec: BookSpec, folder: RunFolder, *, lis
         async with open_fleet(settings, engine_log=folder.engine_log) as fleet:
             listener.hear(FleetOpened(fleet))
             log_requests(fleet, request_log)
-            run = open_context(settings, spec, folder, fleet, listener=listener, embedder=embedder)
+            run = open_context(settings, spec, folder, fleet, listener=listener, embedder=embedder, sources=sources)
             saved = read_saved(folder)
             planned = await plan_outline(run, fleet, saved, schedule=PlanSchedule.BARRIER, on_section=lambda *_: None)
+            plan_places(run, planned.outline)
     finally:
         request_log.close()
     save_outline(folder, planned.outline, spec.prompt)

@@ -21,6 +21,7 @@ from pipeline.backends.fleet import Fleet
 from pipeline.backends.pool import BackendPool
 from pipeline.book.cite import UNKNOWN_CONTEXT, Citing
 from pipeline.book.context import RunContext, writing_context
+from pipeline.book.folder import save_outline
 from pipeline.book.incremental import IncrementalTypesetter
 from pipeline.book.plan.levels import OnSection
 from pipeline.book.write import SectionWriter, WritePolicy
@@ -126,6 +127,8 @@ class WriteStage:
 
     def written(self, outline: Outline) -> Written:
         """What this run wrote, once `writing()` has closed on the whole `outline`."""
+        if self.run.sources is not None:  # each section's places, kept as it was written
+            save_outline(self.run.folder, outline, self.run.spec.prompt)
         self.run.listener.hear(OutlineReady(outline))
         log.info("wrote %d sections (%d were already in the journal)", len(self.writer.results), self.done)
         writer = self.writer

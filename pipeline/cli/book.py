@@ -396,6 +396,7 @@ def add_plan_command(commands: argparse._SubParsersAction) -> argparse.ArgumentP
     plan.add_argument("prompt", nargs="?", help="what the book is about")
     add_prompt_file_flag(plan)
     plan.add_argument("--shape", default="8x12x16", metavar="PxCxS", help="parts x chapters x sections (8x12x16)")
+    add_sources_flag(plan)
     plan.add_argument("--out", type=Path, metavar="DIR", help="run folder (default outputs/<slug>-<time>)")
     plan.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     plan.add_argument("--json", action="store_true", help="print the outline (outline.json) to stdout, not the tree")
@@ -413,7 +414,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if prompt is None:
         raise UsageError("the prompt is empty")
     parts, chapters, sections = parse_shape(args.shape)
-    spec = BookSpec.model_validate({"prompt": prompt, "parts": parts, "chapters": chapters, "sections": sections})
+    shape = {"parts": parts, "chapters": chapters, "sections": sections}
+    sources = [str(path) for path in args.sources or []]
+    spec = BookSpec.model_validate({"prompt": prompt, **shape, "sources": sources})
     settings = settings_from(args)
     folder = args.out or output_path(spec.prompt)
     with fast_loop(), said_when_stopped(folder):

@@ -12,8 +12,8 @@ the book's own. Printed for each book and in all:
   Sources list, and of those entries, the ones whose text is in each edition (HTML, EPUB, PDF: their text read
   back with lxml and pypdf);
 - the good author's citations the audit judged, and those it flagged `unsupported` (goal 0);
-- the wrong author's wrong citations (each in a section given two passages or more: its [n] names the passage
-  after the one its sentences come from) and the share flagged (goal at least 0.9).
+- the wrong author's wrong citations the audit judged (each in a section given two passages or more: its [n]
+  names the passage after the one its sentences come from) and the share flagged (goal at least 0.9).
 """
 
 from __future__ import annotations
@@ -75,7 +75,8 @@ def write_book(book: Book, notes: Path, out: Path, cites: str, cache: Path) -> P
 
 
 def squeezed(text: str) -> str:
-    return re.sub(r"\s+", "", text.replace("-\n", ""))
+    """Text without its spaces and hyphens: a PDF breaks a line at a hyphen of its own or of the text."""
+    return re.sub(r"[\s\-\u00ad\u2010]+", "", text)
 
 
 def editions(run: Path) -> dict[str, str]:
@@ -104,16 +105,15 @@ def resolved(run: Path) -> dict[str, tuple[int, int]]:
 
 
 def wrong_citations(run: Path) -> tuple[int, int]:
-    """(flagged, wrong): the wrong author's citations in sections given two passages or more, and those the audit
-    flagged."""
-    audit = json.loads((run / "audit.json").read_text())
-    flagged = {m["id"]: len(m["unsupported"]) for m in audit["meaning"]["sections"]}
+    """(flagged, wrong): the wrong author's citations the audit judged in sections given two passages or more
+    (every one names the wrong passage), and those it flagged."""
+    audit = {m["id"]: m for m in json.loads((run / "audit.json").read_text())["meaning"]["sections"]}
     wrong = caught = 0
     for line in (run / "sections.jsonl").read_text().splitlines():
         result = json.loads(line)
-        if len(result["given"]) >= 2:
-            wrong += len(cited_numbers(result["text"]))
-            caught += flagged.get(result["id"], 0)
+        if len(result["given"]) >= 2 and result["id"] in audit:
+            wrong += audit[result["id"]]["citations"]
+            caught += len(audit[result["id"]]["unsupported"])
     return caught, wrong
 
 

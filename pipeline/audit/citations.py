@@ -26,6 +26,7 @@ from pipeline.sources.index import tokens
 from pipeline.sources.markers import CODE, MARKER, marker_numbers, without_markers
 
 SENTENCE = re.compile(r"(?<=[.!?])\s+|\n\s*\n")
+JUDGED_STEMS = 3  # a cited sentence of fewer content words ('}' left of a code block) is not judged
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,8 @@ def section_citations(section: AuditSection, embedder: Embedder) -> SectionCitat
     given = list(section.given)
     checked, unsupported = 0, []
     for sentence, numbers in cited_sentences(section.text):
+        if len(tokens([sentence])[0]) < JUDGED_STEMS:
+            continue
         for number in numbers:
             if not 1 <= number <= len(given) or not given[number - 1]:
                 continue  # a marker that names no passage is the writer's count (citations_removed)

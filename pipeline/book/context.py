@@ -19,7 +19,7 @@ from pipeline.config import Settings
 from pipeline.files import write_atomic
 from pipeline.meaning.embed import Embedder
 from pipeline.records import BookSpec, EngineInfo, SamplingProfile
-from pipeline.sources.collect import open_sources
+from pipeline.sources.collect import open_sources, skipped_lines
 from pipeline.sources.index import SourceIndex
 from pipeline.watch.listeners import BookListener
 
@@ -77,8 +77,8 @@ def open_book_sources(spec: BookSpec, embedder: Embedder) -> SourceIndex | None:
     if not spec.sources:
         return None
     found = open_sources([Path(path) for path in spec.sources], embedder)
-    for skipped in found.report.skipped:
-        log.warning("%s", skipped.line())
+    for line in skipped_lines(found.report.skipped):
+        log.warning("%s", line)
     how = "index reused" if found.report.reused else "indexed"
     log.info("sources: %d files, %d passages (%s)", len(found.report.read), found.report.passages, how)
     return found.index

@@ -7,12 +7,10 @@ import argparse
 import json
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 
 from pipeline.cli.flags import add_embeddings_flag
 
-NOT_A_KIND = "not a kind fanout reads"
 SNIPPET_WORDS = 30
 
 
@@ -34,7 +32,7 @@ def cmd_sources(args: argparse.Namespace) -> int:
     from pipeline.config import load_settings
     from pipeline.meaning.embed import open_embedder
     from pipeline.records.sources import Query
-    from pipeline.sources.collect import open_sources
+    from pipeline.sources.collect import open_sources, skipped_lines
 
     settings = load_settings({"embeddings": args.embeddings})
     start = time.perf_counter()
@@ -45,7 +43,7 @@ def cmd_sources(args: argparse.Namespace) -> int:
         print(json.dumps(_as_json(found.report, hits), indent=2))
         return 0
     report = found.report
-    for line in _skipped_lines(report.skipped):
+    for line in skipped_lines(report.skipped):
         print(f"fanout: {line}", file=sys.stderr)
     for file in report.read:
         pages = f", {file.pages} pages" if file.pages else ""
@@ -57,18 +55,6 @@ def cmd_sources(args: argparse.Namespace) -> int:
         snippet = " ".join(words[:SNIPPET_WORDS]) + (" ..." if len(words) > SNIPPET_WORDS else "")
         print(f"[{rank}] {hit.passage.where()} ({hit.score:.2f})\n    {snippet}")
     return 0
-
-
-def _skipped_lines(skipped: list) -> list[str]:
-    """One line a skipped path, but the files of kinds fanout does not read: one line for all, counted by suffix."""
-    other = Counter(
-        item.why.removeprefix(NOT_A_KIND).strip(" ()") for item in skipped if item.why.startswith(NOT_A_KIND)
-    )
-    lines = [item.line() for item in skipped if not item.why.startswith(NOT_A_KIND)]
-    if other:
-        kinds = ", ".join(f"{suffix} {count}" for suffix, count in other.most_common())
-        lines.append(f"skipped {sum(other.values())} files of kinds fanout does not read ({kinds})")
-    return lines
 
 
 def _as_json(report, hits: list) -> dict:

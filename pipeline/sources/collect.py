@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -21,10 +22,10 @@ from pipeline.meaning.embed import Embedder
 from pipeline.records.sources import Passage, Skipped, SourceFile, SourceReport
 from pipeline.sources.index import SourceIndex
 from pipeline.sources.passages import MAX_PASSAGE_WORDS, PASSAGE_WORDS, passages_of
-from pipeline.sources.read import Unreadable, files_under, parse_file, too_large
+from pipeline.sources.read import NOT_A_KIND, Unreadable, files_under, parse_file, too_large
 
 log = logging.getLogger("fanout")
-PASSAGE_FORMAT = f"passages-1:{PASSAGE_WORDS}:{MAX_PASSAGE_WORDS}"  # a change to read.py or passages.py changes it
+PASSAGE_FORMAT = f"passages-2:{PASSAGE_WORDS}:{MAX_PASSAGE_WORDS}"  # a change to read.py or passages.py changes it
 REPORT_FILE = "report.json"
 
 
@@ -101,6 +102,18 @@ def _read_all(found: list[tuple[str, bytes, Path]]) -> tuple[list[Passage], Sour
         passages += own
         report.read.append(SourceFile(shown, text.kind, len(own), text.pages))
     return passages, report
+
+
+def skipped_lines(skipped: list[Skipped]) -> list[str]:
+    """One line a skipped path, but the files of kinds fanout does not read: one line for them all, by suffix."""
+    other = Counter(
+        item.why.removeprefix(NOT_A_KIND).strip(" ()") for item in skipped if item.why.startswith(NOT_A_KIND)
+    )
+    lines = [item.line() for item in skipped if not item.why.startswith(NOT_A_KIND)]
+    if other:
+        kinds = ", ".join(f"{suffix} {count}" for suffix, count in other.most_common())
+        lines.append(f"skipped {sum(other.values())} files of kinds fanout does not read ({kinds})")
+    return lines
 
 
 def _load_report(folder: Path) -> SourceReport:

@@ -1,6 +1,7 @@
 """Blocks -> passages: a file's paragraphs under one heading path packed into passages of about PASSAGE_WORDS
 words, never across a heading; a paragraph longer than MAX_PASSAGE_WORDS is cut at its sentences' ends (a
-sentence longer than that at a word). Each passage keeps its file, its heading path and the page it starts on.
+sentence longer than that at a word; a code block at its lines, fenced again). Each passage keeps its file, its
+heading path and the page it starts on.
 """
 
 from __future__ import annotations
@@ -44,10 +45,25 @@ def _packed(blocks: list[Block]) -> Iterator[tuple[tuple[str, ...], int | None, 
         yield start.headings, start.page, "\n\n".join(held)
 
 
+def _code_pieces(text: str) -> list[str]:
+    opening, *lines = text.split("\n")
+    fence = opening[: len(opening) - len(opening.lstrip("`"))]
+    lines = lines[:-1] if lines and lines[-1] == fence else lines
+    pieces: list[list[str]] = [[]]
+    for line in lines:
+        if pieces[-1] and len(" ".join(pieces[-1] + [line]).split()) > MAX_PASSAGE_WORDS:
+            pieces.append([])
+        pieces[-1].append(line)
+    return ["\n".join([opening, *piece, fence]) for piece in pieces if piece]
+
+
 def _pieces(text: str) -> list[str]:
-    """The paragraph whole, or cut at its sentences into pieces of at most MAX_PASSAGE_WORDS words."""
+    """The paragraph whole, or cut at its sentences into pieces of at most MAX_PASSAGE_WORDS words (a code block at
+    its lines, each piece fenced again)."""
     if len(text.split()) <= MAX_PASSAGE_WORDS:
         return [text]
+    if text.startswith("```"):
+        return _code_pieces(text)
     pieces: list[str] = []
     current: list[str] = []
     for sentence in SENTENCE_END.split(text):

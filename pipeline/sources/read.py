@@ -1,7 +1,8 @@
 """Reading the documents a user gives: files and folders -> each file's text as blocks (a heading path, a paragraph,
 a page), or a line saying why it was skipped.
 
-Kinds by suffix: Markdown (.md, .markdown, .mdx; read with markdown-it-py, the book's own parser), plain text (.txt,
+Kinds by suffix: Markdown (.md, .markdown, .mdx; read with markdown-it-py, the book's own parser; code blocks kept
+fenced), plain text (.txt,
 .text, .rst), HTML (.html, .htm, .xhtml; parsed by lxml, a real HTML parser, with scripts, styles, navigation,
 headers and footers left out) and PDF (pypdf: the text of each page, and the PDF's own outline as the heading path
 of its pages). A file named on its own with another suffix is read as plain text when it is text; in a folder such
@@ -31,6 +32,7 @@ from pipeline.records.sources import Skipped
 
 MAX_SOURCE_BYTES = 64 * 1024 * 1024  # a larger file is skipped: 64 MB is a 20,000-page manual's text
 SNIFF_BYTES = 8192
+NOT_A_KIND = "not a kind fanout reads"
 MARKDOWN = frozenset({".md", ".markdown", ".mdx"})
 TEXT = frozenset({".txt", ".text", ".rst"})
 HTML = frozenset({".html", ".htm", ".xhtml"})
@@ -105,7 +107,7 @@ def _walk(folder: Path) -> Iterator[tuple[Path, str] | Skipped]:
             if not path.exists():
                 yield Skipped(str(path), _link_trouble(path))
             elif kind_of(path) is None:
-                yield Skipped(str(path), f"not a kind fanout reads ({path.suffix or 'no suffix'})")
+                yield Skipped(str(path), f"{NOT_A_KIND} ({path.suffix or 'no suffix'})")
             else:
                 yield path, str(path)
 
@@ -165,9 +167,16 @@ def markdown_blocks(text: str) -> list[Block]:
             path = [(lv, title) for lv, title in path if lv < level] + [(level, _inline_text(tokens[at + 1]))]
         elif token.type == "inline" and tokens[at - 1].type != "heading_open":
             blocks += _block(path, _inline_text(token))
-        elif token.type in ("fence", "code_block"):
-            blocks += _block(path, token.content.strip())
+        elif token.type in ("fence", "code_block") and token.content.strip():
+            blocks += _block(path, fenced(token.content, token.info.strip()))
     return blocks
+
+
+def fenced(code: str, info: str = "") -> str:
+    """A code block as the model and the reader should see it: fenced (with its language), so that what it holds
+    is never prose (its brackets are no citations)."""
+    fence = "````" if "```" in code else "```"
+    return f"{fence}{info}\n{code.strip(chr(10))}\n{fence}"
 
 
 def _block(path: list[tuple[int, str]], text: str) -> list[Block]:

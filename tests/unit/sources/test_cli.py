@@ -28,3 +28,13 @@ def test_nothing_readable_exits_2(tmp_path, capsys):
     (tmp_path / "x.bin").write_bytes(b"\x00")
     assert main(["sources", str(tmp_path)]) == 2
     assert "no readable source in" in capsys.readouterr().err
+
+
+def test_a_book_with_no_readable_source_is_refused_before_its_run_folder(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    out = tmp_path / "run"
+    asked = ["book", "Knives", "--sources", str(tmp_path / "empty"), "--backend", "http://127.0.0.1:9/v1", "--out"]
+    assert main([*asked, str(out)]) == 2
+    assert "no source file in" in capsys.readouterr().err and not out.exists()
+    assert main(["plan", "Knives", "--sources", str(tmp_path / "gone"), "--out", str(out)]) == 2
+    assert "no such file or folder" in capsys.readouterr().err and not out.exists()

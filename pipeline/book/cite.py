@@ -15,9 +15,9 @@ of the markers [n] the model writes.
   it ("The user's sources cover: ..."), so the outline covers the material; each planned node keeps the places its
   nearest passages are from (Node.sources, shown and edited in outline.md), and a section is given passages from
   those places.
-- On the page (`cited_body`): a section's markers renumbered in the order first cited, and after its text a
-  "Sources" list of what it cites: file, heading path and page, each the text of the user's document (escaped:
-  source text is data, never markup).
+- On the page (`cited_body`): a section's markers renumbered in the order first cited (two passages from one
+  place are one source), and after its text a "Sources" list of what it cites: file, heading path and page,
+  each the text of the user's document (escaped: source text is data, never markup).
 """
 
 from __future__ import annotations
@@ -149,15 +149,17 @@ def checked_markers(text: str, given: int) -> tuple[str, int]:
 
 
 def cited_body(text: str, given: list[Passage]) -> str:
-    """The section's text as printed: its markers renumbered in the order first cited, and its Sources list."""
+    """The section's text as printed: its markers renumbered by place (passages from one place are one source), in
+    the order first cited, and its Sources list."""
     order = [n for n in cited_numbers(text) if 1 <= n <= len(given)]
     if not order:
         return text
-    new = {old: at for at, old in enumerate(order, 1)}
+    places = list(dict.fromkeys(given[old - 1].where() for old in order))
+    new = {old: places.index(given[old - 1].where()) + 1 for old in order}
 
     def renumber(match: re.Match[str]) -> str:
         numbers = sorted({new[n] for n in marker_numbers(match) if n in new})
         return "".join(f"[{n}]" for n in numbers)
 
     body = outside_code(text, lambda prose: MARKER.sub(renumber, prose))
-    return "\n\n".join([body, sources_list([given[old - 1].where() for old in new])])
+    return "\n\n".join([body, sources_list(places)])

@@ -35,6 +35,7 @@ COVERS = re.compile(r"The (?:part|chapter) covers: (.+)$", re.M)
 GIVEN = re.compile(r"^\[(\d+)\] \(([^\n]*)\)\n(.+?)(?=\n\n\[\d+\] \(|\n\nWrite the section|\Z)", re.M | re.S)
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 CITED_PASSAGES = 3  # passages a citing author writes from, at most
+FENCED = re.compile(r"^(`{3,})[^\n]*\n.*?^\1\s*$", re.M | re.S)
 
 
 def given_passages(prompt: str) -> list[tuple[int, str]]:
@@ -44,9 +45,10 @@ def given_passages(prompt: str) -> list[tuple[int, str]]:
 
 class AuthorReplies:
     """The answers of an author who knows `book`, as a FakeEngine's reply. Given source passages (a book with
-    --sources), an author who `cites` "well" writes the section from them instead: the first two sentences of each
-    of the first CITED_PASSAGES, each paragraph citing its own passage [n]; one who cites "wrongly" writes the same
-    and cites the next passage given (the last cites the first); "never" writes its own text and cites nothing."""
+    --sources), an author who `cites` "well" writes the section from them instead: the first two sentences of the
+    prose of each of the first CITED_PASSAGES (a code block is not prose), each paragraph citing its own passage
+    [n]; one who cites "wrongly" writes the same and cites the next passage given (the last cites the first);
+    "never" writes its own text and cites nothing."""
 
     def __init__(self, book: Book, *, cites: str = "never") -> None:
         self.book = book
@@ -109,11 +111,15 @@ class AuthorReplies:
         return nearest(sections, title, "").text
 
     def cited_text(self, passages: list[tuple[int, str]]) -> str:
+        """Two sentences of the prose of each of the first passages (their code left out), each citing."""
         paragraphs = []
         for number, text in passages[:CITED_PASSAGES]:
+            prose = " ".join(FENCED.sub(" ", text).split())
+            if not prose:
+                continue
             cited = number if self.cites == "well" else number % len(passages) + 1
-            paragraphs.append(" ".join(SENTENCE_END.split(text)[:2]) + f" [{cited}]")
-        return "\n\n".join(paragraphs)
+            paragraphs.append(" ".join(SENTENCE_END.split(prose)[:2]) + f" [{cited}]")
+        return "\n\n".join(paragraphs) or "This section has nothing to say."
 
 
 def nearest(nodes: list, title: str, point: str):  # type: ignore[no-untyped-def]

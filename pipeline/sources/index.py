@@ -166,7 +166,11 @@ class SourceIndex:
             for name, text in (beside or {}).items():
                 (temporary / name).write_text(text)
             shutil.rmtree(folder, ignore_errors=True)
-            temporary.rename(folder)
+            try:
+                temporary.rename(folder)
+            except OSError:
+                if not folder.is_dir():  # else another process saved the same index (its key is its contents)
+                    raise
         finally:
             shutil.rmtree(temporary, ignore_errors=True)
 

@@ -32,7 +32,7 @@ from pypdf import PdfReader
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipeline.bench.studies.corpus import Book, load_corpus  # noqa: E402
+from pipeline.bench.studies.corpus import Book, book_shape, load_corpus, write_part_notes  # noqa: E402
 from pipeline.sources.markers import cited_numbers, split_sources_list  # noqa: E402
 from tests.environ import isolated_env  # noqa: E402
 from tests.fakes.fake_author import author_engine  # noqa: E402
@@ -41,28 +41,10 @@ from tests.fakes.fake_engine import FakeEngineThread  # noqa: E402
 DEFAULT_BOOKS = "the-sourdough-framework,statistics,rust-by-example,trail-sense-survival-guide"
 
 
-def write_notes(book: Book, folder: Path) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    for number, part in enumerate(book.parts, 1):
-        lines = [f"# {part.title}"]
-        for chapter in part.chapters:
-            lines += ["", f"## {chapter.title}"]
-            for section in chapter.sections:
-                lines += ["", f"### {section.title}", "", section.text.strip()]
-        (folder / f"{number:02d}-part.md").write_text("\n".join(lines) + "\n")
-    return folder
-
-
-def shape_of(book: Book) -> str:
-    chapters = max(len(part.chapters) for part in book.parts)
-    sections = max(len(chapter.sections) for part in book.parts for chapter in part.chapters)
-    return f"{len(book.parts)}x{chapters}x{sections}"
-
-
 def write_book(book: Book, notes: Path, out: Path, cites: str, cache: Path) -> Path:
     with FakeEngineThread(author_engine(book, cites=cites)) as fakes:
         args = ["book", book.requests.plain, "--sources", str(notes), "--backend", f"{fakes.engines[0].url},cap=16",
-                "--shape", shape_of(book), "--out", str(out), "--quiet", "--json"]  # fmt: skip
+                "--shape", book_shape(book), "--out", str(out), "--quiet", "--json"]  # fmt: skip
         done = subprocess.run(
             [sys.executable, "-m", "pipeline", *args],
             capture_output=True,
@@ -128,7 +110,7 @@ def main() -> None:
     )
     print("|---|---|---|---|---|---|")
     for book in books:
-        notes = write_notes(book, args.out / book.slug / "notes")
+        notes = write_part_notes(book, args.out / book.slug / "notes")
         good = write_book(book, notes, args.out / book.slug / "well", "well", args.out / "cache")
         bad = write_book(book, notes, args.out / book.slug / "wrongly", "wrongly", args.out / "cache")
         marks = resolved(good)

@@ -17,7 +17,7 @@ import lxml.html
 import pytest
 from pypdf import PdfReader
 
-from pipeline.bench.studies.corpus import load_corpus
+from pipeline.bench.studies.corpus import book_shape, load_corpus, write_part_notes
 from pipeline.records import Outline, SectionResult
 from pipeline.sources.markers import cited_numbers, split_sources_list
 from tests.environ import isolated_env
@@ -26,27 +26,7 @@ from tests.fakes.fake_engine import FakeEngineThread, prompt_of
 from tests.fakes.fake_prompts import plan_level
 
 BOOK = next(book for book in load_corpus() if book.slug == "the-sourdough-framework")
-SHAPE = "x".join(
-    str(n)
-    for n in (
-        len(BOOK.parts),
-        max(len(part.chapters) for part in BOOK.parts),
-        max(len(chapter.sections) for part in BOOK.parts for chapter in part.chapters),
-    )
-)
-
-
-def write_sources(folder: Path) -> Path:
-    """The book's own text as a folder of Markdown files, one a part, as a team's notes would be."""
-    folder.mkdir()
-    for number, part in enumerate(BOOK.parts, 1):
-        lines = [f"# {part.title}"]
-        for chapter in part.chapters:
-            lines += ["", f"## {chapter.title}"]
-            for section in chapter.sections:
-                lines += ["", f"### {section.title}", "", section.text.strip()]
-        (folder / f"{number:02d}-part.md").write_text("\n".join(lines) + "\n")
-    return folder
+SHAPE = book_shape(BOOK)
 
 
 def fanout(*args: str, cache: Path) -> subprocess.CompletedProcess:
@@ -58,7 +38,7 @@ def fanout(*args: str, cache: Path) -> subprocess.CompletedProcess:
 
 
 def run_book(tmp_path: Path, cites: str) -> Path:
-    sources = write_sources(tmp_path / "notes")
+    sources = write_part_notes(BOOK, tmp_path / "notes")
     with FakeEngineThread(author_engine(BOOK, cites=cites)) as fakes:
         url = fakes.engines[0].url
         out = tmp_path / f"run-{cites}"

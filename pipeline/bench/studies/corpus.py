@@ -133,6 +133,20 @@ def book_markdown(book: Book, *, parts: list[CorpusPart] | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def write_part_notes(book: Book, folder: Path) -> Path:
+    """The book's own text as a folder of Markdown files, one a part (`#` part, `##` chapters, `###` sections), as
+    a team's notes would be: sources for `fanout book --sources` (examples/sources_fake.py, the suite)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for number, part in enumerate(book.parts, 1):
+        lines = [f"# {part.title}"]
+        for chapter in part.chapters:
+            lines += ["", f"## {chapter.title}"]
+            for section in chapter.sections:
+                lines += ["", f"### {section.title}", "", section.text.strip()]
+        (folder / f"{number:02d}-part.md").write_text("\n".join(lines) + "\n")
+    return folder
+
+
 @dataclass
 class Kept:
     """What of one book's lines one planned outline kept."""

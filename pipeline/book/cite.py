@@ -96,20 +96,27 @@ class PlanSources:
 
 
 def fitting(passages: list[Passage], room: int) -> list[Passage]:
-    """The passages, in order, while their block fits `room` tokens (as block_tokens counts it)."""
-    used, count = prompt_tokens(render("sources.md", passages="")), 0
-    for number, passage in enumerate(passages, 1):
-        used += prompt_tokens(shown_passage(number, passage))
+    """The passages, in order, while their block fits `room` tokens (as sources_tokens counts it)."""
+    used, sizes = block_sizes(passages)
+    count = 0
+    for size in sizes:
+        used += size
         if used > room:
             break
         count += 1
     return passages[:count]
 
 
-def block_tokens(passages: list[Passage]) -> int:
+def sources_tokens(passages: list[Passage]) -> int:
     """The tokens the passages' block takes at most: its own words once, then each passage's."""
+    own, sizes = block_sizes(passages)
+    return own + sum(sizes)
+
+
+def block_sizes(passages: list[Passage]) -> tuple[int, list[int]]:
+    """The tokens of the block's own words, and of each passage as it shows it."""
     own = prompt_tokens(render("sources.md", passages=""))
-    return own + sum(prompt_tokens(shown_passage(n, passage)) for n, passage in enumerate(passages, 1))
+    return own, [prompt_tokens(shown_passage(n, passage)) for n, passage in enumerate(passages, 1)]
 
 
 def shown_passage(number: int, passage: Passage) -> str:

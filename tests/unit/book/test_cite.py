@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from pipeline.book.cite import (
     Citing,
-    block_tokens,
     checked_markers,
     cited_body,
     fitting,
     prompt_tokens,
     sources_block,
+    sources_tokens,
     with_citations,
 )
 from pipeline.meaning.embed import open_embedder
@@ -54,7 +54,7 @@ def test_with_citations_keeps_what_was_given_even_when_the_answer_failed():
 
 
 def test_the_passages_given_fit_the_room_the_prompt_has():
-    block_of_two = block_tokens(GIVEN[:2])
+    block_of_two = sources_tokens(GIVEN[:2])
     assert block_of_two >= prompt_tokens(sources_block(GIVEN[:2]))  # counted piece by piece, never short
     assert fitting(GIVEN, block_of_two) == GIVEN[:2] and fitting(GIVEN, 5) == []
     assert sources_block([]) == "" and sources_block(GIVEN[:1]).startswith("Write from these sources.")

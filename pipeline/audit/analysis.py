@@ -24,7 +24,7 @@ import numpy as np
 from pipeline.audit.citations import book_citations
 from pipeline.audit.source import AuditBook, AuditSection, headings_of
 from pipeline.meaning.embed import Embedder, Vectors, unit_rows
-from pipeline.meaning.floors import OFF_REQUEST
+from pipeline.meaning.floors import OFF_REQUEST, SET_APART
 from pipeline.meaning.nearness import (
     DIGITS,
     MIN_PARAGRAPH_WORDS,
@@ -45,8 +45,9 @@ from pipeline.meaning.nearness import (
     unrestated,
 )
 from pipeline.meaning.offrequest import JUDGED_LEVELS, request_fit
-from pipeline.meaning.onsubject import subject_fits
+from pipeline.meaning.onsubject import book_fits, subject_fits
 from pipeline.meaning.reading import request_asks
+from pipeline.records import Author
 from pipeline.records.audit import BookMeaning, SectionMeaning
 from pipeline.text import without_code
 from pipeline.titles import TitleIndex, content_words, title_key
@@ -257,13 +258,33 @@ def off_request_nodes(book: AuditBook, judge: Embedder) -> dict[str, str]:
 
 
 def judge_subject(book: AuditBook, sections: list[SectionMeaning], judge: Embedder) -> None:
-    """Each written section's fit to the request and whether it is on the subject (pipeline/meaning/onsubject.py)."""
+    """Each written section's fit to the request and whether it is on the subject, by the judge of its kind of author
+    (pipeline/meaning/onsubject.py): a small model's section by its heading's and opening's fit, a capable author's
+    by its chapter's distance from the rest of the book and the book's fit to the request."""
     written = {s.id: s for s in book.sections if s.error is None and s.text.strip()}
     judged = [meaning for meaning in sections if meaning.id in written]
-    units = [unit(written[m.id].title, book.points.get(m.id, "")) for m in judged]
     texts = [body_text(written[m.id].text) for m in judged]
+    if book.author is Author.CAPABLE:
+        chapters = [book.parents.get(m.id, "") for m in judged]
+        for meaning, verdict in zip(judged, book_fits(judge, book.prompt or "", chapters, texts)):
+            meaning.subject_text, meaning.subject_apart, meaning.on_subject = (
+                verdict.text,
+                verdict.apart,
+                verdict.on_subject,
+            )
+        return
+    units = [unit(written[m.id].title, book.points.get(m.id, "")) for m in judged]
     for meaning, fit in zip(judged, subject_fits(judge, book.prompt or "", units, texts)):
         meaning.subject_unit, meaning.subject_text, meaning.on_subject = fit.unit, fit.text, fit.on_subject
+
+
+def subject_evidence(meaning: SectionMeaning) -> str:
+    """Why a section is off the subject, in the words of its judge (judge_subject)."""
+    if meaning.subject_unit is not None:
+        return f"{meaning.subject_unit:.2f} heading, {meaning.subject_text:.2f} text to the request"
+    if meaning.subject_apart is not None and meaning.subject_apart < SET_APART:
+        return f"its chapter is {meaning.subject_apart:.2f} to the book's nearest other chapter"
+    return f"{meaning.subject_text:.2f} text to the request, in a book that is not about it"
 
 
 def coverage(book: AuditBook, embedder: Embedder) -> tuple[list[str], list[str]]:
@@ -319,11 +340,7 @@ def analyse(book: AuditBook, embedder: Embedder, judge: Embedder | None = None) 
         "off_point": [f"{s.id}: nearer {s.nearest} by {-(s.margin or 0):.2f}" for s in judged if not s.on_point],
         "missing_asks": missing,
         "off_request": [f"{node_id}: {finding}" for node_id, finding in (off_request or {}).items()],
-        "off_subject": [
-            f"{s.id}: {s.subject_unit:.2f} heading, {s.subject_text:.2f} text to the request"
-            for s in subject
-            if not s.on_subject
-        ],
+        "off_subject": [f"{s.id}: {subject_evidence(s)}" for s in subject if not s.on_subject],
         "unsupported": [f"{s.id}: {sentence}" for s in sections for sentence in s.unsupported],
     }
     return BookMeaning(

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from pipeline.audit.analysis import analyse
 from pipeline.audit.quality import FIGURES, Threshold, measure, parse_threshold
-from pipeline.audit.rules import RULE_NAMES, choose_rules, figure_rules, find_defects, rule_repeated_passages
+from pipeline.audit.rules import RULE_NAMES, RULES, choose_rules, figure_rules, find_defects, rule_repeated_passages
 from pipeline.audit.source import AuditBook
 from pipeline.errors import UsageError
 from pipeline.meaning.embed import Embedder, open_embedder
@@ -55,6 +55,7 @@ def audit(
         len(rule_repeated_passages(book)) if repeated is None else repeated,
         meaning,
     )
+    figures = [name for name in figure_rules(book) if name in rules]
     report = AuditReport(
         source=book.source,
         sections=len(book.sections),
@@ -63,7 +64,9 @@ def audit(
         code_blocks=book.structure.code_blocks,
         rules=rules,
         counts=counts,
-        figure_rules=[name for name in figure_rules(book) if name in rules],
+        author=book.author,
+        figure_rules=figures,
+        figure_why={name: RULES[name].why for name in figures},
         structure=book.structure,
         defects=defects,
         quality=quality,
@@ -87,8 +90,27 @@ def summary_lines(report: AuditReport, book: AuditBook) -> list[str]:
     section_ids = {s.id for s in book.sections}
     defects = [d for d in report.defects if d.section_id in section_ids and d.rule not in report.figure_rules]
     lines.append(f"{len({d.section_id for d in defects})} of {report.sections} sections have at least one defect")
-    lines += [f"{name}: {report.counts[name]} (a figure here)" for name in report.figure_rules if report.counts[name]]
+    lines += [
+        f"{name}: {report.counts[name]} (a figure in a {report.author} author's book: {report.figure_why[name]})"
+        for name in report.figure_rules
+        if report.counts[name]
+    ]
     return lines
+
+
+def flagged(report: AuditReport) -> list[str]:
+    """What the audit flags as defects, rule by rule in words ('11 sections with a word a handbook would not print'),
+    then the parts and chapters off the request: the run's last line. Figures are not named."""
+    said = []
+    for name in report.rules:
+        if name in report.figure_rules:
+            continue
+        items = len({d.section_id for d in report.defects if d.rule == name})
+        said += [RULES[name].says(items)] if items else []
+    off = report.meaning.off_request_ids if report.meaning is not None else []
+    levels = Counter("part" if "." not in node_id else "chapter" for node_id in off)
+    said += [f"{n} {level}{'' if n == 1 else 's'} off the request" for level, n in sorted(levels.items(), reverse=True)]
+    return said
 
 
 def parse_rule_list(text: str | None) -> list[str] | None:

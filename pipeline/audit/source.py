@@ -31,7 +31,7 @@ from pipeline.document import (
 )
 from pipeline.errors import UsageError
 from pipeline.journal import read_journal
-from pipeline.records import BookSpec, Node, Outline, SectionResult
+from pipeline.records import Author, BookSpec, Node, Outline, SectionResult
 from pipeline.records.audit import TITLE_LEVEL, BookStructure, LevelShape
 from pipeline.sources.markers import split_sources_list
 from pipeline.text import close_open_fence, without_link_targets
@@ -85,7 +85,7 @@ class AuditBook:
     target_words: int | None = None  # words asked for per section: run folders only
     parents: dict[str, str] = field(default_factory=dict)  # a node's id -> its parent's id
     placeholders: set[str] = field(default_factory=set)  # ids outline.json flags as numbered stand-ins
-    small_model: bool | None = None  # a run written by a small model (its spec's profile); None: not known
+    author: Author = Author.CAPABLE  # who wrote it: a run's spec's sampling profile says; a Markdown book is told
     points: dict[str, str] = field(default_factory=dict)  # a node's id -> its key point (run folders only)
     structure: BookStructure = field(default_factory=lambda: BookStructure(kind="markdown"))
 
@@ -134,7 +134,7 @@ def load_run(folder: Path) -> AuditBook:
         title=outline.title,
         prompt=spec.prompt if spec else None,
         target_words=spec.words if spec else None,
-        small_model=spec.profile.small if spec and spec.profile else None,
+        author=spec.profile.author if spec and spec.profile else Author.CAPABLE,
         parents=parents,
         placeholders={node.id for node in outline_nodes(outline) if node.placeholder},
         points={node.id: node.point for node in outline_nodes(outline) if node.point},

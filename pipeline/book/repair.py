@@ -50,6 +50,7 @@ LOOP_ESCAPE_PENALTIES = {"frequency_penalty": 0.6, "presence_penalty": 0.3}
 ACTIONS = {
     "failed": "rewrite",
     "empty": "rewrite",
+    "repeated_section": "rewrite",
     "duplicate": "retitle",
     "repeated_title": "retitle",
     "truncated": "continue",
@@ -60,7 +61,7 @@ ACTIONS = {
     "stray_headings": "tidy",
     "offensive": "rewrite",
 }
-PRIORITY = ["replan", "rewrite", "retitle", "continue", "refocus", "tidy"]
+PRIORITY = ["replan", "retitle", "rewrite", "continue", "refocus", "tidy"]  # a retitle writes the section anew too
 REFOCUS_CANDIDATES = 2
 REFOCUS_FIRST = 100  # candidate numbers of a refocus start here, so their seeds differ from the writer's
 

@@ -38,6 +38,7 @@ from string import Template
 import anyio
 from anyio.abc import TaskGroup
 
+from pipeline.audit.rules import judges
 from pipeline.backends.pool import BackendPool, RequestFailed
 from pipeline.backends.sse import OnDelta
 from pipeline.book.cite import Citing, sources_block, with_citations
@@ -56,6 +57,7 @@ from pipeline.meaning.offensive import offensive_words
 from pipeline.meaning.onsubject import subject_fits
 from pipeline.meaning.reading import read
 from pipeline.records import (
+    Author,
     BookSpec,
     Chapter,
     ChatRequest,
@@ -221,20 +223,25 @@ def off_point(results: list[SectionResult]) -> bool:
     return bool(margins) and max(margins) <= 0
 
 
-def asked_again(results: list[SectionResult]) -> bool:
-    """The section is worth another candidate: it is off its point, or every written candidate has a word a
-    handbook would not print. Off the subject alone is no reason: on the embedded engine a retry of each section the
-    on-subject judge failed cost the demo 19 more answers and 40 s (job 141 s against 100 s), and the judge still
-    passed 0.14 of it (SmolLM2-135M's texts drift whatever the prompt: docs/planning.md); where candidates are
-    several, the judge chooses among them (best_candidate)."""
+def asked_again(results: list[SectionResult], author: Author) -> bool:
+    """The section is worth another candidate: every written candidate has a defect the audit would flag in this
+    kind of author's book (pipeline/audit/rules.py's `judges`): it is off its point (a small model's), or it has a
+    word a handbook would not print. Off the subject alone is no reason: on the embedded engine a retry of each
+    section the on-subject judge failed cost the demo 19 more answers and 40 s (job 141 s against 100 s), and the
+    judge still passed 0.14 of it (SmolLM2-135M's texts drift whatever the prompt: docs/planning.md); where
+    candidates are several, the judge chooses among them (best_candidate)."""
     written = [r for r in results if r.ok]
-    return off_point(results) or (bool(written) and all(offensive(r) for r in written))
+    if judges("off_point", author) and off_point(results):
+        return True
+    return judges("offensive", author) and bool(written) and all(offensive(r) for r in written)
 
 
 @dataclass(frozen=True)
 class WritePolicy:
-    """How each section is asked: candidates at once, more while off its point or off the subject (by `judge`, the
-    on-subject judge: None, not judged), and the warm-up schedule."""
+    """How each section is asked: candidates at once, more while they have a defect of the author's kind (asked_again),
+    the warm-up schedule; `judge` chooses among several candidates by their fit to the request (a small model's
+    on-subject judge; None: not judged, as in a capable author's book, whose judge weighs a chapter against the whole
+    book)."""
 
     best_of: int = 1
     off_point_retries: int = 0
@@ -242,6 +249,7 @@ class WritePolicy:
     ready_after: Callable[[str], WarmSchedule] = first_token_everywhere  # a backend -> its engine's schedule
     judge: Embedder | None = None
     hedge: bool = False  # a second copy of a late section while the fleet has spare slots (Hedges)
+    author: Author = Author.CAPABLE  # whose book it is: another candidate is asked only for a defect of its kind
 
 
 @dataclass(frozen=True)
@@ -288,6 +296,7 @@ class SectionWriter:
         self.best_of = policy.best_of
         self.off_point_retries = policy.off_point_retries
         self.judge = policy.judge
+        self.author = policy.author
         self.hedges = Hedges(pool) if policy.hedge else None
         # a chapter's sections share their prompt up to their own title: its first leads (warm.py)
         self.groups = PrefixGroups(policy.warm, policy.ready_after)
@@ -365,7 +374,7 @@ class SectionWriter:
         self.first_answers_done = time.monotonic()
         asked = self.best_of + hedged  # a hedge that went was the first retry's candidate
         for extra in range(asked, self.best_of + self.off_point_retries):
-            if not asked_again(results):
+            if not asked_again(results, self.author):
                 break
             retry = Route(prefer=leader.backend if leader is not None else route.prefer)
             results += await self._candidates(where, [extra], retry)
@@ -397,7 +406,7 @@ class SectionWriter:
             if name == "hedge":
                 await go.wait()
             landed[name] = await self._candidates(where, numbers, copy_route)
-            if not asked_again(landed[name]) or not go.is_set():
+            if not asked_again(landed[name], self.author) or not go.is_set():
                 group.cancel_scope.cancel()  # kept; or the first candidates need a retry and no hedge went
 
         try:
@@ -406,8 +415,9 @@ class SectionWriter:
                 group.start_soon(copy, "hedge", [self.best_of], Route(), group)
         finally:
             first = landed.get("first", [])
-            hedges.landed(section_id, backend=first[0].backend if first else None, retry=retries and asked_again(first))
-        hedges.kept += "hedge" in landed and not asked_again(landed["hedge"])
+            retry = retries and asked_again(first, self.author)
+            hedges.landed(section_id, backend=first[0].backend if first else None, retry=retry)
+        hedges.kept += "hedge" in landed and not asked_again(landed["hedge"], self.author)
         return first + landed.get("hedge", []), first[0].text if first else None, go.is_set()
 
     async def _candidates(

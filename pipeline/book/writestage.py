@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import anyio
 
+from pipeline.audit.rules import judges
 from pipeline.backends.fleet import Fleet
 from pipeline.backends.pool import BackendPool
 from pipeline.book.cite import UNKNOWN_CONTEXT, Citing
@@ -27,7 +28,7 @@ from pipeline.book.plan.levels import OnSection
 from pipeline.book.write import SectionWriter, WritePolicy
 from pipeline.journal import Journal
 from pipeline.meaning.offrequest import open_judge
-from pipeline.records import Chapter, Outline, Part, Section, SectionResult
+from pipeline.records import Author, Chapter, Outline, Part, Section, SectionResult
 from pipeline.watch.events import OutlineReady, WritingStarted
 
 log = logging.getLogger("fanout")
@@ -85,14 +86,17 @@ class WriteStage:
         self.done = sum(1 for result in journal.values() if result.ok)
         settings = run.settings
         best_of = settings.best_of or spare_best_of(fleet.pool, run.spec.section_count)
-        log.info("best of %d a section (%d more while off point)", best_of, settings.off_point_retries)
+        author = run.writing.profile.author
+        retries = settings.off_point_retries if judges("off_point", author) else 0
+        log.info("best of %d a section (%d more while off point, a %s author's book)", best_of, retries, author)
         policy = WritePolicy(
             best_of=best_of,
             off_point_retries=settings.off_point_retries,
             warm=settings.warm,
             ready_after=fleet.prefix_ready,
-            judge=open_judge(settings.judge),
+            judge=open_judge(settings.judge) if author is Author.SMALL else None,
             hedge=settings.hedge,
+            author=author,
         )
         journal_file = Journal(run.folder.journal)
         self.writer = SectionWriter(

@@ -185,17 +185,18 @@ def cmd_book(args: argparse.Namespace) -> int:
 
 
 def print_repairable(result: BookOutcome) -> None:
-    """Say what `fanout repair` would fix in a book written without --repair (repair stays opt-in: docs/commands.md)."""
+    """Say what the audit flags, rule by rule, and whether `fanout repair` would act on any of it, in a book written
+    without --repair (repair stays opt-in: docs/commands.md)."""
+    from pipeline.audit.report import flagged
     from pipeline.book.repair import plan_actions
 
-    sections = len(plan_actions(result.audit, {defect.section_id for defect in result.audit.defects}))
-    chapters = len(result.audit.meaning.off_request_ids) if result.audit.meaning is not None else 0
-    if sections or chapters:
-        print(
-            f"fanout: the audit flags {sections} sections and {chapters} parts or chapters off the request; "
-            f"`fanout repair {result.folder}` fixes what it can",
-            file=sys.stderr,
-        )
+    said = flagged(result.audit)
+    if not said:
+        return
+    repairable = plan_actions(result.audit, {defect.section_id for defect in result.audit.defects})
+    chapters = result.audit.meaning.off_request_ids if result.audit.meaning is not None else []
+    then = f"; `fanout repair {result.folder}` fixes what it can" if repairable or chapters else ""
+    print(f"fanout: the audit flags {', '.join(said)}{then}", file=sys.stderr)
 
 
 def print_repair(summary) -> None:
@@ -243,6 +244,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from pipeline.config import load_settings
     from pipeline.files import write_atomic
     from pipeline.meaning.embed import open_embedder
+    from pipeline.records import Author
 
     parse_fail_on(args.fail_on)
     settings = load_settings({"embeddings": args.embeddings, "judge": args.judge})
@@ -250,6 +252,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
     book = load_book(args.source)
     if (asked := prompt_of(args)) is not None:
         book.prompt = asked
+    if args.author is not None:
+        book.author = Author(args.author)
     embedder = open_embedder(settings.embeddings)
     if args.sources:
         from pipeline.audit.citations import resolve_sources
@@ -474,6 +478,13 @@ def add_audit_command(commands: argparse._SubParsersAction) -> argparse.Argument
         "its own; a run folder's is its spec's)",
     )
     add_prompt_file_flag(audit)
+    audit.add_argument(
+        "--author",
+        choices=["small", "capable"],
+        help="who wrote the book: a small model or a capable author (a larger model, or a person); each rule judges "
+        "as a defect only what it is shown to judge well in that kind of book, the rest is a figure (default: a run "
+        "folder's sampling profile says; a Markdown file is a capable author's)",
+    )
     audit.add_argument(
         "--sources",
         type=Path,

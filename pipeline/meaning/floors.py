@@ -19,7 +19,13 @@ LAST_RESORT_FIT = 0.2  # a line held as off the subject is never taken below thi
 
 # The audit (pipeline/audit/analysis.py), and the writer's choice of candidates:
 OFF_REQUEST = 0.18  # a part's or chapter's title and point below this to every ask of the request is off it
-ON_SUBJECT = 0.65  # a section whose lower fit (heading or text) is below this is off the subject
+ON_SUBJECT = 0.65  # a section whose lower fit (heading or text) is below this is off the subject (a small model's)
+# A capable author's book (onsubject.book_fits), set on the good-writing corpus with a chapter of every other book on
+# another subject planted in each (examples/subject_judges.py):
+SET_APART = 0.35  # a chapter whose pooled openings are under this to every other chapter's is on another subject
+BOOK_FLOOR = 0.15  # a book whose sections' median fit to the request is under this is not about it: the corpus's own
+# books fit their requests at 0.18 and up (median), 80 % of books set against another book's request under 0.15
+MIN_CHAPTERS = 3  # fewer chapters than this are no book to compare a chapter with: each section by its own fit
 
 # The audit's `unsupported` rule (pipeline/audit/citations.py): a cited sentence's support by a passage is the meaning
 # model's cosine (wordllama) plus CITED_OVERLAP times the share of its stems the passage has; it is unsupported under
@@ -37,6 +43,8 @@ FLOORS: dict[str, float] = {
     "LAST_RESORT_FIT": LAST_RESORT_FIT,
     "OFF_REQUEST": OFF_REQUEST,
     "ON_SUBJECT": ON_SUBJECT,
+    "SET_APART": SET_APART,
+    "BOOK_FLOOR": BOOK_FLOOR,
     "CITED_FLOOR": CITED_FLOOR,
     "CITED_MARGIN": CITED_MARGIN,
     "CITED_OVERLAP": CITED_OVERLAP,

@@ -261,6 +261,15 @@ class Completion(BaseModel):
 SMALL_PROFILE = "small"  # the sampling profile of a small model (pipeline/book/profiles.py)
 
 
+class Author(StrEnum):
+    """Who wrote a book, as the audit's rules and judges see it: a small model (a run whose sampling profile is
+    `small`), or a capable author (any other model, or a person: a Markdown book from anywhere). Each rule of the
+    audit says which kinds it is shown to judge well (pipeline/audit/rules.py); on another it is a figure."""
+
+    SMALL = "small"
+    CAPABLE = "capable"
+
+
 class SamplingProfile(BaseModel):
     """How a book's requests sample (profiles.py holds the named ones); engines take what they honour."""
 
@@ -288,6 +297,11 @@ class SamplingProfile(BaseModel):
         """The profile of a small model, whose planning lines are mostly unusable: it plans from what is given,
         samples every question several times, and is held to the rules fitted to a small model's junk."""
         return self.name == SMALL_PROFILE
+
+    @property
+    def author(self) -> Author:
+        """The kind of author whose book this profile writes."""
+        return Author.SMALL if self.small else Author.CAPABLE
 
 
 TOKENS_PER_WORD = 1.4  # English prose with Markdown marks, SmolLM2's and Llama's tokenizers alike

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from pipeline.records import Author
+
 TITLE_LEVEL = "title"  # the level name of a Markdown file's title heading, when its block holds text
 
 
@@ -101,6 +103,7 @@ class SectionMeaning(BaseModel):
     repeats: str | None = None  # 'p01.c02.s03' whose paragraph this section's nearly repeats
     subject_unit: float | None = None  # fit of its title and point to the request (pipeline/meaning/onsubject.py)
     subject_text: float | None = None  # fit of its text's opening to the request
+    subject_apart: float | None = None  # a capable author's: its chapter's cosine to the book's nearest other chapter
     on_subject: bool | None = None  # None: not judged (no request, no judge, or no text)
     citations: int = 0  # cited sentences judged against the passages they cite (one a passage cited)
     unsupported: list[str] = Field(default_factory=list)  # the sentences its cited passage does not support
@@ -139,7 +142,9 @@ class AuditReport(BaseModel):
     code_blocks: int
     rules: list[str]
     counts: dict[str, int]
+    author: Author = Author.CAPABLE  # the kind of author the book was judged as (pipeline/audit/rules.py)
     figure_rules: list[str] = Field(default_factory=list)  # rules whose findings here are figures, not defects
+    figure_why: dict[str, str] = Field(default_factory=dict)  # each figure rule -> the measurement that says why
     structure: BookStructure | None = None  # what the book was read as, and its words and code over the whole
     defects: list[Defect] = Field(default_factory=list)
     summary: list[str] = Field(default_factory=list)

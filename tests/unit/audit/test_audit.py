@@ -13,31 +13,43 @@ import pytest
 from pipeline.audit.report import audit
 from pipeline.audit.rules import RULE_NAMES
 from pipeline.audit.source import load_book, load_run
+from pipeline.book.profiles import PROFILES
 from pipeline.book.trim import cut_repeats
 from pipeline.errors import UsageError
-from pipeline.records import BookSpec, Chapter, Outline, Part, Section, SectionResult
+from pipeline.records import Author, BookSpec, Chapter, Outline, Part, Section, SectionResult
 from tests.fakes.fake_engine import fake_process as fake_engine_process
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "audit"
 
 
-def expectations(path: Path) -> dict[str, int]:
-    header = re.search(r"<!-- expect (.*?) -->", path.read_text()).group(1)
-    return {rule: int(n) for rule, n in (pair.split("=") for pair in header.split())}
+def expectations(path: Path) -> list[tuple[Author, dict[str, int]]]:
+    """Each `<!-- expect [author=KIND] RULE=N ... -->` line of a fixture: the author it is audited as (a Markdown
+    book's default, capable, where none is named) and each rule's count."""
+    found = []
+    for header in re.findall(r"<!-- expect (.*?) -->", path.read_text()):
+        pairs = dict(pair.split("=") for pair in header.split())
+        author = Author(pairs.pop("author", Author.CAPABLE))
+        found.append((author, {rule: int(n) for rule, n in pairs.items()}))
+    return found
 
 
 @pytest.mark.parametrize("fixture", sorted(FIXTURES.glob("*.md")), ids=lambda p: p.stem)
 def test_each_rule_counts_exactly_on_its_fixture(fixture):
-    report = audit(load_book(fixture))
-    for rule, count in expectations(fixture).items():
-        assert report.counts[rule] == count, f"{rule}: {[d.detail for d in report.defects if d.rule == rule]}"
+    for author, counts in expectations(fixture):
+        book = load_book(fixture)
+        book.author = author
+        report = audit(book)
+        for rule, count in counts.items():
+            found = [d.detail for d in report.defects if d.rule == rule]
+            assert report.counts[rule] == count, f"{rule}, a {author} author's book: {found}"
 
 
 def test_every_rule_has_a_fixture_or_a_run_folder_test():
     run_folder_rules = {"failed", "heading_outranks", "off_point", "off_book", "repeated_content", "stray_headings"}
     run_folder_rules |= {"off_subject"}  # tests/unit/audit/test_meaning.py
     run_folder_rules |= {"uncited", "unsupported"}  # tests/unit/audit/test_citations.py, test_sources_book.py
-    covered = {rule for f in FIXTURES.glob("*.md") for rule in expectations(f)} | run_folder_rules
+    covered = {rule for f in FIXTURES.glob("*.md") for _, counts in expectations(f) for rule in counts}
+    covered |= run_folder_rules
     assert covered == set(RULE_NAMES)
 
 
@@ -53,7 +65,8 @@ def write_run(folder: Path, results: list[SectionResult], titles: list[str]) -> 
         parts=[Part(id="p01", title="Part", chapters=[Chapter(id="p01.c01", title="Chapter", sections=sections)])],
     )
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "spec.json").write_text(BookSpec(prompt="p", parts=1, chapters=1, sections=len(titles)).model_dump_json())
+    spec = BookSpec(prompt="p", parts=1, chapters=1, sections=len(titles), profile=PROFILES["small"])
+    (folder / "spec.json").write_text(spec.model_dump_json())
     (folder / "outline.json").write_text(outline.model_dump_json())
     (folder / "sections.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in results))
 
@@ -65,12 +78,18 @@ GOOD = (
 )
 
 
+CUT = (
+    "Another section, on a subject of its own: a cut answer runs to the token cap and stops where the cap falls, "
+    "which is rarely at the end of a sentence, so the reader meets a thought that never finishes."
+)
+
+
 def planted_run(folder: Path) -> None:
     titles = ["Good one", "Cut off", "Failed", "Loud heading", "Good one", "Tiny"]
     results = [
         SectionResult(id="p01.c01.s01", title=titles[0], text=GOOD, finish_reason="stop"),
         SectionResult(
-            id="p01.c01.s02", title=titles[1], text=GOOD + " And then it stops in the", finish_reason="length"
+            id="p01.c01.s02", title=titles[1], text=CUT + " And then it stops in the", finish_reason="length"
         ),
         SectionResult(id="p01.c01.s03", title=titles[2], error="request failed after 4 attempts"),
         SectionResult(id="p01.c01.s04", title=titles[3], text="## Big heading\n\n" + GOOD, finish_reason="stop"),
@@ -158,7 +177,7 @@ def test_repair_on_a_fake_engine_fixes_planted_defects(tmp_path):
     versions = [(line["id"], line["version"], line["repair"]) for line in lines if line["id"] == "p01.c01.s02"]
     assert versions == [("p01.c01.s02", 1, None), ("p01.c01.s02", 2, "continue")], "the journal keeps both"
     continued = [line for line in lines if line["id"] == "p01.c01.s02"][-1]["text"]
-    assert continued.startswith(GOOD + " And then it stops in the") and len(continued) > len(GOOD) + 30
+    assert continued.startswith(CUT + " And then it stops in the") and len(continued) > len(CUT) + 30
     outline = json.loads((tmp_path / "outline.json").read_text())
     assert outline["parts"][0]["chapters"][0]["sections"][4]["title"] != "Good one", "the duplicate was re-titled"
     assert (tmp_path / "book.pdf").exists() and "Good one" in (tmp_path / "book.md").read_text()

@@ -174,8 +174,9 @@ def meaning_run(
     folder: Path,
     texts: list[str],
     prompt: str = "Write a short handbook on feeding a sourdough starter.",
-    profile: SamplingProfile | None = None,
+    profile: SamplingProfile | None = PROFILES["small"],
 ) -> None:
+    """A run of one chapter about feeding a starter; a small model's unless another profile is given."""
     sections = [Section(id=f"p01.c01.s0{i + 1}", title=t, point=p) for i, (t, p) in enumerate(FEEDING)]
     chapter = Chapter(
         id="p01.c01", title="Feeding Your Starter", point="What a starter eats and when.", sections=sections

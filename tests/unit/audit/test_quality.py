@@ -13,7 +13,7 @@ from pipeline.audit.quality import FIGURES, measure, seq_rep
 from pipeline.audit.report import audit, gate, parse_fail_on
 from pipeline.audit.source import AuditBook, AuditSection, BookNode, load_book, load_run
 from pipeline.errors import UsageError
-from pipeline.records import BookSpec, Chapter, Outline, Part, Section, SectionResult
+from pipeline.records import Author, BookSpec, Chapter, Outline, Part, Section, SectionResult
 from pipeline.text import words_of
 from pipeline.typeset.appendix import appendix_html
 
@@ -210,7 +210,7 @@ def test_an_old_run_folder_without_spec_or_flags_still_loads(tmp_path):
 
 def test_gate_on_thresholds_and_rules():
     book = bare_book("a b c.", "c d a b.")  # distinct_2 0.8
-    book.from_journal = True  # a run's floor: both sections are empty (under 40 words)
+    book.from_journal, book.author = True, Author.SMALL  # a small model's run's floor: both are empty (under 40 words)
     report = audit(book)
     assert gate(report, "distinct_2<0.5") == []
     assert gate(report, "distinct_2<0.9") == ["distinct_2 0.8 < 0.9"]

@@ -17,7 +17,7 @@ import pytest
 from pipeline.audit.report import audit, gate
 from pipeline.audit.rules import word_floor
 from pipeline.audit.source import load_book
-from pipeline.records import BookSpec
+from pipeline.records import Author, BookSpec
 
 SHAPES = Path(__file__).parents[2] / "fixtures" / "audit" / "shapes"
 STRUCTURAL = ("duplicate", "repeated_title", "near_duplicate", "truncated", "empty", "failed", "unclosed_fence")
@@ -118,10 +118,13 @@ def test_in_a_run_a_repeated_title_is_a_defect():
 
 
 def test_a_reference_floor_follows_its_siblings():
-    report = audit(load_book(SHAPES / "api_reference.md"), only=["empty"])
-    by_id = {d.section_id: d.detail for d in report.defects}
+    reference = load_book(SHAPES / "api_reference.md")
+    by_id = {d.section_id: d.detail for d in audit(reference, only=["empty"]).defects}
     assert set(by_id) == {"L80", "L152"}  # `queue.pause()`: "See …" (2 words); an alias heading with no text
-    assert "siblings' median" in by_id["L80"]
+    assert "a capable author's stub" in by_id["L80"], "a Markdown book is a capable author's: under 3 words"
+    reference.author = Author.SMALL
+    by_id = {d.section_id: d.detail for d in audit(reference, only=["empty"]).defects}
+    assert set(by_id) == {"L80", "L152"} and "siblings' median" in by_id["L80"]
     short = next(s for s in load_book(SHAPES / "api_reference.md").sections if s.title == "`queue.size`")
     assert 0 < short.words < 40 and short.id not in by_id, "a short entry among short ones is what a reference is"
 
@@ -156,4 +159,5 @@ def test_the_audit_command_prints_the_structure_and_gates_on_repeated_titles(tmp
     assert gated.returncode == 3 and "repeated_title 1" in gated.stderr
     saved = json.loads((tmp_path / "api.audit.json").read_text())
     assert saved["structure"]["units"] == 17
-    assert saved["figure_rules"] == ["repeated_title", "word_count_outliers", "off_point"]
+    assert saved["author"] == "capable" and "repeated_title" in saved["figure_rules"]
+    assert saved["figure_why"]["repeated_title"].startswith("a reference repeats")

@@ -19,7 +19,18 @@ from pipeline.book.write import SectionWriter, WritePolicy
 from pipeline.book.writestage import spare_best_of
 from pipeline.journal import Journal
 from pipeline.meaning.embed import Embedder, open_embedder
-from pipeline.records import Backend, BookSpec, Chapter, EngineKind, Outline, Part, PlanMode, Section, SectionResult
+from pipeline.records import (
+    Author,
+    Backend,
+    BookSpec,
+    Chapter,
+    EngineKind,
+    Outline,
+    Part,
+    PlanMode,
+    Section,
+    SectionResult,
+)
 from pipeline.watch.listeners import BookListener
 from tests.fakes.fake_embeddings import CountingEmbedder
 from tests.fakes.fake_engine import FakeEngine, prompt_of
@@ -63,7 +74,12 @@ class SeededReplies:
 
 
 async def write_one(
-    replies: SeededReplies, best_of: int, retries: int, tmp_path: Path, judge: Embedder | None = None
+    replies: SeededReplies,
+    best_of: int,
+    retries: int,
+    tmp_path: Path,
+    judge: Embedder | None = None,
+    author: Author = Author.SMALL,
 ) -> SectionWriter:
     engine = await FakeEngine(reply=replies).start()
     try:
@@ -73,7 +89,7 @@ async def write_one(
         )
         writer = SectionWriter(
             pool, spec, Journal(tmp_path / "sections.jsonl"), SMALL, BookListener(), open_embedder(),
-            WritePolicy(best_of=best_of, off_point_retries=retries, judge=judge),
+            WritePolicy(best_of=best_of, off_point_retries=retries, judge=judge, author=author),
         )  # fmt: skip
         outline, part, chapter = feeding_chapter()
         await writer.write(outline, part, chapter, chapter.sections[0])
@@ -104,6 +120,14 @@ async def test_an_off_point_section_is_asked_again_and_an_on_point_one_is_not(tm
     assert writer.retry_tail_seconds == 0, "no retry: the last answer was a first one"
 
 
+async def test_a_capable_authors_section_nearer_a_siblings_point_is_not_asked_again(tmp_path):
+    replies = SeededReplies(off=1)
+    writer = await write_one(replies, best_of=1, retries=2, tmp_path=tmp_path, author=Author.CAPABLE)
+    result = writer.results["p01.c01.s01"]
+    assert result.margin is not None and result.margin < 0, "the answer is nearer its sibling's point"
+    assert len(replies.seeds["Choosing a Flour"]) == 1 and result.candidates == 1, "off_point is a figure here"
+
+
 async def test_the_judge_scores_a_sections_candidates_only_when_it_has_a_choice_to_make(tmp_path):
     lone = CountingEmbedder(open_embedder())
     result = (await write_one(SeededReplies(off=0), 1, 0, tmp_path, judge=lone)).results["p01.c01.s01"]
@@ -131,7 +155,13 @@ def test_best_of_comes_from_the_slots_the_fleet_has_to_spare():
 
 async def test_a_repair_refocuses_an_off_point_section_and_never_leaves_it_worse(tmp_path):
     outline, part, chapter = feeding_chapter()
-    spec = BookSpec(prompt="Write a short handbook on feeding a sourdough starter.", parts=1, chapters=1, sections=3)
+    spec = BookSpec(
+        prompt="Write a short handbook on feeding a sourdough starter.",
+        parts=1,
+        chapters=1,
+        sections=3,
+        profile=SMALL.profile,
+    )
     (tmp_path / "spec.json").write_text(spec.model_dump_json())
     (tmp_path / "outline.json").write_text(outline.model_dump_json())
     texts = [ON_SCHEDULE, ON_SCHEDULE.replace("twelve", "ten"), ON_HUNGER]  # s01 writes its sibling's point

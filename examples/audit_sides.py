@@ -51,7 +51,10 @@ def corpus_book(book: Book) -> AuditBook:
 
 def answers_book(answers: list[dict[str, str]]) -> AuditBook:
     """The raw answers as one Markdown book's sections (each its own chapter: none shares a passage by design)."""
-    sections = [AuditSection(id=str(i), title=a["title"], text=a["text"]) for i, a in enumerate(answers)]
+    sections = [
+        AuditSection(id=str(i), title=a["title"], text=a["text"], finish_reason=a["finish_reason"])
+        for i, a in enumerate(answers)
+    ]
     return AuditBook(source="raw answers", nodes=[], sections=sections, from_journal=False)
 
 

@@ -16,6 +16,7 @@ CLOSING = tuple(".!?:;)]}\"'`*_…»”’")
 LOOP_WORDS = 8  # a run of this many words three times in one section, two of them back to back, is a loop
 LOOP_REPEATS = 3
 LOOP_LIKENESS = 0.95  # a loop's copy matches the one before it in this share of its words, at the least
+LOOP_TAIL = 0.5  # the share of the stretch a copy cut short by the text's end must still say
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 WORD_EDGES = ".,;:!?\"'()[]{}“”‘’*_`"
 
@@ -37,7 +38,7 @@ class Loop:
     times: int
 
 
-def repetition_loop(text: str, times: int = LOOP_REPEATS) -> Loop | None:
+def repetition_loop(text: str, times: int = LOOP_REPEATS, *, cut: bool = False) -> Loop | None:
     """The earliest loop of the text: a run of LOOP_WORDS words that comes `times` times or more, two of them back
     to back (the stretch from the one to the next said again, LOOP_LIKENESS of its words alike). What a model
     stuck in a loop writes ('The key is to use a starter. The key is to use a starter. …'), and not what an author
@@ -53,15 +54,20 @@ def repetition_loop(text: str, times: int = LOOP_REPEATS) -> Loop | None:
         if len(places) < times:
             continue
         for earlier, later in zip(places, places[1:]):
-            if (found is None or later < found.start) and said_again(words, earlier, later):
+            if (found is None or later < found.start) and said_again(words, earlier, later, cut=cut):
                 found = Loop(start=later, words=gram, times=len(places))
                 break
     return None if found is None else Loop(start=spans[found.start][0], words=found.words, times=found.times)
 
 
-def said_again(words: list[str], earlier: int, later: int) -> bool:
-    """The stretch of words from `earlier` up to `later` comes again from `later` on (LOOP_LIKENESS of it)."""
+def said_again(words: list[str], earlier: int, later: int, *, cut: bool = False) -> bool:
+    """The stretch of words from `earlier` up to `later` comes again from `later` on (LOOP_LIKENESS of it). Where the
+    text ends first, a text that was `cut` (an answer at its token cap) may end anywhere in the copy; one that ended
+    where its writer chose must say LOOP_TAIL of the stretch again: a reference's 'See: the spec.' at a section's
+    end, a page after its last, is no loop."""
     stretch, again = words[earlier:later], words[later : later + later - earlier]
+    if not cut and len(again) < LOOP_TAIL * len(stretch):
+        return False
     return sum(a == b for a, b in zip(stretch, again)) >= LOOP_LIKENESS * len(again)
 
 

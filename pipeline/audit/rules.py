@@ -1,13 +1,21 @@
-"""The audit's rules: one plain function each, in one ordered, named list (markdown-it-py's rule chain is the
+"""The audit's rules: one plain function each, in one ordered, named table (markdown-it-py's rule chain is the
 model).
 
-Each rule takes an AuditBook and returns its Defects; every defect names its rule, the section id and title,
-and the evidence. `choose_rules` picks among them by name (the `rule` / `skip_rule` settings).
+Each rule takes an AuditBook (a meaning rule, also its BookMeaning) and returns its Defects; every defect names its
+rule, the section id and title, and the evidence. `choose_rules` picks among them by name (the `rule` / `skip_rule`
+settings).
+
+Two kinds of author write books (records' Author): a small model, and a capable author (a larger model, or a
+person). Each rule of RULES says which kinds it is shown to judge well, measured on the good-writing corpus's clean
+books, copies of them with defects planted, and the small model's junk (examples/audit_both_sides.py; the table in
+docs/figures.md). On a book by another kind its findings are figures: counted and listed with the measurement that
+says why (`why`), but no defect; the writer asks no candidate for them, the repair leaves them, the run's last line
+does not name them, and they gate only when the fail_on setting names them.
 
 A run and a Markdown file are judged by what each says of itself: titles by path (the same title under one
 parent is a duplicate, under two parents a repeated title); the near-empty floor from the words a run asked
-for, or from a Markdown block's peers (its siblings, else its heading level, else the file); what is a figure
-rather than a defect in a file no run wrote (FIGURE_RULES).
+for, or from a Markdown block's peers (its siblings, else its heading level, else the file), or a capable author's
+stub.
 """
 
 from __future__ import annotations
@@ -53,10 +61,9 @@ def rule_duplicate_titles(book: AuditBook) -> list[Defect]:
 
 
 def rule_repeated_titles(book: AuditBook) -> list[Defect]:
-    """The same title at one level under different parents, with both paths: a defect in a fanout book, whose
-    plan gives every title once; in a reference (`Event: 'close'` of two classes) or release notes
-    (`Language` of every version) what the document is made of, so a Markdown file's are figures
-    (FIGURE_RULES)."""
+    """The same title at one level under different parents, with both paths: a defect in a small model's book, whose
+    plan gives every title once; in a reference (`Event: 'close'` of two classes) or release notes (`Language` of
+    every version) what the document is made of, so a capable author's are figures."""
     return [found for found, same_parent in title_repeats(book) if not same_parent]
 
 
@@ -258,7 +265,7 @@ def rule_repetition_loop(book: AuditBook) -> list[Defect]:
     (pipeline/text.py's repetition_loop)."""
     found = []
     for section in book.sections:
-        if loop := repetition_loop(section.text):
+        if loop := repetition_loop(section.text, cut=section.finish_reason == "length"):
             found.append(defect("repetition_loop", section, f"{' '.join(loop.words)!r} {loop.times} times"))
     return found
 

@@ -191,16 +191,17 @@ def without_stray_quote(text: str) -> str:
     return text
 
 
-def cut_at_loop(text: str, times: int) -> str | None:
+def cut_at_loop(text: str, times: int, *, cut: bool) -> str | None:
     """The text up to the second copy of its earliest loop (pipeline/text.py's repetition_loop, at `times`
-    copies); None when it has none."""
-    loop = repetition_loop(text, times)
+    copies; `cut`: the text ran to the token cap); None when it has none."""
+    loop = repetition_loop(text, times, cut=cut)
     return None if loop is None else text[: loop.start].rstrip(" ,;:-")
 
 
 def cut_repeats(text: str, times: int = 2) -> str:
-    """The text up to where it starts repeating itself (cut_at_loop), or all of it."""
-    cut = cut_at_loop(text, times)
+    """The text up to where it starts repeating itself (cut_at_loop: a text the repair continues, read as cut), or
+    all of it."""
+    cut = cut_at_loop(text, times, cut=True)
     return text.strip() if cut is None else cut
 
 
@@ -208,7 +209,7 @@ def end_well(text: str, *, capped: bool) -> str:
     """Nobody ships a looping section: a loop (pipeline/text.py's repetition_loop: two copies back to back in an
     answer that ran to the cap, three in one that stopped) is cut at its second copy, and an answer that ran to
     the cap, was cut, or stopped mid-sentence in prose ends on its last full sentence."""
-    cut = cut_at_loop(text, 2 if capped else LOOP_REPEATS)
+    cut = cut_at_loop(text, 2 if capped else LOOP_REPEATS, cut=capped)
     kept = text if cut is None else cut
     if capped or kept != text or ends_in_open_prose(kept):
         kept = cut_to_sentence(kept) or kept

@@ -85,9 +85,11 @@ class WriteStage:
         self.typesetter = typesetter
         self.done = sum(1 for result in journal.values() if result.ok)
         settings = run.settings
-        best_of = settings.best_of or spare_best_of(fleet.pool, run.spec.section_count)
         author = run.writing.profile.author
-        retries = settings.off_point_retries if judges("off_point", author) else 0
+        # candidates are chosen by their on-point margin: where off_point is only a figure, one a section unless asked
+        chooses = judges("off_point", author)
+        best_of = settings.best_of or (spare_best_of(fleet.pool, run.spec.section_count) if chooses else 1)
+        retries = settings.off_point_retries if chooses else 0
         log.info("best of %d a section (%d more while off point, a %s author's book)", best_of, retries, author)
         policy = WritePolicy(
             best_of=best_of,

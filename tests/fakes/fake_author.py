@@ -29,6 +29,7 @@ from tests.fakes.fake_prompts import phrase_level, plan_level, requested_count, 
 NAMED = re.compile(r'for the (part|chapter) "(.+?)" of the book "')
 CHOSEN = re.compile(re.escape(CHOSEN_NOTE) + r" (.+)$", re.M)
 CHAPTER_OF_SECTION = re.compile(r'The chapter is "(.+?)"\.')
+EXPLAINS = re.compile(r"It explains: (.+)$", re.M)
 COVERS = re.compile(r"The (?:part|chapter) covers: (.+)$", re.M)
 
 
@@ -104,11 +105,18 @@ class AuthorReplies:
         return nearest(chapters, named, point).sections
 
     def section_text(self, title: str, prompt: str) -> str:
-        match = CHAPTER_OF_SECTION.search(prompt)
+        """The text of the section the prompt names: the one with its title and key point (two chapters may share
+        a title, as a logic book's 'Semantic concepts' of two languages do), else the one of its title in the
+        chapter named, else the nearest by words."""
+        match, explains = CHAPTER_OF_SECTION.search(prompt), EXPLAINS.search(prompt)
         chapters = [chapter for part in self.book.parts for chapter in part.chapters]
+        every = [s for c in chapters for s in c.sections]
+        point = explains.group(1).strip() if explains else ""
+        exact = [s for s in every if title_key(s.title) == title_key(title) and s.point == point]
+        if exact:
+            return exact[0].text
         chapter = nearest(chapters, match.group(1) if match else "", "")
-        sections = chapter.sections + [s for c in chapters for s in c.sections]
-        return nearest(sections, title, "").text
+        return nearest(chapter.sections + every, title, point).text
 
     def cited_text(self, passages: list[tuple[int, str]]) -> str:
         """Two sentences of the prose of each of the first passages (their code left out), each citing."""
@@ -123,12 +131,15 @@ class AuthorReplies:
 
 
 def nearest(nodes: list, title: str, point: str):  # type: ignore[no-untyped-def]
-    """The node titled `title`, else the one whose title (then point) shares most words with it."""
+    """The node titled `title` with this point (a book may title two chapters alike: a logic book's 'Semantic
+    concepts' of two languages), else the first titled `title`, else the one whose title (then point) shares most
+    words with it."""
     key = title_key(title)
-    for node in nodes:
-        if title_key(node.title) == key:
-            return node
-    words, said = set(title_words(title)), set(title_words(point))
+    titled = [node for node in nodes if title_key(node.title) == key]
+    said = set(title_words(point))
+    if titled:
+        return max(titled, key=lambda node: len(said & set(title_words(node.point))))  # the first on a tie
+    words = set(title_words(title))
     return max(nodes, key=lambda n: (len(words & set(title_words(n.title))), len(said & set(title_words(n.point)))))
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.audit.report import audit
+from pipeline.audit.report import audit, flagged
 from pipeline.audit.rules import RULE_NAMES
 from pipeline.audit.source import load_book, load_run
 from pipeline.book.profiles import PROFILES
@@ -181,3 +181,30 @@ def test_repair_on_a_fake_engine_fixes_planted_defects(tmp_path):
     outline = json.loads((tmp_path / "outline.json").read_text())
     assert outline["parts"][0]["chapters"][0]["sections"][4]["title"] != "Good one", "the duplicate was re-titled"
     assert (tmp_path / "book.pdf").exists() and "Good one" in (tmp_path / "book.md").read_text()
+
+
+def test_a_markdown_book_is_a_capable_authors_unless_told(tmp_path):
+    book = tmp_path / "book.md"
+    book.write_text((FIXTURES / "near_duplicate.md").read_text())
+    run = [sys.executable, "-m", "pipeline", "audit", str(book), "--json", "--judge", "none"]
+    capable = json.loads(subprocess.run(run, capture_output=True, text=True, check=True).stdout)
+    small = json.loads(subprocess.run(run + ["--author", "small"], capture_output=True, text=True, check=True).stdout)
+    assert capable["author"] == "capable" and small["author"] == "small"
+    assert "near_duplicate" in capable["figure_rules"] and capable["figure_why"]["near_duplicate"]
+    assert "near_duplicate" not in small["figure_rules"], "a small model's near-duplicate titles are defects"
+    assert capable["counts"]["near_duplicate"] == small["counts"]["near_duplicate"] == 1, "counted either way"
+    bad = subprocess.run(run + ["--author", "huge"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "--author" in bad.stderr
+
+
+def test_the_last_line_names_each_rule_with_its_count_and_no_figure(tmp_path):
+    planted_run(tmp_path)
+    report = audit(load_run(tmp_path), judge="none")
+    said = flagged(report)
+    assert "1 section cut off mid-sentence" in said and "1 section never written" in said
+    assert "1 title said twice under one parent" in said
+    assert not any("off the request" in line for line in said), "no part or chapter is off the request"
+    report.meaning.off_request_ids = ["p01.c01"]
+    assert flagged(report)[-1] == "1 chapter off the request"
+    report.figure_rules = ["truncated"]
+    assert not any("cut off" in line for line in flagged(report)), "a figure is not named"

@@ -21,9 +21,9 @@ to say what it was. So each word found is weighed in two steps:
 
 Measured on the good-writing corpus's section texts, titles and points (tests/fixtures/corpus/, 19 books: 0 flagged,
 where the bare list finds 'sex', 'incest', General 'Hooker' and 'rape' read off `R_P3`) and the 54 sentences of
-OpenStax's American Government 4e in which the list finds a word, with 22 of serious writing written for the set (0
-of 76 flagged), against 20 obscenities and 12 insulting slurs, half of them held out (32 of 32 caught; planted into
-the corpus's books, examples/audit_both_sides.py: 76 of 76 and 76 of 76); the set is
+OpenStax's American Government 3e (CC BY 4.0) in which the list finds a word, with 22 of serious writing written for
+the set (0 of 76 flagged), against 20 obscenities and 12 insulting slurs, half of them held out (32 of 32 caught;
+planted into the corpus's books, examples/audit_both_sides.py: 76 of 76 and 76 of 76); the set is
 tests/fixtures/audit/offensive_context.json, held by tests/unit/meaning/test_offensive.py. Blind spots: a word in
 none of the lists passes, and an ambiguous word used as an insult in a phrase not listed passes. The planner refuses
 a line with such a word (pipeline/book/plan/policy.py), the writer asks a section again (pipeline/book/write.py),

@@ -67,8 +67,10 @@ def test_book_on_fake_engines_end_to_end(fake_fleet, tmp_path):
     stats = json.loads(done.stdout)
     assert stats["complete"] and stats["sections_ok"] == 24 and stats["plan_requests_by_level"] == "1 -> 2 -> 6"
     assert stats["quality"] == json.loads((out / "audit.json").read_text())["quality"], "the audit's figures"
-    flagged = json.loads((out / "audit.json").read_text())["defects"]
-    assert ("`fanout repair " in done.stderr) == any(d["rule"] in ACTIONS for d in flagged), "repair is offered"
+    audit = json.loads((out / "audit.json").read_text())
+    repairable = [d for d in audit["defects"] if d["rule"] in ACTIONS and d["rule"] not in audit["figure_rules"]]
+    offered = bool(repairable or audit["meaning"]["off_request_ids"])
+    assert ("`fanout repair " in done.stderr) == offered, "repair is offered for a defect, never for a figure"
     journal = read_journal(out / "sections.jsonl")
     assert stats["requests_planning"] == 9 and stats["plan_reasked"] == 0
     assert stats["requests_writing"] == 24 + stats["extra_candidates"] == sum(r.candidates for r in journal.values())

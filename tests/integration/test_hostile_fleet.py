@@ -88,13 +88,20 @@ def hostile_books(tmp_path_factory, listener):
             seed: subprocess.Popen(
                 # pipelined: the premise is faults of many kinds, so traffic on every backend; a whole
                 # chapter's sections at once fill every backend's slots, where streamed sends them one by
-                # one as they are planned and the least loaded (the healthy) backend takes most of them
+                # one as they are planned and the least loaded (the healthy) backend takes most of them. And a
+                # small model's sampling profile (planned open, as the FAKE answers): its random-word sections are
+                # a small model's junk, asked again while off point and repaired, which keeps the hostile backends
+                # asked after the pool has learnt to spare them; a capable model's book asks each section once
                 book(
                     root / f"seed-{seed}",
                     [f"{e.url},cap=4" for e in fleets[seed]],
                     "--repair",
                     "--schedule",
                     "pipelined",
+                    "--profile",
+                    "small",
+                    "--planning",
+                    "open",
                 ),
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,

@@ -37,13 +37,14 @@ from pydantic import BaseModel
 
 from pipeline.bench.studies.corpus import DEFAULT_DIR as CORPUS_DIR
 from pipeline.bench.studies.corpus import Book, load_corpus
+from pipeline.bench.studies.planted import donor_for
 from pipeline.meaning import nearness as meaning
 from pipeline.meaning.asks import DETERMINERS, FRAME_WORDS, PREPOSITIONS
 from pipeline.meaning.embed import Embedder, open_embedder
-from pipeline.meaning.floors import OFF_REQUEST, ON_SUBJECT
+from pipeline.meaning.floors import BOOK_FLOOR, OFF_REQUEST, ON_SUBJECT, SET_APART
 from pipeline.meaning.nearness import STOCK_POINTS, body_text, carries, margin_of, unit
 from pipeline.meaning.offrequest import open_judge, request_fit
-from pipeline.meaning.onsubject import subject_fits
+from pipeline.meaning.onsubject import book_fits, subject_fits
 from pipeline.meaning.reading import read, read_request
 from pipeline.titles import content_words, near_duplicates
 
@@ -206,21 +207,25 @@ def subject_cases(judge: Embedder, folder: Path, set_name: str) -> list[Case]:
 
 
 def planted_subject_cases(judge: Embedder, books: list[Book]) -> list[Case]:
-    """The good-writing corpus (pipeline/bench/studies/corpus.py) judged on the subject: each book's sections (the
-    first of each chapter) on the book's own two requests, labelled on; and the sections of the first chapter of
-    the next book planted under the same requests, labelled off (the flag, off the subject, is the positive)."""
+    """The good-writing corpus judged on the subject as a capable author's book is (pipeline/meaning/onsubject.py's
+    book_fits): each book's sections on the book's own two requests, labelled on; and a chapter of the book
+    planted.donor_for gives (another subject) put into it, its sections labelled off (the flag, off the subject, is
+    the positive; the score is minus the chapter's cosine to the book's nearest other chapter)."""
     cases = []
-    for at, book in enumerate(books):
-        other = books[(at + 1) % len(books)]
-        own = [chapter.sections[0] for part in book.parts for chapter in part.chapters]
-        planted = other.parts[0].chapters[0].sections
+    for book in books:
+        donor = donor_for(book, load_corpus())
+        foreign = next(c for p in donor.parts for c in p.chapters if len(c.sections) > 1)
+        chapters = [
+            (f"{p}.{c}", chapter) for p, part in enumerate(book.parts) for c, chapter in enumerate(part.chapters)
+        ]
+        chapters.append(("planted", foreign))
+        sections = [(name, section) for name, chapter in chapters for section in chapter.sections]
+        texts = [body_text(section.text) for _, section in sections]
         for request in (book.requests.topics, book.requests.plain):
-            for sections, off in ((own, False), (planted, True)):
-                units = [unit(s.title, s.point) for s in sections]
-                fits = subject_fits(judge, request, units, [s.text for s in sections])
-                for section, fit in zip(sections, fits):
-                    what = f"{section.title} | {book.slug}: {request[:30]} ({fit.unit:.2f}, {fit.text:.2f})"
-                    cases.append((what, off, not fit.on_subject, -fit.score))
+            verdicts = book_fits(judge, request, [name for name, _ in sections], texts)
+            for (name, section), verdict in zip(sections, verdicts):
+                what = f"{section.title} | {book.slug}: {request[:30]} ({verdict.apart})"
+                cases.append((what, name == "planted", not verdict.on_subject, -(verdict.apart or 0.0)))
     return cases
 
 
@@ -255,7 +260,7 @@ def good_writing_judgements(corpus: Path = CORPUS_DIR, embedder: Embedder | None
     judge = open_judge()
     if judge is None:
         return found
-    subject = f"ON_SUBJECT {ON_SUBJECT} (score: minus the lower fit)"
+    subject = f"SET_APART {SET_APART}, BOOK_FLOOR {BOOK_FLOOR} (score: minus the chapter's nearness to another)"
     return found + [
         judgement(f"off_subject, good writing{name}", subject, planted_subject_cases(judge, chosen))
         for name, chosen in halves

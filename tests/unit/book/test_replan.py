@@ -9,6 +9,7 @@ from pipeline.audit.report import audit
 from pipeline.audit.source import load_run
 from pipeline.backends.pool import BackendPool, RetryPolicy
 from pipeline.book.plan.planner import Planner
+from pipeline.book.profiles import PROFILES
 from pipeline.book.repair import Repairer, replan_off_request
 from pipeline.journal import Journal
 from pipeline.meaning.embed import open_embedder
@@ -66,7 +67,8 @@ def off_request_run(folder) -> Outline:
                 [("Trojans", "malware hidden in a download."), ("Firewalls", "blocking traffic from the internet.")]),
     ]  # fmt: skip
     outline = Outline(title="Vaccines for Parents", parts=[Part(id="p01", title="Vaccines", chapters=chapters)])
-    (folder / "spec.json").write_text(BookSpec(prompt=REQUEST, parts=1, chapters=2, sections=2).model_dump_json())
+    spec = BookSpec(prompt=REQUEST, parts=1, chapters=2, sections=2, profile=PROFILES["small"])  # titles judged
+    (folder / "spec.json").write_text(spec.model_dump_json())
     (folder / "outline.json").write_text(outline.model_dump_json())
     results = [
         SectionResult(id=s.id, title=s.title, text=PROSE, finish_reason="stop") for _, _, s in outline.sections()

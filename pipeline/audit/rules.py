@@ -42,7 +42,7 @@ EMPTY_SHARE = 0.16  # ... or below this share of the words it was asked for (40 
 SHORT_SHARE = 0.1  # a Markdown block below this share of its peers' median words is near-empty
 MIN_PEERS = 3  # blocks a Markdown block is compared with, at the least, before a wider group is taken
 STUB_WORDS = 3  # a capable author's section of fewer words is a stub ('TBD', 'Coming soon.'); the good-writing
-# corpus's shortest is 5 ('Used to tighten a line.'), and 26 of its 3,024 are under the small model's floors
+# corpus's shortest is 5 ('Used to tighten a line.'), and 15 of its 3,024 are under a small model's Markdown floor
 SHARED_PASSAGE_WORDS = 12  # a run of this many words in two sections is a repeated passage
 # A section with this share of its passages in one earlier section repeats it. The good-writing corpus's highest
 # shares are its sources' own twin pages (the Vue guide's 'Typing Event Handlers' for two APIs, 1.0; Prometheus's
@@ -425,14 +425,16 @@ RULES: dict[str, Rule] = {
         noun="title",
         finds="said again under another parent",
         judges=SMALL,
-        why="a reference repeats `Event: 'close'` under each class, release notes `Language` under each version",
+        why="a reference repeats `Event: 'close'` under each class: 2.5 % of the good-writing corpus's sections repeat "
+        "a title of another parent",
     ),
     "near_duplicate": Rule(
         rule_near_duplicate_titles,
         noun="title",
         finds="close to another's words",
         judges=SMALL,
-        why="an author's parallel titles share most of their words ('Resistors in Series', 'Resistors in Parallel')",
+        why="an author's parallel titles share most of their words ('Resistors in Series', 'Resistors in Parallel'): "
+        "0.4 % of the good-writing corpus's sections",
     ),
     "truncated": Rule(rule_truncated, finds="cut off mid-sentence"),
     "empty": Rule(rule_empty, finds="empty or near it"),
@@ -442,7 +444,8 @@ RULES: dict[str, Rule] = {
         rule_repeated_passages,
         finds="sharing a passage with another",
         judges=SMALL,
-        why="an author quotes a definition, a statute or a worked example again",
+        why="an author quotes a definition, a statute or a worked example again: 3.1 % of the good-writing corpus's "
+        "sections",
     ),
     "repeated_section": Rule(rule_repeated_section, finds="repeating most of an earlier section"),
     "repetition_loop": Rule(rule_repetition_loop, finds="saying the same words over and over"),
@@ -451,7 +454,8 @@ RULES: dict[str, Rule] = {
         rule_word_count_outliers,
         finds="three times longer or shorter than their peers",
         judges=SMALL,
-        why="an author's entries run from two words to two pages",
+        why="an author's entries run from two words to two pages: 11.4 % of the good-writing corpus's sections are "
+        "three times longer or shorter than their peers",
     ),
     "offensive": Rule(rule_offensive, finds="with a word a handbook would not print"),
     "uncited": Rule(rule_uncited, finds="citing none of their sources"),
@@ -466,7 +470,8 @@ RULES: dict[str, Rule] = {
         meaning=rule_off_book,
         finds="far from the book",
         judges=SMALL,
-        why="the static model finds an author's text far from a plain one-line request and its headings",
+        why="the static model finds an author's text far from a plain one-line request and its headings: 3.3 % of "
+        "the good-writing corpus's sections, 7.0 % of the held-out books'",
     ),
     "off_subject": Rule(meaning=rule_off_subject, finds="off the request"),
     "repeated_content": Rule(
@@ -474,7 +479,8 @@ RULES: dict[str, Rule] = {
         finds="saying what an earlier section says",
         judges=SMALL,
         why="an author's parallel paragraphs differ in their key terms ('a binomial distribution', 'a geometric "
-        "distribution'); of ten flagged pairs of the good-writing corpus a reader agreed with three",
+        "distribution'): 5.2 % of the good-writing corpus's sections, and of ten flagged pairs a reader agreed with "
+        "three",
     ),
     "stray_headings": Rule(meaning=rule_stray_headings, finds="with headings inside their text"),
     "unsupported": Rule(meaning=rule_unsupported, finds="with a sentence their source does not support"),

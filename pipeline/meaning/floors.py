@@ -26,6 +26,8 @@ SET_APART = 0.35  # a chapter whose pooled openings are under this to every othe
 BOOK_FLOOR = 0.15  # a book whose sections' median fit to the request is under this is not about it: the corpus's own
 # books fit their requests at 0.18 and up (median), 80 % of books set against another book's request under 0.15
 MIN_CHAPTERS = 3  # fewer chapters than this are no book to compare a chapter with: each section by its own fit
+MIN_POOLED = 2  # a chapter of fewer sections pools nothing: a lone section is not judged set apart (the corpus's
+# one-section chapters 'Ethics', 'Solving Collision Problems' and 'Dehydration' were, alone of its own sections)
 
 # The audit's `unsupported` rule (pipeline/audit/citations.py): a cited sentence's support by a passage is the meaning
 # model's cosine (wordllama) plus CITED_OVERLAP times the share of its stems the passage has; it is unsupported under

@@ -102,3 +102,20 @@ def test_the_capable_judge_keeps_good_books_on_their_subject_and_finds_a_planted
             off = [not v.on_subject for v, place in zip(verdicts, places) if place in foreign]
             assert sum(own) / len(own) >= 0.9, (book.slug, form)
             assert sum(off) / len(off) >= 0.9, (book.slug, form, planted.donor)
+
+
+def test_a_book_not_about_the_request_is_off_it_whole_and_a_lone_section_is_not_set_apart():
+    judge = open_judge()
+    assert judge is not None
+    book = next(b for b in corpus() if b.slug == "the-sourdough-framework")
+    places = places_of(book)
+    chapters = [f"{p}.{c}" for p, c, _ in places]
+    texts = [body_text(book.parts[p].chapters[c].sections[s].text) for p, c, s in places]
+    rust = next(b for b in corpus() if b.slug == "the-rust-programming-language").requests.topics
+    assert not any(v.on_subject for v in book_fits(judge, rust, chapters, texts)), "a bread book is no Rust book"
+    rust_section = (
+        next(b for b in corpus() if b.slug == "the-rust-programming-language").parts[2].chapters[0].sections[0]
+    )
+    verdicts = book_fits(judge, book.requests.topics, [*chapters, "lone"], [*texts, body_text(rust_section.text)])
+    assert verdicts[-1].on_subject, "a chapter of one section pools nothing: it is not judged set apart (MIN_POOLED)"
+    assert verdicts[-1].apart is not None and verdicts[-1].apart < 0.35, "though it is far from every other chapter"

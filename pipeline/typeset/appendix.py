@@ -67,10 +67,13 @@ def _record_html(record: dict) -> str:
 def _audit_html(audit: dict) -> str:
     out = []
     counts = audit.get("counts")
+    listed = audit.get("figure_rules")
+    figures: list = listed if isinstance(listed, list) else []
     if isinstance(counts, dict):
         if counts:
             rows = "".join(
-                f'<tr><td>{html.escape(str(rule))}</td><td class="value">{html.escape(_value(n))}</td></tr>\n'
+                f'<tr><td>{html.escape(str(rule))}</td><td class="value">{html.escape(_value(n))}'
+                f"{' (figure)' if rule in figures else ''}</td></tr>\n"
                 for rule, n in counts.items()
             )
             out.append(
@@ -84,8 +87,10 @@ def _audit_html(audit: dict) -> str:
     elif isinstance(summary, str) and summary.strip():
         out.append(f"<p>{html.escape(summary)}</p>\n")
     defects = audit.get("defects")
-    if isinstance(defects, list) and defects:
-        out.append(_defects_html(defects))
+    if isinstance(defects, list):
+        # a figure (a rule not shown to judge this kind of author) is counted above and explained in the summary
+        found = [d for d in defects if not isinstance(d, dict) or d.get("rule") not in figures]
+        out.append(_defects_html(found) if found else "")
     quality = audit.get("quality")
     if isinstance(quality, dict) and quality:
         out.append(_quality_html(quality))
@@ -94,7 +99,7 @@ def _audit_html(audit: dict) -> str:
         for k, v in audit.items()
         # per-section records (section_quality, the meaning evidence) stay in audit.json: at 1,536 sections
         # the evidence alone was 775 kB of appendix tables, 300 pages; the book's figures are in `quality`
-        if k not in ("counts", "summary", "source", "defects", "quality", "section_quality", "meaning")
+        if k not in ("counts", "summary", "source", "defects", "quality", "section_quality", "meaning", "figure_why")
     }
     if rest:
         out.append(_record_html(rest))

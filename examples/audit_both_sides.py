@@ -85,10 +85,9 @@ def write(book: Book, request: str, shape: str, folder: Path, capped: frozenset[
 
 
 def ids_by_place(book: Book, audit_book: AuditBook) -> dict[Place, str]:
-    """Each section's id in the audited book: the audit's units in the book's order (a Markdown book has no title
-    text of its own, so its units are the sections)."""
-    units = [s.id for s in audit_book.sections if not audit_book.structure.title or s.title != audit_book.title]
-    return dict(zip(places_of(book), units[-len(places_of(book)) :]))
+    """Each section's id in the audited book: its units, in the book's order (book_markdown gives the title heading
+    no text of its own, so a Markdown book's units are its sections, as a run's are)."""
+    return dict(zip(places_of(book), [section.id for section in audit_book.sections], strict=True))
 
 
 def count_clean(tally: Tally, key: tuple[bool, str], book: AuditBook, report: AuditReport) -> None:

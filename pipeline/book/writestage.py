@@ -93,7 +93,7 @@ class WriteStage:
         log.info("best of %d a section (%d more while off point, a %s author's book)", best_of, retries, author)
         policy = WritePolicy(
             best_of=best_of,
-            off_point_retries=settings.off_point_retries,
+            off_point_retries=retries,
             warm=settings.warm,
             ready_after=fleet.prefix_ready,
             judge=open_judge(settings.judge) if author is Author.SMALL else None,

@@ -62,10 +62,8 @@ class Tally:
     any_defect: Counter[tuple[bool, str]] = field(default_factory=Counter)
     planted: dict[tuple[bool, str], Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
     caught: dict[tuple[bool, str], Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
-    off_flags: Counter[tuple[bool, str]] = field(
-        default_factory=Counter
-    )  # sections flagged off_subject, planted copies
-    on_subject: list[tuple[str, str, str, float]] = field(default_factory=list)  # book, form, shape, figure
+    off_flags: Counter[tuple[bool, str]] = field(default_factory=Counter)  # flagged off_subject, planted copies
+    on_subject: list[tuple[bool, str, str, str, float]] = field(default_factory=list)  # held out, book, form, shape
 
 
 def audited(path: Path, request: str) -> tuple[AuditBook, AuditReport]:
@@ -195,7 +193,7 @@ def goals(tally: Tally) -> None:
     for key in [(held, shape) for held in (False, True) for shape in SHAPES]:
         print(goal_row(tally, key))
     for held in (False, True):
-        rows = [row for row in tally.on_subject if corpus_held_out(row[0]) is held]
+        rows = [row[1:] for row in tally.on_subject if row[0] is held]
         if rows:
             figures = [figure for *_, figure in rows]
             low = min(rows, key=lambda row: row[3])
@@ -204,10 +202,6 @@ def goals(tally: Tally) -> None:
                 f"\non_subject, clean books, {'held out' if held else 'tuned'}: mean {mean:.3f}, lowest {low[3]:.3f}",
                 low[:3],
             )
-
-
-def corpus_held_out(slug: str) -> bool:
-    return next(book.held_out for book in load_corpus() if book.slug == slug)
 
 
 def main() -> None:
@@ -230,7 +224,7 @@ def main() -> None:
                 clean_book, report = audited(write(book, request, shape, args.out / f"{book.slug}-{form}"), request)
                 count_clean(tally, key, clean_book, report)
                 if report.meaning is not None and report.meaning.on_subject is not None:
-                    tally.on_subject.append((book.slug, form, shape, report.meaning.on_subject))
+                    tally.on_subject.append((book.held_out, book.slug, form, shape, report.meaning.on_subject))
                 path = write(planted.book, request, shape, args.out / f"{book.slug}-{form}-planted", capped)
                 planted_book, report = audited(path, request)
                 count_planted(tally, key, planted, ids_by_place(planted.book, planted_book), report)

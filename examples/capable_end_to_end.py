@@ -20,7 +20,7 @@ import subprocess
 import sys
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,8 +42,8 @@ class EndToEnd:
     written: int = 0
     planned: int = 0
     extra: int = 0
-    defects: Counter[str] | None = None
-    figures: Counter[str] | None = None
+    defects: Counter[str] = field(default_factory=Counter)  # by rule
+    figures: Counter[str] = field(default_factory=Counter)
     repairs: int = 0
     replans: int = 0
     last_line: str = ""
@@ -86,8 +86,8 @@ def row(found: EndToEnd) -> str:
     own = counts(found.book)[2]
     if found.error:
         return f"| {found.book.slug} | {found.form} | {found.error} | | | | | |"
-    defects = ", ".join(f"{rule} {n}" for rule, n in (found.defects or Counter()).most_common()) or "none"
-    figures = ", ".join(f"{rule} {n}" for rule, n in (found.figures or Counter()).most_common()) or "none"
+    defects = ", ".join(f"{rule} {n}" for rule, n in found.defects.most_common()) or "none"
+    figures = ", ".join(f"{rule} {n}" for rule, n in found.figures.most_common()) or "none"
     mark = " (held out)" if found.book.held_out else ""
     written = f"{found.written} of {own} ({found.planned} planned)"
     return (
@@ -114,7 +114,7 @@ def main() -> None:
     ok = [r for r in results if not r.error]
     written, own = sum(r.written for r in ok), sum(counts(r.book)[2] for r in ok)
     extra, repairs = sum(r.extra for r in ok), sum(r.repairs + r.replans for r in ok)
-    flagged = sum(sum((r.defects or Counter()).values()) for r in ok)
+    flagged = sum(sum(r.defects.values()) for r in ok)
     print(f"\n{len(ok)} runs: {written} of {own} sections written, {extra} extra requests, {flagged} defects, "
           f"{repairs} sections or chapters repair would touch; {len(results) - len(ok)} runs failed")  # fmt: skip
 

@@ -34,7 +34,6 @@ the audit: nothing here imports the rest of fanout but pipeline/text.py.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -96,14 +95,6 @@ SENTENCE_END = re.compile(r"[.!?]\s+|\n")
 TITLE_CASE_SHARE = 0.6  # a line with no stop and this share of its longer words capitalised is a heading
 
 
-@dataclass(frozen=True)
-class Use:
-    """One word found in a text, and what it is: 'obscenity', 'slur' or 'insult' (an ambiguous word as one)."""
-
-    word: str
-    kind: str
-
-
 @cache
 def _filter() -> Any:
     from glin_profanity import Filter  # builds its word index on first use: only when a text is checked
@@ -113,25 +104,20 @@ def _filter() -> Any:
     return Filter({"languages": ["english"], "word_boundaries": True, **options})
 
 
-def offensive_uses(text: str) -> list[Use]:
-    """The obscenities and slurs the text uses (not mentions), and the ambiguous words it uses as insults, each once,
-    in the order found ([] when none)."""
+def offensive_words(text: str) -> list[str]:
+    """The obscenities and slurs the text uses (not mentions), and the insulting phrases an ordinary word is used in,
+    each once, in the order found ([] when none)."""
     prose = code_spans_out(without_code(text))
     if not prose.strip():
         return []
     found = [str(word).lower() for word in _filter().check_profanity(prose).get("profane_words") or []]
-    uses = []
+    used = []
     for word in dict.fromkeys(found):
         kind = "obscenity" if word in OBSCENITIES else "slur" if word in SLURS else None
         if kind is not None and any(not mentioned(prose, start, end, kind) for start, end in places(prose, word, kind)):
-            uses.append(Use(word, kind))
-    uses += [Use(match.group().lower(), "insult") for match in INSULTING.finditer(prose)]
-    return list(dict.fromkeys(uses))
-
-
-def offensive_words(text: str) -> list[str]:
-    """The words of the text's offensive uses (offensive_uses), each once, in the order found."""
-    return list(dict.fromkeys(use.word for use in offensive_uses(text)))
+            used.append(word)
+    used += [match.group().lower() for match in INSULTING.finditer(prose)]
+    return list(dict.fromkeys(used))
 
 
 def code_spans_out(text: str) -> str:
@@ -148,8 +134,8 @@ def places(text: str, word: str, kind: str) -> list[tuple[int, int]]:
 
 
 def mentioned(text: str, start: int, end: int, kind: str) -> bool:
-    """The word at text[start:end] is named rather than used: quoted or emphasised, called a word or a term, or (a
-    slur) part of a name."""
+    """The word at text[start:end] is named rather than used: quoted, called a word or a term, or (a slur) part of a
+    name."""
     begin, stop = sentence_around(text, start)
     before, after = text[begin:start], text[end:stop]
     if any(quoted(before, after, left, right) for left, right in QUOTES):
@@ -161,8 +147,8 @@ def mentioned(text: str, start: int, end: int, kind: str) -> bool:
 
 def quoted(before: str, after: str, left: str, right: str) -> bool:
     """The word stands inside a pair of these marks within its sentence: an opening mark before it that is not yet
-    closed, and the closing mark after it. A straight quote or an underscore counts only at a word's edge, so
-    apostrophes and snake_case do not pair up."""
+    closed, and the closing mark after it. A straight quote counts only at a word's edge, so apostrophes do not pair
+    up."""
     if left == right:
         mark = re.escape(left)
         opened = len(re.findall(rf"(?:^|(?<=[\s(\[—–-])){mark}(?=\S|$)", before))

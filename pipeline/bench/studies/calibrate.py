@@ -211,9 +211,9 @@ def planted_subject_cases(judge: Embedder, books: list[Book]) -> list[Case]:
     book_fits): each book's sections on the book's own two requests, labelled on; and a chapter of the book
     planted.donor_for gives (another subject) put into it, its sections labelled off (the flag, off the subject, is
     the positive; the score is minus the chapter's cosine to the book's nearest other chapter)."""
-    cases = []
+    cases, corpus = [], load_corpus()
     for book in books:
-        donor = donor_for(book, load_corpus())
+        donor = donor_for(book, corpus)
         foreign = next(c for p in donor.parts for c in p.chapters if len(c.sections) > 1)
         chapters = [
             (f"{p}.{c}", chapter) for p, part in enumerate(book.parts) for c, chapter in enumerate(part.chapters)

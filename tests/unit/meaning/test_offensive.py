@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.bench.studies.corpus import load_corpus
-from pipeline.meaning.offensive import offensive_uses, offensive_words
+from pipeline.meaning.offensive import offensive_words
 
 CONTEXT = json.loads((Path(__file__).parents[2] / "fixtures" / "audit" / "offensive_context.json").read_text())
 
@@ -24,7 +24,7 @@ def test_serious_writing_passes(kind):
 @pytest.mark.parametrize("half", ["tuned", "held_out"])
 def test_obscenities_and_insulting_slurs_are_caught(half):
     for kind, sentences in CONTEXT["planted"][half].items():
-        missed = [text for text in sentences if not offensive_uses(text)]
+        missed = [text for text in sentences if not offensive_words(text)]
         assert missed == [], f"{kind} ({half})"
 
 

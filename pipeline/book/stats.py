@@ -202,7 +202,12 @@ def stats_table(stats: BookStats) -> Table:
     if stats.cpu is not None:
         rows.append(("CPU s over plan + write: client (by stage) / engines here", cpu_line(stats.cpu)))
     if stats.pdf_pages is not None:
-        rows.append(("PDF pages (ready s after the last section)", f"{stats.pdf_pages} ({stats.typeset_seconds:.1f})"))
+        rows.append(("PDF pages (its final merge s)", f"{stats.pdf_pages} ({stats.typeset_seconds:.1f})"))
+    if stats.after_last_section:
+        rows.append(("after the last section", after_last_section(stats.after_last_section)))
+    if stats.finished_tok_s is not None:
+        finished = f"{stats.finished_seconds:.2f} / {stats.finished_tok_s:,.1f}"
+        rows.append(("first request to book.pdf s / tok/s", finished))
     for backend in stats.backends:
         rows.append(
             (
@@ -214,6 +219,12 @@ def stats_table(stats: BookStats) -> Table:
     for name, value in rows:
         table.add_row(name, value)
     return table
+
+
+def after_last_section(seconds: dict[str, float]) -> str:
+    """'book.md 1.2 s, audit.json 2.0 s, book.pdf 2.9 s': when each file that finishes the book was written, counted
+    from the last section's arrival (or that this run wrote no section)."""
+    return ", ".join(f"{name} {value:.1f} s" for name, value in seconds.items()) or "no section written this run"
 
 
 def cpu_line(cpu: CpuUse) -> str:

@@ -2,7 +2,8 @@
 
 It starts with the run and hears its events (pipeline/watch/events.py): the fleet opened (the CPU meter's first
 reading, pipeline/cpu.py), writing started (the job's first request: planning and writing start together),
-each section sent to the pool and each landed. Times are client wall-clock (time.monotonic)."""
+each section sent to the pool and each landed, and each file that finishes the book written. Times are client
+wall-clock (time.monotonic)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,14 @@ from pipeline.book.stats import JobTally, backend_lines, book_stats
 from pipeline.cpu import CpuMeter, CpuSnapshot, cpu_use
 from pipeline.records import SectionResult
 from pipeline.records.book import BookStats
-from pipeline.watch.events import BookEvent, FleetOpened, SectionStarted, SectionWritten, WritingStarted
+from pipeline.watch.events import (
+    BookEvent,
+    FileFinished,
+    FleetOpened,
+    SectionStarted,
+    SectionWritten,
+    WritingStarted,
+)
 from pipeline.watch.listeners import BookListener
 
 
@@ -27,6 +35,7 @@ class RunClock(BookListener):
         self.last_done: float | None = None
         self.meter: CpuMeter | None = None
         self.cpu_before: CpuSnapshot | None = None
+        self.finished: dict[str, float] = {}  # a file that finishes the book -> when it was written
 
     def hear(self, event: BookEvent) -> None:
         match event:
@@ -37,6 +46,8 @@ class RunClock(BookListener):
                 self.last_done = time.monotonic()
             case WritingStarted():
                 self.requests_started = time.monotonic()
+            case FileFinished(name=name):
+                self.finished[name] = time.monotonic()
             case FleetOpened(fleet=fleet):
                 self.meter = CpuMeter({backend.name: backend.base_url for backend in fleet.backends})
                 self.cpu_before = self.meter.snapshot()
@@ -96,3 +107,17 @@ class RunClock(BookListener):
         stats.generate_seconds = round(generate_seconds, 2)
         stats.generate_tok_s = round(stats.tokens_written / generate_seconds, 1) if generate_seconds > 0 else 0.0
         return stats
+
+    def finished_stats(self, stats: BookStats, *, pdf: str) -> BookStats:
+        """The stats with the book's finish: each finishing file's seconds after the last section landed, and the
+        job from its first request to `pdf` (the file the user waits for), with its rate."""
+        after = {} if self.last_done is None else {n: round(t - self.last_done, 2) for n, t in self.finished.items()}
+        start, end = self.requests_started, self.finished.get(pdf)
+        seconds = None if start is None or end is None else end - start
+        return stats.model_copy(
+            update={
+                "after_last_section": after,
+                "finished_seconds": None if seconds is None else round(seconds, 2),
+                "finished_tok_s": round(stats.tokens_written / seconds, 1) if seconds else None,
+            }
+        )

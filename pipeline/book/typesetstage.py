@@ -17,7 +17,7 @@ from pipeline.records.book import BookStats
 from pipeline.typeset.appendix import appendix_html
 from pipeline.typeset.book import typeset_html
 from pipeline.typeset.epub import typeset_epub
-from pipeline.watch.events import TypesettingStarted
+from pipeline.watch.events import FileFinished, TypesettingStarted
 from pipeline.watch.listeners import BookListener
 
 log = logging.getLogger("fanout")
@@ -37,9 +37,10 @@ async def typeset_book(
     appendix = appendix_html(stats.model_dump(mode="json"), report.model_dump(mode="json"))
     finish = charged(Stage.FINISHING)(typesetter.finish)
     result = await anyio.to_thread.run_sync(finish, outline, journal, appendix)
+    listener.hear(FileFinished(folder.pdf.name))
     markdown = folder.book.read_text()
     with stage(Stage.FINISHING):
         typeset_html(markdown, outline.title, folder.html, appendix)
         typeset_epub(markdown, outline.title, folder.epub, appendix)
-    log.info("PDF ready %.1f s after the last section (%d pages)", result.seconds, result.pages)
+    log.info("PDF merged in %.1f s (%d pages)", result.seconds, result.pages)
     return stats.model_copy(update={"typeset_seconds": round(result.seconds, 2), "pdf_pages": result.pages})

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import anyio
 
+from pipeline.audit.ahead import AuditAhead
 from pipeline.audit.rules import judges
 from pipeline.backends.fleet import Fleet
 from pipeline.backends.pool import BackendPool
@@ -91,12 +92,14 @@ class WriteStage:
         best_of = settings.best_of or (spare_best_of(fleet.pool, run.spec.section_count) if chooses else 1)
         retries = settings.off_point_retries if chooses else 0
         log.info("best of %d a section (%d more while off point, a %s author's book)", best_of, retries, author)
+        judge = open_judge(settings.judge) if run.spec.prompt else None
+        self.ahead = AuditAhead(judge, author=author)
         policy = WritePolicy(
             best_of=best_of,
             off_point_retries=retries,
             warm=settings.warm,
             ready_after=fleet.prefix_ready,
-            judge=open_judge(settings.judge) if author is Author.SMALL else None,
+            judge=judge if author is Author.SMALL else None,
             hedge=settings.hedge,
             author=author,
         )
@@ -127,6 +130,8 @@ class WriteStage:
         await self.writer.write(book, part, chapter, section)
         if self.typesetter is not None:
             self.typesetter.section_done(book, self.results, section.id)
+        if section.id in self.results:
+            await self.ahead.landed(self.results[section.id], point=section.point)
 
     def outline_complete(self) -> None:
         self.writer.outline_complete()

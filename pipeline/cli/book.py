@@ -131,7 +131,7 @@ def cmd_book(args: argparse.Namespace) -> int:
     from pipeline.backends.loop import fast_loop
     from pipeline.book.outlinefile import read_outline_file
     from pipeline.book.run import RunOptions, book
-    from pipeline.book.stats import stats_table
+    from pipeline.book.stats import after_last_section, stats_table
     from pipeline.watch.terminal import BookProgress
 
     if args.endpoint != Endpoint.CHAT:
@@ -172,6 +172,8 @@ def cmd_book(args: argparse.Namespace) -> int:
         console.print(quality_table(result.audit.quality))
     print_repair(result.repair)
     print(f"fanout: book: {result.folder / 'book.md'}\nfanout: PDF:  {result.folder / 'book.pdf'}", file=sys.stderr)
+    if result.stats.after_last_section:
+        print(f"fanout: after the last section: {after_last_section(result.stats.after_last_section)}", file=sys.stderr)
     if result.repair is None and result.stats.complete:
         print_repairable(result)
     if not result.stats.complete:

@@ -34,7 +34,7 @@ the audit: nothing here imports the rest of fanout but pipeline/text.py.
 from __future__ import annotations
 
 import re
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 from pipeline.text import without_code
@@ -92,6 +92,7 @@ NAMED_AFTER = re.compile(
     re.IGNORECASE,
 )
 SENTENCE_END = re.compile(r"[.!?]\s+|\n")
+SCANNED = 16_384  # texts whose scan is kept: a 1,536-section book has 3,176 titles, points and texts
 TITLE_CASE_SHARE = 0.6  # a line with no stop and this share of its longer words capitalised is a heading
 
 
@@ -106,10 +107,16 @@ def _filter() -> Any:
 
 def offensive_words(text: str) -> list[str]:
     """The obscenities and slurs the text uses (not mentions), and the insulting phrases an ordinary word is used in,
-    each once, in the order found ([] when none)."""
+    each once, in the order found ([] when none). A text is scanned once a process (SCANNED texts kept): the writer
+    scans each section as it lands, and the audit after the last section finds it scanned."""
+    return list(scanned(text))
+
+
+@lru_cache(maxsize=SCANNED)
+def scanned(text: str) -> tuple[str, ...]:
     prose = code_spans_out(without_code(text))
     if not prose.strip():
-        return []
+        return ()
     found = [str(word).lower() for word in _filter().check_profanity(prose).get("profane_words") or []]
     used = []
     for word in dict.fromkeys(found):
@@ -117,7 +124,7 @@ def offensive_words(text: str) -> list[str]:
         if kind is not None and any(not mentioned(prose, start, end, kind) for start, end in places(prose, word, kind)):
             used.append(word)
     used += [match.group().lower() for match in INSULTING.finditer(prose)]
-    return list(dict.fromkeys(used))
+    return tuple(dict.fromkeys(used))
 
 
 def code_spans_out(text: str) -> str:

@@ -67,6 +67,11 @@ def opening(text: str) -> str:
     return " ".join(text.split()[:TEXT_WORDS])
 
 
+def judged_opening(text: str) -> str:
+    """What the judge embeds of a section's text: its opening (a blank for an empty text, which has no tokens)."""
+    return opening(text) or " "
+
+
 def unit_fits(judge: Embedder, request: str, units: list[str]) -> np.ndarray:
     """Each title-and-point's fit to the request: its nearest anchor's cosine (what the planner ranks by)."""
     if not units:
@@ -81,7 +86,7 @@ def subject_fits(judge: Embedder, request: str, units: list[str], texts: list[st
         return []
     marks = anchors(judge, request)
     unit_fit = unit_fits(judge, request, units)
-    text_fit = (judge.embed([opening(text) or " " for text in texts]) @ marks.T).max(axis=1)
+    text_fit = (judge.embed([judged_opening(text) for text in texts]) @ marks.T).max(axis=1)
     return [SubjectFit(round(float(u), 4), round(float(t), 4)) for u, t in zip(unit_fit, text_fit)]
 
 
@@ -100,7 +105,7 @@ def book_fits(judge: Embedder, request: str, chapters: list[str], texts: list[st
     section's chapter (its parent), `texts` are the sections' texts, in the book's order."""
     if not texts:
         return []
-    rows = judge.embed([opening(text) or " " for text in texts])
+    rows = judge.embed([judged_opening(text) for text in texts])
     fits = (rows @ anchors(judge, request).T).max(axis=1)
     about = float(np.median(fits)) >= BOOK_FLOOR
     groups = list(dict.fromkeys(chapters))

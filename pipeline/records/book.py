@@ -84,8 +84,13 @@ class BookStats(BaseModel):
     extra_candidates: int = 0  # section answers written beyond one a section (best of k, off-point retries)
     headings_removed: int = 0  # headings taken out of section answers
     backends: list[BackendLine]
-    typeset_seconds: float | None = None
+    typeset_seconds: float | None = None  # the typesetter's final merge alone (parts were typeset while writing)
     pdf_pages: int | None = None
+    # seconds from the last section's arrival to each file that finishes the book (book.md, audit.json, book.pdf),
+    # by the client's clock; a resume that wrote nothing has no last section and so none
+    after_last_section: dict[str, float] = {}
+    finished_seconds: float | None = None  # first request to book.pdf: the job as its user waits for it
+    finished_tok_s: float | None = None  # tokens_written ÷ finished_seconds
     quality: BookQuality | None = None  # the audit's book figures (pipeline.audit.quality)
     prompt_cache: PromptCache | None = None
     cpu: CpuUse | None = None  # CPU seconds from the fleet's opening to the last answer: client by stage, engines

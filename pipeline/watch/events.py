@@ -91,6 +91,13 @@ class TypesettingStarted:
 
 
 @dataclass(frozen=True, slots=True)
+class FileFinished:
+    """One of the files that finish a book is written: book.md, audit.json or book.pdf."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
 class BookFinished:
     """stats.json is written (unless a repair keeps the earlier one): the run is over."""
 
@@ -108,5 +115,6 @@ BookEvent = (
     | SectionDelta
     | SectionWritten
     | TypesettingStarted
+    | FileFinished
     | BookFinished
 )

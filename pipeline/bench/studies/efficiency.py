@@ -83,6 +83,9 @@ class JobRow(BaseModel):
     # was generated (a client that costs nothing); pipelined: a section once its chapter's answer is in
     tree_bound_s: float | None = None
     tree_ratio: float | None = None  # tree_bound_s ÷ generate_seconds
+    finished_tok_s: float | None = None  # tokens ÷ (first request to book.pdf written): the finished book's rate
+    finished_ratio: float | None = None  # finished_tok_s ÷ sustained
+    after_last_section: dict[str, float] = {}  # book.md, audit.json, book.pdf: seconds after the last section
     cpu: CpuUse | None = None  # the whole book() call: plan, write, then assembly and typesetting
 
 
@@ -220,6 +223,9 @@ async def job_row(
         sends_ratio=round(bound / stats.generate_seconds, 3) if bound and stats.generate_seconds > 0 else None,
         tree_bound_s=None if tree_bound is None else round(tree_bound, 2),
         tree_ratio=round(tree_bound / stats.generate_seconds, 3) if tree_bound and stats.generate_seconds else None,
+        finished_tok_s=stats.finished_tok_s,
+        finished_ratio=None if stats.finished_tok_s is None else round(stats.finished_tok_s / sustained, 3),
+        after_last_section=stats.after_last_section,
         cpu=cpu,
     )
 
@@ -257,8 +263,8 @@ def efficiency_markdown(record: EfficiencyRecord) -> str:
         "",
         "| schedule | sections | plan s | write s | plan + write s | plan + write tok/s | ÷ sustained "
         "| write tok/s | ÷ sustained | limit tok/s | ÷ limit | sends allow s | ÷ sends | its plan allows s | ÷ plan "
-        "| first section s | drain s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| first section s | drain s | to book.pdf tok/s | ÷ sustained | book.pdf s after the last section |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in record.rows:
         lines.append(
@@ -267,7 +273,9 @@ def efficiency_markdown(record: EfficiencyRecord) -> str:
             f"{row.write_tok_s:,.1f} | {row.write_ratio:.3f} | {row.limit_tok_s:,.1f} | {row.limit_ratio:.3f} | "
             f"{seconds_cell(row.sends_bound_s)} | {ratio_cell(row.sends_ratio)} | "
             f"{seconds_cell(row.tree_bound_s)} | {ratio_cell(row.tree_ratio)} | "
-            f"{seconds_cell(row.first_section_s)} | {seconds_cell(row.drain_s)} |"
+            f"{seconds_cell(row.first_section_s)} | {seconds_cell(row.drain_s)} | "
+            f"{rate_cell(row.finished_tok_s)} | {ratio_cell(row.finished_ratio)} | "
+            f"{seconds_cell(row.after_last_section.get('book.pdf'))} |"
         )
     lines += [
         "",
@@ -284,6 +292,9 @@ def efficiency_markdown(record: EfficiencyRecord) -> str:
         "its chapter's answer is in), planning's streams in the same batches as the sections. Under the step law a "
         "planning answer streams at the loaded step's pace, so this, not the limit, is what the schedule can reach "
         "with these answers; ÷ plan is it over the job's own time (the client's share of the loss).",
+        "",
+        "To book.pdf: the tokens over the time from the first request to the finished book (book.md, audit.json and "
+        "book.pdf written), what its user waits for; ÷ sustained is the finished-book ratio beside plan + write's.",
     ]
     return "\n".join(lines) + "\n" + cpu_markdown(record)
 
@@ -296,6 +307,10 @@ def law_text(record: EfficiencyRecord) -> str:
 
 def ratio_cell(ratio: float | None) -> str:
     return "–" if ratio is None else f"{ratio:.3f}"
+
+
+def rate_cell(tok_s: float | None) -> str:
+    return "–" if tok_s is None else f"{tok_s:,.1f}"
 
 
 def seconds_cell(seconds: float | None) -> str:

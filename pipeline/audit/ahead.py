@@ -1,0 +1,37 @@
+"""The audit's per-section work, done as each section lands while the rest of the book is written, so that the audit
+after the last section finds it done.
+
+What costs the audit its time is the on-subject judge's sentence encoder over every section's opening (about 11 s of
+a 1,536-section book's 17 s on two cores, pipeline/meaning/minilm.py). AuditAhead hands each landed section's texts
+to that encoder on a worker thread (EmbedAhead: onnxruntime runs without the GIL, beside the event loop), the texts
+the audit will ask for (`judged_texts`), and the vectors wait in the judge's cache. The audit itself is unchanged: it
+asks the same judge (pipeline/meaning/offrequest.py's open_judge, one a process) for the same texts and finds them,
+so the finished audit is the whole-book audit of the same folder. The obscenity scan of each section is kept the
+same way (pipeline/meaning/offensive.py scans a text once a process; the writer scans each section as it lands).
+"""
+
+from __future__ import annotations
+
+from pipeline.meaning.embed import EmbedAhead, Embedder
+from pipeline.meaning.nearness import body_text, unit
+from pipeline.meaning.onsubject import judged_opening
+from pipeline.records import Author, SectionResult
+
+
+def judged_texts(result: SectionResult, *, point: str, author: Author) -> list[str]:
+    """What the on-subject judge embeds of a section (pipeline/audit/analysis.py's judge_subject): its opening, and for
+    a small model's book its title and point."""
+    texts = [judged_opening(body_text(result.text))]
+    return [*texts, unit(result.title, point)] if author is Author.SMALL else texts
+
+
+class AuditAhead:
+    """Embeds each landed section's judged texts into the judge's cache; nothing without a judge."""
+
+    def __init__(self, judge: Embedder | None, *, author: Author) -> None:
+        self.ahead = EmbedAhead(judge) if judge is not None else None
+        self.author = author
+
+    async def landed(self, result: SectionResult, *, point: str) -> None:
+        if self.ahead is not None and result.ok:
+            await self.ahead.embed(judged_texts(result, point=point, author=self.author))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import lru_cache
 
 CLOSING = tuple(".!?:;)]}\"'`*_…»”’")
 LOOP_WORDS = 8  # a run of this many words three times in one section, two of them back to back, is a loop
@@ -19,6 +20,7 @@ LOOP_LIKENESS = 0.95  # a loop's copy matches the one before it in this share of
 LOOP_TAIL = 0.5  # the share of the stretch a copy cut short by the text's end must still say
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 WORD_EDGES = ".,;:!?\"'()[]{}“”‘’*_`"
+WORDS_KEPT = 8192  # texts whose words prose_words keeps (a 1,536-section book is 1,536)
 
 
 # Where a CommonMark link points, not what it says: an inline destination `](https://…)` (a title after it too),
@@ -71,16 +73,18 @@ def said_again(words: list[str], earlier: int, later: int, *, cut: bool = False)
     return sum(a == b for a, b in zip(stretch, again)) >= LOOP_LIKENESS * len(again)
 
 
-def prose_words(text: str) -> list[tuple[int, str]]:
+@lru_cache(maxsize=WORDS_KEPT)
+def prose_words(text: str) -> tuple[tuple[int, str], ...]:
     """(offset, word) of each word outside fenced code, lower case, its surrounding punctuation stripped and its
-    symbols kept; a token with no letter or digit (a bullet, a dash) is not a word."""
+    symbols kept; a token with no letter or digit (a bullet, a dash) is not a word. Kept for the last WORDS_KEPT
+    texts: the writer's loop check and three audit rules read each section's words."""
     found = []
     for offset, line in prose_lines(text):
         for token in re.finditer(r"\S+", line):
             word = token.group().lower().strip(WORD_EDGES)
             if any(char.isalnum() for char in word):
                 found.append((offset + token.start(), word))
-    return found
+    return tuple(found)
 
 
 def without_code(text: str) -> str:

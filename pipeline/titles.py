@@ -63,9 +63,10 @@ def folded(text: str) -> str:
     return "".join(c for c in unicodedata.normalize("NFKD", text.casefold()) if not unicodedata.combining(c))
 
 
+@lru_cache(maxsize=16_384)
 def title_key(title: str) -> str:
     """What makes two titles the same: case, accents, whitespace, Markdown marks and edge punctuation do not
-    count."""
+    count. Kept for the last TITLES_KEPT titles: the audit compares each title with many others."""
     return " ".join(re.sub(r"[#*_`]", "", folded(title)).split()).strip(" .,:;!?")
 
 

@@ -6,14 +6,18 @@ a 1,536-section book's 17 s on two cores, pipeline/meaning/minilm.py). AuditAhea
 to that encoder on a worker thread (EmbedAhead: onnxruntime runs without the GIL, beside the event loop), the texts
 the audit will ask for (`judged_texts`), and the vectors wait in the judge's cache. The audit itself is unchanged: it
 asks the same judge (pipeline/meaning/offrequest.py's open_judge, one a process) for the same texts and finds them,
-so the finished audit is the whole-book audit of the same folder. The obscenity scan of each section is kept the
-same way (pipeline/meaning/offensive.py scans a text once a process; the writer scans each section as it lands).
+so the finished audit is the whole-book audit of the same folder. The obscenity scan of each section's text and of
+its title and point is kept the same way (pipeline/meaning/offensive.py scans a text once a process), on a worker
+thread too.
 """
 
 from __future__ import annotations
 
+import anyio
+
 from pipeline.meaning.embed import EmbedAhead, Embedder
 from pipeline.meaning.nearness import body_text, unit
+from pipeline.meaning.offensive import offensive_words
 from pipeline.meaning.onsubject import judged_opening
 from pipeline.records import Author, SectionResult
 
@@ -26,12 +30,22 @@ def judged_texts(result: SectionResult, *, point: str, author: Author) -> list[s
 
 
 class AuditAhead:
-    """Embeds each landed section's judged texts into the judge's cache; nothing without a judge."""
+    """Embeds each landed section's judged texts into the judge's cache (none without a judge) and scans it for
+    words a handbook would not print."""
 
     def __init__(self, judge: Embedder | None, *, author: Author) -> None:
         self.ahead = EmbedAhead(judge) if judge is not None else None
         self.author = author
 
-    async def landed(self, result: SectionResult, *, point: str) -> None:
-        if self.ahead is not None and result.ok:
+    async def landed(self, result: SectionResult, *, title: str, point: str) -> None:
+        """`title` and `point` the outline's, as the audit reads them."""
+        if not result.ok:
+            return
+        if self.ahead is not None:
             await self.ahead.embed(judged_texts(result, point=point, author=self.author))
+        await anyio.to_thread.run_sync(scan, result.text, f"{title}\n{point}")
+
+
+def scan(*texts: str) -> None:
+    for text in texts:
+        offensive_words(text)

@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -244,20 +243,33 @@ def rule_repeated_section(book: AuditBook) -> list[Defect]:
     """A section whose prose is mostly an earlier section's: COPIED_SHARE or more of its SHARED_PASSAGE_WORDS-word
     passages are in that one section. An author quotes a definition or a statute again; a section given another's
     text is a repeat a reader sees."""
-    owners: dict[tuple[str, ...], list[str]] = {}
-    titles = {s.id: s.title for s in book.sections}
+    owners: dict[tuple[str, ...], list[int]] = {}  # a passage -> the earlier sections that have it
+    held: list[set[tuple[str, ...]]] = []
     found = []
-    for section in book.sections:
+    for index, section in enumerate(book.sections):
         grams = set(shingles([word for _, word in prose_words(section.text)], SHARED_PASSAGE_WORDS))
-        shared = Counter(other for gram in grams for other in owners.get(gram, []))
-        if shared:
-            other, count = shared.most_common(1)[0]
+        if grams and (other := most_shared(grams, owners, held)) is not None:
+            count = len(grams & held[other])
             if count >= COPIED_SHARE * len(grams):
-                detail = f"{count / len(grams):.0%} of its text is in {other} {titles[other]!r}"
+                earlier = book.sections[other]
+                detail = f"{count / len(grams):.0%} of its text is in {earlier.id} {earlier.title!r}"
                 found.append(defect("repeated_section", section, detail))
+        held.append(grams)
         for gram in grams:
-            owners.setdefault(gram, []).append(section.id)
+            owners.setdefault(gram, []).append(index)
     return found
+
+
+def most_shared(
+    grams: set[tuple[str, ...]], owners: dict[tuple[str, ...], list[int]], held: list[set[tuple[str, ...]]]
+) -> int | None:
+    """The earlier section that shares the most of `grams` (the first of equals), among those that could share
+    COPIED_SHARE of them: one that does has one of any len(grams) - ceil(COPIED_SHARE x len(grams)) + 1 of them, so
+    only the owners of the rarest so many are counted."""
+    rarest = sorted(grams, key=lambda gram: len(owners.get(gram, ())))
+    rarest = rarest[: len(grams) - math.ceil(COPIED_SHARE * len(grams)) + 1]
+    candidates = sorted({other for gram in rarest for other in owners.get(gram, ())})
+    return max(candidates, key=lambda other: len(grams & held[other]), default=None)
 
 
 def rule_repetition_loop(book: AuditBook) -> list[Defect]:

@@ -131,7 +131,7 @@ class WriteStage:
         if self.typesetter is not None:
             self.typesetter.section_done(book, self.results, section.id)
         if section.id in self.results:
-            await self.ahead.landed(self.results[section.id], point=section.point)
+            await self.ahead.landed(self.results[section.id], title=section.title, point=section.point)
 
     def outline_complete(self) -> None:
         self.writer.outline_complete()

@@ -1,7 +1,8 @@
 """A capable author's book, end to end: `fanout book` on the author FAKE (tests/fakes/fake_author.py, a book of the
 good-writing corpus, its own lines and texts) writes every section it planned with no extra request, the audit judges
 it as a capable author's book and flags nothing, `fanout repair` would touch nothing, and the run's last line says
-so. examples/capable_end_to_end.py runs every book of the corpus the same way. `fanout` runs as a process; the FAKE
+so. The audit made as the sections landed (pipeline/audit/ahead.py) is the one `fanout audit` makes of the folder
+afterwards in a process of its own. examples/capable_end_to_end.py runs every book of the corpus the same way. `fanout` runs as a process; the FAKE
 serves from a thread."""
 
 from __future__ import annotations
@@ -47,3 +48,10 @@ def test_a_capable_authors_book_is_written_whole_and_passes_its_audit(tmp_path, 
     assert plan_actions(report, {d.section_id for d in report.defects}) == {}
     assert report.meaning is not None and report.meaning.off_request_ids == []
     assert "the audit flags" not in done.stderr and "fanout repair" not in done.stderr
+    assert list(stats["after_last_section"]) == ["book.md", "audit.json", "book.pdf"]
+    assert stats["finished_seconds"] >= stats["generate_seconds"]
+    landed = (out / "audit.json").read_text()
+    again = [sys.executable, "-m", "pipeline", "audit", str(out), "--judge", "minilm", "--json"]
+    done = subprocess.run(again, capture_output=True, text=True, env=isolated_env(), timeout=600)
+    assert done.returncode == 0, f"{' '.join(again)}\n{done.stderr}"
+    assert json.loads(landed) == json.loads(done.stdout), "the audit as sections land is the whole-book audit"

@@ -2,8 +2,8 @@
 good-writing corpus, its own lines and texts) writes every section it planned with no extra request, the audit judges
 it as a capable author's book and flags nothing, `fanout repair` would touch nothing, and the run's last line says
 so. The audit made as the sections landed (pipeline/audit/ahead.py) is the one `fanout audit` makes of the folder
-afterwards in a process of its own. examples/capable_end_to_end.py runs every book of the corpus the same way. `fanout` runs as a process; the FAKE
-serves from a thread."""
+afterwards in a process of its own. examples/capable_end_to_end.py runs every book of the corpus the same way.
+`fanout` runs as a process; the FAKE serves from a thread."""
 
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ from pipeline.book.timing import RunClock
 from pipeline.records import SectionResult
 from pipeline.watch.events import (
     BookEvent,
+    FileFinished,
     FleetOpened,
     SectionDelta,
     SectionStarted,
@@ -60,6 +61,28 @@ def test_the_clock_times_the_job_from_the_events_it_hears(monkeypatch):
     assert (tally.first_section_s, tally.drain_s) == (1.0, 4.0), "first request to first sent; last sent to last"
     assert (tally.asked_later, tally.retry_tail_s, tally.cpu is not None) == (1, 0.5, True)
     assert clock.job_seconds == 9.0
+
+
+def test_the_clock_says_when_each_file_that_finishes_the_book_came_after_the_last_section(monkeypatch):
+    clock_time = SetClock()
+    monkeypatch.setattr(pipeline.book.timing, "time", clock_time)
+    clock = RunClock()
+    fleet = idle_fleet()
+    for at, event in [
+        (0.5, FleetOpened(fleet)),
+        (1.0, WritingStarted(1, 0, fleet.pool)),
+        (2.0, SectionStarted("s1", "One")),
+        (5.0, landed("s1")),
+        (5.5, FileFinished("book.md")),
+        (7.0, FileFinished("audit.json")),
+        (8.0, FileFinished("book.pdf")),
+    ]:
+        clock_time.now = at
+        clock.hear(event)
+    stats = SimpleNamespace(tokens_written=700, model_copy=lambda update: update)
+    finished = clock.finished_stats(stats, pdf="book.pdf")  # type: ignore[arg-type]
+    assert finished["after_last_section"] == {"book.md": 0.5, "audit.json": 2.0, "book.pdf": 3.0}
+    assert (finished["finished_seconds"], finished["finished_tok_s"]) == (7.0, 100.0), "first request to book.pdf"
 
 
 def test_a_clock_that_heard_no_section_leaves_the_section_times_empty(monkeypatch):

@@ -26,7 +26,7 @@ import anyio
 
 from pipeline.audit.rules import word_floor
 from pipeline.backends.pool import BackendPool, RequestFailed
-from pipeline.book.cite import sources_block, with_citations
+from pipeline.book.cite import with_citations
 from pipeline.book.later import asked_until_answered
 from pipeline.book.plan.answers import parse_book_title
 from pipeline.book.plan.planner import Planner
@@ -186,9 +186,8 @@ class Repairer:
     async def _refocus(self, part: Part, chapter: Chapter, section: Section, previous: SectionResult) -> SectionResult:
         """New candidates with seeds of their own; the one nearest its point, the old text included, stays."""
         numbers = range(REFOCUS_FIRST + previous.version, REFOCUS_FIRST + previous.version + REFOCUS_CANDIDATES)
-        sources = sources_block(self._given(section))
-        where = (self.outline, chapter, section)
-        requests = [section_request(self.spec, where, self.sampler, n, sources=sources) for n in numbers]
+        where, given = (self.outline, chapter, section), self._given(section)
+        requests = [section_request(self.spec, where, self.sampler, n, given=given) for n in numbers]
         answers: list[SectionResult] = []
 
         async def one(request: ChatRequest) -> None:
@@ -233,8 +232,8 @@ class Repairer:
         return with_citations(finished(section, answer, self.wall), self._given(section))
 
     def _section_request(self, part: Part, chapter: Chapter, section: Section, *, escape_loops: bool) -> ChatRequest:
-        sources = sources_block(self._given(section))
-        request = section_request(self.spec, (self.outline, chapter, section), self.sampler, sources=sources)
+        where = (self.outline, chapter, section)
+        request = section_request(self.spec, where, self.sampler, given=self._given(section))
         if escape_loops:
             request.extra.update(LOOP_ESCAPE_PENALTIES)
             request.temperature = max(request.temperature, LOOP_ESCAPE_TEMPERATURE)

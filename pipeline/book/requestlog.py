@@ -9,21 +9,61 @@ the original, with what the engine said of its prefix cache (cached prompt token
 came from, llama.cpp's prefill time), the ids to join a row with the engine's own log (the X-Request-Id
 sent, the answer's id), and the answer's text as the engine sent it (what `fanout identity --book` compares
 with the same request asked alone).
+
+A section request's source passages are kept once a run, in passages.jsonl (pipeline/journal.py's PassageFile): in
+the row, each passage's text in the messages is a reference (NUL, its number, NUL) and "passages" lists the numbers;
+`read_rows` puts the texts back, so a replay sends the prompt as it was sent.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
+from typing import Any
 
 from pipeline.cpu import Stage, charged
 from pipeline.files import naming
-from pipeline.journal import cut_torn_tail
+from pipeline.journal import PASSAGES_FILE, cut_torn_tail, passage_file, read_passages
 from pipeline.records import Attempt, ChatRequest, Completion, Outcome
 from pipeline.records.book import PromptCache
+from pipeline.records.sources import Passage
 
 REQUEST_LOG = "requests.jsonl"
+REFERENCE = re.compile("\x00(\\d+)\x00")
+
+
+def referenced(messages: list[dict[str, str]], passages: list[Passage]) -> list[dict[str, str]]:
+    """The messages with each passage's text named by its number (a message that holds a NUL already is kept
+    whole: its references could not be told from its text)."""
+    if not passages:
+        return messages
+    out = []
+    for message in messages:
+        content = message.get("content", "")
+        if "\x00" not in content:
+            for passage in passages:
+                content = content.replace(passage.text, f"\x00{passage.number}\x00")
+        out.append({**message, "content": content})
+    return out
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """requests.jsonl's rows, each passage's text put back in its messages (from passages.jsonl beside it). Raises
+    ValueError (a line that is not JSON) and KeyError (a passage passages.jsonl does not hold)."""
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if any(row.get("passages") for row in rows):
+        passages = read_passages(path.parent / PASSAGES_FILE)
+        for row in rows:
+            if row.get("passages"):
+                row["messages"] = [restored(message, passages) for message in row["messages"]]
+    return rows
+
+
+def restored(message: dict[str, str], passages: dict[int, Passage]) -> dict[str, str]:
+    content = REFERENCE.sub(lambda found: passages[int(found.group(1))].text, message.get("content", ""))
+    return {**message, "content": content}
 
 
 def request_kind(tag: str) -> str:
@@ -44,6 +84,7 @@ def outcome(completion: Completion | None, attempts: list[Attempt]) -> str:
 class RequestLog:
     def __init__(self, folder: Path):
         self.path = folder / REQUEST_LOG
+        self.passages = passage_file(folder)
         self.started = time.monotonic()
         cut_torn_tail(self.path)  # a line a kill or a full disk cut short: a resume appends after whole lines
         self.handle = self.path.open("a", encoding="utf-8")
@@ -86,7 +127,7 @@ class RequestLog:
             "kind": request_kind(request.tag),
             "t_asked": round(t_asked - self.started, 4),
             "t_done": round(time.monotonic() - self.started, 4),  # answered, failed or cancelled
-            "messages": request.messages,
+            "messages": referenced(request.messages, request.passages),
             "max_tokens": request.max_tokens,
             "choices": request.choices,  # samples of the one prompt (`n`): a replay asks as many
             "extra": {"temperature": request.temperature, **request.extra},
@@ -103,6 +144,8 @@ class RequestLog:
             "outcome": outcome(completion, attempts),
             "text": completion.text if completion else None,
         }
+        if request.passages:
+            row["passages"] = self.passages.keep(request.passages)  # on disk before the row that names them
         if completion is not None:
             self._count_cache(completion)
         with naming(self.path):

@@ -108,14 +108,16 @@ def section_request(
     sampler: Sampler,
     candidate: int = 0,
     *,
-    sources: str = "",
+    given: list[Passage] | None = None,
 ) -> ChatRequest:
-    """The section's request; candidate n > 0 (best of k) is sampled with its own seed."""
+    """The section's request; candidate n > 0 (best of k) is sampled with its own seed; `given` the source passages
+    its prompt shows."""
     outline, chapter, section = where
-    prompt = section_prompt(spec, outline, chapter, section, sources=sources)
+    prompt = section_prompt(spec, outline, chapter, section, sources=sources_block(given or []))
     tag = section.id if candidate == 0 else f"{section.id}#{candidate}"
     messages = [*book_context(spec.prompt), {"role": "user", "content": prompt}]
-    return sampler.request(messages, spec.max_tokens, tag)
+    request = sampler.request(messages, spec.max_tokens, tag)
+    return request.model_copy(update={"passages": given}) if given else request
 
 
 class WallClock:
@@ -426,8 +428,8 @@ class SectionWriter:
         """These candidates of one section, asked at once, each finished and scored by its on-point margin."""
         outline, part, chapter, section = where
         given = await self._given(outline, chapter, section)
-        asked, sources = (outline, chapter, section), sources_block(given)
-        requests = {n: section_request(self.spec, asked, self.sampler, n, sources=sources) for n in numbers}
+        asked = (outline, chapter, section)
+        requests = {n: section_request(self.spec, asked, self.sampler, n, given=given) for n in numbers}
         answers: dict[int, SectionResult] = {}
 
         async def one(number: int) -> None:

@@ -129,6 +129,8 @@ class ChatRequest(BaseModel):
     keep_token_times: bool = False
     tag: str = ""  # the caller's id for the request (section id, bench request number)
     choices: int = Field(default=1, ge=1)  # samples of the one prompt (the OpenAI `n`): one prefill, N answers
+    # the user's source passages its messages show: requests.jsonl names them by number (book/requestlog.py)
+    passages: list[Passage] = Field(default_factory=list, exclude=True)
 
     @model_validator(mode="after")
     def _one_prompt_for_completions(self) -> ChatRequest:

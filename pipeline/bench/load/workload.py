@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from pipeline.bench.load.prompts import FILLER, SharedPrefixes, TokenCounter, numbered, short_prompt
-from pipeline.book.requestlog import REQUEST_LOG
+from pipeline.book.requestlog import REQUEST_LOG, read_rows
 from pipeline.errors import UsageError
 
 
@@ -265,6 +265,16 @@ class ReplayWorkload:
         return self.rows[number - 1]
 
 
+def logged_rows(path: Path, *, setting: str) -> list[dict[str, Any]]:
+    """A run's requests.jsonl as rows, their source passages put back (book/requestlog.py's read_rows)."""
+    try:
+        return read_rows(path)
+    except ValueError:
+        raise UsageError(f"setting '{setting}' {path}: a line is not JSON") from None
+    except KeyError as missing:
+        raise UsageError(f"setting '{setting}' {path}: passage {missing} is not in its passages.jsonl") from None
+
+
 def load_replay(run_dir: Path) -> ReplayWorkload:
     path = run_dir / REQUEST_LOG
     if not path.is_file():
@@ -272,9 +282,8 @@ def load_replay(run_dir: Path) -> ReplayWorkload:
             f"setting 'workload' {run_dir}: no {REQUEST_LOG} in it (book runs record their requests there)"
         )
     rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for number, row in enumerate(logged_rows(path, setting="workload"), 1):
         try:
-            row = json.loads(line)
             rows.append(
                 Work(
                     row["messages"],
@@ -286,7 +295,7 @@ def load_replay(run_dir: Path) -> ReplayWorkload:
                     choices=max(1, int(row.get("choices") or 1)),
                 )
             )
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError):
             raise UsageError(f"setting 'workload' {path} line {number}: not a request record") from None
     if not rows:
         raise UsageError(f"setting 'workload' {path}: no requests in it")

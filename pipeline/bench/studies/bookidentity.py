@@ -14,7 +14,6 @@ seeded sampler may or may not repeat itself under another batch.
 
 from __future__ import annotations
 
-import json
 import statistics
 import time
 from pathlib import Path
@@ -26,6 +25,7 @@ from pipeline.audit.quality import seq_rep
 from pipeline.backends.fleet import Fleet, open_fleet
 from pipeline.backends.pool import BackendPool, RequestFailed
 from pipeline.bench.load.prompts import TokenCounter, token_counter
+from pipeline.bench.load.workload import logged_rows
 from pipeline.bench.report.provenance import host_info
 from pipeline.book.requestlog import REQUEST_LOG
 from pipeline.errors import UsageError
@@ -100,11 +100,7 @@ def load_asked(run: Path) -> list[Asked]:
     if not path.is_file():
         raise UsageError(f"setting 'book' {run}: no {REQUEST_LOG} in it (not a book run folder)")
     asked = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            raise UsageError(f"setting 'book' {path} line {number}: not JSON") from None
+    for row in logged_rows(path, setting="book"):
         if row.get("kind") != "section" or row.get("outcome") != "ok":
             continue
         if not isinstance(row.get("text"), str):

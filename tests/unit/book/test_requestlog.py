@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from pipeline.book.requestlog import RequestLog, request_kind
+from pipeline.book.requestlog import RequestLog, read_rows, request_kind
 from pipeline.records import ChatRequest, Completion
 
 
@@ -41,3 +41,42 @@ def test_rows_carry_the_cache_and_ids_and_the_tally_counts_what_was_told(tmp_pat
 def test_every_planning_request_is_logged_as_planning():
     kinds = [request_kind(tag) for tag in ("plan:1.2:0", "plan:phrase:1.2:1", "retitle:1.1.1", "1.1.1")]
     assert kinds == ["plan", "plan", "repair", "section"]
+
+
+def test_each_passage_is_kept_once_and_named_by_number_in_the_journal_and_the_log(tmp_path):
+    from pipeline.book.cite import sources_block
+    from pipeline.journal import PASSAGES_FILE, Journal, read_journal
+    from pipeline.records import SectionResult
+    from pipeline.records.sources import Passage
+
+    shared = Passage(7, "guide.md", ("Feeding",), "Feed the starter once a day [not a marker].")
+    passages = [[shared, Passage(9, "guide.md", ("Storing", "Cold"), "Keep it in the fridge.\n\nA second paragraph.")],
+                [shared]]  # fmt: skip
+    journal, log = Journal(tmp_path / "sections.jsonl"), RequestLog(tmp_path)
+    sent = []
+    for number, given in enumerate(passages, 1):
+        messages = [{"role": "user", "content": f"Write section {number}.\n\n{sources_block(given)}Go."}]
+        sent.append(messages)
+        log.record(ChatRequest(messages=messages, tag=f"p01.c01.s0{number}", passages=given), None, 0.0, [])
+        journal.append(SectionResult(id=f"p01.c01.s0{number}", title="T", text="Text [1].", given=given))
+    journal.append(SectionResult(id="p01.c01.s03", title="T", text="Text."))  # no sources: as before
+    journal.close()
+    log.close()
+    kept = [json.loads(line) for line in (tmp_path / PASSAGES_FILE).read_text().splitlines()]
+    assert [row["number"] for row in kept] == [7, 9], "each passage once, the journal's and the log's"
+    assert shared.text not in (tmp_path / "requests.jsonl").read_text()
+    assert shared.text not in (tmp_path / "sections.jsonl").read_text()
+    assert [row["messages"] for row in read_rows(tmp_path / "requests.jsonl")] == sent
+    assert [result.given for result in read_journal(tmp_path / "sections.jsonl").values()] == [*passages, []]
+
+
+def test_a_journal_of_an_earlier_version_reads_its_passages_inline(tmp_path):
+    from pipeline.journal import read_journal
+    from pipeline.records import SectionResult
+    from pipeline.records.sources import Passage
+
+    given = [Passage(3, "a.md", ("A",), "Some text.")]
+    (tmp_path / "sections.jsonl").write_text(
+        SectionResult(id="s", title="T", text="x", given=given).model_dump_json() + "\n"
+    )
+    assert read_journal(tmp_path / "sections.jsonl")["s"].given == given

@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pipeline.bench.studies.corpus import book_markdown, load_corpus  # noqa: E402
+from pipeline.journal import read_journal  # noqa: E402
 from tests.fakes.fake_steplaw import steplaw_process  # noqa: E402
 
 PROMPT = (
@@ -55,7 +56,7 @@ def one_run(urls: list[str], out: Path, shape: str, sources: Path | None, cache:
         raise SystemExit(f"fanout {' '.join(args)} failed ({done.returncode}): {done.stderr[-2000:]}")
     stats = json.loads(done.stdout)
     audit = json.loads((out / "audit.json").read_text())
-    given = sum(len(json.loads(line).get("given", [])) for line in (out / "sections.jsonl").read_text().splitlines())
+    given = sum(len(result.given) for result in read_journal(out / "sections.jsonl").values())
     return {**stats, "passages_given": given, "citations": audit["meaning"].get("citations")}
 
 
@@ -68,6 +69,8 @@ def main() -> None:
     cache = args.out / "cache"
     sources = write_sources(args.out / "sources")
     indexed = fanout(["sources", str(sources)], cache)
+    judge = [sys.executable, "-c", "from pipeline.meaning.minilm import graph_file; graph_file()"]  # as set-up does
+    subprocess.run(judge, check=True, env={**os.environ, "FANOUT_CACHE": str(cache), "PYTHONPATH": str(ROOT)})
     print(f"sources: {indexed.stdout.strip().splitlines()[-1]}", file=sys.stderr)
     rows: list[tuple[str, dict]] = []
     with steplaw_process(6, plans=True, capable=True) as urls:

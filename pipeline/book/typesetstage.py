@@ -21,6 +21,8 @@ from pipeline.watch.events import FileFinished, TypesettingStarted
 from pipeline.watch.listeners import BookListener
 
 log = logging.getLogger("fanout")
+# stats.json's figures of the finished book itself, not known while its appendix is typeset: left out of the appendix
+OF_THE_FINISHED_BOOK = {"typeset_seconds", "pdf_pages", "after_last_section", "finished_seconds", "finished_tok_s"}
 
 
 async def typeset_book(
@@ -34,7 +36,8 @@ async def typeset_book(
     listener: BookListener,
 ) -> BookStats:
     listener.hear(TypesettingStarted())
-    appendix = appendix_html(stats.model_dump(mode="json"), report.model_dump(mode="json"))
+    run = stats.model_dump(mode="json", exclude=OF_THE_FINISHED_BOOK)
+    appendix = appendix_html(run, report.model_dump(mode="json"))
     finish = charged(Stage.FINISHING)(typesetter.finish)
     result = await anyio.to_thread.run_sync(finish, outline, journal, appendix)
     listener.hear(FileFinished(folder.pdf.name))

@@ -93,7 +93,7 @@ class WriteStage:
         retries = settings.off_point_retries if chooses else 0
         log.info("best of %d a section (%d more while off point, a %s author's book)", best_of, retries, author)
         judge = open_judge(settings.judge) if run.spec.prompt else None
-        self.ahead = AuditAhead(judge, embedder=run.embedder, author=author)
+        self.ahead = AuditAhead(judge, author=author)
         policy = WritePolicy(
             best_of=best_of,
             off_point_retries=retries,

@@ -4,7 +4,8 @@ Each section handed to `take` is written in a task of its own (SectionWriter, pi
 journal already has it under this very title; the write stage owns the writer, its journal file and the task group.
 `writing()` is open while the plan stage runs, so a chapter's sections are written as soon as their titles exist;
 `outline_complete()` says no chapter gains another section, and `written()` hands back what this run wrote once the
-last section landed. Parts typeset while the book is written hear of each section here (book/incremental.py).
+last section landed. Parts typeset while the book is written hear of each section here (book/incremental.py), and
+the audit's per-section work starts on each as it lands (pipeline/audit/ahead.py).
 """
 
 from __future__ import annotations

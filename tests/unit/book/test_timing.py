@@ -40,21 +40,21 @@ def landed(section_id: str) -> SectionWritten:
     return SectionWritten(SectionResult(id=section_id, title=section_id, text="Words.", completion_tokens=3))
 
 
-def test_the_clock_times_the_job_from_the_events_it_hears(monkeypatch):
+def clock_that_heard(monkeypatch, fleet: SimpleNamespace, *, sections: int, events: list) -> tuple[RunClock, SetClock]:
+    """A clock that heard the fleet open at 0.5 s, writing start at 1.0 s, then `events` (time, event) in turn."""
     clock_time = SetClock()
     monkeypatch.setattr(pipeline.book.timing, "time", clock_time)
     clock = RunClock()
-    fleet = idle_fleet()
-    for at, event in [
-        (0.5, FleetOpened(fleet)),
-        (1.0, WritingStarted(2, 0, fleet.pool)),
-        (2.0, SectionStarted("s1", "One")),
-        (3.0, SectionStarted("s2", "Two")),
-        (5.0, landed("s1")),
-        (7.0, landed("s2")),
-    ]:
+    for at, event in [(0.5, FleetOpened(fleet)), (1.0, WritingStarted(sections, 0, fleet.pool)), *events]:
         clock_time.now = at
         clock.hear(event)
+    return clock, clock_time
+
+
+def test_the_clock_times_the_job_from_the_events_it_hears(monkeypatch):
+    fleet = idle_fleet()
+    events = [(2.0, SectionStarted("s1", "One")), (3.0, SectionStarted("s2", "Two")), (5.0, landed("s1"))]
+    clock, clock_time = clock_that_heard(monkeypatch, fleet, sections=2, events=[*events, (7.0, landed("s2"))])
     clock_time.now = 9.0
     tally = clock.tally(fleet, {}, asked_later=1, retry_tail_s=0.5)
     assert (tally.write_seconds, tally.generate_seconds) == (5.0, 6.0), "first sent to last landed; first request on"
@@ -64,21 +64,9 @@ def test_the_clock_times_the_job_from_the_events_it_hears(monkeypatch):
 
 
 def test_the_clock_says_when_each_file_that_finishes_the_book_came_after_the_last_section(monkeypatch):
-    clock_time = SetClock()
-    monkeypatch.setattr(pipeline.book.timing, "time", clock_time)
-    clock = RunClock()
-    fleet = idle_fleet()
-    for at, event in [
-        (0.5, FleetOpened(fleet)),
-        (1.0, WritingStarted(1, 0, fleet.pool)),
-        (2.0, SectionStarted("s1", "One")),
-        (5.0, landed("s1")),
-        (5.5, FileFinished("book.md")),
-        (7.0, FileFinished("audit.json")),
-        (8.0, FileFinished("book.pdf")),
-    ]:
-        clock_time.now = at
-        clock.hear(event)
+    events = [(2.0, SectionStarted("s1", "One")), (5.0, landed("s1")), (5.5, FileFinished("book.md"))]
+    events += [(7.0, FileFinished("audit.json")), (8.0, FileFinished("book.pdf"))]
+    clock, _ = clock_that_heard(monkeypatch, idle_fleet(), sections=1, events=events)
     stats = SimpleNamespace(tokens_written=700, model_copy=lambda update: update)
     finished = clock.finished_stats(stats, pdf="book.pdf")  # type: ignore[arg-type]
     assert finished["after_last_section"] == {"book.md": 0.5, "audit.json": 2.0, "book.pdf": 3.0}

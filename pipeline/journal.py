@@ -53,7 +53,10 @@ class PassageFile:
         self.kept = set(read_passages(path))
 
     def keep(self, passages: Sequence[Passage]) -> list[int]:
-        """Write the passages not written yet; their numbers, in order."""
+        """Write the passages not written yet (all of them where the file is gone: a folder made anew); their numbers,
+        in order."""
+        if passages and not self.path.exists():
+            self.kept.clear()
         fresh = {p.number: p for p in passages if p.number not in self.kept}
         if fresh:
             with naming(self.path), self.path.open("ab") as handle:
@@ -86,7 +89,9 @@ def parsed_line(
     if b'"passages":' not in line:
         return SectionResult.model_validate_json(line), passages
     row = json.loads(line)
-    numbers = row.pop("passages")
+    numbers = row.pop("passages", None)
+    if numbers is None:  # the words were in a text, not the key
+        return SectionResult.model_validate(row), passages
     passages = read_passages(folder / PASSAGES_FILE) if passages is None else passages
     given = [passages[number] for number in numbers if number in passages]
     return SectionResult.model_validate({**row, "given": given}), passages

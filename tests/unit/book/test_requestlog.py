@@ -80,3 +80,14 @@ def test_a_journal_of_an_earlier_version_reads_its_passages_inline(tmp_path):
         SectionResult(id="s", title="T", text="x", given=given).model_dump_json() + "\n"
     )
     assert read_journal(tmp_path / "sections.jsonl")["s"].given == given
+
+
+def test_a_text_that_names_the_passages_key_reads_as_written(tmp_path):
+    from pipeline.journal import Journal, read_journal
+    from pipeline.records import SectionResult
+
+    journal = Journal(tmp_path / "sections.jsonl")
+    result = SectionResult(id="s", title="T", text='The manifest holds "passages": a list of numbers.')
+    journal.append(result)
+    journal.close()
+    assert read_journal(tmp_path / "sections.jsonl")["s"] == result

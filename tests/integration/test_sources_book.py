@@ -18,7 +18,8 @@ import pytest
 from pypdf import PdfReader
 
 from pipeline.bench.studies.corpus import book_shape, load_corpus, write_part_notes
-from pipeline.records import Outline, SectionResult
+from pipeline.journal import read_journal
+from pipeline.records import Outline
 from pipeline.sources.markers import cited_numbers, split_sources_list
 from tests.environ import isolated_env
 from tests.fakes.fake_author import author_engine
@@ -71,9 +72,7 @@ def cited_run(tmp_path_factory) -> Path:
 
 
 def test_every_section_is_given_passages_and_cites_what_it_was_given(cited_run):
-    journal = [
-        SectionResult.model_validate_json(line) for line in (cited_run / "sections.jsonl").read_text().splitlines()
-    ]
+    journal = list(read_journal(cited_run / "sections.jsonl").values())  # passages put back from passages.jsonl
     assert journal and all(result.ok and result.given for result in journal)
     assert sum(result.citations_removed for result in journal) == 0
     assert all(cited_numbers(result.text) for result in journal)
@@ -93,7 +92,7 @@ def test_the_plan_sees_what_the_sources_hold_and_each_node_keeps_its_places(cite
     nodes = [*outline.parts, *(c for p in outline.parts for c in p.chapters), *(s for _, _, s in outline.sections())]
     assert all(node.sources for node in nodes)
     assert (cited_run / "outline.md").read_text().count("\nSources: ") == len(nodes)
-    journal = {r.id: r for r in map(SectionResult.model_validate_json, (cited_run / "sections.jsonl").open())}
+    journal = read_journal(cited_run / "sections.jsonl")
     for _, _, section in outline.sections():
         assert {passage.where() for passage in journal[section.id].given} <= set(section.sources)
 

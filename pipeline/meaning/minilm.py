@@ -16,7 +16,7 @@ graph optimisations on, its own threads (`threads`, not spinning, so that an idl
 engine beside it), texts sorted by length and padded in batches of BATCH.
 
 Measured on the 1,536 section openings of an 8x12x16 book (190,694 word pieces; examples/encoders.py, 2-core AMD
-EPYC): the numpy forward this replaced took 31.3 s on one core; onnxruntime 22.4 s on one thread and 11.5 s on
+EPYC): the numpy forward this replaced took 33.3 s on one core; onnxruntime 21.0 s on one thread and 11.1 s on
 two, its vectors within 2e-7 of numpy's. The model card's pair "That is a happy person" / "That is a very happy
 person" scores 0.943 here as there.
 """

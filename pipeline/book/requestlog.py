@@ -43,7 +43,7 @@ def referenced(messages: list[dict[str, str]], passages: list[Passage]) -> list[
     for message in messages:
         content = message.get("content", "")
         if "\x00" not in content:
-            for passage in passages:
+            for passage in (passage for passage in passages if passage.text):
                 content = content.replace(passage.text, f"\x00{passage.number}\x00")
         out.append({**message, "content": content})
     return out

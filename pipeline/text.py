@@ -20,7 +20,7 @@ LOOP_LIKENESS = 0.95  # a loop's copy matches the one before it in this share of
 LOOP_TAIL = 0.5  # the share of the stretch a copy cut short by the text's end must still say
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 WORD_EDGES = ".,;:!?\"'()[]{}“”‘’*_`"
-WORDS_KEPT = 8192  # texts whose words prose_words keeps (a 1,536-section book is 1,536)
+WORDS_KEPT = 2048  # texts whose words prose_words keeps: a 1,536-section book's, at about 60 kB a 400-word text
 
 
 # Where a CommonMark link points, not what it says: an inline destination `](https://…)` (a title after it too),

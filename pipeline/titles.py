@@ -66,7 +66,7 @@ def folded(text: str) -> str:
 @lru_cache(maxsize=16_384)
 def title_key(title: str) -> str:
     """What makes two titles the same: case, accents, whitespace, Markdown marks and edge punctuation do not
-    count. Kept for the last TITLES_KEPT titles: the audit compares each title with many others."""
+    count. Kept for the last 16,384 titles: the audit compares each title with many others."""
     return " ".join(re.sub(r"[#*_`]", "", folded(title)).split()).strip(" .,:;!?")
 
 

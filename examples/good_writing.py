@@ -2,7 +2,7 @@
 `fanout plan` on its two requests, answered by the author FAKE (tests/fakes/fake_author.py), and what of the
 book's own lines reached outline.json.
 
-    PYTHONPATH=. .venv/bin/python examples/good_writing.py [--books SLUG,...] [--out DIR] [--jobs N]
+    PYTHONPATH=. .venv/bin/python examples/good_writing.py [--books SLUG,...] [--out DIR] [--jobs N] [--planning MODE]
 
 A line is a part, chapter or section title of the book. It reached the outline when the outline holds it word for
 word under its own parent, itself kept (a section whose chapter was retitled is lost with it); a subtree is lost
@@ -47,7 +47,7 @@ def refusals(folder: Path) -> Counter[str]:
     return found
 
 
-def plan(book: Book, form: str, out: Path) -> Kept:
+def plan(book: Book, form: str, out: Path, planning: str = "auto") -> Kept:
     folder = out / f"{book.slug}-{form}"
     shutil.rmtree(folder, ignore_errors=True)
     request = getattr(book.requests, form)
@@ -55,7 +55,7 @@ def plan(book: Book, form: str, out: Path) -> Kept:
     with FakeEngineThread(engine):
         command = [
             sys.executable, "-m", "pipeline", "plan", request, "--shape", book_shape(book), "--out", str(folder),
-            "--backend", f"{engine.url},cap=64", "--quiet",
+            "--backend", f"{engine.url},cap=64", "--planning", planning, "--quiet",
         ]  # fmt: skip
         environ = {**os.environ, "FANOUT_THREADS": "1", "PYTHONPATH": str(ROOT)}
         done = subprocess.run(command, capture_output=True, text=True, env=environ, cwd=ROOT)
@@ -100,13 +100,14 @@ def main() -> None:
     parser.add_argument("--forms", default=",".join(FORMS), help="request forms: topics, plain")
     parser.add_argument("--out", type=Path, default=ROOT / "outputs" / "good-writing")
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--planning", choices=("given", "open", "auto"), default="auto", help="as `fanout plan`")
     args = parser.parse_args()
     books = load_corpus()
     if args.books:
         books = [book for book in books if book.slug in args.books.split(",")]
     jobs = [(book, form) for book in books for form in args.forms.split(",")]
     with ThreadPoolExecutor(args.jobs) as pool:
-        done = list(pool.map(lambda job: (*job, plan(*job, args.out)), jobs))
+        done = list(pool.map(lambda job: (*job, plan(*job, args.out, args.planning)), jobs))
     print("| book | request | lines kept | share | subtrees lost | out of order | title kept | refused or held by |")
     print("|---|---|---|---|---|---|---|---|")
     for book, form, kept in done:

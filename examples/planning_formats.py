@@ -107,8 +107,13 @@ def ask(url: str, payload: dict) -> str:
         return json.load(response)["choices"][0]["message"]["content"]
 
 
-TITLE_PLACE = [rule for rule in policy.AGAIN if rule.group == "defect"]  # a title's form and place, by its words
+# a title's form and place, by its words
+TITLE_PLACE = [rule for rule in policy.CHAINS[policy.Chain.AGAIN] if rule.group is policy.Group.DEFECT]
 CONTEXT = policy.Context(open_embedder())
+
+
+def line_of(title: str, ancestors: dict[str, str], chosen: list[str]) -> policy.Line:
+    return policy.Line.of(PlanItem(title), ancestors=ancestors, taken=chosen)
 
 
 def usable(text: str, book: str, chapter: str) -> tuple[int, int]:
@@ -119,7 +124,7 @@ def usable(text: str, book: str, chapter: str) -> tuple[int, int]:
     for item in parse_items(text):
         if (
             len(chosen) < COUNT
-            and policy.first_of(TITLE_PLACE, policy.Line(PlanItem(item.title), ancestors, chosen), CONTEXT, strict=True)
+            and next(policy.found_by(TITLE_PLACE, line_of(item.title, ancestors, chosen), CONTEXT, strict=True), None)
             is None
         ):
             chosen.append(item.title)

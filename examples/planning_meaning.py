@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from pipeline.backends.embedded.engine import EmbeddedEngine  # noqa: E402
 from pipeline.book.plan.answers import parse_items  # noqa: E402
 from pipeline.book.plan.checks import TitleChecks  # noqa: E402
+from pipeline.book.plan.policy import Chain  # noqa: E402
 from pipeline.book.plan.prompts import about, example_words  # noqa: E402
 from pipeline.book.profiles import PROFILES, sampling_body  # noqa: E402
 from pipeline.config import EngineSettings  # noqa: E402
@@ -194,7 +195,9 @@ def judge(answer: str, request: str, book: str, chapter: str, *, reasked: bool) 
             break
         if item.title in taken:
             continue
-        found = checks.defect(item, ancestors, taken, copied) or checks.fault(item, taken, units)
+        found = checks.first(Chain.DEFECT, item, ancestors=ancestors, taken=taken, forbidden=copied) or checks.first(
+            Chain.HOLD, item, taken=taken, sibling_units=units, fit=1.0, owed=[]
+        )
         copies += found is not None and "worked example" in str(found)
         reason = None if found is None else str(found)
         if reason is None:

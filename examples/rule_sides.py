@@ -62,8 +62,9 @@ def fired(checks: TitleChecks, level: str, item: PlanItem, above: dict[str, str]
     copied = (example_words(PLAN_TEMPLATES[template]) | rare_example_words()) - content_words(own)
     taken = [b.title for b in before]
     units = [unit(b.title, b.point) for b in before]
-    line = checks.line(item, ancestors=ancestors, taken=taken, forbidden=copied, sibling_units=units, fit=fit)
-    rules = {v.rule for group in ("defect", "fault", "off") for v in policy.verdicts(group, line, checks.context)}
+    line = checks.line(item, ancestors=ancestors, taken=taken, forbidden=copied, sibling_units=units, fit=fit, owed=[])
+    chains = (policy.Chain.DEFECT, policy.Chain.HOLD)
+    rules = {v.rule for chain in chains for v in policy.verdicts(chain, line, checks.context)}
     if (claim := checks.claim(level, item)) is not None:
         rules.add(claim.rule)
     return rules
@@ -89,12 +90,12 @@ def junk_side() -> tuple[Counter[str], Counter[str], Counter[str]]:
     planted: Counter[str] = Counter()
     for rule, title, given, _ in TITLE_ROWS:
         planted[rule] += 1
-        line = policy.Line(PlanItem(title, "A point of its own about flour."), **{**DEFAULTS, **given})
-        caught[rule] += rule in {v.rule for v in policy.verdicts("defect", line, CONTEXT, strict=True)}
+        line = policy.Line.of(PlanItem(title, "A point of its own about flour."), **{**DEFAULTS, **given})
+        caught[rule] += rule in {v.rule for v in policy.verdicts(policy.Chain.DEFECT, line, CONTEXT, strict=True)}
     for rule, title, point, given, _ in LINE_ROWS:
         planted[rule] += 1
-        line = policy.Line(PlanItem(title, point), **{**DEFAULTS, **given})
-        caught[rule] += rule in {v.rule for v in policy.verdicts("defect", line, CONTEXT, strict=True)}
+        line = policy.Line.of(PlanItem(title, point), **{**DEFAULTS, **given})
+        caught[rule] += rule in {v.rule for v in policy.verdicts(policy.Chain.DEFECT, line, CONTEXT, strict=True)}
     off: Counter[str] = Counter()
     embedder, judge = open_embedder(), open_judge("minilm")
     books = json.loads((ROOT / "tests/fixtures/meaning/on_subject_forms.json").read_text())["books"]

@@ -160,7 +160,7 @@ def test_the_planner_has_no_long_function_and_no_large_class():
 
 
 def test_only_the_policy_names_a_planning_rule():
-    """The planner asks the policy's table for a group's first verdict: no other module of the package names one of
+    """The planner asks the policy's table for a chain's first verdict: no other module of the package names one of
     its rules (the audit's own rules share some names and are left out)."""
     from pipeline.book.plan.policy import RULES
 

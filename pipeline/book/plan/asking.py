@@ -21,6 +21,7 @@ from pipeline.book.plan.checks import TitleChecks
 from pipeline.book.plan.choose import Choosing, Coverage, OnItem, Question, choose, take_early, take_held
 from pipeline.book.plan.fallbacks import fallback_book_title
 from pipeline.book.plan.phrasing import Phraser, ToPhrase
+from pipeline.book.plan.policy import Group
 from pipeline.book.plan.prompts import chosen_note, example_words, how_many, rare_example_words
 from pipeline.book.plan.rounds import (
     BOOK_TITLE_TOKENS,
@@ -78,7 +79,7 @@ class BookTitle:
         """The model's book title, or "" when the policy refuses it."""
         if not title:
             return ""
-        if found := self.checks.first("book_title", PlanItem(title)):
+        if found := self.checks.book_title(title):
             self.stats.refuse("book", title, found)
             return ""
         return title
@@ -132,11 +133,11 @@ class NodeAsker:
         those the node has fewer children (the planner marks it short): nothing is made up."""
         assert choosing.coverage is not None, "an open node's choosing carries its asks"
         if not self.checks.small:  # a capable model's own lines come before any phrased for it
-            take_held(choosing, checks=self.checks, stats=self.stats, group="owed")
+            take_held(choosing, checks=self.checks, stats=self.stats, group=Group.OWED)
         if choosing.missing() > 0 and choosing.coverage.owed:
             await self._phrase_owed(question, choosing)
-        take_held(choosing, checks=self.checks, stats=self.stats, group="owed")
-        take_held(choosing, checks=self.checks, stats=self.stats, group="off")
+        take_held(choosing, checks=self.checks, stats=self.stats, group=Group.OWED)
+        take_held(choosing, checks=self.checks, stats=self.stats, group=Group.OFF)
         if choosing.coverage.owed:
             self.stats.asks_dropped += len(choosing.coverage.owed)
             log.info(
@@ -154,9 +155,7 @@ class NodeAsker:
             values = {"book": self.phraser.book, "about": owed, "chapter": parent}
             item = await self.phraser.phrase(ToPhrase(question.level, owed, values, f"{question.node_id}+"), choosing)
             self.stats.phrased += 1
-            if item is not None:
-                self.stats.filled_from_asks += 1
-                choosing.take(item)
+            self.stats.filled_from_asks += item is not None
 
     async def _round(
         self, question: Question, choosing: Choosing, number: int, *, asked: int, samples: int, early: _Early | None

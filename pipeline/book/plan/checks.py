@@ -1,9 +1,7 @@
 """The book's titles and the checks a planned line must pass: TitleChecks holds what the policy's rules
 (pipeline/book/plan/policy.py) need beyond the line itself (the embedder and judge, the request's asks and
-subject, the worked examples, the titles claimed at each level) and asks the policy's groups of a line: `defect`
-(never taken), `fault` (held back while the pool has better), `taken_near` (asked again of a held line taken last),
-`claim` (the book's claim on every title taken) and any other group by name (`first`: 'book_title', the
-model's book title refused; the holds); and measures
+subject, the worked examples, the titles claimed at each level) and asks the policy's chains of a line (`first`;
+`claim`: the book's claim on every title taken, made when no rule refuses it); and measures
 `subject_fit` (the judge's cosine of a line's title and point to the request and its parent, which choose.py ranks
 by and holds back under the floor).
 """
@@ -17,7 +15,7 @@ import numpy as np
 from pipeline.book.plan import policy
 from pipeline.book.plan.answers import PlanItem
 from pipeline.book.plan.claims import Claims
-from pipeline.book.plan.policy import Context, Line, Verdict
+from pipeline.book.plan.policy import Chain, Context, Line, Verdict
 from pipeline.book.plan.prompts import example_units
 from pipeline.cpu import Stage, charged
 from pipeline.meaning.embed import Embedder
@@ -59,30 +57,20 @@ class TitleChecks:
 
     def line(self, item: PlanItem, **known: Any) -> Line:
         """The line as the rules see it, with what its node knows of it (policy.Line's fields)."""
-        return Line(item, request=self.request, asks=self.asks, small=self.small, **known)
+        return Line.of(item, request=self.request, asks=self.asks, small=self.small, **known)
 
     @charged(Stage.PLANNING_CHECKS)
-    def defect(
-        self, item: PlanItem, ancestors: dict[str, str], taken: list[str], forbidden: frozenset[str]
-    ) -> Verdict | None:
-        """The first of the policy's defects in this line (by words, then near a worked example by meaning), or
-        None: a line with one is never taken."""
-        line = self.line(item, ancestors=ancestors, taken=taken, forbidden=forbidden)
-        return policy.first("defect", line, self.context)
+    def first(self, chain: Chain, item: PlanItem, **known: Any) -> Verdict | None:
+        """The first verdict of a chain of the policy on the line, with what its node knows of it: `defect` (by
+        words, then near a worked example by meaning; never taken), `phrase` (a phrased line's), the holds (a line
+        held back while the pool has better; a capable model's lines have no fault: its one answer has nothing better
+        to take instead), `again` (a held line taken last), `book_title`."""
+        return policy.first(chain, self.line(item, **known), self.context)
 
-    @charged(Stage.PLANNING_CHECKS)
-    def fault(self, item: PlanItem, taken: list[str], sibling_units: list[str]) -> Verdict | None:
-        """The policy's first fault in this line: its title says what a chosen sibling's says, its title and point
-        cannot be told apart from a sibling's (a writer could not keep them apart), its point says nothing of its
-        own. A line with a fault is taken only when the pool has nothing better; a capable model's lines have none
-        (its one answer: the pool has nothing better to take instead)."""
-        line = self.line(item, taken=taken, sibling_units=sibling_units)
-        return policy.first("fault", line, self.context)
-
-    def first(self, group: str, item: PlanItem, **known: Any) -> Verdict | None:
-        """The first verdict of a group of the policy ('off', 'title_off', 'owed', 'given', 'book_title') on the line,
-        with what its node knows of it."""
-        return policy.first(group, self.line(item, **known), self.context)
+    def book_title(self, title: str, *, forbidden: frozenset[str] = frozenset()) -> Verdict | None:
+        """The first verdict of the `book_title` chain on the model's book title, under the request."""
+        known = {"ancestors": {policy.REQUEST: self.request}, "taken": [], "forbidden": forbidden}
+        return self.first(Chain.BOOK_TITLE, PlanItem(title), **known)
 
     def subject_fit(self, items: list[PlanItem], parent_unit: str) -> tuple[np.ndarray, np.ndarray]:
         """Each item's fit to the request (pipeline/meaning/onsubject.py's unit fit: the judge's cosine of its title
@@ -97,12 +85,6 @@ class TitleChecks:
         to_parent = model.embed(units) @ model.embed([parent_unit or self.request])[0]
         ranked: np.ndarray = (to_request + to_parent) / 2
         return (to_request if self.judge is not None else np.ones(len(units), dtype=np.float32)), ranked
-
-    def taken_near(self, ancestors: dict[str, str], item: PlanItem, taken: list[str]) -> bool:
-        """The title's form or place fails again now (it echoes, or says what a chosen sibling's says, by words or
-        by meaning): a held line is then never taken, even last."""
-        line = self.line(item, ancestors=ancestors, taken=taken)
-        return policy.first_again(line, self.context) is not None
 
     def similarity(self, items: list[PlanItem], others: list[str]) -> np.ndarray:
         """items x others: how near each item's title and point is to each other unit, by the judge."""
@@ -123,11 +105,11 @@ class TitleChecks:
         static table at SIMILAR_TITLE 20), and these two claims refused 454 of its lines. `strict`: every model's
         line as a small model's (a unit phrased for an ask the node owes is fanout's asking, and may not repeat a
         title of the book). The event loop makes this atomic."""
-        if not (self.small or strict):  # a capable author's book repeats and pairs titles as a reader expects
+        strict = self.small or strict
+        if found := policy.first(Chain.CLAIM, self.line(item, level=level, near=near), self.context, strict=strict):
+            return found
+        if not strict:  # a capable author's book repeats and pairs titles as a reader expects
             self.claims.key_only(level, item.title)
             return None
-        line = self.line(item, level=level, near=near)
-        if (found := policy.first("claim", line, self.context, strict=True)) is not None:
-            return found
         self.claims.add(level, item.title, distinctive(item.title, self.context.subject))
         return None

@@ -5,11 +5,12 @@ A Choosing is one node's choosing, in either planning mode: what it has taken (t
 what it held back, and for open planning the asks of the request its children owe (Coverage: each child takes along
 a share of them for its own children, and a chapter's last section slots are kept for them) and who hears of each
 child taken. A
-line with a defect is never taken (checks.defect). The rest are ranked (`scores`, the one ranker), one pick at a time,
-by fit − policy.DIVERSITY × (the nearest chosen sibling's similarity), with OWED_BONUS for a line that carries an ask
-of the request the node still owes. The best line is taken unless a hold of the policy finds it (`held_back`): a
-fault, off the subject, or in a chapter's last section slots carrying none of the asks still owed; then it is held
-back, and the next is tried. Each pooled line and its fits go to run.log. Held lines fill what the best left
+line with a defect is never taken (the policy's `defect` chain). The rest are ranked (`scores`, the one ranker), one
+pick at a time, by fit − DIVERSITY × (the nearest chosen sibling's similarity), with OWED_BONUS for a line that
+carries an ask of the request the node still owes. The best line is taken unless the policy's `hold` chain or the
+book's claim on its title finds it (`held_or_claimed`): a fault, off the subject, or in a chapter's last section slots
+carrying none of the asks still owed; `decide` acts on the verdict's action (held back, and the next is tried; or
+refused). Each pooled line and its fits go to run.log. Held lines fill what the best left
 (asking.py): those with a fault at the end of each round, best first (so a second round goes out only when the pool
 cannot fill the node even so); those off the subject only after the last round and the asks the node still owes,
 phrased by the model. A line whose title says what a chosen sibling's says is never taken.
@@ -26,15 +27,17 @@ import numpy as np
 
 from pipeline.book.plan.answers import PlanItem
 from pipeline.book.plan.checks import TitleChecks
-from pipeline.book.plan.policy import DIVERSITY, OWED_BONUS, Verdict
+from pipeline.book.plan.policy import Action, Chain, Group, Verdict
 from pipeline.book.plan.stats import PlanStats
 from pipeline.cpu import Stage, charged
 from pipeline.meaning.embed import Embedder
-from pipeline.meaning.floors import LAST_RESORT_FIT
 from pipeline.meaning.nearness import carries, unit
 from pipeline.titles import title_key
 
 log = logging.getLogger("fanout")
+DIVERSITY = 0.2  # MMR's weight on the similarity to the nearest chosen sibling: at 0.5, a line off the subject
+# (fit 0.35, 0.2 to the chosen) outranked one on it (fit 0.55, 0.7 to a sibling) in the demo's chapters
+OWED_BONUS = 0.15  # added to the score of a line that carries an ask of the request the node still owes
 ChildLevel = Literal["parts", "chapters", "sections"]  # the level of a node's children
 
 
@@ -100,13 +103,12 @@ class Question:
 
 @dataclass
 class Held:
-    """A line held back: its score when it was passed over, the policy's verdict, the group of holds that found it
-    ('fault', 'off': off the subject, 'owed': carrying none of the asks a last slot owes), its fit to the request."""
+    """A line held back: its score when it was passed over, the policy's verdict (its group says which hold found
+    it: a fault, off the subject, or carrying none of the asks a last slot owes), its fit to the request."""
 
     item: PlanItem
     score: float
     why: Verdict
-    group: str = "fault"
     fit: float = 1.0
 
 
@@ -189,7 +191,9 @@ def without_defects(
     """The lines with no defect; each refused is counted (`stats`) and said in run.log."""
     kept = []
     for item in lines:
-        if found := checks.defect(item, choosing.ancestors, choosing.taken, forbidden):
+        if found := checks.first(
+            Chain.DEFECT, item, ancestors=choosing.ancestors, taken=choosing.taken, forbidden=forbidden
+        ):
             if stats is not None:
                 stats.refuse(choosing.node_id, item.title, found)
         else:
@@ -223,7 +227,8 @@ def choose(
         best = int(np.argmax(ranked_now))
         item, score, request_fit = lines.pop(best), float(ranked_now[best]), float(to_request[best])
         fit, to_request = np.delete(fit, best), np.delete(to_request, best)
-        consider(item, score, choosing, checks=checks, stats=stats, request_fit=request_fit)
+        found = held_or_claimed(item, choosing, checks=checks, fit=request_fit)
+        decide(item, found, choosing, stats=stats, score=score, fit=request_fit)
 
 
 @charged(Stage.PLANNING_CHECKS)
@@ -237,13 +242,8 @@ def take_early(pool: list[PlanItem], choosing: Choosing, *, checks: TitleChecks,
     to_request, fit = checks.subject_fit(lines, choosing.parent_unit)
     ranked = scores(lines, fit, choosing, checks)
     best = int(np.argmax(ranked)) if checks.small else 0  # a capable model's first line, as take_in_order takes it
-    item = lines[best]
-    if held_back(item, float(ranked[best]), choosing, checks=checks, request_fit=float(to_request[best])):
-        return False
-    if checks.claim(choosing.level, item) is not None:
-        return False
-    choosing.take(item)
-    return True
+    found = held_or_claimed(lines[best], choosing, checks=checks, fit=float(to_request[best]))
+    return decide(lines[best], found, choosing)
 
 
 def take_in_order(
@@ -255,12 +255,9 @@ def take_in_order(
     for at, (item, request_fit) in enumerate(zip(lines, to_request)):
         if choosing.missing() <= 0:
             return
-        if len(lines) - at > choosing.missing():
-            consider(item, 0.0, choosing, checks=checks, stats=stats, request_fit=float(request_fit))
-        elif found := checks.claim(choosing.level, item):
-            stats.refuse(choosing.node_id, item.title, found)
-        else:
-            choosing.take(item)
+        hold = len(lines) - at > choosing.missing()
+        found = held_or_claimed(item, choosing, checks=checks, fit=float(request_fit), hold=hold)
+        decide(item, found, choosing, stats=stats, fit=float(request_fit))
 
 
 def scores(
@@ -277,49 +274,66 @@ def scores(
     return ranked
 
 
-def held_back(
-    item: PlanItem, score: float, choosing: Choosing, *, checks: TitleChecks, request_fit: float, owed: bool = True
-) -> Held | None:
-    """Why the line may not be taken now, as the Held it would be: a fault, off the subject (its fit to the request
-    under the floor), or (`owed`) leaving out what a last slot owes; None when it may be taken."""
-    if fault := checks.fault(item, choosing.taken, choosing.sibling_units()):
-        return Held(item, score, fault)
-    if off := checks.first("off", item, fit=request_fit):
-        return Held(item, score, off, "off", fit=request_fit)
-    if owed and (leaves := checks.first("owed", item, owed=choosing.owed_now())):
-        return Held(item, score, leaves, "owed")
-    return None
+def held_or_claimed(
+    item: PlanItem,
+    choosing: Choosing,
+    *,
+    checks: TitleChecks,
+    fit: float,
+    hold: bool = True,
+    owed: bool = True,
+    title_fit: float | None = None,
+) -> Verdict | None:
+    """Why the line may not be taken now: the first verdict of a hold chain (with `hold`: an open node's, or with
+    `title_fit` a phrased unit's, which is read by its title too and owes nothing more), else of the book's claim on
+    its title (claimed now when nothing refuses it); None when it may be taken."""
+    if hold:
+        known = {"taken": choosing.taken, "sibling_units": choosing.sibling_units(), "fit": fit}
+        if title_fit is not None:
+            found = checks.first(Chain.HOLD_PHRASED, item, title_fit=title_fit, **known)
+        else:
+            found = checks.first(Chain.HOLD, item, owed=choosing.owed_now() if owed else [], **known)
+        if found is not None:
+            return found
+    return checks.claim(choosing.level, item, strict=title_fit is not None)
 
 
-def consider(
-    item: PlanItem, score: float, choosing: Choosing, *, checks: TitleChecks, stats: PlanStats, request_fit: float
-) -> None:
-    """Take the line, or hold it back with why (held_back)."""
-    if held := held_back(item, score, choosing, checks=checks, request_fit=request_fit):
-        choosing.held.append(held)
-        stats.hold(choosing.node_id, held.why)
-        return
-    if found := checks.claim(choosing.level, item):
+def decide(
+    item: PlanItem,
+    found: Verdict | None,
+    choosing: Choosing,
+    *,
+    stats: PlanStats | None = None,
+    score: float = 0.0,
+    fit: float = 1.0,
+    keep: bool = True,
+) -> bool:
+    """Act on the verdict's action: none, the line is taken; a hold, it is held back (kept for later with `keep`);
+    a refusal, it is refused. Each is counted in `stats` (None: nothing is counted or kept). True when taken."""
+    if found is None:
+        choosing.take(item)
+        return True
+    if stats is None:
+        return False
+    if found.action is Action.HOLD_BACK:
+        if keep:
+            choosing.held.append(Held(item, score, found, fit if found.group is Group.OFF else 1.0))
+        stats.hold(choosing.node_id, found)
+    else:
         stats.refuse(choosing.node_id, item.title, found)
-        return
-    choosing.take(item)
+    return False
 
 
-def take_held(choosing: Choosing, *, checks: TitleChecks, stats: PlanStats, group: str = "fault") -> None:
+def take_held(choosing: Choosing, *, checks: TitleChecks, stats: PlanStats, group: Group = Group.FAULT) -> None:
     """Fill free slots from the lines held by a group of holds, best score first: those with a fault, those that
-    carry none of the asks a last slot owes ('owed'), or those judged off the subject ('off'). Each must still be
-    free of what the chosen ones now make a defect."""
+    carry none of the asks a last slot owes, or those judged off the subject. Each must still pass the rules asked
+    again of a line taken last (its form and place beside the chosen ones, the last resort's floor) and be claimed;
+    what is not taken is not counted again."""
     for held in sorted(choosing.held, key=lambda h: -h.score):
         if choosing.missing() <= 0:
             return
-        if held.group != group:
+        if held.why.group is not group or any(title_key(held.item.title) == title_key(t) for t in choosing.taken):
             continue
-        if any(title_key(held.item.title) == title_key(t) for t in choosing.taken):
-            continue
-        if held.fit < LAST_RESORT_FIT:
-            continue
-        if checks.taken_near(choosing.ancestors, held.item, choosing.taken):
-            continue
-        if checks.claim(choosing.level, held.item) is None:
-            stats.off_subject_taken += group == "off"
-            choosing.take(held.item)
+        found = checks.first(Chain.AGAIN, held.item, ancestors=choosing.ancestors, taken=choosing.taken, fit=held.fit)
+        if decide(held.item, found or checks.claim(choosing.level, held.item), choosing):
+            stats.off_subject_taken += group is Group.OFF

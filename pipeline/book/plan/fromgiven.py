@@ -26,6 +26,7 @@ from pipeline.book.plan.choose import Choosing
 from pipeline.book.plan.given import Given, GivenBook
 from pipeline.book.plan.levels import LevelPlanner, OnChange, OnSection, Starter
 from pipeline.book.plan.phrasing import Phraser, Samples, ToPhrase
+from pipeline.book.plan.policy import Chain
 from pipeline.records import BookSpec, Chapter, Outline, Part, Section
 
 log = logging.getLogger("fanout")
@@ -121,10 +122,7 @@ class GivenPlan:
         self.phrased += 1
         prefetched = ahead.pop(unit.node_id, None)
         first = prefetched[1].wait() if prefetched is not None and prefetched[0] == unit else None
-        item = await self.phraser.phrase(unit, choosing, first, last_resort=last_resort)
-        if item is not None:
-            choosing.take(item)
-        return item
+        return await self.phraser.phrase(unit, choosing, first, last_resort=last_resort)
 
     async def book_title(self, ahead: Ahead) -> str:
         """The first sample's book title that the book can use (asking.py's checks), else the subject as a title."""
@@ -132,7 +130,8 @@ class GivenPlan:
         ancestors = {"the request": self.levels.spec.prompt}
         title = self.levels.book_title
         for item in await samples.wait():
-            if self.phraser.checks.defect(item, ancestors, [], self.phraser.forbidden) is None:
+            known = {"ancestors": ancestors, "taken": [], "forbidden": self.phraser.forbidden}
+            if self.phraser.checks.first(Chain.DEFECT, item, **known) is None:
                 if title.usable(item.title):
                     return item.title
         return title.made()

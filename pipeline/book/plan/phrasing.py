@@ -8,7 +8,7 @@ samples, then four), and answered on one line, a title, a colon, one sentence. O
 is refused (checks.py: no key point, a prompt's or a worked example's words, a fragment of the request, a word a
 handbook would not print ...); the rest are ranked by their fit to the request and to the unit they were asked for,
 less DIVERSITY × their likeness to the siblings already taken (choose.scores, the open planner's ranker too), and
-the best without a fault and on the subject (choose.held_back) is the unit's line if the book can claim its title.
+the best without a fault and on the subject (choose.held_or_claimed) is the unit's line if the book can claim its title.
 When none can be, the unit is asked once more with more samples at a higher temperature; when that fails too, None:
 the planner asks a spare unit, or the node has fewer children. Nothing in an answer raises; nothing the pipeline
 writes itself reaches the plan.
@@ -26,7 +26,8 @@ import numpy as np
 from anyio.abc import TaskGroup
 
 from pipeline.book.plan.answers import PlanItem, parse_item
-from pipeline.book.plan.choose import Choosing, held_back, scores
+from pipeline.book.plan.choose import Choosing, decide, held_or_claimed, scores
+from pipeline.book.plan.policy import Chain
 from pipeline.book.plan.prompts import PHRASE_TEMPLATES, example_words, rare_example_words
 from pipeline.book.plan.rounds import GIVEN, TOKENS_PER_ITEM, Asking, temperature
 from pipeline.meaning.nearness import unit
@@ -76,7 +77,7 @@ class Samples:
 
 class Phraser:
     """Phrases a book's given units: asks their rounds (rounds.Sampling) and picks each one's line (module docstring).
-    It never takes a line: the caller takes what `phrase` returns into its Choosing."""
+    The line `phrase` returns is taken into the caller's Choosing."""
 
     def __init__(self, asking: Asking, reading: Reading, *, request: str) -> None:
         self.sampling, self.checks, self.stats, self.need = asking.sampling, asking.checks, asking.stats, asking.need
@@ -121,9 +122,9 @@ class Phraser:
         *,
         last_resort: bool = False,
     ) -> PlanItem | None:
-        """The unit's line, claimed for the book; None when neither round gave one that could be taken. With
-        `last_resort`, past both rounds the best line of either that has no defect is taken whatever its fit
-        or faults (a part's title: leaving a part out would drop its chapters)."""
+        """The unit's line, claimed for the book and taken into `choosing`; None when neither round gave one that
+        could be taken. With `last_resort`, past both rounds the best line of either that has no defect is taken
+        whatever its fit or faults (a part's title: leaving a part out would drop its chapters)."""
         seen: list[PlanItem] = []
         for number in range(2):
             if number > 0:
@@ -141,8 +142,8 @@ class Phraser:
     def pick(
         self, items: list[PlanItem], phrase: ToPhrase, choosing: Choosing, *, strict: bool = True
     ) -> PlanItem | None:
-        """The best of the samples that has no defect and no fault, is on the subject and can be claimed (not
-        `strict`: the best with no defect that can be claimed)."""
+        """Take the best of the samples that has no defect and no fault, is on the subject and can be claimed (not
+        `strict`: the best with no defect that can be claimed); None when none can."""
         lines = self.without_defects(items, phrase, choosing)
         if not lines:
             return None
@@ -160,28 +161,19 @@ class Phraser:
                 score,
                 unit(item.title, item.point),
             )
-            if strict and (off := checks.first("title_off", item, title_fit=float(title_fit[at]))):
-                self.stats.hold(phrase.node_id, off)  # a title is read alone
-                continue
-            held = held_back(item, score, choosing, checks=checks, request_fit=float(to_request[at]), owed=False)
-            if strict and held is not None:
-                self.stats.hold(phrase.node_id, held.why)
-                continue
-            if (claimed := checks.claim(phrase.level, item, strict=True)) is not None:
-                self.stats.refuse(phrase.node_id, item.title, claimed)
-                continue
-            return item
+            fit, alone = float(to_request[at]), float(title_fit[at])
+            found = held_or_claimed(item, choosing, checks=checks, fit=fit, hold=strict, title_fit=alone)
+            if decide(item, found, choosing, stats=self.stats, score=score, keep=False):
+                return item
         return None
 
     def without_defects(self, items: list[PlanItem], phrase: ToPhrase, choosing: Choosing) -> list[PlanItem]:
         """The samples, one a title, without those that repeat what was asked or have a defect (each refused is
         counted)."""
         lines: list[PlanItem] = []
+        known = {"ancestors": choosing.ancestors, "taken": choosing.taken, "forbidden": self.forbidden}
         for item in dict((title_key(i.title), i) for i in items).values():
-            found = self.checks.first("given", item, taken=choosing.taken, about=phrase.about) or self.checks.defect(
-                item, choosing.ancestors, choosing.taken, self.forbidden
-            )
-            if found:
+            if found := self.checks.first(Chain.PHRASE, item, about=phrase.about, **known):
                 self.stats.refuse(phrase.node_id, item.title, found)
             else:
                 lines.append(item)

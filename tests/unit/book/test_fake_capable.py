@@ -11,6 +11,7 @@ import pytest
 from pipeline.book.plan import policy
 from pipeline.book.plan.answers import PlanItem, parse_book_title, parse_items
 from pipeline.book.plan.checks import TitleChecks
+from pipeline.book.plan.policy import Chain
 from pipeline.book.plan.prompts import chosen_note, example_words, how_many, must_note, rare_example_words
 from pipeline.book.write import section_prompt
 from pipeline.errors import UsageError
@@ -68,8 +69,9 @@ class Book:
         taken: list[PlanItem] = []
         for item in items:
             chosen, units = [i.title for i in taken], [unit(i.title, i.point) for i in taken]
-            found = self.checks.defect(item, ancestors, chosen, copied)
-            found = found or self.checks.fault(item, chosen, units)
+            found = self.checks.first(Chain.DEFECT, item, ancestors=ancestors, taken=chosen, forbidden=copied)
+            hold = {"taken": chosen, "sibling_units": units, "fit": 1.0, "owed": []}
+            found = found or self.checks.first(Chain.HOLD, item, **hold)
             found = found or self.checks.claim(level, item)
             if found is not None:
                 self.refused[found.rule] = self.refused.get(found.rule, 0) + 1
@@ -103,7 +105,7 @@ def book() -> tuple[Book, list[list[list[PlanItem]]]]:
 def test_each_level_answers_as_many_distinct_lines_as_asked_with_a_usable_book_title():
     answer = capable_plan_answer(book_messages())
     book_title = parse_book_title(answer)
-    assert book_title and TitleChecks(open_embedder(), REQUEST).first("book_title", PlanItem(book_title)) is None
+    assert book_title and TitleChecks(open_embedder(), REQUEST).book_title(book_title) is None
     for messages, count in [
         (book_messages(), PARTS + SPARE),
         (part_messages(book_title, "First Steps"), CHAPTERS + SPARE),
@@ -146,8 +148,8 @@ def test_no_line_has_a_defect_by_words_at_any_level(book):
     ]:
         copied = (example_words(template) | rare_example_words()) - content_words(" ".join(above.values()))
         for item in lines_of(messages):
-            line = policy.Line(item, above, [], copied, REQUEST, [])
-            assert policy.first("defect", line, policy.Context(open_embedder())) is None, item
+            line = policy.Line.of(item, ancestors=above, taken=[], forbidden=copied, request=REQUEST, asks=[])
+            assert policy.first(Chain.DEFECT, line, policy.Context(open_embedder())) is None, item
     assert chapter, "sections were taken"
 
 

@@ -630,7 +630,7 @@ def test_each_child_takes_along_an_even_share_of_the_open_asks_the_last_all_that
 )
 def test_a_book_title_from_the_worked_example_is_refused(title, refused):
     checks = TitleChecks(open_embedder(), "A handbook on staying safe while growing food at our allotment.")
-    assert (checks.first("book_title", PlanItem(title)) is not None) == refused
+    assert (checks.book_title(title) is not None) == refused
 
 
 @pytest.mark.parametrize(
@@ -646,7 +646,7 @@ def test_a_book_title_from_the_worked_example_is_refused(title, refused):
     ],
 )
 def test_a_book_title_that_does_not_name_what_was_asked_is_refused(request_text, title, refused):
-    assert (TitleChecks(open_embedder(), request_text).first("book_title", PlanItem(title)) is not None) == refused
+    assert (TitleChecks(open_embedder(), request_text).book_title(title) is not None) == refused
 
 
 @pytest.mark.parametrize(

@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pipeline.backends.embedded.engine import EmbeddedEngine  # noqa: E402
 from pipeline.book.plan import policy  # noqa: E402
-from pipeline.book.plan.answers import (
+from pipeline.book.plan.prompts import (
     PlanItem,  # noqa: E402
     parse_items,  # noqa: E402
 )

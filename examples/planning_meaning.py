@@ -34,10 +34,13 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pipeline.backends.embedded.engine import EmbeddedEngine  # noqa: E402
-from pipeline.book.plan.answers import parse_items  # noqa: E402
 from pipeline.book.plan.checks import TitleChecks  # noqa: E402
 from pipeline.book.plan.policy import Chain  # noqa: E402
-from pipeline.book.plan.prompts import about, example_words  # noqa: E402
+from pipeline.book.plan.prompts import (  # noqa: E402
+    about,
+    example_words,
+    parse_items,  # noqa: E402
+)
 from pipeline.book.profiles import PROFILES, sampling_body  # noqa: E402
 from pipeline.config import EngineSettings  # noqa: E402
 from pipeline.meaning.embed import open_embedder  # noqa: E402

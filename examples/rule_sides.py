@@ -24,9 +24,13 @@ sys.path.insert(0, str(ROOT))
 
 from pipeline.bench.studies.corpus import Book, load_corpus  # noqa: E402
 from pipeline.book.plan import policy  # noqa: E402
-from pipeline.book.plan.answers import PlanItem  # noqa: E402
 from pipeline.book.plan.checks import TitleChecks  # noqa: E402
-from pipeline.book.plan.prompts import PLAN_TEMPLATES, example_words, rare_example_words  # noqa: E402
+from pipeline.book.plan.prompts import (  # noqa: E402
+    PLAN_TEMPLATES,
+    PlanItem,  # noqa: E402
+    example_words,
+    rare_example_words,
+)
 from pipeline.meaning.embed import open_embedder  # noqa: E402
 from pipeline.meaning.nearness import unit  # noqa: E402
 from pipeline.meaning.offrequest import open_judge  # noqa: E402

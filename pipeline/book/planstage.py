@@ -18,7 +18,7 @@ from pipeline.book.context import RunContext
 from pipeline.book.folder import Saved, save_outline
 from pipeline.book.plan.levels import OnSection, SourcesNote, id_number
 from pipeline.book.plan.planner import Planner, PlanOptions
-from pipeline.book.plan.stats import PlanStats
+from pipeline.book.plan.rounds import PlanStats
 from pipeline.meaning.offrequest import open_judge
 from pipeline.records import Node, Outline, PlanSchedule, Section, SectionResult
 from pipeline.watch.events import LevelPlanned, OutlineReady, PlanningStarted

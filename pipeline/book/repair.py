@@ -28,8 +28,8 @@ from pipeline.audit.rules import word_floor
 from pipeline.backends.pool import BackendPool, RequestFailed
 from pipeline.book.cite import with_citations
 from pipeline.book.later import asked_until_answered
-from pipeline.book.plan.answers import parse_book_title
 from pipeline.book.plan.planner import Planner
+from pipeline.book.plan.prompts import parse_book_title
 from pipeline.book.profiles import Sampler
 from pipeline.book.trim import cut_repeats, without_headings
 from pipeline.book.write import WallClock, best_candidate, failed, finished, section_request, with_margin

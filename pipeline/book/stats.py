@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from rich.table import Table
 
-from pipeline.book.plan.stats import PlanStats
+from pipeline.book.plan.rounds import PlanStats
 from pipeline.records import Attempt, EngineInfo, Outcome, SectionResult
 from pipeline.records.bench import CpuUse
 from pipeline.records.book import BackendLine, BookStats, PromptCache

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 from pipeline.backends.fleet import Fleet
-from pipeline.book.plan.stats import PlanStats
+from pipeline.book.plan.rounds import PlanStats
 from pipeline.book.stats import JobTally, backend_lines, book_stats
 from pipeline.cpu import CpuMeter, CpuSnapshot, cpu_use
 from pipeline.records import SectionResult

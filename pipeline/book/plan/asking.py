@@ -16,13 +16,29 @@ from contextlib import asynccontextmanager
 
 import anyio
 
-from pipeline.book.plan.answers import PlanItem, StreamingSamples, interleaved, parse_book_title, parse_items
-from pipeline.book.plan.checks import TitleChecks
-from pipeline.book.plan.choose import Choosing, Coverage, OnItem, Question, choose, take_early, take_held
-from pipeline.book.plan.fallbacks import fallback_book_title
+from pipeline.book.plan.choose import (
+    BookTitle,
+    Choosing,
+    Coverage,
+    OnItem,
+    Question,
+    choose,
+    take_early,
+    take_held,
+)
 from pipeline.book.plan.phrasing import Phraser, ToPhrase
 from pipeline.book.plan.policy import Group
-from pipeline.book.plan.prompts import chosen_note, example_words, how_many, rare_example_words
+from pipeline.book.plan.prompts import (
+    PlanItem,
+    StreamingSamples,
+    chosen_note,
+    example_words,
+    how_many,
+    interleaved,
+    parse_book_title,
+    parse_items,
+    rare_example_words,
+)
 from pipeline.book.plan.rounds import (
     BOOK_TITLE_TOKENS,
     EMPTY_ROUNDS,
@@ -33,56 +49,12 @@ from pipeline.book.plan.rounds import (
     Asking,
     temperature,
 )
-from pipeline.book.plan.stats import PlanStats
 from pipeline.meaning.embed import EmbedAhead
 from pipeline.meaning.nearness import unit
-from pipeline.meaning.onsubject import unit_fits
 from pipeline.templating import book_context, render_chat
 from pipeline.titles import content_words, title_key
 
 log = logging.getLogger("fanout")
-
-
-class BookTitle:
-    """The book's title, its one owner: the outline's (a resumed or replanned book, `settle`), the phrased one (given
-    planning), or the usable title of the book's first round nearest the request (`from_samples`); made from the
-    request when none is usable."""
-
-    def __init__(self, checks: TitleChecks, stats: PlanStats, request: str) -> None:
-        self.checks = checks
-        self.stats = stats
-        self.request = request
-        self.text = ""
-
-    def settle(self, title: str) -> None:
-        self.text = title
-
-    def from_samples(self, texts: list[str], *, or_made: bool = False) -> None:
-        """The samples' usable title nearest the request, when none is settled yet (`or_made`: else the request's)."""
-        if not self.text:
-            self.text = self.best([parse_book_title(text) for text in texts])
-        if not self.text and or_made:
-            self.text = self.made()
-
-    def made(self) -> str:
-        return fallback_book_title(self.request)
-
-    def best(self, titles: list[str]) -> str:
-        """Of the samples' book titles, the usable one nearest the request (the judge's fit), or ""."""
-        usable = list(dict.fromkeys(title for title in map(self.usable, titles) if title))
-        if len(usable) < 2:
-            return usable[0] if usable else ""
-        fits = unit_fits(self.checks.judge or self.checks.embedder, self.request, usable)
-        return usable[int(fits.argmax())]
-
-    def usable(self, title: str) -> str:
-        """The model's book title, or "" when the policy refuses it."""
-        if not title:
-            return ""
-        if found := self.checks.book_title(title):
-            self.stats.refuse("book", title, found)
-            return ""
-        return title
 
 
 class NodeAsker:
@@ -180,7 +152,8 @@ class NodeAsker:
             async with early.draining():
                 texts = await self.sampling.texts(request, question.node_id, samples, early.listen(samples))
         if question.with_title:
-            self.book_title.from_samples(texts)
+            titles = [parse_book_title(text) for text in texts]
+            self.book_title.from_samples(titles, forbidden=self.forbidden(question))
         return interleaved([parse_items(text)[:lines] for text in texts])
 
 
@@ -240,7 +213,8 @@ class _Early:
 
     def on_line(self, samples: StreamingSamples) -> None:
         if self.question.with_title and samples.depth() > 0:  # every sample's title line is in
-            self.asker.book_title.from_samples(samples.texts, or_made=True)
+            titles = [parse_book_title(text) for text in samples.texts]
+            self.asker.book_title.from_samples(titles, forbidden=self.forbidden, or_made=True)
         if self.every:
             self._queue_new(samples.items[0])
             return

@@ -1,9 +1,8 @@
-"""The book's titles and the checks a planned line must pass: TitleChecks holds what the policy's rules
-(pipeline/book/plan/policy.py) need beyond the line itself (the embedder and judge, the request's asks and
-subject, the worked examples, the titles claimed at each level) and asks the policy's chains of a line (`first`;
-`claim`: the book's claim on every title taken, made when no rule refuses it); and measures
-`subject_fit` (the judge's cosine of a line's title and point to the request and its parent, which choose.py ranks
-by and holds back under the floor).
+"""The checks a planned line must pass: TitleChecks holds what the policy's rules (pipeline/book/plan/policy.py) need
+beyond the line itself (the embedder and judge, the request's asks and subject, the worked examples, the titles
+claimed: pipeline/meaning/claims.py) and asks the policy's chains of a line (`first`; `claim`: the book's claim on
+every title taken, made when no rule refuses it; `book_title`); and measures `subject_fit` (the judge's cosine of a
+line's title and point to the request and its parent, which choose.py ranks by and holds back under the floor).
 """
 
 from __future__ import annotations
@@ -13,11 +12,10 @@ from typing import Any
 import numpy as np
 
 from pipeline.book.plan import policy
-from pipeline.book.plan.answers import PlanItem
-from pipeline.book.plan.claims import Claims
 from pipeline.book.plan.policy import Chain, Context, Line, Verdict
-from pipeline.book.plan.prompts import example_units
+from pipeline.book.plan.prompts import PlanItem, example_units
 from pipeline.cpu import Stage, charged
+from pipeline.meaning.claims import Claims
 from pipeline.meaning.embed import Embedder
 from pipeline.meaning.nearness import distinctive, subject_words, unit
 from pipeline.meaning.onsubject import unit_fits
@@ -68,8 +66,8 @@ class TitleChecks:
         return policy.first(chain, self.line(item, **known), self.context)
 
     def book_title(self, title: str, *, forbidden: frozenset[str] = frozenset()) -> Verdict | None:
-        """The first verdict of the `book_title` chain on the model's book title, under the request."""
-        known = {"ancestors": {policy.REQUEST: self.request}, "taken": [], "forbidden": forbidden}
+        """The first verdict of the `book_title` chain on the model's book title: nothing is above it."""
+        known = {"ancestors": {}, "taken": [], "forbidden": forbidden}
         return self.first(Chain.BOOK_TITLE, PlanItem(title), **known)
 
     def subject_fit(self, items: list[PlanItem], parent_unit: str) -> tuple[np.ndarray, np.ndarray]:

@@ -25,14 +25,16 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
-from pipeline.book.plan.answers import PlanItem
 from pipeline.book.plan.checks import TitleChecks
 from pipeline.book.plan.policy import Action, Chain, Group, Verdict
-from pipeline.book.plan.stats import PlanStats
+from pipeline.book.plan.prompts import PlanItem
+from pipeline.book.plan.rounds import PlanStats
 from pipeline.cpu import Stage, charged
 from pipeline.meaning.embed import Embedder
 from pipeline.meaning.nearness import carries, unit
-from pipeline.titles import title_key
+from pipeline.meaning.onsubject import unit_fits
+from pipeline.meaning.reading import read
+from pipeline.titles import clean_title, title_key
 
 log = logging.getLogger("fanout")
 DIVERSITY = 0.2  # MMR's weight on the similarity to the nearest chosen sibling: at 0.5, a line off the subject
@@ -337,3 +339,65 @@ def take_held(choosing: Choosing, *, checks: TitleChecks, stats: PlanStats, grou
         found = checks.first(Chain.AGAIN, held.item, ancestors=choosing.ancestors, taken=choosing.taken, fit=held.fit)
         if decide(held.item, found or checks.claim(choosing.level, held.item), choosing):
             stats.off_subject_taken += group is Group.OFF
+
+
+SMALL_WORDS = frozenset("a an the of and or to in on for with by at as how is are".split())
+
+
+def subject_title(subject: str) -> str:
+    """A subject as a title: its words capitalised but the small ones inside it."""
+    words = clean_title(subject).split()
+    return " ".join(
+        word if (at and word.casefold() in SMALL_WORDS) or not word[:1].islower() else word[:1].upper() + word[1:]
+        for at, word in enumerate(words)
+    )
+
+
+def fallback_book_title(prompt: str) -> str:
+    """The request's subject as the book's title (a brief's too: its first clause may be the asker's story)."""
+    title = subject_title(read(prompt).subject)
+    return title if 2 <= len(title) <= 80 else "Handbook"
+
+
+class BookTitle:
+    """The book's title, its one owner: the outline's (a resumed or replanned book, `settle`), or in either planning
+    mode the usable title of the book's first round nearest the request (`from_samples`: the titles an open book's
+    samples give, or the lines phrased for a given book's title); made from the request when none is usable."""
+
+    def __init__(self, checks: TitleChecks, stats: PlanStats, request: str) -> None:
+        self.checks = checks
+        self.stats = stats
+        self.request = request
+        self.text = ""
+
+    def settle(self, title: str) -> None:
+        self.text = title
+
+    def from_samples(self, titles: list[str], *, forbidden: frozenset[str], or_made: bool = False) -> None:
+        """The samples' usable title nearest the request, when none is settled yet (`or_made`: else the request's);
+        `forbidden`: the worked examples' words the title may not borrow."""
+        if not self.text:
+            self.text = self.best(titles, forbidden)
+        if not self.text and or_made:
+            self.text = self.made()
+
+    def made(self) -> str:
+        return fallback_book_title(self.request)
+
+    def best(self, titles: list[str], forbidden: frozenset[str]) -> str:
+        """Of the samples' book titles, the usable one nearest the request (the judge's fit), or ""."""
+        usable = list(dict.fromkeys(title for title in titles if self.usable(title, forbidden)))
+        if len(usable) < 2:
+            return usable[0] if usable else ""
+        fits = unit_fits(self.checks.judge or self.checks.embedder, self.request, usable)
+        return usable[int(fits.argmax())]
+
+    def usable(self, title: str, forbidden: frozenset[str]) -> bool:
+        """The model's book title can be the book's: the policy's `book_title` chain refuses it not (each refused
+        is counted)."""
+        if not title:
+            return False
+        if found := self.checks.book_title(title, forbidden=forbidden):
+            self.stats.refuse("book", title, found)
+            return False
+        return True

@@ -21,12 +21,10 @@ from dataclasses import dataclass, field
 import anyio
 from anyio.abc import TaskGroup
 
-from pipeline.book.plan.answers import PlanItem
 from pipeline.book.plan.choose import Choosing
-from pipeline.book.plan.given import Given, GivenBook
 from pipeline.book.plan.levels import LevelPlanner, OnChange, OnSection, Starter
-from pipeline.book.plan.phrasing import Phraser, Samples, ToPhrase
-from pipeline.book.plan.policy import Chain
+from pipeline.book.plan.phrasing import Given, GivenBook, Phraser, Samples, ToPhrase
+from pipeline.book.plan.prompts import PlanItem
 from pipeline.records import BookSpec, Chapter, Outline, Part, Section
 
 log = logging.getLogger("fanout")
@@ -125,16 +123,13 @@ class GivenPlan:
         return await self.phraser.phrase(unit, choosing, first, last_resort=last_resort)
 
     async def book_title(self, ahead: Ahead) -> str:
-        """The first sample's book title that the book can use (asking.py's checks), else the subject as a title."""
+        """The usable title of the book's phrased samples nearest the request (asking.BookTitle), else the subject
+        as a title."""
         _, samples = ahead.pop("book")
-        ancestors = {"the request": self.levels.spec.prompt}
         title = self.levels.book_title
-        for item in await samples.wait():
-            known = {"ancestors": ancestors, "taken": [], "forbidden": self.phraser.forbidden}
-            if self.phraser.checks.first(Chain.DEFECT, item, **known) is None:
-                if title.usable(item.title):
-                    return item.title
-        return title.made()
+        items = await samples.wait()
+        title.from_samples([item.title for item in items], forbidden=self.phraser.forbidden, or_made=True)
+        return title.text
 
     # ------------------------------------------------------------------ a part: its chapters, then its title
 

@@ -16,11 +16,10 @@ from typing import Protocol
 
 from anyio.abc import TaskGroup
 
-from pipeline.book.plan.answers import PlanItem
-from pipeline.book.plan.asking import BookTitle, NodeAsker
-from pipeline.book.plan.choose import ChildLevel, Question
-from pipeline.book.plan.prompts import about, must_note
-from pipeline.book.plan.stats import PlanStats
+from pipeline.book.plan.asking import NodeAsker
+from pipeline.book.plan.choose import BookTitle, ChildLevel, Question
+from pipeline.book.plan.prompts import PlanItem, about, must_note
+from pipeline.book.plan.rounds import PlanStats
 from pipeline.meaning.nearness import unit
 from pipeline.records import BookSpec, Chapter, Node, Outline, Part, Section, wants_children
 

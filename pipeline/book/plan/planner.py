@@ -34,14 +34,13 @@ from typing import Any, TypeVar
 import anyio
 
 from pipeline.backends.pool import BackendPool
-from pipeline.book.plan.asking import BookTitle, NodeAsker
+from pipeline.book.plan.asking import NodeAsker
 from pipeline.book.plan.checks import TitleChecks
+from pipeline.book.plan.choose import BookTitle
 from pipeline.book.plan.fromgiven import GivenPlan
-from pipeline.book.plan.given import GivenBook, given_book
 from pipeline.book.plan.levels import LevelPlanner, OnChange, OnSection, SourcesNote, Starter, id_number
-from pipeline.book.plan.phrasing import Phraser
-from pipeline.book.plan.rounds import CHOICES, Asking, SampleNeed, Sampling
-from pipeline.book.plan.stats import PlanStats
+from pipeline.book.plan.phrasing import GivenBook, Phraser, given_book
+from pipeline.book.plan.rounds import CHOICES, Asking, PlanStats, SampleNeed, Sampling
 from pipeline.book.profiles import Sampler
 from pipeline.errors import FanoutError
 from pipeline.meaning.embed import Embedder, open_embedder

@@ -14,8 +14,9 @@ first verdict (`first`); it names no rule and acts on the verdict's action (choo
 - last: a held line under the last resort's floor, never taken last (with the rules marked `again`: the title's form
   and place asked again);
 - claim: the book's claim on a title: another node has it, or one of its level nearly has it;
-- book_title: the model's book title refused, so the title is made from the request; a book title meets the defects
-  that read a title too, in both planning modes.
+- book_title: the model's book title refused, so the title is made from the request; then, in both planning modes,
+  the defects marked `of_book` (a book title has no point, and nothing above it to echo: it names the request's
+  subject as it should).
 
 A rule fitted to what SmolLM2-135M gets wrong that refuses a capable author's good lines is `small_only` (the
 good-writing corpus, examples/good_writing.py and examples/rule_sides.py measure both sides). run.log and stats.json
@@ -28,16 +29,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
 
-from pipeline.book.plan.answers import PlanItem, heading_from_point
-from pipeline.book.plan.claims import Claims
 from pipeline.book.plan.prompts import (
     PLAN_TEMPLATES,
     SHINGLE,
+    PlanItem,
     carries_note,
     example_book_title_words,
     example_words,
+    heading_from_point,
     prompt_run,
 )
 from pipeline.meaning.embed import Embedder
@@ -174,6 +175,14 @@ class MissingField(ValueError):
     """A rule was asked of a line without a field it reads: the caller's mistake, never a verdict."""
 
 
+class BookClaims(Protocol):
+    """The titles the book has taken, as the claim rules read them (pipeline/book/plan/checks.py's Claims)."""
+
+    def taken(self, title: str) -> bool: ...
+
+    def near(self, level: str, distinctive: str, *, meaning: bool) -> str | None: ...
+
+
 @dataclass
 class Context:
     """What the book knows that the rules read: the embedder, the worked examples' units, the request's subject words
@@ -183,7 +192,7 @@ class Context:
     examples: Sequence[str] = ()
     subject: frozenset[str] = frozenset()
     title_asks: Sequence[str] = ()
-    claims: Claims | None = None
+    claims: BookClaims | None = None
 
 
 RuleCheck = Callable[[Line, Context], Found]
@@ -193,8 +202,9 @@ RuleCheck = Callable[[Line, Context], Found]
 class Rule:
     """One row of the policy's table: the rule's id, its group, its action, what it finds, its check, the fields of a
     line it reads, its thresholds by name, whether it is asked of a small model's lines only (`small_only`), whether
-    it is asked again of a held line taken last (`again`: the title's form and place), and whether it reads a key
-    point (`of_point`: not asked of a book title, which has none)."""
+    it is asked again of a held line taken last (`again`: the title's form and place), and whether a defect is asked of
+    the book's title too (`of_book`: not those of a key point, which a book title has none of, nor a fragment of the
+    request, whose subject a book title names in its words)."""
 
     id: str
     group: Group
@@ -205,7 +215,7 @@ class Rule:
     thresholds: dict[str, float] = field(default_factory=dict)
     small_only: bool = False
     again: bool = False
-    of_point: bool = False
+    of_book: bool = True
 
     def verdict(self, line: Line, context: Context) -> Verdict | None:
         """The rule asked of the line: its Verdict, with the rule's id and action, or None."""
@@ -260,7 +270,7 @@ def counted(line: Line, context: Context) -> Found:
 
 
 def non_word(line: Line, context: Context) -> Found:
-    odd = non_words(line.item.title, " ".join(line.ancestors.values()))
+    odd = non_words(line.item.title, " ".join([line.request, *line.ancestors.values()]))
     if not odd:
         return None
     return "uses a word that is not a word: " + ", ".join(f'"{word}"' for word in odd)
@@ -475,7 +485,7 @@ G = Group
 ABOVE, TAKEN, FORBIDDEN, SIBLINGS = ("ancestors",), ("taken",), ("forbidden",), ("sibling_units",)
 # fmt: off
 RULES: dict[str, Rule] = {rule.id: rule for rule in (
-    # id, group, action, what it finds, its check, the fields it reads, thresholds; small_only, again, of_point
+    # id, group, action, what it finds, its check, the fields it reads, thresholds; small_only, again, of_book
     Rule("unusable", G.DEFECT, REFUSE, "no usable title: empty, too long, or repeating itself", unusable, again=True),
     Rule("sentence", G.DEFECT, REFUSE, "a sentence or a list, not a heading", sentence,
          thresholds={"MAX_HEADING_WORDS": MAX_HEADING_WORDS, "MAX_TITLE_CASE_WORDS": MAX_TITLE_CASE_WORDS},
@@ -493,13 +503,13 @@ RULES: dict[str, Rule] = {rule.id: rule for rule in (
     Rule("example_words", G.DEFECT, REFUSE, "borrows the worked example's subject words", example_words_rule,
          FORBIDDEN, small_only=True),
     Rule("planning_note", G.DEFECT, REFUSE, "copies a planning note's words", planning_note),
-    Rule("no_point", G.DEFECT, REFUSE, "has no key point", no_point, of_point=True),
+    Rule("no_point", G.DEFECT, REFUSE, "has no key point", no_point, of_book=False),
     Rule("point_repeats_title", G.DEFECT, REFUSE, "a point that only repeats its title", point_repeats_title,
-         of_point=True),
+         of_book=False),
     Rule("prompt_words", G.DEFECT, REFUSE, "a run of a prompt's own words", prompt_words, ("request",),
          {"SHINGLE": SHINGLE}),
     Rule("fragment", G.DEFECT, REFUSE, "a run of the request's words cut out whole", fragment, ("request", "asks"),
-         small_only=True),
+         small_only=True, of_book=False),
     Rule("offensive", G.DEFECT, REFUSE, "a word a handbook would not print (glin-profanity)", offensive),
     Rule("example_meaning", G.DEFECT, REFUSE, "near a worked example's item", example_meaning,
          thresholds={"FROM_EXAMPLE": FROM_EXAMPLE}, small_only=True),
@@ -545,7 +555,7 @@ CHAINS: dict[Chain, tuple[Rule, ...]] = {
     Chain.HOLD_PHRASED: of_groups(G.TITLE_OFF, G.FAULT, G.OFF),  # a phrased unit carries the ask it was phrased for
     Chain.AGAIN: of_groups(G.LAST) + tuple(rule for rule in RULES.values() if rule.again),
     Chain.CLAIM: of_groups(G.CLAIM),
-    Chain.BOOK_TITLE: of_groups(G.BOOK_TITLE),
+    Chain.BOOK_TITLE: of_groups(G.BOOK_TITLE) + tuple(rule for rule in of_groups(G.DEFECT) if rule.of_book),
 }
 
 

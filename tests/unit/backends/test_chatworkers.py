@@ -104,7 +104,7 @@ def test_a_book_from_two_worker_processes_sends_what_one_process_sends(tmp_path)
 
 async def test_a_lost_worker_fails_its_requests_and_the_pool_asks_them_again():
     from pipeline.backends.pool import BackendPool, RetryPolicy
-    from pipeline.book.plan.stats import PlanStats
+    from pipeline.book.plan.rounds import PlanStats
     from pipeline.book.stats import JobTally, book_stats
     from pipeline.records import Outcome
 

@@ -9,10 +9,18 @@ import numpy as np
 import pytest
 
 from pipeline.book.plan import policy
-from pipeline.book.plan.answers import PlanItem, parse_book_title, parse_items
 from pipeline.book.plan.checks import TitleChecks
 from pipeline.book.plan.policy import Chain
-from pipeline.book.plan.prompts import chosen_note, example_words, how_many, must_note, rare_example_words
+from pipeline.book.plan.prompts import (
+    PlanItem,
+    chosen_note,
+    example_words,
+    how_many,
+    must_note,
+    parse_book_title,
+    parse_items,
+    rare_example_words,
+)
 from pipeline.book.write import section_prompt
 from pipeline.errors import UsageError
 from pipeline.meaning.embed import open_embedder

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.book.plan.given import CONCERN, facets, given_book, groups
+from pipeline.book.plan.phrasing import CONCERN, facets, given_book, groups
 from pipeline.meaning.framing import BOOK_KINDS
 from pipeline.meaning.reading import read
 

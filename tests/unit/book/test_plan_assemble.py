@@ -11,11 +11,10 @@ from pipeline.audit.analysis import similar_title_pairs
 from pipeline.audit.source import load_run
 from pipeline.backends.pool import BackendPool, RetryPolicy
 from pipeline.book.assemble import assemble, demote_headings
-from pipeline.book.plan.answers import PlanItem, StreamingSamples, clean_point, parse_items
 from pipeline.book.plan.checks import TitleChecks
 from pipeline.book.plan.choose import Coverage
 from pipeline.book.plan.planner import Planner, PlanOptions
-from pipeline.book.plan.prompts import CHOSEN_NOTE, carries_note
+from pipeline.book.plan.prompts import CHOSEN_NOTE, PlanItem, StreamingSamples, carries_note, clean_point, parse_items
 from pipeline.book.plan.rounds import CHOICES, OPEN, SECTION_CHOICES, SPARE_ITEMS, SampleNeed
 from pipeline.book.profiles import PROFILES, Sampler
 from pipeline.errors import FanoutError

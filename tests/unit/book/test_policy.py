@@ -8,11 +8,10 @@ import pytest
 
 from pipeline import titles
 from pipeline.book.plan import policy, prompts
-from pipeline.book.plan.answers import PlanItem
 from pipeline.book.plan.checks import TitleChecks
 from pipeline.book.plan.policy import CHAINS, RULES, Chain, Context, Group, Line, MissingField
-from pipeline.book.plan.prompts import CHOSEN_NOTE, rare_example_words
-from pipeline.book.plan.stats import PlanStats
+from pipeline.book.plan.prompts import CHOSEN_NOTE, PlanItem, rare_example_words
+from pipeline.book.plan.rounds import PlanStats
 from pipeline.book.stats import rules_line
 from pipeline.meaning import floors, nearness
 from pipeline.meaning.embed import open_embedder

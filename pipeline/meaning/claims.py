@@ -1,6 +1,6 @@
-"""The book's claim on its titles: every title taken at each level, by its key, by its words (titles.TitleIndex) and
-by its meaning (MeaningIndex), so that the title policy's claim rules (policy.py) can refuse a line whose title
-another node has, or one of its level nearly has."""
+"""A book's claim on its titles: every title taken at each level, by its key, by its words (titles.TitleIndex) and by
+its meaning (MeaningIndex), so that the planner's claim rules (pipeline/book/plan/policy.py) can refuse a line whose
+title another node has, or one of its level nearly has."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pipeline.meaning.embed import Embedder
 from pipeline.meaning.nearness import SIMILAR_TITLE
 from pipeline.titles import TitleIndex, title_key
 
-LEVELS = ("parts", "chapters", "sections")
+TITLE_LEVELS = ("parts", "chapters", "sections")
 
 
 class MeaningIndex:
@@ -41,9 +41,9 @@ class Claims:
     words and by meaning, each mapped back to the whole title."""
 
     def __init__(self, embedder: Embedder) -> None:
-        self.keys: dict[str, set[str]] = {level: set() for level in LEVELS}
-        self.words: dict[str, TitleIndex] = {level: TitleIndex() for level in LEVELS}
-        self.meanings: dict[str, MeaningIndex] = {level: MeaningIndex(embedder) for level in LEVELS}
+        self.keys: dict[str, set[str]] = {level: set() for level in TITLE_LEVELS}
+        self.words: dict[str, TitleIndex] = {level: TitleIndex() for level in TITLE_LEVELS}
+        self.meanings: dict[str, MeaningIndex] = {level: MeaningIndex(embedder) for level in TITLE_LEVELS}
         self.whole: dict[str, str] = {}  # a title without the subject's words -> the title
 
     def taken(self, title: str) -> bool:

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import logging
 import math
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -34,6 +36,7 @@ from pipeline.meaning.embed import Embedder
 from pipeline.meaning.nearness import carries, unit
 from pipeline.meaning.onsubject import unit_fits
 from pipeline.meaning.reading import read
+from pipeline.records import Chapter, Node, Outline, Part, Section
 from pipeline.titles import clean_title, title_key
 
 log = logging.getLogger("fanout")
@@ -41,6 +44,7 @@ DIVERSITY = 0.2  # MMR's weight on the similarity to the nearest chosen sibling:
 # (fit 0.35, 0.2 to the chosen) outranked one on it (fit 0.55, 0.7 to a sibling) in the demo's chapters
 OWED_BONUS = 0.15  # added to the score of a line that carries an ask of the request the node still owes
 ChildLevel = Literal["parts", "chapters", "sections"]  # the level of a node's children
+Path = tuple[Part, ...] | tuple[Part, Chapter]  # the nodes above the one planned, from its part down (the book: ())
 
 
 class Coverage:
@@ -401,3 +405,72 @@ class BookTitle:
             self.stats.refuse("book", title, found)
             return False
         return True
+
+
+def next_id(prefix: str, letter: str, taken: Sequence[Node]) -> str:
+    """The lowest free child id: a resumed chapter may hold journaled sections with gaps between them."""
+    used = {node.id for node in taken}
+    number = 1
+    while f"{prefix}{letter}{number:02d}" in used:
+        number += 1
+    return f"{prefix}{letter}{number:02d}"
+
+
+def id_number(node_id: str) -> int:
+    return int(re.sub(r"\D", "", node_id.rsplit(".", 1)[-1]))
+
+
+def children(node: Outline | Part | Chapter) -> list[Node]:
+    return node.parts if isinstance(node, Outline) else node.chapters if isinstance(node, Part) else node.sections  # type: ignore[return-value]
+
+
+class OnChild(Protocol):
+    """Told of each child a node adds to the outline."""
+
+    def __call__(self, outline: Outline, child: Node, /) -> None: ...
+
+
+@dataclass
+class Children:
+    """Where a node's children go as they are taken (Choosing.take tells it): each the node's next child (the lowest
+    free id), its asks kept in `owed` for its own children, then told to `on_child`. The book's parts wait until the
+    book title, which their own prompts need, is known (the outline is made then)."""
+
+    book_title: BookTitle
+    outline: Outline | None
+    path: Path
+    owed: dict[str, list[str]]  # node id -> the asks its children must carry
+    letter: str  # of the children's ids
+    make: type[Part] | type[Chapter] | type[Section]
+    on_child: OnChild | None = None
+    waiting: list[tuple[PlanItem, list[str]]] = field(default_factory=list)
+
+    def __call__(self, item: PlanItem, *, owed: list[str]) -> None:
+        self.waiting.append((item, owed))
+        self.flush()
+
+    def flush(self, *, final: bool = False) -> Outline | None:
+        title = self.book_title
+        if self.outline is None:
+            if not (title.text or final):
+                return None
+            self.outline = Outline(title=title.text or title.made(), parts=[], complete=False)
+        node = self.path[-1] if self.path else self.outline
+        for item, owed in self.waiting:
+            child = self.add(node, item, owed)
+            if self.on_child is not None:
+                self.on_child(self.outline, child)
+        self.waiting.clear()
+        return self.outline
+
+    def add(self, node: Outline | Part | Chapter, item: PlanItem, owed: list[str]) -> Node:
+        """The taken item as the node's next child (the lowest free id), its asks kept for its own children."""
+        taken = children(node)
+        prefix = "" if isinstance(node, Outline) else node.id + "."
+        child = self.make(id=next_id(prefix, self.letter, taken), title=item.title, point=item.point)
+        if self.make is not Section:
+            self.owed[child.id] = owed
+        taken.append(child)
+        if self.make is Section:
+            taken.sort(key=lambda section: id_number(section.id))
+        return child

@@ -15,14 +15,15 @@ of which can be taken is left out with its chapters. A resumed plan keeps what i
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import anyio
 from anyio.abc import TaskGroup
 
 from pipeline.book.plan.choose import Choosing
-from pipeline.book.plan.levels import LevelPlanner, OnChange, OnSection, Starter
+from pipeline.book.plan.levels import LevelPlanner, OnChange, OnSection
 from pipeline.book.plan.phrasing import Given, GivenBook, Phraser, Samples, ToPhrase
 from pipeline.book.plan.prompts import PlanItem
 from pipeline.records import BookSpec, Chapter, Outline, Part, Section
@@ -72,6 +73,15 @@ def chapter_given(book: GivenBook, part: Given, chapter: Chapter) -> Given:
     return found[0] if found else Given(chapter.about)
 
 
+class Opens(Protocol):
+    """Plans a level the plan does not give, open, each node as soon as its parent's title is known (planner.py's
+    Starter)."""
+
+    def part(self, book: Outline, part: Part) -> None: ...
+
+    def chapter(self, book: Outline, part: Part, chapter: Chapter) -> None: ...
+
+
 @dataclass
 class GivenPlan:
     """One book planned from what is given (module docstring)."""
@@ -82,6 +92,7 @@ class GivenPlan:
     announce: OnSection
     changed: OnChange
     streamed: bool  # each section handed over as it is taken (else once its chapter is whole)
+    opens: Callable[[TaskGroup], Opens]  # what plans a level not given, in a task group
     phrased: int = 0  # units asked to be phrased
     chapter_givens: dict[str, Given] = field(default_factory=dict)  # a chapter taken this run -> its given unit
 
@@ -108,10 +119,6 @@ class GivenPlan:
             unit.node_id: (unit, self.phraser.ahead(group, unit))
             for unit in given_units(self.given, self.phraser, self.levels.spec, outline)
         }
-
-    def starter(self, group: TaskGroup) -> Starter:
-        """Plans a level the plan does not give, open, in `group`, handing its sections over as this plan does."""
-        return Starter(self.levels, group, self.announce, self.changed, self.streamed)
 
     async def take(
         self, unit: ToPhrase, choosing: Choosing, ahead: Ahead, *, last_resort: bool = False
@@ -152,7 +159,7 @@ class GivenPlan:
             outline.parts.append(part)
         self.changed(outline)
         if not self.given.gives("chapters"):
-            self.starter(group).part(outline, part)
+            self.opens(group).part(outline, part)
             return
         for chapter in part.chapters:
             self.start_chapter(
@@ -217,7 +224,7 @@ class GivenPlan:
                 self.announce(outline, part, chapter, section)
             return
         if not self.given.gives("sections") or not given.children:
-            self.starter(group).chapter(outline, part, chapter)
+            self.opens(group).chapter(outline, part, chapter)
             return
         group.start_soon(self.chapter, outline, part, chapter, given, ahead)
 

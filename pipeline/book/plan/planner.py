@@ -32,13 +32,14 @@ from functools import partial
 from typing import Any, TypeVar
 
 import anyio
+from anyio.abc import TaskGroup
 
 from pipeline.backends.pool import BackendPool
 from pipeline.book.plan.asking import NodeAsker
 from pipeline.book.plan.checks import TitleChecks
-from pipeline.book.plan.choose import BookTitle
+from pipeline.book.plan.choose import BookTitle, id_number
 from pipeline.book.plan.fromgiven import GivenPlan
-from pipeline.book.plan.levels import LevelPlanner, OnChange, OnSection, SourcesNote, Starter, id_number
+from pipeline.book.plan.levels import LevelPlanner, OnChange, OnSection, SourcesNote
 from pipeline.book.plan.phrasing import GivenBook, Phraser, given_book
 from pipeline.book.plan.rounds import CHOICES, Asking, PlanStats, SampleNeed, Sampling
 from pipeline.book.profiles import Sampler
@@ -175,7 +176,8 @@ class Planner:
         self, given: GivenBook, outline: Outline | None, hand_over: OnSection, changed: OnChange, schedule: PlanSchedule
     ) -> Outline:
         streamed = schedule is PlanSchedule.STREAMED
-        plan = GivenPlan(self.levels, given, self.phraser, hand_over, changed, streamed)
+        opens = partial(Starter, self.levels, announce=hand_over, changed=changed, streamed=streamed)
+        plan = GivenPlan(self.levels, given, self.phraser, hand_over, changed, streamed, opens)
         outline = await plan.plan(outline)
         self.stats.phrased = plan.phrased
         return outline
@@ -249,6 +251,58 @@ class Planner:
             part.chapters.sort(key=lambda chapter: id_number(chapter.id))
         await each(new, lambda path: self.levels.plan(outline, path))
         return [chapter for _, chapter in new]
+
+
+@dataclass
+class Starter:
+    """Starts each node's planning as soon as its parent's title is known (the pipelined and streamed schedules), each
+    in a task of `group` rooted at LevelPlanner.plan, which tells this of each child it adds and of its end: a chapter
+    whose sections are all planned is announced at once."""
+
+    levels: LevelPlanner
+    group: TaskGroup
+    announce: OnSection
+    changed: OnChange
+    streamed: bool = False  # each section announced as it is chosen, not once its chapter is whole
+
+    def chapter(self, book: Outline, part: Part, chapter: Chapter) -> None:
+        """A streamed chapter announces each section as it is chosen; a pipelined one its sections once it has every
+        one of them (a short chapter is whole with what it has)."""
+        if not wants_children(chapter, self.levels.spec.sections):
+            self.announce_all(book, part, chapter)
+            return
+        if self.streamed:
+            self.announce_all(book, part, chapter)  # those an interrupted run already planned
+        path = (part, chapter)
+        each, done = partial(self._section, part, chapter), partial(self._chapter_done, part, chapter)
+        self.group.start_soon(partial(self.levels.plan, book, path, each, changed=self.changed, on_done=done))
+
+    def _section(self, part: Part, chapter: Chapter, outline: Outline, section: Node) -> None:
+        if self.streamed:
+            self.announce(outline, part, chapter, section)  # type: ignore[arg-type]
+        elif len(chapter.sections) == self.levels.spec.sections:
+            self.announce_all(outline, part, chapter)
+
+    def _chapter_done(self, part: Part, chapter: Chapter, book: Outline) -> None:
+        if len(chapter.sections) < self.levels.spec.sections and not self.streamed:  # short: whole with what it has
+            self.announce_all(book, part, chapter)
+
+    def part(self, book: Outline, part: Part) -> None:
+        for chapter in list(part.chapters):
+            self.chapter(book, part, chapter)
+        if wants_children(part, self.levels.spec.chapters):
+            on_chapter = partial(self._new_chapter, part)
+            self.group.start_soon(partial(self.levels.plan, book, (part,), on_chapter, changed=self.changed))
+
+    def new_part(self, book: Outline, part: Node) -> None:
+        self.part(book, part)  # type: ignore[arg-type]
+
+    def _new_chapter(self, part: Part, book: Outline, chapter: Node) -> None:
+        self.chapter(book, part, chapter)  # type: ignore[arg-type]
+
+    def announce_all(self, book: Outline, part: Part, chapter: Chapter) -> None:
+        for section in list(chapter.sections):
+            self.announce(book, part, chapter, section)
 
 
 async def each(items: Sequence[_T], plan_one: Callable[[_T], Coroutine[Any, Any, object]]) -> None:

@@ -203,8 +203,7 @@ class Rule:
     """One row of the policy's table: the rule's id, its group, its action, what it finds, its check, the fields of a
     line it reads, its thresholds by name, whether it is asked of a small model's lines only (`small_only`), whether
     it is asked again of a held line taken last (`again`: the title's form and place), and whether a defect is asked of
-    the book's title too (`of_book`: not those of a key point, which a book title has none of, nor a fragment of the
-    request, whose subject a book title names in its words)."""
+    the book's title too (`of_book`: not those of a key point, which a book title has none of)."""
 
     id: str
     group: Group
@@ -509,7 +508,7 @@ RULES: dict[str, Rule] = {rule.id: rule for rule in (
     Rule("prompt_words", G.DEFECT, REFUSE, "a run of a prompt's own words", prompt_words, ("request",),
          {"SHINGLE": SHINGLE}),
     Rule("fragment", G.DEFECT, REFUSE, "a run of the request's words cut out whole", fragment, ("request", "asks"),
-         small_only=True, of_book=False),
+         small_only=True),
     Rule("offensive", G.DEFECT, REFUSE, "a word a handbook would not print (glin-profanity)", offensive),
     Rule("example_meaning", G.DEFECT, REFUSE, "near a worked example's item", example_meaning,
          thresholds={"FROM_EXAMPLE": FROM_EXAMPLE}, small_only=True),

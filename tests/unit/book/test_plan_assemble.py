@@ -624,7 +624,8 @@ def test_each_child_takes_along_an_even_share_of_the_open_asks_the_last_all_that
         ("Small Boat Sailing", True),
         ("The Boat and Its Equipment", True),
         ("Staying Safe at the Allotment", False),
-        ("Staying Safe While Growing Food", False),  # a word of the example beside a word of the request
+        ("Staying Safe While Growing Food at the Allotment", False),  # a word of the example beside the request's
+        ("Staying Safe While Growing Food", True),  # a fragment of the request (the title is made whole from it)
     ],
 )
 def test_a_book_title_from_the_worked_example_is_refused(title, refused):

@@ -2,7 +2,8 @@
 for them, planned open and planned from what is given) is traced with sys.setprofile, and every call into a module of
 plan/ is read with the modules of plan/ on its stack (a coroutine's frames chain through the awaits that resumed it).
 No module may be entered again while it is on the stack below another one (a callback back up the path), the path
-is at most MAX_MODULES modules, and docs/layout.md shows the path this test writes.
+is at most MAX_MODULES modules, in every schedule; docs/layout.md shows the path this test writes for the pipelined
+schedule (a line a module: the modules of plan/ it calls, in the order first called).
 """
 
 from __future__ import annotations
@@ -126,4 +127,5 @@ async def test_one_nodes_path_enters_no_module_twice(mode, schedule):
     trace = await one_node_path(mode, schedule)
     assert not trace.again, "a module entered again below another: " + "; ".join(" > ".join(s) for s in trace.again)
     assert len(trace.order) <= MAX_MODULES, trace.order
-    assert trace.path() in LAYOUT.read_text(encoding="utf-8"), f"docs/layout.md shows the path:\n{trace.path()}"
+    if schedule is PlanSchedule.PIPELINED:  # the default schedule's path is the one docs/layout.md shows
+        assert trace.path() in LAYOUT.read_text(encoding="utf-8"), f"docs/layout.md shows the path:\n{trace.path()}"

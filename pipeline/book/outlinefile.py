@@ -28,7 +28,7 @@ Bad files end in one UsageError naming the file and the line: a heading level sk
 chapter), an empty title, a second book title, text under the book title, a second line of text under one
 heading. `.json` files are an outline.json as a run folder holds it.
 
-Takes a path or text; gives a GivenOutline (the request, the outline with ids p01, p01.c01, p01.c01.s01 in
+Takes a path or text; gives a EditedOutline (the request, the outline with ids p01, p01.c01, p01.c01.s01 in
 order, and the shape). Model output never passes through here as markup: titles are data in the Outline.
 """
 
@@ -52,7 +52,7 @@ SOURCES_SEPARATOR = " | "
 
 
 @dataclass
-class GivenOutline:
+class EditedOutline:
     """An outline a person gave: its request (None when the file has none), the outline (complete when the file
     gives every level), and the counts of the levels it gives (parts, then chapters, then sections)."""
 
@@ -112,7 +112,7 @@ def front_value(request: str) -> str:
 # ---------------------------------------------------------------- reading
 
 
-def read_outline_file(path: Path) -> GivenOutline:
+def read_outline_file(path: Path) -> EditedOutline:
     """An outline from `path`: outline.md's format, or an outline.json (by its suffix)."""
     try:
         text = path.read_text(encoding="utf-8")
@@ -123,13 +123,13 @@ def read_outline_file(path: Path) -> GivenOutline:
     return read_outline_markdown(text, str(path))
 
 
-def outline_from_json(text: str, where: Path) -> GivenOutline:
+def outline_from_json(text: str, where: Path) -> EditedOutline:
     try:
         outline = Outline.model_validate_json(text)
     except (ValidationError, ValueError) as error:
         first = error.errors()[0]["msg"] if isinstance(error, ValidationError) else str(error)
         raise UsageError(f"{where}: not an outline.json ({first})") from None
-    given = GivenOutline(None, Outline(title=outline.title, parts=[]), ())
+    given = EditedOutline(None, Outline(title=outline.title, parts=[]), ())
     builder = _Builder(given, str(where))
     for part in outline.parts:
         builder.add(2, part.title, 0, part.point)
@@ -140,7 +140,7 @@ def outline_from_json(text: str, where: Path) -> GivenOutline:
     return builder.finished()
 
 
-def read_outline_markdown(text: str, where: str = "outline.md") -> GivenOutline:
+def read_outline_markdown(text: str, where: str = "outline.md") -> EditedOutline:
     """Parse outline.md's format (module docstring); UsageError naming `where` and the line when it breaks it."""
     lines = [line.removesuffix("\r") for line in text.split("\n")]  # only line feeds end a line
     request, start = front_matter(lines, where)
@@ -171,7 +171,7 @@ def opened(builder: _Builder | None, request: str | None, level: int, title: str
     if level == 1:
         if builder is not None:
             raise UsageError(f"{where} line {number}: a second book title (`# `); the outline has one")
-        return _Builder(GivenOutline(request, Outline(title=title, parts=[]), ()), where)
+        return _Builder(EditedOutline(request, Outline(title=title, parts=[]), ()), where)
     if builder is None:
         raise UsageError(f"{where} line {number}: a {LEVEL_NAMES[level]} before the book title (a `# ` line)")
     builder.add(level, title, number)
@@ -212,7 +212,7 @@ def request_value(value: str, where: str, number: int) -> str:
 class _Builder:
     """Adds headings and points in file order, checking the shape as it goes."""
 
-    def __init__(self, given: GivenOutline, where: str):
+    def __init__(self, given: EditedOutline, where: str):
         self.given = given
         self.where = where
         self.last: tuple[Node, int] | None = None  # the latest node (or the book's, as None) and its line
@@ -263,7 +263,7 @@ class _Builder:
             raise UsageError(f"{self.where} line {number}: a Sources line under the book title; it goes under a node")
         self.last[0].sources = [where.strip() for where in text.split(SOURCES_SEPARATOR.strip()) if where.strip()]
 
-    def finished(self) -> GivenOutline:
+    def finished(self) -> EditedOutline:
         outline = self.given.outline
         if not outline.parts:
             raise UsageError(f"{self.where}: no parts (`## ` lines) under the book title")

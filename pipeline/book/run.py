@@ -166,9 +166,9 @@ async def book(
     progress: BookListener,
     *,
     options: RunOptions = RunOptions(),
-    given: Outline | None = None,
+    edited: Outline | None = None,
 ) -> BookOutcome:
-    """Write a book: a new one from `spec` in `out` (from the outline a person `given`, when there is one: its
+    """Write a book: a new one from `spec` in `out` (from the outline a person `edited`, when there is one: its
     levels kept verbatim, the levels it lacks planned under them), or finish the run in `resume`."""
     if resume is not None:
         folder, spec = load_run_folder(resume)
@@ -178,8 +178,8 @@ async def book(
     else:
         sources = open_book_sources(spec, open_embedder(settings.embeddings))  # none readable: refused before a folder
         folder = new_run_folder(spec, out)
-        if given is not None:
-            save_outline(folder, given, spec.prompt)
+        if edited is not None:
+            save_outline(folder, edited, spec.prompt)
     with working_in(folder, new=resume is None), kept_when_stopped(folder, spec), progress:
         return await run_book(
             settings, spec, folder, resumed=resume is not None, listener=progress, options=options, sources=sources

@@ -33,7 +33,7 @@ from pipeline.files import output_path
 from pipeline.records import BOOK_SCHEDULE, Endpoint, PlanSchedule
 
 if TYPE_CHECKING:
-    from pipeline.book.outlinefile import GivenOutline
+    from pipeline.book.outlinefile import EditedOutline
     from pipeline.records.book import BookOutcome, PlanOutcome
 
 
@@ -46,7 +46,7 @@ def prompt_of(args: argparse.Namespace) -> str | None:
     return None if args.prompt is None else checked_prompt(args.prompt)
 
 
-def book_spec(args: argparse.Namespace, given: GivenOutline | None = None):
+def book_spec(args: argparse.Namespace, edited: EditedOutline | None = None):
     """The BookSpec of a new book (None for --resume): the prompt (or the outline's request), the shape (the
     outline's counts, then --shape's for the levels it leaves out)."""
     from pipeline.records import BookSpec
@@ -57,16 +57,16 @@ def book_spec(args: argparse.Namespace, given: GivenOutline | None = None):
                 "--resume takes the prompt, shape, outline and sources from the run folder; give none of them"
             )
         return None
-    prompt = prompt_of(args) or (given.asked() if given is not None else None)
+    prompt = prompt_of(args) or (edited.asked() if edited is not None else None)
     if not prompt:
-        if given is not None:
+        if edited is not None:
             raise UsageError(f"--outline {args.outline}: it has no request and no title; give the prompt")
         raise UsageError("the prompt is empty")
     require_positive(args, "words")
     if args.max_tokens is not None:
         require_positive(args, "max_tokens")
     shape = parse_shape(args.shape)
-    parts, chapters, sections = shape if given is None else given.shape(shape)
+    parts, chapters, sections = shape if edited is None else edited.shape(shape)
     return BookSpec(
         prompt=checked_prompt(prompt),
         parts=parts,
@@ -140,19 +140,19 @@ def cmd_book(args: argparse.Namespace) -> int:
             "(--endpoint completions is for bench, sweep, identity, ask and probe)"
         )
 
-    given = read_outline_file(args.outline) if args.outline is not None and args.resume is None else None
-    spec = book_spec(args, given)
+    edited = read_outline_file(args.outline) if args.outline is not None and args.resume is None else None
+    spec = book_spec(args, edited)
     parse_fail_on(args.fail_on)  # a bad gate is a usage error before any work
     settings = settings_from(args)
     folder = args.resume or args.out or output_path(spec.prompt)
-    outline = None if given is None else given.outline
+    outline = None if edited is None else edited.outline
     progress = BookProgress(enabled=not args.quiet)
 
     async def job(listener=progress):
         schedule = PlanSchedule.BARRIER if args.barrier else PlanSchedule(args.schedule)
         options = RunOptions(repair=args.repair, schedule=schedule)
         out = None if args.resume else folder
-        return await book(settings, spec, out, args.resume, listener, options=options, given=outline)
+        return await book(settings, spec, out, args.resume, listener, options=options, edited=outline)
 
     with fast_loop(), said_when_stopped(folder):
         if args.live:

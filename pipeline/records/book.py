@@ -47,7 +47,7 @@ class BookStats(BaseModel):
     requests_planning: int
     requests_writing: int  # every candidate of every section written this run
     requests: int
-    plan_reasked: int = 0  # planning asks beyond each node's (or given unit's) first round
+    plan_reasked: int = 0  # planning asks beyond each node's (or given node's) first round
     plan_taken_early: int = 0  # titles taken while their samples still streamed (the chain of first lines)
     asks_dropped: int = 0  # asks of the request no planned section carries
     plan_seconds: float

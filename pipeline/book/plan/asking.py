@@ -1,7 +1,7 @@
 """Asking the model for one node's children in open planning: a round samples the node's question at once
 (rounds.py), the lines of every sample are pooled, and choose.py takes the best; a second round only when the pool
 could not fill the node (showing the titles chosen, never why others were not); then the asks the node still owes,
-each phrased by the model as a given unit (phrasing.py), and the lines held back; past those, fewer children. In
+each phrased by the model as a given node (phrasing.py), and the lines held back; past those, fewer children. In
 the streamed and pipelined schedules a node's first title is taken while the first round's samples still stream
 (_Early), so the next level is asked at once. Each sample is asked for SPARE_ITEMS lines more than the node needs
 and stops at the line number after them. The book's title comes with the book's first round (BookTitle). Model
@@ -101,7 +101,7 @@ class NodeAsker:
 
     async def _last_resorts(self, question: Question, choosing: Choosing) -> None:
         """What the rounds left: the asks of the request this node still owes, each phrased by the model as a
-        given unit; lines held for carrying none of the asks a last slot owed; lines held as off the subject. Past
+        given node; lines held for carrying none of the asks a last slot owed; lines held as off the subject. Past
         those the node has fewer children (the planner marks it short): nothing is made up."""
         assert choosing.coverage is not None, "an open node's choosing carries its asks"
         if not self.checks.small:  # a capable model's own lines come before any phrased for it
@@ -118,7 +118,7 @@ class NodeAsker:
 
     async def _phrase_owed(self, question: Question, choosing: Choosing) -> None:
         """The node's rounds are spent and children still missing: the asks it still owes, each phrased by the model
-        as a given unit ('its section about <ask>'); what cannot be phrased stays missing."""
+        as a given node ('its section about <ask>'); what cannot be phrased stays missing."""
         assert choosing.coverage is not None
         parent = next(iter(question.ancestors.values()), "")
         for owed in list(choosing.coverage.owed):

@@ -14,6 +14,13 @@ refused). Each pooled line and its fits go to run.log. Held lines fill what the 
 (asking.py): those with a fault at the end of each round, best first (so a second round goes out only when the pool
 cannot fill the node even so); those off the subject only after the last round and the asks the node still owes,
 phrased by the model. A line whose title says what a chosen sibling's says is never taken.
+
+A taken child is added to the outline where it is chosen (Children: the lowest free id, the asks it takes along),
+then told to whoever starts the next level (planner.py's Starter). The book's title has one owner (BookTitle): the
+outline's, or the usable title of the book's first samples nearest the request, in either mode; when the model gave
+none the book can use, the request's subject as a title ('keeping a sourdough starter alive' -> 'Keeping a Sourdough
+Starter Alive'). Nothing else of a plan is ever made by fanout: a node the model's lines cannot fill has fewer
+children.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Planning a book from what is given: every given unit phrased at once, then taken in the outline's order.
+"""Planning a book from what is given: every given node phrased at once, then taken in the outline's order.
 
 Takes the open planner of every level (levels.py: a level the plan does not give is planned open), the GivenBook
 (given.py) and the phraser (phrasing.py); returns the Outline, telling the writer of each section as the schedule
@@ -6,7 +6,7 @@ says. The first round of every chapter and section goes out at the start with th
 wave of short requests rather than a chain of levels. A part's chapters are taken in order as their samples come in
 (each apart from those before it); the part is then titled from its chapters' titles (the model phrases a part far
 better from three concrete titles than from three facets), and its chapters' sections are taken and handed over. A
-unit that cannot be phrased is replaced by a spare (the book's spare chapters, a chapter's spare sections) asked
+node that cannot be phrased is replaced by a spare (the book's spare chapters, a chapter's spare sections) asked
 then; when the spares are spent, the node has fewer children and is marked short, never filled with a made-up title.
 A part takes, as its last resort, the best line of its samples that has no defect whatever its fit; a part no line
 of which can be taken is left out with its chapters. A resumed plan keeps what it has and phrases what it lacks.
@@ -31,7 +31,7 @@ from pipeline.records import BookSpec, Chapter, Outline, Part, Section
 log = logging.getLogger("fanout")
 
 
-Ahead = dict[str, tuple[ToPhrase, Samples]]  # a unit's node id -> the unit and its first round, asked ahead
+Ahead = dict[str, tuple[ToPhrase, Samples]]  # a given node's id -> its ToPhrase and its first round, asked ahead
 
 
 def node_id(*numbers: int) -> str:
@@ -45,7 +45,7 @@ def titles_listed(titles: list[str]) -> str:
     return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
 
 
-def given_units(given: GivenBook, phraser: Phraser, spec: BookSpec, outline: Outline | None) -> Iterator[ToPhrase]:
+def given_nodes(given: GivenBook, phraser: Phraser, spec: BookSpec, outline: Outline | None) -> Iterator[ToPhrase]:
     """Every given chapter and section the outline lacks, in the outline's order (and the book's title)."""
     book = phraser.book
     if outline is None:
@@ -67,7 +67,7 @@ def given_units(given: GivenBook, phraser: Phraser, spec: BookSpec, outline: Out
 
 
 def chapter_given(book: GivenBook, part: Given, chapter: Chapter) -> Given:
-    """The given unit a resumed chapter was phrased from, found by its `about` (it phrases the rest of its
+    """The given node a resumed chapter was phrased from, found by its `about` (it phrases the rest of its
     sections)."""
     found = [given for given in (*part.children, *book.all_chapters()) if given.about == chapter.about]
     return found[0] if found else Given(chapter.about)
@@ -93,8 +93,8 @@ class GivenPlan:
     changed: OnChange
     streamed: bool  # each section handed over as it is taken (else once its chapter is whole)
     opens: Callable[[TaskGroup], Opens]  # what plans a level not given, in a task group
-    phrased: int = 0  # units asked to be phrased
-    chapter_givens: dict[str, Given] = field(default_factory=dict)  # a chapter taken this run -> its given unit
+    phrased: int = 0  # given nodes asked to be phrased
+    chapter_givens: dict[str, Given] = field(default_factory=dict)  # a chapter taken this run -> its given node
 
     async def plan(self, partial: Outline | None) -> Outline:
         spec = self.levels.spec
@@ -112,22 +112,22 @@ class GivenPlan:
         self.levels.on_node("parts")
         return outline
 
-    # ------------------------------------------------------------------ the first round of every unit, at once
+    # ------------------------------------------------------------------ the first round of every given node, at once
 
     def ask_ahead(self, group: TaskGroup, outline: Outline | None) -> Ahead:
         return {
-            unit.node_id: (unit, self.phraser.ahead(group, unit))
-            for unit in given_units(self.given, self.phraser, self.levels.spec, outline)
+            phrase.node_id: (phrase, self.phraser.ahead(group, phrase))
+            for phrase in given_nodes(self.given, self.phraser, self.levels.spec, outline)
         }
 
     async def take(
-        self, unit: ToPhrase, choosing: Choosing, ahead: Ahead, *, last_resort: bool = False
+        self, phrase: ToPhrase, choosing: Choosing, ahead: Ahead, *, last_resort: bool = False
     ) -> PlanItem | None:
-        """The unit's line, taken: its first round as asked ahead (if it was), a second if needed."""
+        """The given node's line, taken: its first round as asked ahead (if it was), a second if needed."""
         self.phrased += 1
-        prefetched = ahead.pop(unit.node_id, None)
-        first = prefetched[1].wait() if prefetched is not None and prefetched[0] == unit else None
-        return await self.phraser.phrase(unit, choosing, first, last_resort=last_resort)
+        prefetched = ahead.pop(phrase.node_id, None)
+        first = prefetched[1].wait() if prefetched is not None and prefetched[0] == phrase else None
+        return await self.phraser.phrase(phrase, choosing, first, last_resort=last_resort)
 
     async def book_title(self, ahead: Ahead) -> str:
         """The usable title of the book's phrased samples nearest the request (asking.BookTitle), else the subject
@@ -204,10 +204,10 @@ class GivenPlan:
         choosing = Choosing("book", "parts", self.levels.spec.parts, ancestors, [part.title for part in outline.parts])
         if chapters:  # 'its part made of the chapters "X", "Y" and "Z"'
             about = titles_listed([c.title for c in chapters])
-            unit = ToPhrase("parts", about, {"book": self.phraser.book, "about": about}, key)
+            phrase = ToPhrase("parts", about, {"book": self.phraser.book, "about": about}, key)
         else:  # a facet as a part, its chapters planned open: 'its part about getting started'
-            unit = ToPhrase("parts", given.about, {"book": self.phraser.book, "about": given.about}, key, "chapters")
-        item = await self.take(unit, choosing, ahead, last_resort=True)
+            phrase = ToPhrase("parts", given.about, {"book": self.phraser.book, "about": given.about}, key, "chapters")
+        item = await self.take(phrase, choosing, ahead, last_resort=True)
         if item is None:
             log.info("part %d (%s) could not be titled: it is left out with its chapters", p + 1, given.about)
             return None
@@ -240,9 +240,9 @@ class GivenPlan:
         choosing = Choosing(chapter.id, "sections", spec.sections, ancestors, [s.title for s in chapter.sections])
         for section in list(chapter.sections):
             self.announce(outline, part, chapter, section)
-        units = list(given.children[len(chapter.sections) :])
-        while len(chapter.sections) < spec.sections and units:
-            section_given = units.pop(0)
+        wanted = list(given.children[len(chapter.sections) :])
+        while len(chapter.sections) < spec.sections and wanted:
+            section_given = wanted.pop(0)
             key = node_id(*numbers, len(chapter.sections))
             values = {"book": self.phraser.book, "chapter": given.about, "about": section_given.about}
             item = await self.take(ToPhrase("sections", section_given.about, values, key), choosing, ahead)

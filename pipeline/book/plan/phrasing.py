@@ -1,17 +1,31 @@
-"""Phrasing what the plan gives: the model titles one given unit (a facet, a concern) for this book, and the best of
-its samples is taken.
+"""What the plan gives, and the model phrasing it: the given nodes of a book, then one title and point for each.
 
-A small model invents a book's plan poorly and phrases a heading for something given far better (SmolLM2-135M:
-docs/planning.md). Each given unit is asked on its own (templates/phrase_*.md: a few worked answers from other
-subjects, then "A book on <subject>. Its chapter about <facet> is titled:"), sampled as rounds.GIVEN says (two
-samples, then four), and answered on one line, a title, a colon, one sentence. Of the samples, a line with a defect
-is refused (checks.py: no key point, a prompt's or a worked example's words, a fragment of the request, a word a
-handbook would not print ...); the rest are ranked by their fit to the request and to the unit they were asked for,
-less DIVERSITY × their likeness to the siblings already taken (choose.scores, the open planner's ranker too), and
-the best without a fault and on the subject (choose.held_or_claimed) is the unit's line if the book can claim its title.
-When none can be, the unit is asked once more with more samples at a higher temperature; when that fails too, None:
-the planner asks a spare unit, or the node has fewer children. Nothing in an answer raises; nothing the pipeline
-writes itself reaches the plan.
+What a book's nodes are about before the model phrases them (given_book -> GivenBook): the request's concerns and the
+facets a book of its kind covers (templates/facets.toml), laid out on the book's shape, from the request as read
+(pipeline/meaning/reading.py's Reading: its subject, its kind, its concerns): for each level the plan gives, what each
+part, chapter and section is about (a facet such as "getting started", a concern the request names, or a group of
+them), with spares to ask when one cannot be phrased; or None when the shape is larger than what can be given (then
+the model plans it, open). The layout, from the top:
+- A request that names concerns: each one a chapter, after the kind's first facet, and the kind's other facets
+  fill the chapters left (a facet one of the concerns already carries by its words is left out); past as many
+  concerns as chapters, they are grouped in order, a chapter a group and a section each; past as many as
+  sections, a section holds several.
+- Otherwise the kind's facets are the chapters and their own facets the sections; parts are the chapters in
+  order, grouped by the shape. A book with more chapters than facets takes the facets as its parts and their
+  own facets as its chapters, and plans its sections open; one with more parts than facets is planned open.
+A level whose every node cannot be given as many children as the shape asks is planned open below it.
+
+Phrasing (Phraser): a small model invents a book's plan poorly and phrases a heading for something given far better
+(SmolLM2-135M: docs/planning.md). Each given node is asked on its own (templates/phrase_*.md: a few worked answers from
+other subjects, then "A book on <subject>. Its chapter about <facet> is titled:"), sampled as rounds.GIVEN says (two
+samples, then four), and answered on one line, a title, a colon, one sentence. Of the samples, a line with a defect is
+refused (the policy's `phrase` chain: it repeats what it was asked, no key point, a prompt's or a worked example's
+words, a fragment of the request, a word a handbook would not print ...); the rest are ranked by their fit to the
+request and to the node they were asked for, less DIVERSITY × their likeness to the siblings already taken
+(choose.scores, the open planner's ranker too), and the best that no hold finds and the book can claim is taken
+(choose.held_or_claimed, choose.decide). When none can be, the node is asked once more (rounds.PLAN_ROUNDS) with more
+samples at a higher temperature; when that fails too, None: the planner asks a spare, or the node has fewer children.
+Nothing in an answer raises; nothing the pipeline writes itself reaches the plan.
 """
 
 from __future__ import annotations
@@ -30,7 +44,7 @@ from anyio.abc import TaskGroup
 from pipeline.book.plan.choose import Choosing, decide, held_or_claimed, scores
 from pipeline.book.plan.policy import Chain
 from pipeline.book.plan.prompts import PHRASE_TEMPLATES, PlanItem, example_words, parse_item, rare_example_words
-from pipeline.book.plan.rounds import GIVEN, TOKENS_PER_ITEM, Asking, temperature
+from pipeline.book.plan.rounds import GIVEN, PLAN_ROUNDS, TOKENS_PER_ITEM, Asking, temperature
 from pipeline.meaning.framing import BookKind
 from pipeline.meaning.nearness import unit
 from pipeline.meaning.reading import Reading
@@ -51,7 +65,7 @@ def book_phrase(reading: Reading) -> str:
 
 @dataclass
 class ToPhrase:
-    """One given unit to phrase: its level, what it is about, the prompt's values, the node it becomes, and the level
+    """One given node to phrase: its level, what it is about, the prompt's values, the node it becomes, and the level
     whose prompt asks it (its own unless given: a part made of a facet is asked as a chapter is)."""
 
     level: Level
@@ -67,7 +81,7 @@ class ToPhrase:
 
 @dataclass
 class Samples:
-    """A unit's first round, asked ahead (all of a book's units go out at once) and awaited when it is chosen."""
+    """A given node's first round, asked ahead (all of a book's nodes go out at once) and awaited when it is chosen."""
 
     done: anyio.Event = field(default_factory=anyio.Event)
     items: list[PlanItem] = field(default_factory=list)
@@ -78,7 +92,7 @@ class Samples:
 
 
 class Phraser:
-    """Phrases a book's given units: asks their rounds (rounds.Sampling) and picks each one's line (module docstring).
+    """Phrases a book's given nodes: asks their rounds (rounds.Sampling) and picks each one's line (module docstring).
     The line `phrase` returns is taken into the caller's Choosing."""
 
     def __init__(self, asking: Asking, reading: Reading, *, request: str) -> None:
@@ -92,7 +106,7 @@ class Phraser:
         )
 
     def ahead(self, group: TaskGroup, phrase: ToPhrase) -> Samples:
-        """Start the unit's first round in `group`; its samples, when they are in."""
+        """Start the given node's first round in `group`; its samples, when they are in."""
         samples = Samples()
 
         async def fetch() -> None:
@@ -105,7 +119,7 @@ class Phraser:
         return samples
 
     async def samples(self, phrase: ToPhrase, number: int) -> list[PlanItem]:
-        """One round of the unit's samples, each answer's first line read as a title and its point."""
+        """One round of the given node's samples, each answer's first line read as a title and its point."""
         sampler = self.sampling.sampler
         messages = book_context(self.request) + render_chat(phrase.template, **phrase.values)
         heat = temperature(GIVEN, sampler, number)
@@ -124,11 +138,11 @@ class Phraser:
         *,
         last_resort: bool = False,
     ) -> PlanItem | None:
-        """The unit's line, claimed for the book and taken into `choosing`; None when neither round gave one that
+        """The given node's line, claimed for the book and taken into `choosing`; None when neither round gave one that
         could be taken. With `last_resort`, past both rounds the best line of either that has no defect is taken
         whatever its fit or faults (a part's title: leaving a part out would drop its chapters)."""
         seen: list[PlanItem] = []
-        for number in range(2):
+        for number in range(PLAN_ROUNDS):
             if number > 0:
                 self.stats.asked_again(phrase.node_id)
             items = await first if number == 0 and first is not None else await self.samples(phrase, number)
@@ -187,7 +201,7 @@ CONCERN = "concern"  # the table of facets for a chapter made from a concern the
 
 @dataclass(frozen=True)
 class Given:
-    """One unit as the plan gives it: what it is about, and what its children are about (those past the shape's
+    """One given node as the plan gives it: what it is about, and what its children are about (those past the shape's
     count are spares; none: its children are planned open)."""
 
     about: str
@@ -284,7 +298,7 @@ def part_of(chapters: list[Given]) -> Given:
 
 
 def given_book(reading: Reading, parts: int, chapters: int, sections: int) -> GivenBook | None:
-    """The book's units as given for this shape (module docstring), or None when the model must plan it open."""
+    """The book's nodes as given for this shape (module docstring), or None when the model must plan it open."""
     items = chapter_items(reading, parts * chapters, sections)
     if len(items) >= parts * chapters:
         used, spares = items[: parts * chapters], items[parts * chapters :]

@@ -15,7 +15,7 @@ drift off the request, and `open` for the rest):
   only lines with a defect a reader would see are refused (checks.py). The request's asks (its subject and each
   concern it names, pipeline/meaning/reading.py) are carried down the plan (choose.Coverage): each node takes along
   an even share of those still open, and the last section slots are kept for them. A second round only when a node's
-  pool cannot fill it; then the asks it still owes, each phrased as a given unit.
+  pool cannot fill it; then the asks it still owes, each phrased as a given node.
 
 Either way a node that cannot be filled has fewer children and is marked short; nothing is made up. Model output is
 untrusted: nothing in an answer raises.

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any
 
 from pipeline.book.plan.prompts import (
     PLAN_TEMPLATES,
@@ -41,6 +41,7 @@ from pipeline.book.plan.prompts import (
     heading_from_point,
     prompt_run,
 )
+from pipeline.meaning.claims import Claims
 from pipeline.meaning.embed import Embedder
 from pipeline.meaning.floors import LAST_RESORT_FIT, PLAN_FLOOR, TITLE_FLOOR
 from pipeline.meaning.nearness import (
@@ -100,7 +101,7 @@ class Group(StrEnum):
 
 
 class Chain(StrEnum):
-    """Where in the planner a line meets the table: each chain is rules of the groups CHAIN_GROUPS names, in order."""
+    """Where in the planner a line meets the table: each chain is the rules of some groups, in order (CHAINS)."""
 
     DEFECT = "defect"  # every pooled line of an open node, before it is ranked
     PHRASE = "phrase"  # every sample of a phrased unit, before it is ranked
@@ -141,7 +142,7 @@ Found = str | Finding | None  # a rule's answer: what it found (its message), or
 class Line:
     """One item as a rule sees it: what is above it (what each is -> its text), the titles taken beside it and their
     units, the worked examples' words it may not borrow, the request and its asks, whether a small model gave it; what
-    its node measured of it (its fits to the request, the given unit it phrases, the asks its slot owes); for a claim
+    its node measured of it (its fits to the request, the given node it phrases, the asks its slot owes); for a claim
     its level and whether a near title counts. `known`: the fields its caller gave (Line.of); a rule that needs
     another is refused the line (MissingField)."""
 
@@ -175,14 +176,6 @@ class MissingField(ValueError):
     """A rule was asked of a line without a field it reads: the caller's mistake, never a verdict."""
 
 
-class BookClaims(Protocol):
-    """The titles the book has taken, as the claim rules read them (pipeline/book/plan/checks.py's Claims)."""
-
-    def taken(self, title: str) -> bool: ...
-
-    def near(self, level: str, distinctive: str, *, meaning: bool) -> str | None: ...
-
-
 @dataclass
 class Context:
     """What the book knows that the rules read: the embedder, the worked examples' units, the request's subject words
@@ -192,7 +185,7 @@ class Context:
     examples: Sequence[str] = ()
     subject: frozenset[str] = frozenset()
     title_asks: Sequence[str] = ()
-    claims: BookClaims | None = None
+    claims: Claims | None = None
 
 
 RuleCheck = Callable[[Line, Context], Found]

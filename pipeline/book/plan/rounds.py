@@ -1,6 +1,8 @@
-"""Planning rounds: one question sampled several times at once, for both planning modes.
+"""Planning rounds: one question sampled several times at once, for both planning modes; and the planner's counts
+(PlanStats: requests, samples, rounds, what the title policy's rules refused and held back, keyed by the rule's id;
+stats.json and run.log read them).
 
-A round asks one question (a node's list of children in open planning, one given unit's title in given planning)
+A round asks one question (a node's list of children in open planning, one given node's title in given planning)
 as many times as the mode says, at once: one request with `n` where every engine of the fleet samples in parallel
 (engines.py's `parallel_sampling`: the prompt is read once and each sample has its own seed), else one request a
 sample. A node is asked in at most PLAN_ROUNDS rounds; the second goes out only when the first round's lines cannot
@@ -196,7 +198,7 @@ class PlanStats:
     pooled: int = 0  # distinct lines the rounds' samples gave
     taken_early: int = 0  # titles taken while their samples still streamed (asking.py's _Early)
     short: int = 0  # parts and chapters planned with fewer children than the shape asks (no usable line)
-    phrased: int = 0  # given units asked to be phrased (phrasing.py)
+    phrased: int = 0  # given nodes asked to be phrased (phrasing.py)
     seconds: float = 0.0
     levels: list[int] = field(default_factory=list)  # nodes per level: 1 -> P -> P*C
     filled_from_asks: int = 0  # children phrased from the asks a node still owed, when its rounds were spent

@@ -1,7 +1,8 @@
 """The command line: parse flags, call one function, turn errors into exit codes.
 
-The parser is wired here from one module per command family (cli.book, cli.bench, cli.serve; cli.flags holds
-what they share); an error's setting names become flag words here (`flags.flag_words`), in one place.
+The parser is wired here from one module per command family (cli.book, cli.plan, cli.bench, cli.serve,
+cli.sources; cli.flags holds what they share); an error's setting names become flag words here
+(`flags.flag_words`), in one place.
 
 Exit codes: 0 ok; 1 the run failed; 2 usage or configuration error (bad flag, bad TOML, unreachable
 backend, wrong model name); 3 an audit found defects the user gates on; 130 interrupted (Ctrl-C, SIGINT);
@@ -37,16 +38,15 @@ from pipeline.cli.bench import (
 from pipeline.cli.book import (
     add_audit_command,
     add_book_command,
-    add_plan_command,
     add_repair_command,
     add_typeset_command,
     cmd_audit,
     cmd_book,
-    cmd_plan,
     cmd_repair,
     cmd_typeset,
 )
 from pipeline.cli.flags import Parser, flag_words
+from pipeline.cli.plan import add_plan_command, cmd_plan
 from pipeline.cli.serve import (
     add_ask_command,
     add_install_command,

@@ -13,7 +13,7 @@ import sys
 from importlib import metadata
 
 from pipeline.bench.load.sampler import nvidia_smi
-from pipeline.records.bench import GpuInfo, HostInfo
+from pipeline.records.provenance import GpuInfo, HostInfo
 
 
 def cpu_model() -> str:

@@ -47,15 +47,14 @@ from pipeline.errors import UsageError
 from pipeline.records import Endpoint, EngineInfo
 from pipeline.records.bench import (
     MIN_WINDOW_S,
-    BackendInfo,
     BenchRecord,
     BenchSpec,
-    Provenance,
     RateSweep,
     ReplayCheck,
     Series,
     SharedPrefixPlan,
 )
+from pipeline.records.provenance import BackendInfo, Provenance
 from pipeline.watch.listeners import BenchListener
 
 log = logging.getLogger("fanout")

@@ -60,6 +60,7 @@ from pipeline.cli.serve import (
 from pipeline.cli.sources import add_sources_command, cmd_sources
 from pipeline.cpu import one_blas_thread
 from pipeline.errors import FanoutError, Terminated, disk_error_in, disk_words, fanout_error_in
+from pipeline.version import installed_version
 
 log = logging.getLogger("fanout")
 # The one registry of commands: how each adds its flags, and what runs it; `fanout -h` lists them in this order.
@@ -85,15 +86,6 @@ COMMANDS: tuple[tuple[Callable[[Any], argparse.ArgumentParser], Callable[[argpar
 EXIT_CODES = "exit codes: 0 ok, 1 run failed, 2 usage/config error, 3 audit gate, 130 interrupted, 143 terminated"
 
 
-def installed_version() -> str:
-    from importlib import metadata
-
-    try:
-        return metadata.version("fanout")
-    except metadata.PackageNotFoundError:
-        return "(not installed: running from a source tree)"
-
-
 def build_parser() -> Parser:
     parser = Parser(
         prog="fanout",
@@ -102,7 +94,8 @@ def build_parser() -> Parser:
         epilog=EXIT_CODES,
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
-    parser.add_argument("--version", action="version", version=f"fanout {installed_version()}")
+    version = installed_version(missing="(not installed: running from a source tree)")
+    parser.add_argument("--version", action="version", version=f"fanout {version}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     for add, run in COMMANDS:
         add(commands).set_defaults(run=run)

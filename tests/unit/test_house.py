@@ -23,6 +23,7 @@ LAYERS = {
     "pipeline.records": 0,
     "pipeline.document": 0,
     "pipeline.cpu": 0,  # where the CPU went, charged by every stage above it
+    "pipeline.version": 0,  # the installed fanout's version, read by the CLI and a bench record's host
     "pipeline.config": 1,
     "pipeline.backends": 2,
     "pipeline.meaning": 2,  # the request read, the encoders and judges: below the planner, the writer and the audit

@@ -25,6 +25,13 @@ def _axes(title: str, ylabel: str, levels: list[int]):
     return figure, axes
 
 
+def _finished(figure, axes, path: Path) -> Path:
+    """A chart on a linear scale from zero, with its legend, written to `path`."""
+    axes.set_ylim(bottom=0)
+    axes.legend(fontsize=8)
+    return save_figure(figure, path)
+
+
 def _levels(record: BenchRecord) -> list[int]:
     return sorted({level.streams for series in record.series for level in series.levels})
 
@@ -44,18 +51,14 @@ def throughput_chart(record: BenchRecord, path: Path) -> Path:
         if series.fit is not None:
             fit = series.fit
             beside(axes, line, fit.streams, fit.predicted_tok_s, "--", alpha=0.6, label=f"{series.label} fit")
-    axes.set_ylim(bottom=0)
-    axes.legend(fontsize=8)
-    return save_figure(figure, path)
+    return _finished(figure, axes, path)
 
 
 def per_stream_chart(record: BenchRecord, path: Path) -> Path:
     figure, axes = _axes("What each stream gets", "tokens per second per stream", _levels(record))
     for series in record.series:
         axes.plot(_xs(series), [lv.total.per_stream for lv in series.levels], "o-", label=series.label)
-    axes.set_ylim(bottom=0)
-    axes.legend(fontsize=8)
-    return save_figure(figure, path)
+    return _finished(figure, axes, path)
 
 
 def step_chart(record: BenchRecord, path: Path) -> Path:
@@ -70,9 +73,7 @@ def step_chart(record: BenchRecord, path: Path) -> Path:
             xs = [levels[0] + (levels[-1] - levels[0]) * i / 100 for i in range(101)]
             label = f"{series.label}: {fit.a_ms:.2f} + {fit.b_ms:.4f} x streams"
             beside(axes, line, xs, [fit.a_ms + fit.b_ms * x for x in xs], "-", alpha=0.7, label=label)
-    axes.set_ylim(bottom=0)
-    axes.legend(fontsize=8)
-    return save_figure(figure, path)
+    return _finished(figure, axes, path)
 
 
 def ttft_chart(record: BenchRecord, path: Path) -> Path:

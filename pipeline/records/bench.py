@@ -109,6 +109,11 @@ class BenchSpec(BaseModel):
     ray: bool = False  # the workers are Ray actors (a cluster, or a local instance)
     ray_address: str | None = None  # the cluster to join; None: RAY_ADDRESS, else a local instance
 
+    @property
+    def keeps_answers(self) -> bool:
+        """Each answer's text stays in its sample: the answer audit reads it, the saved request rows hold it."""
+        return self.audit_answers or self.save_requests
+
     @field_validator("streams")
     @classmethod
     def _levels(cls, levels: list[int]) -> list[int]:

@@ -206,7 +206,7 @@ def level_plan(spec: BenchSpec, streams: int, read_timeout: float) -> LevelPlan:
         interval_s=spec.sample_interval_s,
         ramp_limit_s=spec.ramp_limit_s,
         read_timeout=read_timeout,
-        keep_answers=spec.audit_answers or spec.save_requests,  # the rows keep each answer's text
+        keep_answers=spec.keeps_answers,
     )
 
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import time
 
-from pipeline.bench.studies.calibrate import DEFAULT_DIR, JUDGEMENTS, Case, best_sweep
+from pipeline.bench.studies.calibrate import DEFAULT_DIR, JUDGEMENTS
+from pipeline.bench.studies.judging import Case, best_sweep
 from pipeline.meaning.embed import Embedder, open_embedder
 from pipeline.meaning.minilm import MiniLMEmbedder
 

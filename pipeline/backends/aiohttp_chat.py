@@ -13,6 +13,7 @@ from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 
 from pipeline.backends.envelope import (
     hide_key,
+    hide_key_in,
     is_event_stream,
     new_request_id,
     not_event_stream,
@@ -57,8 +58,7 @@ async def stream_chat_aiohttp(
             got_bytes = True
             done = await read_events(response, stream)
     except AttemptError as error:
-        error.detail = hide_key(error.detail, backend)
-        error.args = (hide_key(str(error), backend),)
+        hide_key_in(error, backend)
         raise
     except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
         kind = Outcome.STREAM_CUT if got_bytes else Outcome.CUT_BEFORE_FIRST_BYTE

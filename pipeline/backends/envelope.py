@@ -5,9 +5,9 @@ than one choice is asked, the backend's model and extra fields), `request_header
 X-Request-Id from `new_request_id`, the backend's own headers, its key as a Bearer token: `auth_headers`,
 `api_key`). What comes back before any event is read: `status_error` (a non-200 status as an AttemptError
 of kind http_<status>, with the server's Retry-After hint) and `is_event_stream` / `not_event_stream` (a
-200 answer of another content type is a failure). `hide_key` keeps the key out of any error text. The
-transports use it: wire.py, aiohttp_chat.py, sdk.py; metrics.py, cachereset.py and bench/load/prompts.py
-sign their own requests with `auth_headers`. The body itself is read by sse.py.
+200 answer of another content type is a failure). `hide_key` keeps the key out of any error text, `hide_key_in`
+out of an attempt's error. The transports use it: wire.py, aiohttp_chat.py, sdk.py; metrics.py, cachereset.py
+and bench/load/prompts.py sign their own requests with `auth_headers`. The body itself is read by sse.py.
 """
 
 from __future__ import annotations
@@ -44,6 +44,12 @@ def hide_key(text: str, backend: Backend) -> str:
     """A server may echo the Authorization header back in its error text; the key never leaves as data."""
     key = api_key(backend)
     return text.replace(key, "<api key hidden>") if key else text
+
+
+def hide_key_in(error: AttemptError, backend: Backend) -> None:
+    """The key hidden in an attempt's error, its detail and its message both (hide_key), before it is raised on."""
+    error.detail = hide_key(error.detail, backend)
+    error.args = (hide_key(str(error), backend),)
 
 
 def request_body(backend: Backend, request: ChatRequest) -> dict[str, Any]:

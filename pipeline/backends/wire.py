@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 import httptools
 
 from pipeline.backends.envelope import (
-    hide_key,
+    hide_key_in,
     is_event_stream,
     new_request_id,
     not_event_stream,
@@ -229,8 +229,7 @@ async def stream_chat(
             raise AttemptError(Outcome.CONNECT, f"{target.host}:{target.port}: {exc or 'timed out'}") from exc
         await exchange.done
     except AttemptError as error:
-        error.detail = hide_key(error.detail, backend)
-        error.args = (hide_key(str(error), backend),)
+        hide_key_in(error, backend)
         raise
     finally:
         if not exchange.done.done():  # cancelled: drop the connection

@@ -219,50 +219,54 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_study_command(
+    commands: argparse._SubParsersAction,
+    name: str,
+    *,
+    help: str,
+    prompt_files: bool = False,
+    planning: bool = False,
+) -> argparse.ArgumentParser:
+    """A study's command: its own flags from benchflags.py's table (the table's name is the command's), then
+    --prompt-file (repeatable) where it reads `prompt_files`, the record's --out and --json, and the fleet's flags
+    (with the planner's backends where it plans books)."""
+    parser = commands.add_parser(name, help=help)
+    add_flags(parser, name)
+    if prompt_files:
+        add_prompt_file_flag(parser, many=True)
+    add_record_flags(parser)
+    add_fleet_flags(parser, planning=planning)
+    return parser
+
+
 def add_sweep_command(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    sweep = commands.add_parser("sweep", help="concurrency sweep with repetitions and a coherence gate")
-    add_flags(sweep, SWEEP)
-    add_record_flags(sweep)
-    add_fleet_flags(sweep)
-    return sweep
+    return add_study_command(commands, SWEEP, help="concurrency sweep with repetitions and a coherence gate")
 
 
 def add_efficiency_command(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    efficiency = commands.add_parser("efficiency", help="a book job's tok/s against what the backends sustain")
-    add_flags(efficiency, EFFICIENCY)
-    add_record_flags(efficiency)
-    add_fleet_flags(efficiency)
-    return efficiency
+    return add_study_command(commands, EFFICIENCY, help="a book job's tok/s against what the backends sustain")
 
 
 def add_quality_command(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    quality = commands.add_parser(
-        "quality", help="books from a list of prompts and their quality figures, side by side"
+    return add_study_command(
+        commands,
+        QUALITY,
+        help="books from a list of prompts and their quality figures, side by side",
+        prompt_files=True,
+        planning=True,
     )
-    add_flags(quality, QUALITY)
-    add_prompt_file_flag(quality, many=True)
-    add_record_flags(quality)
-    add_fleet_flags(quality, planning=True)
-    return quality
 
 
 def add_frontier_command(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    frontier = commands.add_parser(
-        "frontier", help="one book under several settings: quality against tok/s, the Pareto front marked"
+    frontier = add_study_command(
+        commands, FRONTIER, help="one book under several settings: quality against tok/s, the Pareto front marked"
     )
-    add_flags(frontier, FRONTIER)
-    add_record_flags(frontier)
-    add_fleet_flags(frontier)
     add_planning_flag(frontier)
     return frontier
 
 
 def add_identity_command(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    identity = commands.add_parser("identity", help="answers under load against a single-user oracle")
-    add_flags(identity, IDENTITY)
-    add_record_flags(identity)
-    add_fleet_flags(identity)
-    return identity
+    return add_study_command(commands, IDENTITY, help="answers under load against a single-user oracle")
 
 
 def cmd_bench(args: argparse.Namespace) -> int:

@@ -1,7 +1,8 @@
 """The command line: parse flags, call one function, turn errors into exit codes.
 
-The parser is wired here from one module per command family (cli.book, cli.bench, cli.serve; cli.flags holds
-what they share); an error's setting names become flag words here (`flags.flag_words`), in one place.
+The parser is wired here from one module per command family (cli.book, cli.plan, cli.bench, cli.serve,
+cli.sources; cli.flags holds what they share); an error's setting names become flag words here
+(`flags.flag_words`), in one place.
 
 Exit codes: 0 ok; 1 the run failed; 2 usage or configuration error (bad flag, bad TOML, unreachable
 backend, wrong model name); 3 an audit found defects the user gates on; 130 interrupted (Ctrl-C, SIGINT);
@@ -37,16 +38,15 @@ from pipeline.cli.bench import (
 from pipeline.cli.book import (
     add_audit_command,
     add_book_command,
-    add_plan_command,
     add_repair_command,
     add_typeset_command,
     cmd_audit,
     cmd_book,
-    cmd_plan,
     cmd_repair,
     cmd_typeset,
 )
 from pipeline.cli.flags import Parser, flag_words
+from pipeline.cli.plan import add_plan_command, cmd_plan
 from pipeline.cli.serve import (
     add_ask_command,
     add_install_command,
@@ -60,6 +60,7 @@ from pipeline.cli.serve import (
 from pipeline.cli.sources import add_sources_command, cmd_sources
 from pipeline.cpu import one_blas_thread
 from pipeline.errors import FanoutError, Terminated, disk_error_in, disk_words, fanout_error_in
+from pipeline.version import installed_version
 
 log = logging.getLogger("fanout")
 # The one registry of commands: how each adds its flags, and what runs it; `fanout -h` lists them in this order.
@@ -85,15 +86,6 @@ COMMANDS: tuple[tuple[Callable[[Any], argparse.ArgumentParser], Callable[[argpar
 EXIT_CODES = "exit codes: 0 ok, 1 run failed, 2 usage/config error, 3 audit gate, 130 interrupted, 143 terminated"
 
 
-def installed_version() -> str:
-    from importlib import metadata
-
-    try:
-        return metadata.version("fanout")
-    except metadata.PackageNotFoundError:
-        return "(not installed: running from a source tree)"
-
-
 def build_parser() -> Parser:
     parser = Parser(
         prog="fanout",
@@ -102,7 +94,8 @@ def build_parser() -> Parser:
         epilog=EXIT_CODES,
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
-    parser.add_argument("--version", action="version", version=f"fanout {installed_version()}")
+    version = installed_version(missing="(not installed: running from a source tree)")
+    parser.add_argument("--version", action="version", version=f"fanout {version}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     for add, run in COMMANDS:
         add(commands).set_defaults(run=run)

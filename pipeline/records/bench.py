@@ -12,6 +12,7 @@ from typing import ClassVar
 from pydantic import BaseModel, Field, field_validator
 
 from pipeline.records import CacheResetDone, Endpoint
+from pipeline.records.provenance import MergedRun, Provenance, RayInfo
 
 SLO_METRICS = {"ttft": "ttft", "tpot": "tpot", "e2e": "e2el", "e2el": "e2el"}
 
@@ -107,6 +108,11 @@ class BenchSpec(BaseModel):
     audit_answers: bool = False  # keep each answer's text and audit every level's answers
     ray: bool = False  # the workers are Ray actors (a cluster, or a local instance)
     ray_address: str | None = None  # the cluster to join; None: RAY_ADDRESS, else a local instance
+
+    @property
+    def keeps_answers(self) -> bool:
+        """Each answer's text stays in its sample: the answer audit reads it, the saved request rows hold it."""
+        return self.audit_answers or self.save_requests
 
     @field_validator("streams")
     @classmethod
@@ -323,47 +329,6 @@ class Series(BaseModel):
     answer_cap: str = ""  # which cap each answer had
 
 
-class GpuInfo(BaseModel):
-    name: str
-    memory_mib: float | None = None
-
-
-class HostInfo(BaseModel):
-    cpu_model: str
-    cores: int
-    ram_gib: float
-    gpus: list[GpuInfo]
-    loadavg_start: list[float]
-    loadavg_end: list[float] = Field(default_factory=list)
-    platform: str
-    python: str
-    fanout_version: str
-
-
-class BackendInfo(BaseModel):
-    name: str
-    base_url: str
-    engine: str
-    version: str | None
-    model: str | None
-    slots: int
-    slots_source: str  # "engine (/props)" or "--engine-slots"
-    cap: int
-    counts_per_step: bool
-    has_metrics: bool
-    ignore_eos: bool
-    tokenizer: str | None = None  # how --prompt-tokens counted
-    embedded: dict[str, int] | None = None  # slots, threads, ctx_per_slot of the embedded engine
-
-
-class Provenance(BaseModel):
-    host: HostInfo
-    backends: list[BackendInfo]
-    started_at: str  # wall clock, ISO 8601 UTC
-    duration_s: float = 0.0
-    command: list[str] = Field(default_factory=list)
-
-
 class ComparisonRow(BaseModel):
     """A series (`label`) against the first series at each level both measured."""
 
@@ -481,35 +446,6 @@ class ReplayCheck(BaseModel):
     by_kind: dict[str, int]
     speed: float
     point: RatePoint
-
-
-class MergedRun(BaseModel):
-    """One saved run a merged report was made from."""
-
-    folder: str
-    label: str
-    provenance: Provenance
-
-
-class ActorClock(BaseModel):
-    """One Ray worker's clock against the driver's (bench/load/raypool.py measures it)."""
-
-    node: str
-    offset_s: float  # the actor's monotonic clock minus the driver's at the same instant
-    uncertainty_ms: float  # half the tightest round trip
-
-
-class RayInfo(BaseModel):
-    """What the record says of the cluster a bench ran its workers on (--ray)."""
-
-    address: str  # "local" for an instance started for the run
-    nodes: int
-    actors: list[ActorClock]
-    start_seconds: float  # connecting (or starting) Ray and the actors, clocks measured
-
-    @property
-    def worst_uncertainty_ms(self) -> float:
-        return max((a.uncertainty_ms for a in self.actors), default=0.0)
 
 
 class BenchRecord(BaseModel):

@@ -1,4 +1,5 @@
-"""What a render worker reports: the pages of a part or of the front matter, and where its headings landed.
+"""What a render worker reports: the pages of a part or of the front matter, where its headings landed, and what
+the job cost the worker (RenderCost).
 
 Plain records shared by the pool (`typeset.parts`) and the merge (`typeset.merge`), so the merge needs
 nothing from the pool; `MarkdownSource` is what a part's worker may assemble its Markdown from (the book's
@@ -32,14 +33,21 @@ class PlacedHeading:
 
 
 @dataclass(frozen=True)
+class RenderCost:
+    """What one render job cost the worker process that ran it."""
+
+    seconds: float
+    rss_mb: float  # the process's peak resident memory so far
+    pid: int
+
+
+@dataclass(frozen=True)
 class PartDone:
     index: int
     path: str
     pages: int
     headings: tuple[PlacedHeading, ...]
-    seconds: float
-    rss_mb: float
-    pid: int
+    cost: RenderCost
 
 
 @dataclass(frozen=True)
@@ -55,6 +63,4 @@ class FrontDone:
     digits_path: str
     pages: int
     links: tuple[TocLink, ...]
-    seconds: float
-    rss_mb: float
-    pid: int
+    cost: RenderCost

@@ -46,7 +46,15 @@ from pipeline.typeset.markdown import (
     untitled,
 )
 from pipeline.typeset.merge import merge
-from pipeline.typeset.pages import PAGE_NUMBER_GLYPHS, FrontDone, MarkdownSource, PartDone, PlacedHeading, TocLink
+from pipeline.typeset.pages import (
+    PAGE_NUMBER_GLYPHS,
+    FrontDone,
+    MarkdownSource,
+    PartDone,
+    PlacedHeading,
+    RenderCost,
+    TocLink,
+)
 from pipeline.typeset.renderpool import RenderScheduler, default_workers
 from pipeline.typeset.shape import HANDBOOK, BookShape, Break, book_shape, printable
 from pipeline.typeset.weasy import render_gc_threshold, weasy_html
@@ -146,6 +154,11 @@ def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def _cost_since(started: float) -> RenderCost:
+    """This process's cost of a render job begun at `started` (time.perf_counter)."""
+    return RenderCost(seconds=time.perf_counter() - started, rss_mb=_rss_mb(), pid=os.getpid())
+
+
 def _html_headings(body: str, prefix: str) -> tuple[str, list[Heading]]:
     """Headings (h2-h4) of our own generated HTML, given ids."""
     headings: list[Heading] = []
@@ -182,9 +195,7 @@ def render_part(job: PartJob) -> PartDone:
         path=job.out,
         pages=pages,
         headings=tuple(placed),
-        seconds=time.perf_counter() - started,
-        rss_mb=_rss_mb(),
-        pid=os.getpid(),
+        cost=_cost_since(started),
     )
 
 
@@ -239,9 +250,7 @@ def render_front(job: FrontJob) -> FrontDone:
         digits_path=job.digits_out,
         pages=len(rendered.pages),
         links=tuple(links),
-        seconds=time.perf_counter() - started,
-        rss_mb=_rss_mb(),
-        pid=os.getpid(),
+        cost=_cost_since(started),
     )
 
 
@@ -365,13 +374,13 @@ class PartTypesetter:
         )
         rss: dict[int, float] = {}
         for done in parts + front:
-            rss[done.pid] = max(rss.get(done.pid, 0.0), done.rss_mb)
+            rss[done.cost.pid] = max(rss.get(done.cost.pid, 0.0), done.cost.rss_mb)
         workers = tuple(sorted(mb for pid, mb in rss.items() if pid != os.getpid()))
         return TypesetResult(
             pages=pages,
             seconds=time.perf_counter() - started,
             path=self.out_pdf,
-            render_seconds=sum(p.seconds for p in parts + front),
+            render_seconds=sum(p.cost.seconds for p in parts + front),
             peak_rss_mb=max([*workers, _rss_mb()]),
             worker_rss_mb=workers,
         )

@@ -2,8 +2,9 @@
 
 The run's stages emit them (pipeline/book/: the run, its plan and write stages, the writer, the typesetting);
 every watcher hears each in turn through BookListener.hear (listeners.py): the terminal display (terminal.py), the
-live page (live.py) and the run's clock, whose times fill stats.json (pipeline/book/timing.py). This module names
-only records and backends, so the book sits above it."""
+live page (live.py) and the run's clock, whose times fill stats.json (pipeline/book/timing.py); levels_planned
+says how many LevelPlanned events each level of a book sends. This module names only records and backends, so the
+book sits above it."""
 
 from __future__ import annotations
 
@@ -36,6 +37,12 @@ class LevelPlanned:
     """One node's children planned: `level` is "parts" (the book's), "chapters" (a part's) or "sections"."""
 
     level: str
+
+
+def levels_planned(spec: BookSpec) -> dict[str, int]:
+    """How many LevelPlanned events each level sends in planning `spec`'s book: one a node whose children it plans
+    (the book's parts, each part's chapters, each chapter's sections)."""
+    return {"parts": 1, "chapters": spec.parts, "sections": spec.parts * spec.chapters}
 
 
 @dataclass(frozen=True, slots=True)

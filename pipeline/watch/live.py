@@ -39,6 +39,7 @@ from pipeline.watch.events import (
     SectionStarted,
     SectionWritten,
     WritingStarted,
+    levels_planned,
 )
 from pipeline.watch.listeners import BenchListener, BookListener, request_id
 
@@ -153,11 +154,7 @@ class LiveFeed(BookListener, BenchListener):
         self.tasks.append(asyncio.create_task(self._count_server_tokens()))
 
     def planning(self, spec) -> None:
-        self.state["levels"] = {
-            "plan parts": [0, 1],
-            "plan chapters": [0, spec.parts],
-            "plan sections": [0, spec.parts * spec.chapters],
-        }
+        self.state["levels"] = {f"plan {level}": [0, total] for level, total in levels_planned(spec).items()}
 
     def planned(self, level: str) -> None:
         self.state["levels"][f"plan {level}"][0] += 1

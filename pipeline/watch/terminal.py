@@ -21,6 +21,7 @@ from pipeline.watch.events import (
     SectionWritten,
     TypesettingStarted,
     WritingStarted,
+    levels_planned,
 )
 from pipeline.watch.listeners import BookListener
 
@@ -72,8 +73,7 @@ class BookProgress(BookListener):
                 self.typesetting()
 
     def planning(self, spec: BookSpec) -> None:
-        totals = {"parts": 1, "chapters": spec.parts, "sections": spec.parts * spec.chapters}
-        for level, total in totals.items():
+        for level, total in levels_planned(spec).items():
             self.tasks[level] = self._add(f"plan {level:<8}", total, "")
 
     def planned(self, level: str) -> None:

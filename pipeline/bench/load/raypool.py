@@ -34,7 +34,8 @@ from pipeline.bench.load.prompts import Prompts
 from pipeline.bench.load.runner import ClosedResult, LevelPlan, Shard, ShardResult, Target, share
 from pipeline.bench.load.workers import finish_level, level_window, tell
 from pipeline.errors import FanoutError
-from pipeline.records.bench import ActorClock, RayInfo, RequestSample
+from pipeline.records.bench import RequestSample
+from pipeline.records.provenance import ActorClock, RayInfo
 from pipeline.watch.listeners import BenchListener
 
 CLOCK_ROUNDS = 9

@@ -10,7 +10,7 @@ from matplotlib.ticker import FuncFormatter
 
 from pipeline.bench.report.answerreport import answers_chart
 from pipeline.bench.report.latencycharts import draw_latency_charts
-from pipeline.bench.report.plotting import plt, save_figure
+from pipeline.bench.report.plotting import beside, plt, save_figure
 from pipeline.records.bench import BenchRecord, Series
 
 
@@ -23,6 +23,13 @@ def _axes(title: str, ylabel: str, levels: list[int]):
     axes.set_xticks(levels, [str(n) for n in levels])
     axes.grid(visible=True, alpha=0.3)
     return figure, axes
+
+
+def _finished(figure, axes, path: Path) -> Path:
+    """A chart on a linear scale from zero, with its legend, written to `path`."""
+    axes.set_ylim(bottom=0)
+    axes.legend(fontsize=8)
+    return save_figure(figure, path)
 
 
 def _levels(record: BenchRecord) -> list[int]:
@@ -39,34 +46,19 @@ def throughput_chart(record: BenchRecord, path: Path) -> Path:
         (line,) = axes.plot(
             _xs(series), [lv.total.sustained for lv in series.levels], "o-", label=f"{series.label} sustained"
         )
-        axes.plot(
-            _xs(series),
-            [lv.total.best_second for lv in series.levels],
-            "^:",
-            color=line.get_color(),
-            label=f"{series.label} best second",
-        )
+        best = [lv.total.best_second for lv in series.levels]
+        beside(axes, line, _xs(series), best, "^:", label=f"{series.label} best second")
         if series.fit is not None:
-            axes.plot(
-                series.fit.streams,
-                series.fit.predicted_tok_s,
-                "--",
-                color=line.get_color(),
-                alpha=0.6,
-                label=f"{series.label} fit",
-            )
-    axes.set_ylim(bottom=0)
-    axes.legend(fontsize=8)
-    return save_figure(figure, path)
+            fit = series.fit
+            beside(axes, line, fit.streams, fit.predicted_tok_s, "--", alpha=0.6, label=f"{series.label} fit")
+    return _finished(figure, axes, path)
 
 
 def per_stream_chart(record: BenchRecord, path: Path) -> Path:
     figure, axes = _axes("What each stream gets", "tokens per second per stream", _levels(record))
     for series in record.series:
         axes.plot(_xs(series), [lv.total.per_stream for lv in series.levels], "o-", label=series.label)
-    axes.set_ylim(bottom=0)
-    axes.legend(fontsize=8)
-    return save_figure(figure, path)
+    return _finished(figure, axes, path)
 
 
 def step_chart(record: BenchRecord, path: Path) -> Path:
@@ -79,17 +71,9 @@ def step_chart(record: BenchRecord, path: Path) -> Path:
         fit = series.fit
         if fit is not None:
             xs = [levels[0] + (levels[-1] - levels[0]) * i / 100 for i in range(101)]
-            axes.plot(
-                xs,
-                [fit.a_ms + fit.b_ms * x for x in xs],
-                "-",
-                color=line.get_color(),
-                alpha=0.7,
-                label=f"{series.label}: {fit.a_ms:.2f} + {fit.b_ms:.4f} x streams",
-            )
-    axes.set_ylim(bottom=0)
-    axes.legend(fontsize=8)
-    return save_figure(figure, path)
+            label = f"{series.label}: {fit.a_ms:.2f} + {fit.b_ms:.4f} x streams"
+            beside(axes, line, xs, [fit.a_ms + fit.b_ms * x for x in xs], "-", alpha=0.7, label=label)
+    return _finished(figure, axes, path)
 
 
 def ttft_chart(record: BenchRecord, path: Path) -> Path:
@@ -98,22 +82,8 @@ def ttft_chart(record: BenchRecord, path: Path) -> Path:
         levels = [lv for lv in series.levels if lv.total.ttft_p50_ms is not None]
         xs = [lv.streams for lv in levels]
         (line,) = axes.plot(xs, [lv.total.ttft_p50_ms for lv in levels], "o-", label=f"{series.label} median")
-        axes.plot(
-            xs,
-            [lv.total.ttft_p90_ms for lv in levels],
-            "s--",
-            color=line.get_color(),
-            alpha=0.7,
-            label=f"{series.label} p90",
-        )
-        axes.plot(
-            xs,
-            [lv.total.ttft_p99_ms for lv in levels],
-            "v:",
-            color=line.get_color(),
-            alpha=0.5,
-            label=f"{series.label} p99",
-        )
+        beside(axes, line, xs, [lv.total.ttft_p90_ms for lv in levels], "s--", alpha=0.7, label=f"{series.label} p90")
+        beside(axes, line, xs, [lv.total.ttft_p99_ms for lv in levels], "v:", alpha=0.5, label=f"{series.label} p99")
     axes.set_yscale("log")
     axes.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
     axes.yaxis.set_minor_formatter(FuncFormatter(lambda value, _: f"{value:g}" if f"{value:g}"[0] in "25" else ""))

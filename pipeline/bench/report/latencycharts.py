@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from pipeline.bench.report.plotting import plt, save_figure
+from pipeline.bench.report.plotting import beside, plt, save_figure
 from pipeline.records.bench import (
     BenchRecord,
     Distribution,
@@ -24,14 +24,8 @@ def _panel(axes, lines: list[Line], figure_name: str, title: str, xlabel: str, t
     for label, xs, summaries in lines:
         dists: list[Distribution] = [getattr(s, figure_name) for s in summaries]
         (line,) = axes.plot(xs, [d.median_ms for d in dists], "o-", label=f"{label} median")
-        axes.plot(
-            xs,
-            [d.percentiles_ms.get(percentile_key(top_q)) for d in dists],
-            "v:",
-            color=line.get_color(),
-            alpha=0.7,
-            label=f"{label} p{top_q:g}",
-        )
+        top = [d.percentiles_ms.get(percentile_key(top_q)) for d in dists]
+        beside(axes, line, xs, top, "v:", alpha=0.7, label=f"{label} p{top_q:g}")
     axes.set_title(title, fontsize=10)
     axes.set_xlabel(xlabel, fontsize=9)
     axes.set_ylabel("ms", fontsize=9)

@@ -10,10 +10,10 @@ import os
 import platform
 import subprocess
 import sys
-from importlib import metadata
 
 from pipeline.bench.load.sampler import nvidia_smi
-from pipeline.records.bench import GpuInfo, HostInfo
+from pipeline.records.provenance import GpuInfo, HostInfo
+from pipeline.version import installed_version
 
 
 def cpu_model() -> str:
@@ -69,13 +69,6 @@ def gpus() -> list[GpuInfo]:
     return found
 
 
-def fanout_version() -> str:
-    try:
-        return metadata.version("fanout")
-    except metadata.PackageNotFoundError:
-        return "unknown"
-
-
 def host_info() -> HostInfo:
     return HostInfo(
         cpu_model=cpu_model(),
@@ -85,5 +78,5 @@ def host_info() -> HostInfo:
         loadavg_start=loadavg(),
         platform=platform.platform(),
         python=sys.version.split()[0],
-        fanout_version=fanout_version(),
+        fanout_version=installed_version(missing="unknown"),
     )

@@ -19,7 +19,8 @@ from pipeline.bench.report.loadreport import load_tables, open_loop_lines
 from pipeline.bench.report.requestrows import write_rows
 from pipeline.bench.report.table import Table, kinds_note, markdown_table, num, pair
 from pipeline.errors import UsageError
-from pipeline.records.bench import BenchRecord, Fit, LadderPoint, MergedRun, Series
+from pipeline.records.bench import BenchRecord, Fit, LadderPoint, Series
+from pipeline.records.provenance import MergedRun
 
 
 def match(point: LadderPoint) -> str:

@@ -31,7 +31,7 @@ from pipeline.errors import UsageError
 from pipeline.files import slug
 from pipeline.records import BookSpec
 from pipeline.records.audit import BookQuality
-from pipeline.records.bench import HostInfo
+from pipeline.records.provenance import HostInfo
 from pipeline.watch.listeners import BookListener
 
 RANKABLE = {figure: better.startswith("higher") for _, figure, _, better in WORD_COLUMNS + MEANING_COLUMNS

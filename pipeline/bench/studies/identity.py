@@ -217,7 +217,7 @@ def compare_level(users: int, oracle: list[Answer], answers: list[Answer]) -> Id
     )
 
 
-async def concurrency_levels(
+async def compared_levels(
     pool: BackendPool,
     prompts: list[str],
     levels: list[int],
@@ -225,29 +225,16 @@ async def concurrency_levels(
     oracle: list[Answer],
     *,
     form: Form = CHAT,
+    same_question: bool = False,
 ) -> list[IdentityLevel]:
-    """At N users every prompt is asked (repeated to fill N when N is larger), N requests in flight."""
+    """Each level's answers against the oracle. At N users, N requests in flight: every prompt asked (repeated to
+    fill N when N is larger), or with `same_question` the first prompt asked N times at once."""
     results = []
     for users in levels:
-        indices = [i % len(prompts) for i in range(max(users, len(prompts)))]
+        indices = [0] * users if same_question else [i % len(prompts) for i in range(max(users, len(prompts)))]
         answers = await ask_all(pool, prompts, indices, max_tokens, users, form=form)
         results.append(compare_level(users, oracle, answers))
     return results
-
-
-async def same_question(
-    pool: BackendPool,
-    prompts: list[str],
-    levels: list[int],
-    max_tokens: int,
-    oracle: list[Answer],
-    *,
-    form: Form = CHAT,
-) -> list[IdentityLevel]:
-    return [
-        compare_level(users, oracle, await ask_all(pool, prompts, [0] * users, max_tokens, form=form))
-        for users in levels
-    ]
 
 
 def servers_level(oracle_a: list[Answer], oracle_b: list[Answer]) -> IdentityLevel:
@@ -294,10 +281,11 @@ async def run_identity(settings, spec: IdentitySpec) -> IdentityRecord:
         pool = single_pool(fleet, 0)
         form = Form(spec.endpoint, ignore_eos=spec.endpoint is Endpoint.COMPLETIONS and engine(info.kind).ignore_eos)
         oracle = await oracle_answers(pool, spec.prompts, spec.max_tokens, form=form)
-        if spec.mode == "concurrency":
-            levels = await concurrency_levels(pool, spec.prompts, spec.levels, spec.max_tokens, oracle, form=form)
-        elif spec.mode == "same":
-            levels = await same_question(pool, spec.prompts, spec.levels, spec.max_tokens, oracle, form=form)
+        if spec.mode in ("concurrency", "same"):
+            same = spec.mode == "same"
+            levels = await compared_levels(
+                pool, spec.prompts, spec.levels, spec.max_tokens, oracle, form=form, same_question=same
+            )
         elif len(fleet.backends) > 1:
             other = await oracle_answers(single_pool(fleet, 1), spec.prompts, spec.max_tokens, form=form)
             levels = [servers_level(oracle, other)]

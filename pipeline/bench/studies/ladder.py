@@ -47,15 +47,14 @@ from pipeline.errors import UsageError
 from pipeline.records import Endpoint, EngineInfo
 from pipeline.records.bench import (
     MIN_WINDOW_S,
-    BackendInfo,
     BenchRecord,
     BenchSpec,
-    Provenance,
     RateSweep,
     ReplayCheck,
     Series,
     SharedPrefixPlan,
 )
+from pipeline.records.provenance import BackendInfo, Provenance
 from pipeline.watch.listeners import BenchListener
 
 log = logging.getLogger("fanout")
@@ -207,7 +206,7 @@ def level_plan(spec: BenchSpec, streams: int, read_timeout: float) -> LevelPlan:
         interval_s=spec.sample_interval_s,
         ramp_limit_s=spec.ramp_limit_s,
         read_timeout=read_timeout,
-        keep_answers=spec.audit_answers or spec.save_requests,  # the rows keep each answer's text
+        keep_answers=spec.keeps_answers,
     )
 
 

@@ -66,7 +66,7 @@ def rate_plan(spec: BenchSpec, rate: float | None, read_timeout: float, index: i
         interval_s=spec.sample_interval_s,
         read_timeout=read_timeout,
         stop_when_saturated=spec.stop_when_saturated,
-        keep_answers=spec.audit_answers or spec.save_requests,  # the rows keep each answer's text
+        keep_answers=spec.keeps_answers,
     )
 
 

@@ -9,10 +9,9 @@ from pipeline.backends.pool import BackendPool
 from pipeline.bench.studies.identity import (
     Answer,
     Candidate,
-    concurrency_levels,
+    compared_levels,
     first_divergence,
     oracle_answers,
-    same_question,
 )
 from pipeline.config import EngineSettings
 from pipeline.records import Backend
@@ -38,7 +37,7 @@ async def test_identity_finds_exactly_the_planted_divergence_and_its_token_index
     engine = await tie_engine(flip_above=2)
     pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=8)])
     oracle = await oracle_answers(pool, PROMPTS, 8)
-    levels = await concurrency_levels(pool, PROMPTS, [1, 2, 4, 8], 8, oracle)
+    levels = await compared_levels(pool, PROMPTS, [1, 2, 4, 8], 8, oracle)
     await engine.stop()
     assert [(lv.users, lv.identical, lv.total) for lv in levels] == [(1, 4, 4), (2, 4, 4), (4, 3, 4), (8, 6, 8)]
     for level in levels[2:]:
@@ -56,7 +55,7 @@ async def test_the_same_question_many_times_at_once():
     engine = await tie_engine(flip_above=3)
     pool = BackendPool([Backend(name="fake", base_url=engine.url, cap=8)])
     oracle = await oracle_answers(pool, ["[tie] asked again"], 8)
-    levels = await same_question(pool, ["[tie] asked again"], [2, 4], 8, oracle)
+    levels = await compared_levels(pool, ["[tie] asked again"], [2, 4], 8, oracle, same_question=True)
     await engine.stop()
     assert [(lv.identical, lv.total, lv.distinct_answers) for lv in levels] == [(2, 2, 1), (0, 4, 1)]
 
@@ -85,14 +84,14 @@ async def test_the_real_engine_with_one_slot_is_identical_and_with_many_is_measu
     with EmbeddedEngine(one_slot, engine_assets, tmp_path / "one.log") as engine:
         pool = BackendPool([engine.backend])
         oracle = await oracle_answers(pool, prompts, 32)
-        again = await concurrency_levels(pool, prompts, [1], 32, oracle)
+        again = await compared_levels(pool, prompts, [1], 32, oracle)
     assert all(t.id is not None for a in oracle for t in a.tokens), "llama-server returns token ids"
     assert again[0].identical == again[0].total == 3
     many = EngineSettings(slots=4, threads=ENGINE_THREADS, ctx_per_slot=1024)
     with EmbeddedEngine(many, engine_assets, tmp_path / "many.log") as engine:
         pool = BackendPool([engine.backend])
         oracle = await oracle_answers(pool, prompts, 32)
-        levels = await concurrency_levels(pool, prompts, [1, 4], 32, oracle)
+        levels = await compared_levels(pool, prompts, [1, 4], 32, oracle)
     # Measured, not asserted: llama.cpp is known to diverge with several slots (they batch unlike one stream).
     print("identity with 4 slots:", [(lv.users, f"{lv.identical}/{lv.total}") for lv in levels])
     assert all(lv.total == max(lv.users, 3) for lv in levels)

@@ -1,5 +1,5 @@
-"""What a book's units are about before the model phrases them (pipeline/book/plan/given.py): the request's concerns
-and the facets a book of its kind covers, laid out on the book's shape."""
+"""What a book's nodes are about before the model phrases them (pipeline/book/plan/phrasing.py's given_book): the
+request's concerns and the facets a book of its kind covers, laid out on the book's shape."""
 
 from __future__ import annotations
 

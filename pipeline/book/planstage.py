@@ -16,12 +16,11 @@ from pipeline.backends.fleet import Fleet
 from pipeline.book.cite import PlanSources
 from pipeline.book.context import RunContext
 from pipeline.book.folder import Saved, save_outline
-from pipeline.book.plan.choose import id_number
 from pipeline.book.plan.levels import OnSection, SourcesNote
 from pipeline.book.plan.planner import Planner, PlanOptions
 from pipeline.book.plan.rounds import PlanStats
 from pipeline.meaning.offrequest import open_judge
-from pipeline.records import Node, Outline, PlanSchedule, Section, SectionResult
+from pipeline.records import Node, Outline, PlanSchedule, Section, SectionResult, id_number
 from pipeline.watch.events import LevelPlanned, OutlineReady, PlanningStarted
 
 log = logging.getLogger("fanout")

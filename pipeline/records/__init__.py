@@ -4,6 +4,8 @@ intervals, wall-clock only where it says so); rates and latencies are derived fr
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Sequence
 from enum import Enum, StrEnum
 from typing import Any
 
@@ -439,3 +441,33 @@ class SectionResult(BaseModel):
     @property
     def ok(self) -> bool:
         return self.error is None and bool(self.text.strip())
+
+
+# ---------------------------------------------------------------- the outline's ids
+
+ID_LETTERS = "pcs"  # of a part's, a chapter's and a section's ids: p01, p01.c02, p01.c02.s03
+
+
+def node_id(*numbers: int) -> str:
+    """The id of a node by its place, level by level, numbers from 0: node_id(0, 1, 2) is p01.c02.s03."""
+    return ".".join(f"{ID_LETTERS[at]}{number + 1:02d}" for at, number in enumerate(numbers))
+
+
+def next_id(above: Node | None, taken: Sequence[Node]) -> str:
+    """The lowest free id of a child of `above` (None: the book): a resumed chapter may hold journaled sections with
+    gaps between them."""
+    numbers = [int(piece[1:]) - 1 for piece in above.id.split(".")] if above is not None else []
+    used = {node.id for node in taken}
+    number = 0
+    while node_id(*numbers, number) in used:
+        number += 1
+    return node_id(*numbers, number)
+
+
+def id_number(node_id: str) -> int:
+    return int(re.sub(r"\D", "", node_id.rsplit(".", 1)[-1]))
+
+
+def children(node: Outline | Part | Chapter) -> list[Node]:
+    """The node's children: the book's parts, a part's chapters, a chapter's sections."""
+    return node.parts if isinstance(node, Outline) else node.chapters if isinstance(node, Part) else node.sections  # type: ignore[return-value]

@@ -27,8 +27,6 @@ from __future__ import annotations
 
 import logging
 import math
-import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -43,7 +41,7 @@ from pipeline.meaning.embed import Embedder
 from pipeline.meaning.nearness import carries, unit
 from pipeline.meaning.onsubject import unit_fits
 from pipeline.meaning.reading import read
-from pipeline.records import Chapter, Node, Outline, Part, Section
+from pipeline.records import Chapter, Node, Outline, Part, Section, children, id_number, next_id
 from pipeline.titles import clean_title, title_key
 
 log = logging.getLogger("fanout")
@@ -414,21 +412,13 @@ class BookTitle:
         return True
 
 
-def next_id(prefix: str, letter: str, taken: Sequence[Node]) -> str:
-    """The lowest free child id: a resumed chapter may hold journaled sections with gaps between them."""
-    used = {node.id for node in taken}
-    number = 1
-    while f"{prefix}{letter}{number:02d}" in used:
-        number += 1
-    return f"{prefix}{letter}{number:02d}"
-
-
-def id_number(node_id: str) -> int:
-    return int(re.sub(r"\D", "", node_id.rsplit(".", 1)[-1]))
-
-
-def children(node: Outline | Part | Chapter) -> list[Node]:
-    return node.parts if isinstance(node, Outline) else node.chapters if isinstance(node, Part) else node.sections  # type: ignore[return-value]
+def marked_short(node: Outline | Part | Chapter, wanted: int, stats: PlanStats) -> bool:
+    """Whether the node has fewer children than `wanted`; if so it is marked short and counted, in either mode."""
+    if len(children(node)) >= wanted:
+        return False
+    node.short = True
+    stats.short += 1
+    return True
 
 
 class OnChild(Protocol):
@@ -447,7 +437,6 @@ class Children:
     outline: Outline | None
     path: Path
     owed: dict[str, list[str]]  # node id -> the asks its children must carry
-    letter: str  # of the children's ids
     make: type[Part] | type[Chapter] | type[Section]
     on_child: OnChild | None = None
     waiting: list[tuple[PlanItem, list[str]]] = field(default_factory=list)
@@ -473,8 +462,8 @@ class Children:
     def add(self, node: Outline | Part | Chapter, item: PlanItem, owed: list[str]) -> Node:
         """The taken item as the node's next child (the lowest free id), its asks kept for its own children."""
         taken = children(node)
-        prefix = "" if isinstance(node, Outline) else node.id + "."
-        child = self.make(id=next_id(prefix, self.letter, taken), title=item.title, point=item.point)
+        above = None if isinstance(node, Outline) else node
+        child = self.make(id=next_id(above, taken), title=item.title, point=item.point)
         if self.make is not Section:
             self.owed[child.id] = owed
         taken.append(child)

@@ -22,22 +22,16 @@ from typing import Protocol
 import anyio
 from anyio.abc import TaskGroup
 
-from pipeline.book.plan.choose import Choosing
+from pipeline.book.plan.choose import Choosing, marked_short
 from pipeline.book.plan.levels import LevelPlanner, OnChange, OnSection
 from pipeline.book.plan.phrasing import Given, GivenBook, Phraser, Samples, ToPhrase
 from pipeline.book.plan.prompts import PlanItem
-from pipeline.records import BookSpec, Chapter, Outline, Part, Section
+from pipeline.records import BookSpec, Chapter, Outline, Part, Section, node_id
 
 log = logging.getLogger("fanout")
 
 
 Ahead = dict[str, tuple[ToPhrase, Samples]]  # a given node's id -> its ToPhrase and its first round, asked ahead
-
-
-def node_id(*numbers: int) -> str:
-    """p01, p01.c02, p01.c02.s03 for part 1, chapter 2, section 3 (numbers from 0)."""
-    letters = "pcs"
-    return ".".join(f"{letters[at]}{number + 1:02d}" for at, number in enumerate(numbers))
 
 
 def titles_listed(titles: list[str]) -> str:
@@ -252,9 +246,7 @@ class GivenPlan:
             chapter.sections.append(section)
             if self.streamed:
                 self.announce(outline, part, chapter, section)
-        if len(chapter.sections) < spec.sections:
-            chapter.short = True
-            self.levels.stats.short += 1
+        if marked_short(chapter, spec.sections, self.levels.stats):
             log.info("%s has %d sections: no more could be phrased", chapter.id, len(chapter.sections))
         if not self.streamed:
             for section in chapter.sections:

@@ -12,11 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pipeline.book.plan.asking import NodeAsker
-from pipeline.book.plan.choose import BookTitle, ChildLevel, Children, OnChild, Path, Question, children
+from pipeline.book.plan.choose import BookTitle, ChildLevel, Children, OnChild, Path, Question, marked_short
 from pipeline.book.plan.prompts import about, must_note
 from pipeline.book.plan.rounds import PlanStats
 from pipeline.meaning.nearness import unit
-from pipeline.records import BookSpec, Chapter, Outline, Part, Section
+from pipeline.records import BookSpec, Chapter, Outline, Part, Section, children
 
 OnSection = Callable[[Outline, Part, Chapter, Section], None]  # told of each section the plan hands to the writer
 OnChange = Callable[[Outline], None]  # told of the outline after each planned node, to save it
@@ -26,22 +26,21 @@ OnDone = Callable[[Outline], None]  # told of a node's end, with the outline
 @dataclass(frozen=True)
 class Level:
     """A node's kind in the table: what its children are (the level's name), one of them, its planning prompt,
-    the letter of its children's ids, and what they are made as."""
+    and what its children are made as (their ids: choose.node_id)."""
 
     kind: str
     children: ChildLevel
     noun: str
     template: str
-    letter: str
     make: type[Part] | type[Chapter] | type[Section]
 
 
 SourcesNote = Callable[[str, str], str]  # (a node's title, the title above it) -> what the sources hold near it
 
 LEVELS: tuple[Level, ...] = (
-    Level("book", "parts", "part", "plan_book.md", "p", Part),
-    Level("part", "chapters", "chapter", "plan_part.md", "c", Chapter),
-    Level("chapter", "sections", "section", "plan_chapter.md", "s", Section),
+    Level("book", "parts", "part", "plan_book.md", Part),
+    Level("part", "chapters", "chapter", "plan_part.md", Chapter),
+    Level("chapter", "sections", "section", "plan_chapter.md", Section),
 )
 
 
@@ -113,15 +112,12 @@ class LevelPlanner:
         (the book's is made once its title is known), and whether the node is short. `changed` sees the outline
         after, then `on_done` (a task of the schedule's is rooted here, and hears of its end so)."""
         level = LEVELS[len(path)]
-        adding = Children(self.book_title, outline, path, self.owed, level.letter, level.make, on_child)
+        adding = Children(self.book_title, outline, path, self.owed, level.make, on_child)
         await self.asker.titles(self.question(outline, path), adding)
         book = adding.flush(final=True)
         assert book is not None, "flush(final=True) makes the outline"
         node = path[-1] if path else book
-        short = len(children(node)) < self.count(level)
-        if short:
-            node.short = True
-            self.stats.short += 1
+        short = marked_short(node, self.count(level), self.stats)
         self.on_node(level.children)
         if changed is not None:
             changed(book)

@@ -37,7 +37,7 @@ from anyio.abc import TaskGroup
 from pipeline.backends.pool import BackendPool
 from pipeline.book.plan.asking import NodeAsker
 from pipeline.book.plan.checks import TitleChecks
-from pipeline.book.plan.choose import BookTitle, id_number
+from pipeline.book.plan.choose import BookTitle
 from pipeline.book.plan.fromgiven import GivenPlan
 from pipeline.book.plan.levels import LevelPlanner, OnChange, OnSection, SourcesNote
 from pipeline.book.plan.phrasing import GivenBook, Phraser, given_book
@@ -54,6 +54,7 @@ from pipeline.records import (
     Part,
     PlanMode,
     PlanSchedule,
+    id_number,
     wants_children,
     without_empty,
 )

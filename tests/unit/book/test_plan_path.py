@@ -3,7 +3,7 @@ for them, planned open and planned from what is given) is traced with sys.setpro
 plan/ is read with the modules of plan/ on its stack (a coroutine's frames chain through the awaits that resumed it).
 No module may be entered again while it is on the stack below another one (a callback back up the path), the path
 is at most MAX_MODULES modules, in every schedule; docs/layout.md shows the path this test writes for the pipelined
-schedule (a line a module: the modules of plan/ it calls, in the order first called).
+schedule (a line a module: the modules of plan/ it calls; both in alphabetical order).
 """
 
 from __future__ import annotations
@@ -57,10 +57,9 @@ class PathTrace:
                 self.edges[caller].append(callee)
 
     def path(self) -> str:
-        """The modules as a tree, each line a module and the modules it calls, in the order first entered."""
-        return "\n".join(
-            f"{module} -> {', '.join(self.edges[module])}" for module in self.order if module in self.edges
-        )
+        """The modules as a graph, a line a module and the modules it calls, each in alphabetical order (the order
+        they are first entered in depends on when the samples land)."""
+        return "\n".join(f"{module} -> {', '.join(sorted(self.edges[module]))}" for module in sorted(self.edges))
 
 
 def stack_of(frame: FrameType | None) -> tuple[str, ...]:

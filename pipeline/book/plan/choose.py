@@ -33,7 +33,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 
 from pipeline.book.plan.checks import TitleChecks
-from pipeline.book.plan.policy import Action, Chain, Group, Verdict
+from pipeline.book.plan.policy import REQUEST, Action, Chain, Group, Verdict
 from pipeline.book.plan.prompts import PlanItem
 from pipeline.book.plan.rounds import PlanStats
 from pipeline.cpu import Stage, charged
@@ -410,6 +410,19 @@ class BookTitle:
             self.stats.refuse("book", title, found)
             return False
         return True
+
+
+PATH_KINDS = ("part", "chapter")  # what the nodes of a Path are, from the top
+
+
+def ancestors_of(path: Path, book_title: str | None, request: str) -> dict[str, str]:
+    """What is above a node, nearest first, as the rules read it (what each is -> its text), in either mode: the
+    titles of its path, the book title (None: not known yet), the request."""
+    above = {f"the {PATH_KINDS[at]} title": node.title for at, node in reversed(list(enumerate(path)))}
+    if book_title is not None:
+        above["the book title"] = book_title
+    above[REQUEST] = request
+    return above
 
 
 def marked_short(node: Outline | Part | Chapter, wanted: int, stats: PlanStats) -> bool:

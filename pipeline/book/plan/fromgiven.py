@@ -22,7 +22,7 @@ from typing import Protocol
 import anyio
 from anyio.abc import TaskGroup
 
-from pipeline.book.plan.choose import Choosing, marked_short
+from pipeline.book.plan.choose import Choosing, ancestors_of, marked_short
 from pipeline.book.plan.levels import LevelPlanner, OnChange, OnSection
 from pipeline.book.plan.phrasing import Given, GivenBook, Phraser, Samples, ToPhrase
 from pipeline.book.plan.prompts import PlanItem
@@ -169,7 +169,7 @@ class GivenPlan:
     async def chapters(self, outline: Outline, p: int, given: Given, chapters: list[Chapter], ahead: Ahead) -> bool:
         """Take the part's missing chapters into `chapters`; True when it ends short."""
         spec = self.levels.spec
-        ancestors = {"the book title": outline.title, "the request": spec.prompt}
+        ancestors = ancestors_of((), outline.title, spec.prompt)
         choosing = Choosing(node_id(p), "chapters", spec.chapters, ancestors, [c.title for c in chapters])
         wanted = list(given.children[len(chapters) : spec.chapters])
         while len(chapters) < spec.chapters:
@@ -193,7 +193,7 @@ class GivenPlan:
             log.info("part %d (%s) has no chapter: it is left out", p + 1, given.about)
             return None
         key = node_id(p)
-        ancestors = {"the book title": outline.title, "the request": self.levels.spec.prompt}
+        ancestors = ancestors_of((), outline.title, self.levels.spec.prompt)
         ancestors |= {f"the title of chapter {c.id}": c.title for c in chapters}  # a part is no chapter again
         choosing = Choosing("book", "parts", self.levels.spec.parts, ancestors, [part.title for part in outline.parts])
         if chapters:  # 'its part made of the chapters "X", "Y" and "Z"'
@@ -225,12 +225,7 @@ class GivenPlan:
     async def chapter(self, outline: Outline, part: Part, chapter: Chapter, given: Given, ahead: Ahead) -> None:
         spec = self.levels.spec
         numbers = [int(piece[1:]) - 1 for piece in chapter.id.split(".")]
-        ancestors = {
-            "the chapter title": chapter.title,
-            "the part title": part.title,
-            "the book title": outline.title,
-            "the request": spec.prompt,
-        }
+        ancestors = ancestors_of((part, chapter), outline.title, spec.prompt)
         choosing = Choosing(chapter.id, "sections", spec.sections, ancestors, [s.title for s in chapter.sections])
         for section in list(chapter.sections):
             self.announce(outline, part, chapter, section)

@@ -12,7 +12,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pipeline.book.plan.asking import NodeAsker
-from pipeline.book.plan.choose import BookTitle, ChildLevel, Children, OnChild, Path, Question, marked_short
+from pipeline.book.plan.choose import (
+    BookTitle,
+    ChildLevel,
+    Children,
+    OnChild,
+    Path,
+    Question,
+    ancestors_of,
+    marked_short,
+)
 from pipeline.book.plan.prompts import about, must_note
 from pipeline.book.plan.rounds import PlanStats
 from pipeline.meaning.nearness import unit
@@ -78,7 +87,6 @@ class LevelPlanner:
         node_id = path[-1].id if path else "book"
         owed = self.owed.get(node_id, [])
         must = must_note(owed, level.noun, self.count(level))
-        ancestors = {f"the {LEVELS[at + 1].kind} title": node.title for at, node in reversed(list(enumerate(path)))}
         if self.sources_note is not None and len(path) < 2:  # the book's prompt and the parts'
             above = outline.title if path and outline is not None else ""
             must += self.sources_note(path[-1].title if path else "", above)
@@ -92,8 +100,7 @@ class LevelPlanner:
             values[f"{level.kind}_about"] = about(level.kind, node.point)
             have = [child.title for child in children(node)]
             parent_unit = unit(node.title, node.point)
-            ancestors["the book title"] = outline.title
-        ancestors["the request"] = prompt
+        ancestors = ancestors_of(path, outline.title if path and outline is not None else None, prompt)
         return Question(
             level.template, values, level.children, self.count(level), have, ancestors, node_id, owed, parent_unit,
             with_title=not path, early=self.early,

@@ -119,7 +119,7 @@ def keep_places(outline: Outline, places: Callable[[str, str], list[str]], *, se
 def log_plan(outline: Outline, stats: PlanStats) -> None:
     log.info(
         "planned %s: %d sections in %.1f s (%d requests, %d samples, %d lines pooled, %d asked a second round, "
-        "%d units phrased, %d nodes planned short, %d phrased from the request's owed asks, %d taken although "
+        "%d given nodes phrased, %d nodes planned short, %d phrased from the request's owed asks, %d taken although "
         "off the request)",
         outline.title,
         len(outline.sections()),

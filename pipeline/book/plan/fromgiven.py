@@ -124,7 +124,7 @@ class GivenPlan:
         return await self.phraser.phrase(phrase, choosing, first, last_resort=last_resort)
 
     async def book_title(self, ahead: Ahead) -> str:
-        """The usable title of the book's phrased samples nearest the request (asking.BookTitle), else the subject
+        """The usable title of the book's phrased samples nearest the request (choose.BookTitle), else the subject
         as a title."""
         _, samples = ahead.pop("book")
         title = self.levels.book_title

@@ -73,12 +73,12 @@ try:
     import bm25s
 
     from pipeline.bench.studies.corpus import book_markdown, load_corpus
-    from pipeline.book.cite import SOURCE_PASSAGES
     from pipeline.meaning.embed import Embedder, open_embedder
     from pipeline.records.sources import Passage, Query, Skipped
     from pipeline.sources.collect import index_key, open_sources
     from pipeline.sources.index import FUSED, LEXICAL, MEANING, MEANING_WEIGHTS, SourceIndex, embed_all, tokens
     from pipeline.sources.passages import passages_of
+    from pipeline.sources.places import SOURCE_PASSAGES
     from pipeline.sources.read import FileText, files_under, markdown_blocks, parse_file
 except ModuleNotFoundError:
     if "--ann" not in sys.argv:  # --ann runs in a venv of numpy and the nearest-neighbour libraries alone

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pipeline.backends.fleet import Fleet
-from pipeline.book.cite import PlanSources
 from pipeline.book.context import RunContext
 from pipeline.book.folder import Saved, save_outline
 from pipeline.book.plan.levels import OnSection, SourcesNote, id_number
@@ -21,6 +20,7 @@ from pipeline.book.plan.planner import Planner, PlanOptions
 from pipeline.book.plan.stats import PlanStats
 from pipeline.meaning.offrequest import open_judge
 from pipeline.records import Node, Outline, PlanSchedule, Section, SectionResult
+from pipeline.sources.places import PlanSources
 from pipeline.watch.events import LevelPlanned, OutlineReady, PlanningStarted
 
 log = logging.getLogger("fanout")

@@ -20,7 +20,6 @@ from pipeline.book.plan.planner import Planner, PlanOptions
 from pipeline.book.plan.stats import PlanStats
 from pipeline.meaning.offrequest import open_judge
 from pipeline.records import Node, Outline, PlanSchedule, Section, SectionResult
-from pipeline.sources.places import PlanSources
 from pipeline.watch.events import LevelPlanned, OutlineReady, PlanningStarted
 
 log = logging.getLogger("fanout")
@@ -63,12 +62,12 @@ def open_planner(run: RunContext, fleet: Fleet) -> Planner:
 def plan_places(run: RunContext, outline: Outline) -> None:
     """Every node of a plan nobody writes yet (`fanout plan`) given the places of its nearest passages."""
     if run.sources is not None:
-        keep_places(outline, PlanSources(run.sources, run.spec.prompt).places)
+        keep_places(outline, run.sources.planning.places)
 
 
 def sources_note(run: RunContext) -> SourcesNote | None:
     """What the planning prompts are told of the user's sources; None without sources."""
-    return None if run.sources is None else PlanSources(run.sources, run.spec.prompt).note
+    return None if run.sources is None else run.sources.planning.note
 
 
 async def plan_outline(
@@ -77,7 +76,7 @@ async def plan_outline(
     """The whole outline, each of its sections handed to `on_section` as `schedule` says (all at once from a
     complete saved outline)."""
     outline = saved.outline
-    places = None if run.sources is None else PlanSources(run.sources, run.spec.prompt).places
+    places = None if run.sources is None else run.sources.planning.places
     if outline is not None and outline.complete:
         if places is not None and keep_places(outline, places, sections=False):
             save_outline(run.folder, outline, run.spec.prompt)

@@ -259,9 +259,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
     embedder = open_embedder(settings.embeddings)
     if args.sources:
         from pipeline.audit.citations import resolve_sources
-        from pipeline.sources.collect import open_sources
+        from pipeline.cli.sources import named_sources
 
-        missing = resolve_sources(book, open_sources(list(args.sources), embedder).index.passages)
+        found, _ = named_sources(list(args.sources), embedder)
+        missing = resolve_sources(book, found.index.passages)
         if missing:
             print(f"fanout: {missing} cited sources are not in the sources given: not judged", file=sys.stderr)
     report = audit(book, rules, skipped, embedder, settings.judge)

@@ -32,11 +32,12 @@ class Passage:
 
 @dataclass(frozen=True, slots=True)
 class SourceFile:
-    """A file read: its name as shown, its kind, its passages and (a PDF) pages."""
+    """A file read: its name as shown, its kind, the passages cut from it (0 until they are: pipeline/sources/read.py
+    parses, passages.py cuts) and (a PDF) its pages."""
 
     file: str
     kind: str  # 'markdown', 'text', 'html' or 'pdf'
-    passages: int
+    passages: int = 0
     pages: int | None = None
 
 

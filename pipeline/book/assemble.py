@@ -53,7 +53,7 @@ def section_body(result: SectionResult | None) -> str:
         return "*This section was not written.*"
     if not result.ok:
         return f"*This section could not be written: {result.error or 'empty answer'}.*"
-    return demote_headings(close_open_fence(cited_body(result.text, result.given)), result.title)
+    return demote_headings(close_open_fence(cited_body(result.text, result.passages)), result.title)
 
 
 def part_markdown(part: Part, number: int, results: dict[str, SectionResult], chapter_offset: int) -> str:

@@ -11,7 +11,7 @@ how its prompt shows them, and what becomes of the markers [n] the model writes.
   ask (a chapter's sections still share their prompt up to there).
 - Markers: [n], [n, m] or [n][m] in the answer's prose (not in code) that name a passage given are kept; a number
   that names none is taken out and counted (`citations_removed`). The journal keeps the model's own numbers and
-  the passages given (SectionResult.given).
+  the passages given (SectionResult.passages).
 
 What the planner sees of the sources is pipeline/sources/places.py's; how a section's citations are printed,
 pipeline/typeset/cited.py's.
@@ -50,22 +50,22 @@ class Citing:
     request: str
     context: int
     max_tokens: int
-    given_to: dict[str, list[Passage]] = field(default_factory=dict)
+    chosen: dict[str, list[Passage]] = field(default_factory=dict)  # each section's passages, by its id
 
-    def given(self, chapter_title: str, section: Section, *, prompt: str) -> list[Passage]:
+    def passages(self, chapter_title: str, section: Section, *, prompt: str) -> list[Passage]:
         """The section's passages that fit beside `prompt` (the whole prompt without them) and its answer: from the
-        places its outline names (its `sources`; from all when none of them is in the sources), nearest first."""
-        if section.id not in self.given_to:
+        places its outline names (its `places`; from all when none of them is in the sources), nearest first."""
+        if section.id not in self.chosen:
             room = self.context - self.max_tokens - prompt_tokens(prompt) - PROMPT_MARGIN
             query = Query(section.title, chapter_title, self.request)
             hits = self.index.search(query, SOURCE_PASSAGES)  # as planning found them (kept by the index)
-            if section.sources and not {hit.passage.where() for hit in hits} <= set(section.sources):
-                within = self.index.from_places(section.sources) or None  # places a person chose
+            if section.places and not {hit.passage.place() for hit in hits} <= set(section.places):
+                within = self.index.from_places(section.places) or None  # places a person chose
                 hits = self.index.search(query, SOURCE_PASSAGES, within=within)
-            self.given_to[section.id] = given = fitting([hit.passage for hit in hits], room)
-            if not section.sources:  # the places it is written from, for outline.md (saved once it is written)
-                section.sources = list(dict.fromkeys(passage.where() for passage in given))
-        return self.given_to[section.id]
+            self.chosen[section.id] = passages = fitting([hit.passage for hit in hits], room)
+            if not section.places:  # the places it is written from, for outline.md (saved once it is written)
+                section.places = list(dict.fromkeys(passage.place() for passage in passages))
+        return self.chosen[section.id]
 
 
 def fitting(passages: list[Passage], room: int) -> list[Passage]:
@@ -93,7 +93,7 @@ def block_sizes(passages: list[Passage]) -> tuple[int, list[int]]:
 
 
 def shown_passage(number: int, passage: Passage) -> str:
-    return f"[{number}] ({passage.where()})\n{passage.text}\n\n"
+    return f"[{number}] ({passage.place()})\n{passage.text}\n\n"
 
 
 def sources_block(passages: list[Passage]) -> str:
@@ -105,23 +105,23 @@ def sources_block(passages: list[Passage]) -> str:
     return render("sources.md", passages=shown) + "\n\n"
 
 
-def with_citations(result: SectionResult, given: list[Passage]) -> SectionResult:
+def with_citations(result: SectionResult, passages: list[Passage]) -> SectionResult:
     """The result with the passages it was given and its markers checked: those naming no passage taken out."""
-    if not given or not result.ok:
-        return result.model_copy(update={"given": given})
-    text, removed = checked_markers(result.text, len(given))
-    return result.model_copy(update={"given": given, "text": text, "citations_removed": removed})
+    if not passages or not result.ok:
+        return result.model_copy(update={"passages": passages})
+    text, removed = checked_markers(result.text, len(passages))
+    return result.model_copy(update={"passages": passages, "text": text, "citations_removed": removed})
 
 
-def checked_markers(text: str, given: int) -> tuple[str, int]:
-    """The text with every marker number outside 1..given taken out (a marker left empty goes whole), and how
+def checked_markers(text: str, count: int) -> tuple[str, int]:
+    """The text with every marker number outside 1..count taken out (a marker left empty goes whole), and how
     many were taken out."""
     removed = 0
 
     def check(match: re.Match[str]) -> str:
         nonlocal removed
         numbers = marker_numbers(match)
-        kept = [n for n in numbers if 1 <= n <= given]
+        kept = [n for n in numbers if 1 <= n <= count]
         removed += len(numbers) - len(kept)
         return f"{match.group(1)}[{', '.join(map(str, kept))}]" if kept else ""
 

@@ -89,7 +89,7 @@ async def plan_outline(
     run.listener.hear(PlanningStarted(run.spec))
 
     def save(outline: Outline) -> None:
-        if places is not None:  # a section's are its passages' when it is written (book/cite.py: Citing.given)
+        if places is not None:  # a section's are its passages' when it is written (book/cite.py: Citing.passages)
             keep_places(outline, places, sections=False)
         save_outline(run.folder, outline, run.spec.prompt)
         run.listener.hear(OutlineReady(outline))
@@ -109,9 +109,9 @@ def keep_places(outline: Outline, places: Callable[[str, str], list[str]], *, se
         if sections:
             nodes += [(section, chapter.title) for chapter in part.chapters for section in chapter.sections]
         for node, above in nodes:
-            if not node.sources:
-                node.sources = places(node.title, above)
-                given = given or bool(node.sources)
+            if not node.places:
+                node.places = places(node.title, above)
+                given = given or bool(node.places)
     return given
 
 

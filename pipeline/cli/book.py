@@ -240,9 +240,9 @@ def parse_rule_list(text: str | None) -> list[str] | None:
 def cmd_audit(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from pipeline.audit.book import load_book
     from pipeline.audit.quality import quality_table
     from pipeline.audit.report import audit, audit_path, audit_table, parse_fail_on
-    from pipeline.audit.source import load_book
     from pipeline.config import load_settings
     from pipeline.files import write_atomic
     from pipeline.meaning.embed import open_embedder

@@ -66,7 +66,7 @@ def cmd_sources(args: argparse.Namespace) -> int:
     for rank, hit in enumerate(hits, 1):
         words = hit.passage.text.split()
         snippet = " ".join(words[:SNIPPET_WORDS]) + (" ..." if len(words) > SNIPPET_WORDS else "")
-        print(f"[{rank}] {hit.passage.where()} ({hit.score:.2f})\n    {snippet}")
+        print(f"[{rank}] {hit.passage.place()} ({hit.score:.2f})\n    {snippet}")
     return 0
 
 
@@ -78,5 +78,5 @@ def _as_json(report, hits: list) -> dict:
         "skipped": [asdict(item) for item in report.skipped],
         "passages": report.passages,
         "reused": report.reused,
-        "hits": [{"where": hit.passage.where(), "score": hit.score, **asdict(hit.passage)} for hit in hits],
+        "hits": [{"place": hit.passage.place(), "score": hit.score, **asdict(hit.passage)} for hit in hits],
     }

@@ -1,6 +1,6 @@
 """What the planner sees of the user's sources (PlanSources): the topics they hold near a node, for the book's and
 each part's planning prompt ("The user's sources cover: ..."), so the outline covers the material; and the places a
-planned node's nearest passages are from (Passage.where), kept in the outline (Node.sources, shown and edited in
+planned node's nearest passages are from (Passage.place), kept in the outline (Node.places, shown and edited in
 outline.md), so that a section is given passages from those places (pipeline/book/cite.py)."""
 
 from __future__ import annotations
@@ -32,6 +32,6 @@ class PlanSources:
         return f"\nThe user's sources cover: {'; '.join(shown)}." if shown else ""
 
     def places(self, title: str, above: str) -> list[str]:
-        """Where the passages nearest a node are from (Passage.where), nearest first."""
+        """Where the passages nearest a node are from (Passage.place), nearest first."""
         hits = self.index.search(Query(title, above, self.request), SOURCE_PASSAGES)
-        return list(dict.fromkeys(hit.passage.where() for hit in hits))
+        return list(dict.fromkeys(hit.passage.place() for hit in hits))

@@ -11,14 +11,14 @@ from pipeline.records.sources import Passage
 from pipeline.sources.markers import MARKER, cited_numbers, marker_numbers, outside_code, sources_list
 
 
-def cited_body(text: str, given: list[Passage]) -> str:
+def cited_body(text: str, passages: list[Passage]) -> str:
     """The section's text as printed: its markers renumbered by place (passages from one place are one source), in
     the order first cited, and its Sources list."""
-    order = [n for n in cited_numbers(text) if 1 <= n <= len(given)]
+    order = [n for n in cited_numbers(text) if 1 <= n <= len(passages)]
     if not order:
         return text
-    places = list(dict.fromkeys(given[old - 1].where() for old in order))
-    new = {old: places.index(given[old - 1].where()) + 1 for old in order}
+    places = list(dict.fromkeys(passages[old - 1].place() for old in order))
+    new = {old: places.index(passages[old - 1].place()) + 1 for old in order}
 
     def renumber(match: re.Match[str]) -> str:
         numbers = sorted({new[n] for n in marker_numbers(match) if n in new})

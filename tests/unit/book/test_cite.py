@@ -38,9 +38,9 @@ def test_markers_naming_no_passage_go_and_are_counted_code_is_left_alone():
 
 def test_with_citations_keeps_what_was_given_even_when_the_answer_failed():
     ok = with_citations(SectionResult(id="s", title="t", text="Angle [1]. Wrong [7]."), GIVEN)
-    assert (ok.text, ok.citations_removed, ok.given) == ("Angle [1]. Wrong.", 1, GIVEN)
+    assert (ok.text, ok.citations_removed, ok.passages) == ("Angle [1]. Wrong.", 1, GIVEN)
     failed = with_citations(SectionResult(id="s", title="t", error="every backend failed"), GIVEN)
-    assert failed.given == GIVEN and failed.citations_removed == 0
+    assert failed.passages == GIVEN and failed.citations_removed == 0
 
 
 def test_the_passages_given_fit_the_room_the_prompt_has():
@@ -51,6 +51,6 @@ def test_the_passages_given_fit_the_room_the_prompt_has():
     index = SourceIndex.build(GIVEN, open_embedder())
     section = Section(id="p01.c01.s01", title="Sharpening a knife")
     roomy = Citing(index, "knives", context=32768, max_tokens=600)
-    assert roomy.given("Knives", section, prompt="x")[0] == GIVEN[0] and len(roomy.given_to["p01.c01.s01"]) == 3
+    assert roomy.passages("Knives", section, prompt="x")[0] == GIVEN[0] and len(roomy.chosen["p01.c01.s01"]) == 3
     tight = Citing(index, "knives", context=800, max_tokens=600)
-    assert len(tight.given("Knives", section, prompt="word " * 100)) < 3
+    assert len(tight.passages("Knives", section, prompt="word " * 100)) < 3

@@ -29,9 +29,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from pipeline.audit.book import AuditBook, AuditSection, load_book  # noqa: E402
 from pipeline.audit.report import audit  # noqa: E402
 from pipeline.audit.rules import RULE_NAMES, RULES  # noqa: E402
-from pipeline.audit.source import AuditBook, AuditSection, load_book  # noqa: E402
 from pipeline.bench.studies.corpus import Book, book_markdown, load_corpus  # noqa: E402
 from pipeline.bench.studies.planted import (  # noqa: E402
     CAUGHT_BY,

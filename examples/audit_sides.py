@@ -21,8 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from pipeline.audit.book import AuditBook, AuditSection, load_book  # noqa: E402
 from pipeline.audit.rules import rule_repeated_passages, rule_repetition_loop, rule_truncated  # noqa: E402
-from pipeline.audit.source import AuditBook, AuditSection, load_book  # noqa: E402
 from pipeline.bench.studies.corpus import Book, load_corpus  # noqa: E402
 from pipeline.book.trim import end_well  # noqa: E402
 from pipeline.records.audit import Defect  # noqa: E402

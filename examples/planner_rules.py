@@ -17,7 +17,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from pipeline.audit.source import read_spec
+from pipeline.audit.book import read_spec
 from pipeline.meaning.minilm import MiniLMEmbedder
 from pipeline.meaning.onsubject import unit_fits
 from pipeline.records import Outline

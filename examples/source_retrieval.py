@@ -29,7 +29,7 @@ from pipeline.meaning.embed import open_embedder  # noqa: E402
 from pipeline.records.sources import Passage, Query  # noqa: E402
 from pipeline.sources.index import FUSED, LEXICAL, MEANING, SourceIndex  # noqa: E402
 from pipeline.sources.passages import passages_of  # noqa: E402
-from pipeline.sources.read import FileText, markdown_blocks  # noqa: E402
+from pipeline.sources.read import markdown_blocks  # noqa: E402
 
 RETRIEVERS = (LEXICAL, MEANING, FUSED)
 DEPTH = 100
@@ -58,7 +58,7 @@ class Tally:
 
 def book_passages(book: Book) -> list[Passage]:
     text = book_markdown(book)
-    return passages_of(FileText(f"{book.slug}.md", "markdown", markdown_blocks(text)))
+    return passages_of(f"{book.slug}.md", markdown_blocks(text))
 
 
 def queries(book: Book) -> list[tuple[Query, tuple[str, ...]]]:

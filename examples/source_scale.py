@@ -14,8 +14,8 @@ Markdown tables:
    with their headings, one file each, repeated under a "-2" suffix to reach 10 MB. Cold (read, cut, indexed,
    saved) and again (the saved index loaded), each in a fresh process: wall seconds, the RSS before the call (the
    package and the model's table loaded) and the peak during it (Linux's VmHWM, reset first). Then the cold
-   build again, piece by piece through the public functions it is made of (files_under, index_key, parse_file,
-   passages_of; tokens; bm25s; embed_all; SourceIndex.save), each timed.
+   build again, piece by piece through the public functions it is made of (files_under, file_digest, index_key,
+   parse_file, passages_of; tokens; bm25s; embed_all; SourceIndex.save), each timed.
 2. Query latency, p50 and p95 over QUERIES queries (a corpus section's title, its chapter's title and one of its
    book's two requests, spread evenly over the corpus): `SourceIndex.search` by each retriever (`by=`), and its two
    scorers alone (`lexical_scores`, `meaning_scores`). search scores by the retrievers `by` names (both for
@@ -45,6 +45,7 @@ and queries alike. The budget a fused query is held to is BUDGET_MS.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib
 import itertools
 import os
@@ -73,13 +74,13 @@ try:
     import bm25s
 
     from pipeline.bench.studies.corpus import book_markdown, load_corpus
-    from pipeline.book.cite import SOURCE_PASSAGES
     from pipeline.meaning.embed import Embedder, open_embedder
     from pipeline.records.sources import Passage, Query, Skipped
-    from pipeline.sources.collect import index_key, open_sources
+    from pipeline.sources.collect import Found, file_digest, index_key, open_sources
     from pipeline.sources.index import FUSED, LEXICAL, MEANING, MEANING_WEIGHTS, SourceIndex, embed_all, tokens
     from pipeline.sources.passages import passages_of
-    from pipeline.sources.read import FileText, files_under, markdown_blocks, parse_file
+    from pipeline.sources.places import SOURCE_PASSAGES
+    from pipeline.sources.read import files_under, markdown_blocks, parse_file
 except ModuleNotFoundError:
     if "--ann" not in sys.argv:  # --ann runs in a venv of numpy and the nearest-neighbour libraries alone
         raise
@@ -177,13 +178,17 @@ def open_once(folder: Path) -> Row:
 
 
 def read_passages(folder: Path, embedder: Embedder) -> list[Passage]:
-    """What open_sources reads before it indexes: each file's bytes, their key, their passages."""
+    """What open_sources does before it indexes: each file hashed as it streams, their key; then each file read whole
+    (its bytes hashed again, the key of what was read), parsed and cut into passages."""
     files = [item for item in files_under([folder]) if not isinstance(item, Skipped)]
-    found = [(shown, path.read_bytes(), path) for path, shown in files]
+    found = [Found(shown, path, file_digest(path)) for path, shown in files]
     index_key(found, embedder)
     passages: list[Passage] = []
-    for shown, data, path in found:
-        passages += passages_of(parse_file(data, path, shown), first=len(passages))
+    for file in found:
+        data = file.path.read_bytes()
+        hashlib.sha256(data).hexdigest()
+        source, blocks = parse_file(data, file.path, file.shown)
+        passages += passages_of(source.file, blocks, first=len(passages))
     return passages
 
 
@@ -233,9 +238,7 @@ def corpus_passages() -> list[Passage]:
     """The corpus's distinct passages: each book read as its Markdown, as `fanout sources` reads it."""
     found: list[Passage] = []
     for book in load_corpus():
-        found += passages_of(
-            FileText(f"{book.slug}.md", "markdown", markdown_blocks(book_markdown(book))), first=len(found)
-        )
+        found += passages_of(f"{book.slug}.md", markdown_blocks(book_markdown(book)), first=len(found))
     return found
 
 

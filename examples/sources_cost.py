@@ -56,7 +56,7 @@ def one_run(urls: list[str], out: Path, shape: str, sources: Path | None, cache:
         raise SystemExit(f"fanout {' '.join(args)} failed ({done.returncode}): {done.stderr[-2000:]}")
     stats = json.loads(done.stdout)
     audit = json.loads((out / "audit.json").read_text())
-    given = sum(len(result.given) for result in read_journal(out / "sections.jsonl").values())
+    given = sum(len(result.passages) for result in read_journal(out / "sections.jsonl").values())
     return {**stats, "passages_given": given, "citations": audit["meaning"].get("citations")}
 
 

@@ -93,7 +93,7 @@ def wrong_citations(run: Path) -> tuple[int, int]:
     wrong = caught = 0
     for line in (run / "sections.jsonl").read_text().splitlines():
         result = json.loads(line)
-        if len(result["given"]) >= 2 and result["id"] in audit:
+        if len(result.get("passages", [])) >= 2 and result["id"] in audit:
             wrong += audit[result["id"]]["citations"]
             caught += len(audit[result["id"]]["unsupported"])
     return caught, wrong

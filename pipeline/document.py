@@ -3,7 +3,7 @@
 
 Takes Markdown text; returns markdown-it block tokens (inline text left unparsed), the source lines as
 `Token.map` numbers them, the text with its comment blocks and empty anchors blanked, and the index of the
-title heading. A leaf: the audit (pipeline/audit/source.py) and the typesetters (pipeline/typeset/shape.py)
+title heading. A leaf: the audit (pipeline/audit/book.py) and the typesetters (pipeline/typeset/shape.py)
 read a document through it, so the two never disagree on its headings or its title.
 """
 

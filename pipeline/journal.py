@@ -5,8 +5,9 @@ journal stays consistent. For a section written more than once (a failure, then 
 last line wins.
 
 The source passages a section was given are kept once a run, in passages.jsonl beside it (PassageFile, one Passage a
-line, written before any line that names it); a journal line names its passages by number ("passages": [12, 40]),
-and reading puts them back in `given`. A journal of an earlier version, its passages inline, reads as it did.
+line, written before any line that names it); a journal line names its passages by number ("passages": [12, 40];
+no such field for a section given none), and reading puts them back in SectionResult.passages. A journal of an
+earlier version reads as it did: its `given` field (the passages inline, or none) is read as `passages`.
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def _passage_file(folder: Path) -> PassageFile:
 
 def journal_line(result: SectionResult, numbers: list[int]) -> bytes:
     """The result as one JSON line, its passages named by number."""
-    text = result.model_dump_json(exclude={"given"} if numbers else None)
+    text = result.model_dump_json(exclude={"passages"})
     if numbers:
         text = f'{text[:-1]},"passages":{json.dumps(numbers)}}}'
     return text.encode() + b"\n"
@@ -94,7 +95,7 @@ def parsed_line(
         return SectionResult.model_validate(row), passages
     passages = read_passages(folder / PASSAGES_FILE) if passages is None else passages
     given = [passages[number] for number in numbers if number in passages]
-    return SectionResult.model_validate({**row, "given": given}), passages
+    return SectionResult.model_validate({**row, "passages": given}), passages
 
 
 def read_journal(path: Path) -> dict[str, SectionResult]:
@@ -135,7 +136,7 @@ class Journal:
     def append(self, result: SectionResult) -> None:
         # One write a line, flushed to the OS at once: a killed client loses nothing it journaled.
         # No fsync per line: it would stall the event loop, and so every stream, on each section.
-        numbers = self.passages.keep(result.given)  # on disk before the line that names them
+        numbers = self.passages.keep(result.passages)  # on disk before the line that names them
         with naming(self.path):
             self.handle.write(journal_line(result, numbers))
             self.handle.flush()

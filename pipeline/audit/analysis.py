@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pipeline.audit.book import AuditBook, AuditSection, headings_of
 from pipeline.audit.citations import book_citations
-from pipeline.audit.source import AuditBook, AuditSection, headings_of
 from pipeline.meaning.embed import Embedder, Vectors, unit_rows
 from pipeline.meaning.floors import OFF_REQUEST, SET_APART
 from pipeline.meaning.nearness import (

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline.audit.source import AuditBook, AuditSection
+from pipeline.audit.book import AuditBook, AuditSection
 from pipeline.meaning.embed import Embedder
 from pipeline.meaning.floors import CITED_FLOOR, CITED_MARGIN, CITED_OVERLAP
 from pipeline.records.sources import Passage
@@ -73,7 +73,7 @@ def cited_sentences(text: str) -> list[tuple[str, list[int]]]:
 
 
 def section_citations(section: AuditSection, embedder: Embedder) -> SectionCitations:
-    given = list(section.given)
+    given = list(section.passages)
     checked, unsupported = 0, []
     for sentence, numbers in cited_sentences(section.text):
         if len(tokens([sentence])[0]) < JUDGED_STEMS:
@@ -89,18 +89,18 @@ def section_citations(section: AuditSection, embedder: Embedder) -> SectionCitat
 
 def book_citations(book: AuditBook, embedder: Embedder) -> list[SectionCitations]:
     """Every section with passages to judge against, judged."""
-    return [section_citations(section, embedder) for section in book.sections if any(section.given)]
+    return [section_citations(section, embedder) for section in book.sections if any(section.passages)]
 
 
 def resolve_sources(book: AuditBook, passages: list[Passage]) -> int:
     """Give each section of a Markdown book the texts its Sources list names (found by where each passage is
     from; "" for an entry no passage matches). Returns the entries not found."""
-    by_where = {passage.where(): passage.text for passage in passages}
+    by_where = {passage.place(): passage.text for passage in passages}
     missing = 0
     for at, section in enumerate(book.sections):
         if not section.cites_from:
             continue
         texts = tuple(by_where.get(where, "") for where in section.cites_from)
         missing += sum(not text for text in texts)
-        book.sections[at] = section.with_given(texts)
+        book.sections[at] = section.with_passages(texts)
     return missing

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from itertools import combinations
 from typing import TYPE_CHECKING
 
-from pipeline.audit.source import AuditBook, AuditSection
+from pipeline.audit.book import AuditBook, AuditSection
 from pipeline.errors import UsageError
 from pipeline.records.audit import TITLE_LEVEL, BookMeaning, BookQuality, SectionQuality
 from pipeline.text import ends_closed, shingles, words_of

@@ -3,7 +3,7 @@
 Takes an AuditBook (loaded from a run folder — spec, outline, journal and book.md — or from a bare Markdown
 book, split at its headings) and returns an AuditReport: every defect names its rule, the section id and
 title, and the evidence; the report also carries the book's quality figures (audit.quality). The
-book is read by audit.source; the rules are audit.rules' ordered list, and the `rule` / `skip_rule` settings
+book is read by audit.book; the rules are audit.rules' ordered list, and the `rule` / `skip_rule` settings
 choose among them. The summary counts say what they measure in words ("N section titles
 occur more than once; M of K blocks (x%) end without closing punctuation").
 """
@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipeline.audit.analysis import analyse
+from pipeline.audit.book import AuditBook
 from pipeline.audit.quality import FIGURES, Threshold, measure, parse_threshold
 from pipeline.audit.rules import RULE_NAMES, RULES, choose_rules, figure_rules, find_defects, rule_repeated_passages
-from pipeline.audit.source import AuditBook
 from pipeline.errors import UsageError
 from pipeline.meaning.embed import Embedder, open_embedder
 from pipeline.meaning.offrequest import open_judge

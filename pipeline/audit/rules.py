@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pipeline.audit.analysis import subject_evidence
-from pipeline.audit.source import AuditBook, AuditSection, headings_of
+from pipeline.audit.book import AuditBook, AuditSection, headings_of
 from pipeline.errors import UsageError
 from pipeline.meaning.offensive import offensive_words
 from pipeline.records import Author
@@ -331,7 +331,7 @@ def rule_offensive(book: AuditBook) -> list[Defect]:
 def rule_uncited(book: AuditBook) -> list[Defect]:
     """A section written from source passages that cites none of them (a run's journal says what it was given)."""
     return [
-        defect("uncited", section, f"given {len(section.given)} passages, cites none")
+        defect("uncited", section, f"given {len(section.passages)} passages, cites none")
         for section in book.sections
         if section.written_from_sources and section.error is None and section.text and not cited_numbers(section.text)
     ]

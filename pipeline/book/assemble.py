@@ -15,12 +15,12 @@ from pathlib import Path
 
 from markdown_it import MarkdownIt
 
-from pipeline.book.cite import cited_body
 from pipeline.cpu import Stage, charged
 from pipeline.files import write_atomic
 from pipeline.records import Outline, Part, SectionResult
 from pipeline.text import close_open_fence
 from pipeline.titles import title_key
+from pipeline.typeset.cited import cited_body
 
 SECTION_LEVEL = 4
 ATX_MARKS = re.compile(r"^((?:\s*>)*\s*)#{1,6}")
@@ -53,7 +53,7 @@ def section_body(result: SectionResult | None) -> str:
         return "*This section was not written.*"
     if not result.ok:
         return f"*This section could not be written: {result.error or 'empty answer'}.*"
-    return demote_headings(close_open_fence(cited_body(result.text, result.given)), result.title)
+    return demote_headings(close_open_fence(cited_body(result.text, result.passages)), result.title)
 
 
 def part_markdown(part: Part, number: int, results: dict[str, SectionResult], chapter_offset: int) -> str:

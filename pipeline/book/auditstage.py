@@ -4,8 +4,8 @@ as audit.json. Every rule for a written book (pipeline/audit/rules.py), the titl
 
 from __future__ import annotations
 
+from pipeline.audit.book import load_run
 from pipeline.audit.report import audit
-from pipeline.audit.source import load_run
 from pipeline.book.folder import RunFolder
 from pipeline.cpu import Stage, charged
 from pipeline.files import write_atomic

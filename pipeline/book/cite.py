@@ -1,23 +1,20 @@
-"""Writing from the user's sources: the passages each section is given, how its prompt shows them, and what becomes
-of the markers [n] the model writes.
+"""The writer's side of the user's sources: the passages each section is given, fitted to the engines' context,
+how its prompt shows them, and what becomes of the markers [n] the model writes.
 
 - Given: the section's passages are found by its title, its chapter's and the request (pipeline/sources/index.py),
-  the best SOURCE_PASSAGES at most, in the order found, as many as fit the room the prompt has: the context one
-  request may hold as the writing engines report it (the smallest of them; EngineInfo.context), less the answer's
-  token cap and the rest of the prompt. Tokens are counted with the offline cl100k encoding
-  (pipeline/tokens.py) times TOKENIZER_SLACK. With no engine reporting its context, UNKNOWN_CONTEXT is assumed.
+  the best SOURCE_PASSAGES at most (pipeline/sources/places.py), in the order found, from the places its outline
+  names, as many as fit the room the prompt has: the context one request may hold as the writing engines report it
+  (the smallest of them; EngineInfo.context), less the answer's token cap and the rest of the prompt. Tokens are
+  counted with the offline cl100k encoding (pipeline/tokens.py) times TOKENIZER_SLACK. With no engine reporting
+  its context, UNKNOWN_CONTEXT is assumed.
 - Shown: templates/sources.md, numbered [1]..[n], each with its file and heading path, before the section's own
   ask (a chapter's sections still share their prompt up to there).
 - Markers: [n], [n, m] or [n][m] in the answer's prose (not in code) that name a passage given are kept; a number
   that names none is taken out and counted (`citations_removed`). The journal keeps the model's own numbers and
-  the passages given (SectionResult.given).
-- Planning (`PlanSources`): the book's and each part's planning prompt names the headings of the passages nearest
-  it ("The user's sources cover: ..."), so the outline covers the material; each planned node keeps the places its
-  nearest passages are from (Node.sources, shown and edited in outline.md), and a section is given passages from
-  those places.
-- On the page (`cited_body`): a section's markers renumbered in the order first cited (two passages from one
-  place are one source), and after its text a "Sources" list of what it cites: file, heading path and page,
-  each the text of the user's document (escaped: source text is data, never markup).
+  the passages given (SectionResult.passages).
+
+What the planner sees of the sources is pipeline/sources/places.py's; how a section's citations are printed,
+pipeline/typeset/cited.py's.
 """
 
 from __future__ import annotations
@@ -28,18 +25,16 @@ from dataclasses import dataclass, field
 from pipeline.records import Section, SectionResult
 from pipeline.records.sources import Passage, Query
 from pipeline.sources.index import SourceIndex
-from pipeline.sources.markers import MARKER, SPACED_MARKER, cited_numbers, marker_numbers, outside_code, sources_list
+from pipeline.sources.markers import SPACED_MARKER, marker_numbers, outside_code
+from pipeline.sources.places import SOURCE_PASSAGES
 from pipeline.templating import render
 from pipeline.tokens import offline_tokens
 
-SOURCE_PASSAGES = 5  # passages a section is given at most
 # an engine's tokenizer counts up to this many times cl100k's tokens of a passage: SmolLM2-135M's counted
 # 1.07 times as many on average over 600 of the corpus's passages, 1.33 at the 99th percentile, 1.45 at most
 TOKENIZER_SLACK = 1.35
 UNKNOWN_CONTEXT = 2048  # tokens assumed when no writing engine reports its context: the embedded engine's slot
 PROMPT_MARGIN = 64  # tokens kept free for the chat template's own
-TOPIC_PASSAGES = 24  # passages a planning prompt's note on the sources is drawn from
-TOPICS = 12  # headings it names at most
 
 
 def prompt_tokens(text: str) -> int:
@@ -55,44 +50,22 @@ class Citing:
     request: str
     context: int
     max_tokens: int
-    given_to: dict[str, list[Passage]] = field(default_factory=dict)
+    chosen: dict[str, list[Passage]] = field(default_factory=dict)  # each section's passages, by its id
 
-    def given(self, chapter_title: str, section: Section, *, prompt: str) -> list[Passage]:
+    def passages(self, chapter_title: str, section: Section, *, prompt: str) -> list[Passage]:
         """The section's passages that fit beside `prompt` (the whole prompt without them) and its answer: from the
-        places its outline names (its `sources`; from all when none of them is in the sources), nearest first."""
-        if section.id not in self.given_to:
+        places its outline names (its `places`; from all when none of them is in the sources), nearest first."""
+        if section.id not in self.chosen:
             room = self.context - self.max_tokens - prompt_tokens(prompt) - PROMPT_MARGIN
             query = Query(section.title, chapter_title, self.request)
             hits = self.index.search(query, SOURCE_PASSAGES)  # as planning found them (kept by the index)
-            if section.sources and not {hit.passage.where() for hit in hits} <= set(section.sources):
-                within = self.index.from_places(section.sources) or None  # places a person chose
+            if section.places and not {hit.passage.place() for hit in hits} <= set(section.places):
+                within = self.index.from_places(section.places) or None  # places a person chose
                 hits = self.index.search(query, SOURCE_PASSAGES, within=within)
-            self.given_to[section.id] = given = fitting([hit.passage for hit in hits], room)
-            if not section.sources:  # the places it is written from, for outline.md (saved once it is written)
-                section.sources = list(dict.fromkeys(passage.where() for passage in given))
-        return self.given_to[section.id]
-
-
-@dataclass(frozen=True)
-class PlanSources:
-    """What the planner sees of the sources: the topics they hold for a node (their headings nearest it, for the
-    book's and the parts' prompts), and the places that support a planned node (kept in the outline)."""
-
-    index: SourceIndex
-    request: str
-
-    def note(self, focus: str, above: str = "") -> str:
-        """'\nThe sources cover: Rye; Water hardness; ...' for a planning prompt ("" when they hold nothing
-        near)."""
-        hits = self.index.search(Query(focus or self.request, above, self.request), TOPIC_PASSAGES)
-        topics = [hit.passage.headings[-1] if hit.passage.headings else hit.passage.file for hit in hits]
-        shown = list(dict.fromkeys(" ".join(topic.split()) for topic in topics if topic.strip()))[:TOPICS]
-        return f"\nThe user's sources cover: {'; '.join(shown)}." if shown else ""
-
-    def places(self, title: str, above: str) -> list[str]:
-        """Where the passages nearest a node are from (Passage.where), nearest first."""
-        hits = self.index.search(Query(title, above, self.request), SOURCE_PASSAGES)
-        return list(dict.fromkeys(hit.passage.where() for hit in hits))
+            self.chosen[section.id] = passages = fitting([hit.passage for hit in hits], room)
+            if not section.places:  # the places it is written from, for outline.md (saved once it is written)
+                section.places = list(dict.fromkeys(passage.place() for passage in passages))
+        return self.chosen[section.id]
 
 
 def fitting(passages: list[Passage], room: int) -> list[Passage]:
@@ -120,7 +93,7 @@ def block_sizes(passages: list[Passage]) -> tuple[int, list[int]]:
 
 
 def shown_passage(number: int, passage: Passage) -> str:
-    return f"[{number}] ({passage.where()})\n{passage.text}\n\n"
+    return f"[{number}] ({passage.place()})\n{passage.text}\n\n"
 
 
 def sources_block(passages: list[Passage]) -> str:
@@ -132,41 +105,24 @@ def sources_block(passages: list[Passage]) -> str:
     return render("sources.md", passages=shown) + "\n\n"
 
 
-def with_citations(result: SectionResult, given: list[Passage]) -> SectionResult:
+def with_citations(result: SectionResult, passages: list[Passage]) -> SectionResult:
     """The result with the passages it was given and its markers checked: those naming no passage taken out."""
-    if not given or not result.ok:
-        return result.model_copy(update={"given": given})
-    text, removed = checked_markers(result.text, len(given))
-    return result.model_copy(update={"given": given, "text": text, "citations_removed": removed})
+    if not passages or not result.ok:
+        return result.model_copy(update={"passages": passages})
+    text, removed = checked_markers(result.text, len(passages))
+    return result.model_copy(update={"passages": passages, "text": text, "citations_removed": removed})
 
 
-def checked_markers(text: str, given: int) -> tuple[str, int]:
-    """The text with every marker number outside 1..given taken out (a marker left empty goes whole), and how
+def checked_markers(text: str, count: int) -> tuple[str, int]:
+    """The text with every marker number outside 1..count taken out (a marker left empty goes whole), and how
     many were taken out."""
     removed = 0
 
     def check(match: re.Match[str]) -> str:
         nonlocal removed
         numbers = marker_numbers(match)
-        kept = [n for n in numbers if 1 <= n <= given]
+        kept = [n for n in numbers if 1 <= n <= count]
         removed += len(numbers) - len(kept)
         return f"{match.group(1)}[{', '.join(map(str, kept))}]" if kept else ""
 
     return outside_code(text, lambda prose: SPACED_MARKER.sub(check, prose)), removed
-
-
-def cited_body(text: str, given: list[Passage]) -> str:
-    """The section's text as printed: its markers renumbered by place (passages from one place are one source), in
-    the order first cited, and its Sources list."""
-    order = [n for n in cited_numbers(text) if 1 <= n <= len(given)]
-    if not order:
-        return text
-    places = list(dict.fromkeys(given[old - 1].where() for old in order))
-    new = {old: places.index(given[old - 1].where()) + 1 for old in order}
-
-    def renumber(match: re.Match[str]) -> str:
-        numbers = sorted({new[n] for n in marker_numbers(match) if n in new})
-        return "".join(f"[{n}]" for n in numbers)
-
-    body = outside_code(text, lambda prose: MARKER.sub(renumber, prose))
-    return "\n\n".join([body, sources_list(places)])

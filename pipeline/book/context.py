@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from pipeline.backends.engines import engine
@@ -15,12 +14,11 @@ from pipeline.backends.pool import BackendPool
 from pipeline.book.folder import RunFolder
 from pipeline.book.profiles import Sampler, choose_profile
 from pipeline.book.requestlog import RequestLog
+from pipeline.book.sourcestage import BookSources
 from pipeline.config import Settings
 from pipeline.files import write_atomic
 from pipeline.meaning.embed import Embedder
 from pipeline.records import BookSpec, EngineInfo, SamplingProfile
-from pipeline.sources.collect import open_sources, skipped_lines
-from pipeline.sources.index import SourceIndex
 from pipeline.watch.listeners import BookListener
 
 log = logging.getLogger("fanout")
@@ -39,7 +37,7 @@ class RunContext:
     embedder: Embedder
     writing: Sampler
     planning: Sampler
-    sources: SourceIndex | None = None  # the user's documents, indexed (open_book_sources)
+    sources: BookSources | None = None  # the user's documents, indexed (the sources stage, book/sourcestage.py)
 
 
 def engine_switches(infos: list[EngineInfo]) -> dict[str, Any]:
@@ -71,19 +69,6 @@ def settle_profiles(settings: Settings, spec: BookSpec, fleet: Fleet) -> BookSpe
     return spec.model_copy(update=update) if update else spec
 
 
-def open_book_sources(spec: BookSpec, embedder: Embedder) -> SourceIndex | None:
-    """The spec's sources indexed (read again only when their files changed), each file skipped said in one line;
-    None without sources. No readable source at all is a UsageError."""
-    if not spec.sources:
-        return None
-    found = open_sources([Path(path) for path in spec.sources], embedder)
-    for line in skipped_lines(found.report.skipped):
-        log.warning("%s", line)
-    how = "index reused" if found.report.reused else "indexed"
-    log.info("sources: %d files, %d passages (%s)", len(found.report.read), found.report.passages, how)
-    return found.index
-
-
 def writing_context(fleet: Fleet) -> int | None:
     """The tokens one request may hold on every writing backend that reports it (the smallest), or None."""
     known = [info.context for info in fleet.infos(fleet.pool) if info.context]
@@ -98,7 +83,7 @@ def open_context(
     *,
     listener: BookListener,
     embedder: Embedder,
-    sources: SourceIndex | None = None,
+    sources: BookSources | None = None,
 ) -> RunContext:
     """Settle the sampling profiles (recorded in spec.json) and make the writers' and planners' samplers."""
     settled = settle_profiles(settings, spec, fleet)

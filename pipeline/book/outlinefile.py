@@ -95,7 +95,7 @@ def outline_markdown(outline: Outline, request: str | None) -> str:
 
 def node_lines(level: int, node: Node) -> list[str]:
     lines = ["", f"{'#' * level} {node.title}", *([point_line(node.point)] if node.point else [])]
-    return lines + ([f"{SOURCES} {SOURCES_SEPARATOR.join(node.sources)}"] if node.sources else [])
+    return lines + ([f"{SOURCES} {SOURCES_SEPARATOR.join(node.places)}"] if node.places else [])
 
 
 def point_line(point: str) -> str:
@@ -154,7 +154,7 @@ def read_outline_markdown(text: str, where: str = "outline.md") -> EditedOutline
             if builder is None:
                 raise UsageError(f"{where} line {number}: text before the book title (a `# ` line)")
             if line.strip().startswith(SOURCES):
-                builder.sources(line.strip().removeprefix(SOURCES), number)
+                builder.places(line.strip().removeprefix(SOURCES), number)
             else:
                 builder.point(line.strip(), number)
     if builder is None:
@@ -258,10 +258,10 @@ class _Builder:
         self.last[0].point = text[1:] if text.startswith("\\") else text
         self.point_line = number
 
-    def sources(self, text: str, number: int) -> None:
+    def places(self, text: str, number: int) -> None:
         if self.last is None:
             raise UsageError(f"{self.where} line {number}: a Sources line under the book title; it goes under a node")
-        self.last[0].sources = [where.strip() for where in text.split(SOURCES_SEPARATOR.strip()) if where.strip()]
+        self.last[0].places = [place.strip() for place in text.split(SOURCES_SEPARATOR.strip()) if place.strip()]
 
     def finished(self) -> EditedOutline:
         outline = self.given.outline

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pipeline.backends.fleet import Fleet
-from pipeline.book.cite import PlanSources
 from pipeline.book.context import RunContext
 from pipeline.book.folder import Saved, save_outline
 from pipeline.book.plan.levels import OnSection, SourcesNote
@@ -63,12 +62,12 @@ def open_planner(run: RunContext, fleet: Fleet) -> Planner:
 def plan_places(run: RunContext, outline: Outline) -> None:
     """Every node of a plan nobody writes yet (`fanout plan`) given the places of its nearest passages."""
     if run.sources is not None:
-        keep_places(outline, PlanSources(run.sources, run.spec.prompt).places)
+        keep_places(outline, run.sources.planning.places)
 
 
 def sources_note(run: RunContext) -> SourcesNote | None:
     """What the planning prompts are told of the user's sources; None without sources."""
-    return None if run.sources is None else PlanSources(run.sources, run.spec.prompt).note
+    return None if run.sources is None else run.sources.planning.note
 
 
 async def plan_outline(
@@ -77,7 +76,7 @@ async def plan_outline(
     """The whole outline, each of its sections handed to `on_section` as `schedule` says (all at once from a
     complete saved outline)."""
     outline = saved.outline
-    places = None if run.sources is None else PlanSources(run.sources, run.spec.prompt).places
+    places = None if run.sources is None else run.sources.planning.places
     if outline is not None and outline.complete:
         if places is not None and keep_places(outline, places, sections=False):
             save_outline(run.folder, outline, run.spec.prompt)
@@ -90,7 +89,7 @@ async def plan_outline(
     run.listener.hear(PlanningStarted(run.spec))
 
     def save(outline: Outline) -> None:
-        if places is not None:  # a section's are its passages' when it is written (book/cite.py: Citing.given)
+        if places is not None:  # a section's are its passages' when it is written (book/cite.py: Citing.passages)
             keep_places(outline, places, sections=False)
         save_outline(run.folder, outline, run.spec.prompt)
         run.listener.hear(OutlineReady(outline))
@@ -110,9 +109,9 @@ def keep_places(outline: Outline, places: Callable[[str, str], list[str]], *, se
         if sections:
             nodes += [(section, chapter.title) for chapter in part.chapters for section in chapter.sections]
         for node, above in nodes:
-            if not node.sources:
-                node.sources = places(node.title, above)
-                given = given or bool(node.sources)
+            if not node.places:
+                node.places = places(node.title, above)
+                given = given or bool(node.places)
     return given
 
 

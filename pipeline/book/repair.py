@@ -186,8 +186,8 @@ class Repairer:
     async def _refocus(self, part: Part, chapter: Chapter, section: Section, previous: SectionResult) -> SectionResult:
         """New candidates with seeds of their own; the one nearest its point, the old text included, stays."""
         numbers = range(REFOCUS_FIRST + previous.version, REFOCUS_FIRST + previous.version + REFOCUS_CANDIDATES)
-        where, given = (self.outline, chapter, section), self._given(section)
-        requests = [section_request(self.spec, where, self.sampler, n, given=given) for n in numbers]
+        where, passages = (self.outline, chapter, section), self._passages(section)
+        requests = [section_request(self.spec, where, self.sampler, n, passages=passages) for n in numbers]
         answers: list[SectionResult] = []
 
         async def one(request: ChatRequest) -> None:
@@ -221,19 +221,19 @@ class Repairer:
                 "completion_tokens": (previous.completion_tokens or 0) + (answer.completion_tokens or 0),
             }
         )
-        return with_citations(whole, self._given(section))
+        return with_citations(whole, self._passages(section))
 
-    def _given(self, section: Section) -> list[Passage]:
+    def _passages(self, section: Section) -> list[Passage]:
         """The source passages the section was first given: a repair asks with the same ones."""
         written = self.journal.get(section.id)
-        return written.given if written is not None else []
+        return written.passages if written is not None else []
 
     def _finished(self, section: Section, answer: Completion) -> SectionResult:
-        return with_citations(finished(section, answer, self.wall), self._given(section))
+        return with_citations(finished(section, answer, self.wall), self._passages(section))
 
     def _section_request(self, part: Part, chapter: Chapter, section: Section, *, escape_loops: bool) -> ChatRequest:
         where = (self.outline, chapter, section)
-        request = section_request(self.spec, where, self.sampler, given=self._given(section))
+        request = section_request(self.spec, where, self.sampler, passages=self._passages(section))
         if escape_loops:
             request.extra.update(LOOP_ESCAPE_PENALTIES)
             request.temperature = max(request.temperature, LOOP_ESCAPE_TEMPERATURE)

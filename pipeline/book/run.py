@@ -1,13 +1,16 @@
-"""A book run as its stages: plan -> write (-> repair) -> assemble -> audit -> typeset, and stats.json last.
+"""A book run as its stages: sources -> plan -> write (-> repair) -> assemble -> audit -> typeset, and stats.json
+last.
 
 Takes Settings, a BookSpec and a run folder (new, or one to resume); leaves in the folder spec.json,
 outline.json, sections.jsonl (the journal), requests.jsonl (every request as sent, what a bench replay
 reads), book.md, book.pdf, run.log and, last of all, stats.json. Each stage is a module of its own
-(planstage.py, writestage.py, repairstage.py, assemble.py, auditstage.py, typesetstage.py); the watchers (the
-terminal, the live page, the run's clock in timing.py) hear the events the stages emit. A new run and a resume
-are the same stages fed from what the folder holds (folder.read_saved): a resume plans nothing again and asks no
-finished section again. Interrupted, it leaves the journal consistent and writes no stats.json, so the folder
-never looks like a finished run.
+(sourcestage.py, planstage.py, writestage.py, repairstage.py, assemble.py, auditstage.py, typesetstage.py); the
+watchers (the terminal, the live page, the run's clock in timing.py) hear the events the stages emit. The sources
+stage runs first, before a new run folder is made (a book whose sources cannot be read leaves none behind); what it
+hands on (BookSources) reaches the other stages in the RunContext. A new run and a resume are the same stages fed
+from what the folder holds (folder.read_saved): a resume plans nothing again and asks no finished section again.
+Interrupted, it leaves the journal consistent and writes no stats.json, so the folder never looks like a finished
+run.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from pipeline.audit.rules import TITLE_RULES
 from pipeline.backends.fleet import Fleet, open_fleet
 from pipeline.book.assemble import assemble_book
 from pipeline.book.auditstage import audit_book
-from pipeline.book.context import RunContext, log_requests, open_book_sources, open_context
+from pipeline.book.context import RunContext, log_requests, open_context
 from pipeline.book.folder import (
     RunFolder,
     kept_when_stopped,
@@ -34,6 +37,7 @@ from pipeline.book.incremental import IncrementalTypesetter
 from pipeline.book.planstage import Planned, plan_first_chain, plan_outline, plan_places
 from pipeline.book.repairstage import repair_book
 from pipeline.book.requestlog import RequestLog
+from pipeline.book.sourcestage import BookSources, open_book_sources
 from pipeline.book.stats import JobTally, after_last_section
 from pipeline.book.timing import RunClock
 from pipeline.book.typesetstage import typeset_book
@@ -44,7 +48,6 @@ from pipeline.files import write_atomic
 from pipeline.meaning.embed import open_embedder
 from pipeline.records import BOOK_SCHEDULE, BookSpec, Outline, PlanSchedule, SectionResult
 from pipeline.records.book import BookOutcome, PlanOutcome, RepairSummary
-from pipeline.sources.index import SourceIndex
 from pipeline.watch.events import BookFinished, FileFinished, FleetOpened
 from pipeline.watch.listeners import BookListener, Listeners
 
@@ -85,7 +88,7 @@ async def run_book(
     resumed: bool,
     listener: BookListener,
     options: RunOptions,
-    sources: SourceIndex | None = None,
+    sources: BookSources | None = None,
 ) -> BookOutcome:
     """The stages of one book run; the run's clock hears every event beside `listener`."""
     embedder = open_embedder(settings.embeddings)
@@ -196,7 +199,7 @@ async def plan(settings: Settings, spec: BookSpec, out: Path | None, progress: B
 
 
 async def plan_run(
-    settings: Settings, spec: BookSpec, folder: RunFolder, *, listener: BookListener, sources: SourceIndex | None = None
+    settings: Settings, spec: BookSpec, folder: RunFolder, *, listener: BookListener, sources: BookSources | None = None
 ) -> PlanOutcome:
     """plan (level by level: nothing is written meanwhile) -> audit by the title rules (TITLE_RULES and the
     outline's figures); outline.json and outline.md written (book/outlinefile.py)."""

@@ -108,16 +108,16 @@ def section_request(
     sampler: Sampler,
     candidate: int = 0,
     *,
-    given: list[Passage] | None = None,
+    passages: list[Passage] | None = None,
 ) -> ChatRequest:
-    """The section's request; candidate n > 0 (best of k) is sampled with its own seed; `given` the source passages
+    """The section's request; candidate n > 0 (best of k) is sampled with its own seed; `passages` the source passages
     its prompt shows."""
     outline, chapter, section = where
-    prompt = section_prompt(spec, outline, chapter, section, sources=sources_block(given or []))
+    prompt = section_prompt(spec, outline, chapter, section, sources=sources_block(passages or []))
     tag = section.id if candidate == 0 else f"{section.id}#{candidate}"
     messages = [*book_context(spec.prompt), {"role": "user", "content": prompt}]
     request = sampler.request(messages, spec.max_tokens, tag)
-    return request.model_copy(update={"passages": given}) if given else request
+    return request.model_copy(update={"passages": passages}) if passages else request
 
 
 class WallClock:
@@ -427,14 +427,14 @@ class SectionWriter:
     ) -> list[SectionResult]:
         """These candidates of one section, asked at once, each finished and scored by its on-point margin."""
         outline, part, chapter, section = where
-        given = await self._given(outline, chapter, section)
+        passages = await self._passages(outline, chapter, section)
         asked = (outline, chapter, section)
-        requests = {n: section_request(self.spec, asked, self.sampler, n, given=given) for n in numbers}
+        requests = {n: section_request(self.spec, asked, self.sampler, n, passages=passages) for n in numbers}
         answers: dict[int, SectionResult] = {}
 
         async def one(number: int) -> None:
             answer = await self._candidate(section, requests[number], route, streamed=number == 0)
-            answers[number] = with_citations(answer, given)
+            answers[number] = with_citations(answer, passages)
 
         async with anyio.create_task_group() as group:
             for number in requests:
@@ -443,15 +443,15 @@ class SectionWriter:
         await self._chapter_whole(chapter)
         return await anyio.to_thread.run_sync(with_margin, self.embedder, chapter, section, ordered)
 
-    async def _given(self, outline: Outline, chapter: Chapter, section: Section) -> list[Passage]:
+    async def _passages(self, outline: Outline, chapter: Chapter, section: Section) -> list[Passage]:
         """The section's source passages, as many as fit its prompt (found on a worker thread: numpy and the
         tokenizers leave the event loop free); none without sources."""
         if self.citing is None:
             return []
         prompt = "\n".join(m["content"] for m in book_context(self.spec.prompt))
         prompt += section_prompt(self.spec, outline, chapter, section)
-        given = partial(self.citing.given, chapter.title, section, prompt=prompt)
-        return await anyio.to_thread.run_sync(given)
+        found = partial(self.citing.passages, chapter.title, section, prompt=prompt)
+        return await anyio.to_thread.run_sync(found)
 
     async def _judged(self, section: Section, results: list[SectionResult]) -> list[SectionResult]:
         """The candidates with their fit to the request when the judge has a choice to make (two written or more);

@@ -70,7 +70,7 @@ def citing_for(run: RunContext, fleet: Fleet) -> Citing | None:
     if context is None:
         log.info("no writing engine reports its context: source passages fit %d tokens", UNKNOWN_CONTEXT)
     room = context or UNKNOWN_CONTEXT
-    return Citing(run.sources, run.spec.prompt, context=room, max_tokens=run.spec.max_tokens)
+    return Citing(run.sources.index, run.spec.prompt, context=room, max_tokens=run.spec.max_tokens)
 
 
 class WriteStage:

@@ -241,9 +241,9 @@ def parse_rule_list(text: str | None) -> list[str] | None:
 def cmd_audit(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from pipeline.audit.book import load_book
     from pipeline.audit.quality import quality_table
     from pipeline.audit.report import audit, audit_path, audit_table, parse_fail_on
-    from pipeline.audit.source import load_book
     from pipeline.config import load_settings
     from pipeline.files import write_atomic
     from pipeline.meaning.embed import open_embedder
@@ -260,9 +260,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
     embedder = open_embedder(settings.embeddings)
     if args.sources:
         from pipeline.audit.citations import resolve_sources
-        from pipeline.sources.collect import open_sources
+        from pipeline.cli.sources import named_sources
 
-        missing = resolve_sources(book, open_sources(list(args.sources), embedder).index.passages)
+        found, _ = named_sources(list(args.sources), embedder)
+        missing = resolve_sources(book, found.index.passages)
         if missing:
             print(f"fanout: {missing} cited sources are not in the sources given: not judged", file=sys.stderr)
     report = audit(book, rules, skipped, embedder, settings.judge)

@@ -8,8 +8,13 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipeline.cli.flags import add_embeddings_flag
+
+if TYPE_CHECKING:
+    from pipeline.meaning.embed import Embedder
+    from pipeline.sources.collect import Sources
 
 SNIPPET_WORDS = 30
 
@@ -28,16 +33,24 @@ def add_sources_command(commands: argparse._SubParsersAction) -> argparse.Argume
     return sources
 
 
+def named_sources(paths: list[Path], embedder: Embedder) -> tuple[Sources, float]:
+    """The sources named on a command line, indexed (reused when saved before), and the seconds it took: the one way
+    the commands open them (`fanout sources`, `fanout audit --sources`; a book run's is book/sourcestage.py)."""
+    from pipeline.sources.collect import open_sources
+
+    start = time.perf_counter()
+    found = open_sources(paths, embedder)
+    return found, time.perf_counter() - start
+
+
 def cmd_sources(args: argparse.Namespace) -> int:
     from pipeline.config import load_settings
     from pipeline.meaning.embed import open_embedder
     from pipeline.records.sources import Query
-    from pipeline.sources.collect import open_sources, skipped_lines
+    from pipeline.sources.collect import skipped_lines
 
     settings = load_settings({"embeddings": args.embeddings})
-    start = time.perf_counter()
-    found = open_sources(list(args.paths), open_embedder(settings.embeddings))
-    seconds = time.perf_counter() - start
+    found, seconds = named_sources(list(args.paths), open_embedder(settings.embeddings))
     hits = found.index.search(Query(args.query, args.under), args.top) if args.query else []
     if args.json:
         print(json.dumps(_as_json(found.report, hits), indent=2))
@@ -53,7 +66,7 @@ def cmd_sources(args: argparse.Namespace) -> int:
     for rank, hit in enumerate(hits, 1):
         words = hit.passage.text.split()
         snippet = " ".join(words[:SNIPPET_WORDS]) + (" ..." if len(words) > SNIPPET_WORDS else "")
-        print(f"[{rank}] {hit.passage.where()} ({hit.score:.2f})\n    {snippet}")
+        print(f"[{rank}] {hit.passage.place()} ({hit.score:.2f})\n    {snippet}")
     return 0
 
 
@@ -65,5 +78,5 @@ def _as_json(report, hits: list) -> dict:
         "skipped": [asdict(item) for item in report.skipped],
         "passages": report.passages,
         "reused": report.reused,
-        "hits": [{"where": hit.passage.where(), "score": hit.score, **asdict(hit.passage)} for hit in hits],
+        "hits": [{"place": hit.passage.place(), "score": hit.score, **asdict(hit.passage)} for hit in hits],
     }

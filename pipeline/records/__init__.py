@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from enum import Enum, StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from pipeline.records.sources import Passage
 
@@ -353,14 +353,20 @@ class BookSpec(BaseModel):
 class Node(BaseModel):
     """A planned unit of the outline: its id, its title and its key point."""
 
+    model_config = ConfigDict(serialize_by_alias=True)  # `places` is written as `sources`, its earlier name
+
     id: str  # p01, p01.c02, p01.c02.s03
     title: str
     point: str = ""  # what it covers, in one line, so its siblings know what to leave to it
     placeholder: bool = False  # a numbered stand-in (outlines of older versions; fanout makes none now)
     about: str = ""  # the facet or concern the plan gave the model to phrase it from ('' : planned open or by hand)
     short: bool = False  # planned with fewer children than the shape asks: no usable line for the rest
-    sources: list[str] = Field(default_factory=list)  # where the user's passages that support it are from
-    # (Passage.where: file, heading path, page); a section is written from those, a person may edit them
+    # the places of the user's passages that support it (Passage.place: file, heading path, page); a section is
+    # written from those, a person may edit them. Written under their earlier name, `sources` (outline.json keeps
+    # its bytes), and read under either
+    places: list[str] = Field(
+        default_factory=list, validation_alias=AliasChoices("places", "sources"), serialization_alias="sources"
+    )
 
 
 class Section(Node):
@@ -435,7 +441,8 @@ class SectionResult(BaseModel):
     )
     candidates: int = 1  # answers written for it (best of k), the kept one chosen by margin
     discarded_tokens: int = 0  # tokens of the candidates not kept
-    given: list[Passage] = Field(default_factory=list)  # the user's source passages its prompt showed, [1] first
+    # the user's source passages its prompt showed, [1] first (`given` in the journal of an earlier version)
+    passages: list[Passage] = Field(default_factory=list, validation_alias=AliasChoices("passages", "given"))
     citations_removed: int = 0  # markers [n] the answer wrote that named no passage given, taken out
 
     @property

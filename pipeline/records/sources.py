@@ -19,11 +19,12 @@ class Passage:
     text: str
     page: int | None = None
 
-    def where(self) -> str:
-        """'guide.md, Install > From source' or 'manual.pdf, Safety, p. 12': what a reference names."""
-        place = " > ".join(self.headings)
+    def place(self) -> str:
+        """Where it is from, 'guide.md, Install > From source' or 'manual.pdf, Safety, p. 12': what a reference
+        names."""
+        path = " > ".join(self.headings)
         page = f"p. {self.page}" if self.page is not None else ""
-        return ", ".join(part for part in (self.file, place, page) if part)
+        return ", ".join(part for part in (self.file, path, page) if part)
 
     def indexed_text(self) -> str:
         """What retrieval reads of it: its heading path, then its text."""
@@ -32,11 +33,12 @@ class Passage:
 
 @dataclass(frozen=True, slots=True)
 class SourceFile:
-    """A file read: its name as shown, its kind, its passages and (a PDF) pages."""
+    """A file read: its name as shown, its kind, the passages cut from it (0 until they are: pipeline/sources/read.py
+    parses, passages.py cuts) and (a PDF) its pages."""
 
     file: str
     kind: str  # 'markdown', 'text', 'html' or 'pdf'
-    passages: int
+    passages: int = 0
     pages: int | None = None
 
 

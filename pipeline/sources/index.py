@@ -149,7 +149,7 @@ class SourceIndex:
         if self._by_place is None:
             self._by_place = {}
             for passage in self.passages:
-                self._by_place.setdefault(passage.where(), []).append(passage.number)
+                self._by_place.setdefault(passage.place(), []).append(passage.number)
         return frozenset(number for place in places for number in self._by_place.get(place, []))
 
     def save(self, folder: Path, *, beside: dict[str, str] | None = None) -> None:

@@ -10,18 +10,18 @@ import re
 from collections.abc import Iterator
 
 from pipeline.records.sources import Passage
-from pipeline.sources.read import Block, FileText
+from pipeline.sources.read import Block
 
 PASSAGE_WORDS = 120  # a passage closes once it holds this many words
 MAX_PASSAGE_WORDS = 200  # a paragraph past this is cut at sentences
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
 
 
-def passages_of(file: FileText, *, first: int = 0) -> list[Passage]:
-    """The file's passages, numbered from `first`."""
+def passages_of(file: str, blocks: list[Block], *, first: int = 0) -> list[Passage]:
+    """The passages of a file's blocks (`file` its name as shown), numbered from `first`."""
     found: list[Passage] = []
-    for headings, page, text in _packed(file.blocks):
-        found.append(Passage(first + len(found), file.file, headings, text, page))
+    for headings, page, text in _packed(blocks):
+        found.append(Passage(first + len(found), file, headings, text, page))
     return found
 
 

@@ -1,5 +1,5 @@
 """Reading the documents a user gives: files and folders -> each file's text as blocks (a heading path, a paragraph,
-a page), or a line saying why it was skipped.
+a page) with what the file is (records.sources.SourceFile), or a line saying why it was skipped.
 
 Kinds by suffix: Markdown (.md, .markdown, .mdx; read with markdown-it-py, the book's own parser; code blocks kept
 fenced), plain text (.txt,
@@ -28,7 +28,7 @@ import lxml.html
 from lxml import etree
 
 from pipeline.document import inline_tokens
-from pipeline.records.sources import Skipped
+from pipeline.records.sources import Skipped, SourceFile
 
 MAX_SOURCE_BYTES = 64 * 1024 * 1024  # a larger file is skipped: 64 MB is a 20,000-page manual's text
 SNIFF_BYTES = 8192
@@ -52,16 +52,6 @@ class Block:
     headings: tuple[str, ...]
     text: str
     page: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class FileText:
-    """A file's text as blocks, and what it is."""
-
-    file: str
-    kind: str
-    blocks: list[Block]
-    pages: int | None = None
 
 
 class Unreadable(Exception):
@@ -127,19 +117,19 @@ def too_large(size: int) -> str | None:
     return f"{size / 1e6:,.0f} MB, over the {MAX_SOURCE_BYTES // 2**20} MB a source may be"
 
 
-def parse_file(data: bytes, path: Path, shown: str) -> FileText:
-    """The file's blocks, by the kind its suffix names (text when it names none); Unreadable says why not."""
+def parse_file(data: bytes, path: Path, shown: str) -> tuple[SourceFile, list[Block]]:
+    """What the file is (no passages cut yet) and its blocks, by the kind its suffix names (text when it names
+    none); Unreadable says why not."""
     kind = kind_of(path) or "text"
     if kind == "pdf":
         blocks, pages = pdf_blocks(data)
-        return FileText(shown, kind, blocks, pages)
+        return SourceFile(shown, kind, pages=pages), blocks
     if b"\x00" in data[:SNIFF_BYTES]:
         raise Unreadable("binary file")
     if kind == "html":
-        return FileText(shown, kind, html_blocks(data))
+        return SourceFile(shown, kind), html_blocks(data)
     text = utf8(data)
-    blocks = markdown_blocks(text) if kind == "markdown" else text_blocks(text)
-    return FileText(shown, kind, blocks)
+    return SourceFile(shown, kind), markdown_blocks(text) if kind == "markdown" else text_blocks(text)
 
 
 def utf8(data: bytes) -> str:

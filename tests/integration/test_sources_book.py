@@ -73,7 +73,7 @@ def cited_run(tmp_path_factory) -> Path:
 
 def test_every_section_is_given_passages_and_cites_what_it_was_given(cited_run):
     journal = list(read_journal(cited_run / "sections.jsonl").values())  # passages put back from passages.jsonl
-    assert journal and all(result.ok and result.given for result in journal)
+    assert journal and all(result.ok and result.passages for result in journal)
     assert sum(result.citations_removed for result in journal) == 0
     assert all(cited_numbers(result.text) for result in journal)
     spec = json.loads((cited_run / "spec.json").read_text())
@@ -90,11 +90,11 @@ def test_the_plan_sees_what_the_sources_hold_and_each_node_keeps_its_places(cite
     assert sum(title in note for title in titles) >= 5, note
     outline = Outline.model_validate_json((cited_run / "outline.json").read_text())
     nodes = [*outline.parts, *(c for p in outline.parts for c in p.chapters), *(s for _, _, s in outline.sections())]
-    assert all(node.sources for node in nodes)
+    assert all(node.places for node in nodes)
     assert (cited_run / "outline.md").read_text().count("\nSources: ") == len(nodes)
     journal = read_journal(cited_run / "sections.jsonl")
     for _, _, section in outline.sections():
-        assert {passage.where() for passage in journal[section.id].given} <= set(section.sources)
+        assert {passage.place() for passage in journal[section.id].passages} <= set(section.places)
 
 
 def test_every_marker_resolves_to_a_source_in_every_edition(cited_run):

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from pipeline.audit.book import load_run
 from pipeline.audit.report import audit
-from pipeline.audit.source import load_run
 from pipeline.bench.report.provenance import host_info
 from pipeline.book.folder import load_run_folder
 from pipeline.book.run import book

@@ -8,7 +8,7 @@ import pytest
 
 from pipeline.audit.ahead import AuditAhead
 from pipeline.audit.analysis import judge_subject, section_meanings
-from pipeline.audit.source import AuditBook, AuditSection
+from pipeline.audit.book import AuditBook, AuditSection
 from pipeline.meaning.embed import StaticEmbedder
 from pipeline.meaning.reading import request_asks
 from pipeline.records import Author, SectionResult

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.audit.book import load_book, load_run
 from pipeline.audit.report import audit, flagged
 from pipeline.audit.rules import RULE_NAMES
-from pipeline.audit.source import load_book, load_run
 from pipeline.book.profiles import PROFILES
 from pipeline.book.trim import cut_repeats
 from pipeline.errors import UsageError

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.audit.book import AuditBook, load_book
 from pipeline.audit.rules import RULES, figure_rules
-from pipeline.audit.source import AuditBook, load_book
 from pipeline.bench.studies.corpus import Book, book_markdown, load_corpus
 from pipeline.bench.studies.planted import CAUGHT_BY, Kind, donor_for, places_of, plant, planted_sentences, run_folder
 from pipeline.meaning.nearness import body_text

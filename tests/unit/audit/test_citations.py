@@ -4,9 +4,9 @@ book's Sources lists are read back and found in its sources."""
 
 from __future__ import annotations
 
+from pipeline.audit.book import AuditBook, AuditSection, load_markdown
 from pipeline.audit.citations import cited_sentences, resolve_sources, section_citations
 from pipeline.audit.rules import rule_uncited
-from pipeline.audit.source import AuditBook, AuditSection, load_markdown
 from pipeline.meaning.embed import open_embedder
 from pipeline.records.sources import Passage
 
@@ -18,7 +18,7 @@ PASSAGES = (
 
 
 def section(text: str, *, given=PASSAGES) -> AuditSection:
-    return AuditSection("p01.c01.s01", "Knives", text, given=given, written_from_sources=bool(given))
+    return AuditSection("p01.c01.s01", "Knives", text, passages=given, written_from_sources=bool(given))
 
 
 def test_cited_sentences_take_the_markers_after_a_full_stop_too():
@@ -56,4 +56,4 @@ def test_a_markdown_books_sources_lists_are_found_in_its_sources(tmp_path):
     assert [s.cites_from for s in book.sections] == [("notes_a.md, Sharpening",), ("gone.md",)]
     assert book.sections[0].text == "Fifteen degrees [1]."
     missing = resolve_sources(book, [Passage(0, "notes_a.md", ("Sharpening",), PASSAGES[0])])
-    assert missing == 1 and book.sections[0].given == (PASSAGES[0],) and book.sections[1].given == ("",)
+    assert missing == 1 and book.sections[0].passages == (PASSAGES[0],) and book.sections[1].passages == ("",)

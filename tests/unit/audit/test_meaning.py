@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.audit.book import load_run
 from pipeline.audit.report import audit
-from pipeline.audit.source import load_run
 from pipeline.bench.studies.calibrate import calibrate
 from pipeline.book.profiles import PROFILES
 from pipeline.book.repair import plan_actions

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.audit.book import AuditBook, AuditSection, BookNode, load_book, load_run
 from pipeline.audit.quality import FIGURES, measure, seq_rep
 from pipeline.audit.report import audit, gate, parse_fail_on
-from pipeline.audit.source import AuditBook, AuditSection, BookNode, load_book, load_run
 from pipeline.errors import UsageError
 from pipeline.records import Author, BookSpec, Chapter, Outline, Part, Section, SectionResult
 from pipeline.text import words_of

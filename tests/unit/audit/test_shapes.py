@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.audit.book import load_book
 from pipeline.audit.report import audit, gate
 from pipeline.audit.rules import word_floor
-from pipeline.audit.source import load_book
 from pipeline.records import Author, BookSpec
 
 SHAPES = Path(__file__).parents[2] / "fixtures" / "audit" / "shapes"

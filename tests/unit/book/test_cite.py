@@ -1,13 +1,12 @@
 """Writing from sources (pipeline/book/cite.py, pipeline/sources/markers.py): the passages a section is given fit
-the room its prompt has; markers naming no passage are taken out and counted; on the page a section's markers are
-renumbered in the order first cited and its Sources list names each, read back as it was printed."""
+the room its prompt has; markers naming no passage are taken out and counted. How they are printed:
+tests/unit/typeset/test_cited.py."""
 
 from __future__ import annotations
 
 from pipeline.book.cite import (
     Citing,
     checked_markers,
-    cited_body,
     fitting,
     prompt_tokens,
     sources_block,
@@ -18,7 +17,7 @@ from pipeline.meaning.embed import open_embedder
 from pipeline.records import Section, SectionResult
 from pipeline.records.sources import Passage
 from pipeline.sources.index import SourceIndex
-from pipeline.sources.markers import cited_numbers, split_sources_list
+from pipeline.sources.markers import cited_numbers
 
 GIVEN = [
     Passage(0, "guide.md", ("Knives", "Sharpening"), "Hold the blade at fifteen degrees to the stone."),
@@ -37,20 +36,11 @@ def test_markers_naming_no_passage_go_and_are_counted_code_is_left_alone():
     assert cited_numbers("a [2] b [1, 2] c [link](x) d [3]: e `[4]`") == [2, 1]
 
 
-def test_a_section_prints_renumbered_with_its_sources_list_read_back_as_printed():
-    body = cited_body("Claws keep fingers safe [3]. The angle [1] and the claw [3, 1].", GIVEN)
-    text, wheres = split_sources_list(body)
-    assert text == "Claws keep fingers safe [1]. The angle [2] and the claw [1][2]."
-    assert wheres == ["manual.pdf, Safety [v2], p. 12", "guide.md, Knives > Sharpening"]
-    assert "Safety \\[v2\\]" in body and "care\\_notes" not in body  # escaped; an uncited source is not listed
-    assert cited_body("No citation at all.", GIVEN) == "No citation at all."
-
-
 def test_with_citations_keeps_what_was_given_even_when_the_answer_failed():
     ok = with_citations(SectionResult(id="s", title="t", text="Angle [1]. Wrong [7]."), GIVEN)
-    assert (ok.text, ok.citations_removed, ok.given) == ("Angle [1]. Wrong.", 1, GIVEN)
+    assert (ok.text, ok.citations_removed, ok.passages) == ("Angle [1]. Wrong.", 1, GIVEN)
     failed = with_citations(SectionResult(id="s", title="t", error="every backend failed"), GIVEN)
-    assert failed.given == GIVEN and failed.citations_removed == 0
+    assert failed.passages == GIVEN and failed.citations_removed == 0
 
 
 def test_the_passages_given_fit_the_room_the_prompt_has():
@@ -61,6 +51,6 @@ def test_the_passages_given_fit_the_room_the_prompt_has():
     index = SourceIndex.build(GIVEN, open_embedder())
     section = Section(id="p01.c01.s01", title="Sharpening a knife")
     roomy = Citing(index, "knives", context=32768, max_tokens=600)
-    assert roomy.given("Knives", section, prompt="x")[0] == GIVEN[0] and len(roomy.given_to["p01.c01.s01"]) == 3
+    assert roomy.passages("Knives", section, prompt="x")[0] == GIVEN[0] and len(roomy.chosen["p01.c01.s01"]) == 3
     tight = Citing(index, "knives", context=800, max_tokens=600)
-    assert len(tight.given("Knives", section, prompt="word " * 100)) < 3
+    assert len(tight.passages("Knives", section, prompt="word " * 100)) < 3

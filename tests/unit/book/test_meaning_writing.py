@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.audit.book import load_run
 from pipeline.audit.report import audit
-from pipeline.audit.source import load_run
 from pipeline.backends.pool import BackendPool, RetryPolicy
 from pipeline.book.plan.planner import Planner, PlanOptions
 from pipeline.book.plan.prompts import CHOSEN_NOTE

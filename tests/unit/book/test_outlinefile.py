@@ -54,14 +54,24 @@ def test_a_planned_outline_round_trips_through_outline_md():
 
 def test_the_places_a_node_is_written_from_round_trip_and_a_point_like_them_is_escaped():
     outline = outline_of(1, 1, 2)
-    outline.parts[0].sources = ["notes/flour.md, Rye > Hydration", "manual.pdf, Safety, p. 12"]
+    outline.parts[0].places = ["notes/flour.md, Rye > Hydration", "manual.pdf, Safety, p. 12"]
     outline.parts[0].chapters[0].sections[1].point = "Sources: a point that reads like the line"
     text = outline_markdown(outline, REQUEST)
     assert "## Part 1\nWhat it covers.\nSources: notes/flour.md, Rye > Hydration | manual.pdf, Safety, p. 12\n" in text
     assert "\\Sources: a point" in text
     assert read_outline_markdown(text).outline.model_dump() == outline.model_dump()
     edited = read_outline_markdown(text.replace("Sources: notes/flour.md, Rye > Hydration | ", "Sources: "))
-    assert edited.outline.parts[0].sources == ["manual.pdf, Safety, p. 12"]
+    assert edited.outline.parts[0].places == ["manual.pdf, Safety, p. 12"]
+
+
+def test_outline_json_keeps_a_nodes_places_under_sources_and_reads_either_name():
+    outline = outline_of(1, 1, 1)
+    outline.parts[0].places = ["notes/flour.md, Rye > Hydration"]
+    written = json.loads(outline.model_dump_json())["parts"][0]
+    assert written["sources"] == ["notes/flour.md, Rye > Hydration"] and "places" not in written
+    assert Outline.model_validate_json(outline.model_dump_json()).parts[0].places == outline.parts[0].places
+    renamed = {**written, "places": written.pop("sources")}
+    assert Outline.model_validate({"title": "B", "parts": [renamed]}).parts[0].places == outline.parts[0].places
 
 
 line_text = st.text(st.characters(blacklist_categories=("Cc", "Cs", "Zl", "Zp")), min_size=1, max_size=40).map(

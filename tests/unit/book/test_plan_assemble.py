@@ -8,7 +8,7 @@ import time
 import pytest
 
 from pipeline.audit.analysis import similar_title_pairs
-from pipeline.audit.source import load_run
+from pipeline.audit.book import load_run
 from pipeline.backends.pool import BackendPool, RetryPolicy
 from pipeline.book.assemble import assemble, demote_headings
 from pipeline.book.plan.checks import TitleChecks

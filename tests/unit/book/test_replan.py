@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from pipeline.audit.book import load_run
 from pipeline.audit.report import audit
-from pipeline.audit.source import load_run
 from pipeline.backends.pool import BackendPool, RetryPolicy
 from pipeline.book.plan.planner import Planner
 from pipeline.book.profiles import PROFILES

@@ -58,7 +58,7 @@ def test_each_passage_is_kept_once_and_named_by_number_in_the_journal_and_the_lo
         messages = [{"role": "user", "content": f"Write section {number}.\n\n{sources_block(given)}Go."}]
         sent.append(messages)
         log.record(ChatRequest(messages=messages, tag=f"p01.c01.s0{number}", passages=given), None, 0.0, [])
-        journal.append(SectionResult(id=f"p01.c01.s0{number}", title="T", text="Text [1].", given=given))
+        journal.append(SectionResult(id=f"p01.c01.s0{number}", title="T", text="Text [1].", passages=given))
     journal.append(SectionResult(id="p01.c01.s03", title="T", text="Text."))  # no sources: as before
     journal.close()
     log.close()
@@ -67,19 +67,24 @@ def test_each_passage_is_kept_once_and_named_by_number_in_the_journal_and_the_lo
     assert shared.text not in (tmp_path / "requests.jsonl").read_text()
     assert shared.text not in (tmp_path / "sections.jsonl").read_text()
     assert [row["messages"] for row in read_rows(tmp_path / "requests.jsonl")] == sent
-    assert [result.given for result in read_journal(tmp_path / "sections.jsonl").values()] == [*passages, []]
+    assert [result.passages for result in read_journal(tmp_path / "sections.jsonl").values()] == [*passages, []]
+    lines = (tmp_path / "sections.jsonl").read_text().splitlines()
+    assert '"passages":[7, 9]' in lines[0] and '"passages"' not in lines[2] and '"given"' not in "".join(lines)
 
 
-def test_a_journal_of_an_earlier_version_reads_its_passages_inline(tmp_path):
+def test_a_journal_of_an_earlier_version_reads_its_given_field_as_the_passages(tmp_path):
+    from dataclasses import asdict
+
     from pipeline.journal import read_journal
     from pipeline.records import SectionResult
     from pipeline.records.sources import Passage
 
     given = [Passage(3, "a.md", ("A",), "Some text.")]
-    (tmp_path / "sections.jsonl").write_text(
-        SectionResult(id="s", title="T", text="x", given=given).model_dump_json() + "\n"
-    )
-    assert read_journal(tmp_path / "sections.jsonl")["s"].given == given
+    row = SectionResult(id="s", title="T", text="x").model_dump(exclude={"passages"})
+    old = [{**row, "given": [asdict(passage) for passage in given]}, {**row, "id": "t", "given": []}]
+    (tmp_path / "sections.jsonl").write_text("".join(json.dumps(line) + "\n" for line in old))
+    journal = read_journal(tmp_path / "sections.jsonl")
+    assert journal["s"].passages == given and journal["t"].passages == [] and journal["t"].ok
 
 
 def test_a_text_that_names_the_passages_key_reads_as_written(tmp_path):

@@ -19,9 +19,11 @@ def test_sources_lists_reads_skips_and_finds(tmp_path, capsys):
     assert "guide.md: markdown, 2 passages" in out and "1 files, 2 passages, 3 skipped; indexed in" in out
     assert "[1] " in out and "guide.md, Guide > Install" in out.split("[1] ")[1].splitlines()[0]
     assert "skipped 2 files of kinds fanout does not read (.png 2)" in err and "old.txt: not UTF-8" in err
-    assert main(["sources", str(tmp_path), "--json"]) == 0
+    assert main(["sources", str(tmp_path), "--json", "--query", "Installing it", "--top", "1"]) == 0
     shown = json.loads(capsys.readouterr().out)
-    assert shown["reused"] and shown["passages"] == 2
+    assert (
+        shown["reused"] and shown["passages"] == 2 and shown["hits"][0]["place"].endswith("guide.md, Guide > Install")
+    )
 
 
 def test_nothing_readable_exits_2(tmp_path, capsys):

@@ -53,7 +53,7 @@ def test_pdf_pages_and_outline(tmp_path):
     found = open_sources([pdf], open_embedder())
     passages = found.index.passages
     assert [(p.headings, p.page) for p in passages] == [(("Safety",), 1), (("Care",), 2)]
-    assert found.report.read[0].pages == 2 and passages[1].where().endswith("Care, p. 2")
+    assert found.report.read[0].pages == 2 and passages[1].place().endswith("Care, p. 2")
 
 
 def test_bad_inputs_are_skipped_with_why_and_the_rest_is_read(tmp_path):

@@ -1,5 +1,5 @@
-"""What the audit reads: a book as a tree of titled nodes and the AuditSections (units) it is made of, from a
-run folder or from any Markdown file.
+"""The audited book: what the audit reads, a book as a tree of titled nodes and the AuditSections (units) it is
+made of, from a run folder or from any Markdown file.
 
 Takes a run folder (spec, outline, journal and book.md) or a Markdown file and returns an AuditBook. A run's
 tree is its outline: parts > chapters > sections, every section a unit. A Markdown file's tree is found in
@@ -51,7 +51,7 @@ class AuditSection:
     text: str
     finish_reason: str | None = None
     error: str | None = None
-    given: tuple[str, ...] = ()  # the source passages its markers number: [1] is given[0] ("" where not known)
+    passages: tuple[str, ...] = ()  # the source passages its markers number: [1] is passages[0] ("" not known)
     cites_from: tuple[str, ...] = ()  # a Markdown section's Sources list: where each source it cites is from
     written_from_sources: bool = False  # a run's section whose prompt showed source passages
 
@@ -59,8 +59,8 @@ class AuditSection:
     def words(self) -> int:
         return len(self.text.split())
 
-    def with_given(self, given: tuple[str, ...]) -> AuditSection:
-        return replace(self, given=given)
+    def with_passages(self, passages: tuple[str, ...]) -> AuditSection:
+        return replace(self, passages=passages)
 
 
 @dataclass(frozen=True)
@@ -145,15 +145,15 @@ def load_run(folder: Path) -> AuditBook:
 def run_section(section: Node, result: SectionResult | None) -> AuditSection:
     if result is None:
         return AuditSection(section.id, section.title, "", error="never written")
-    given = tuple(passage.text for passage in result.given)
+    passages = tuple(passage.text for passage in result.passages)
     return AuditSection(
         section.id,
         section.title,
         result.text,
         result.finish_reason,
         result.error,
-        given=given,
-        written_from_sources=bool(given),
+        passages=passages,
+        written_from_sources=bool(passages),
     )
 
 

@@ -21,7 +21,6 @@ stub.
 from __future__ import annotations
 
 import math
-import re
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,8 +32,16 @@ from pipeline.meaning.offensive import offensive_words
 from pipeline.records import Author
 from pipeline.records.audit import BookMeaning, Defect
 from pipeline.sources.markers import cited_numbers
-from pipeline.text import close_open_fence, ends_closed, prose_words, repetition_loop, shingles, words_of
-from pipeline.titles import MINOR_WORDS, TitleIndex, title_key
+from pipeline.text import (
+    close_open_fence,
+    ends_closed,
+    ends_on_whole_item,
+    prose_words,
+    repetition_loop,
+    shingles,
+    words_of,
+)
+from pipeline.titles import TitleIndex, title_key
 
 WORD_FLOOR = 40  # a section below this many words is near-empty, when nothing says what it should hold
 EMPTY_SHARE = 0.16  # ... or below this share of the words it was asked for (40 of the default 250)
@@ -128,22 +135,6 @@ def rule_truncated(book: AuditBook) -> list[Defect]:
             tail = " ".join(section.text.split()[-6:])
             found.append(defect("truncated", section, f"ends without closing punctuation: …{tail!r}"))
     return found
-
-
-LIST_ITEM = re.compile(r"^\s{0,3}(?:[-*+]|\d{1,9}[.)])\s+\S")
-JOINING_MARKS = (",", ";", ":", "(", "-", "–", "—", "/", "&")
-
-
-def ends_on_whole_item(text: str) -> bool:
-    """A Markdown text whose last line is a list item that reads whole ('- Accommodations of time and due
-    dates'): an author's list ends without a stop, a list cut off ends on a joining word or mark ('- Discuss
-    transfer options, if'). All 65 human sections of the good-writing corpus that end without closing punctuation
-    end on such an item."""
-    last_line = text.rstrip().splitlines()[-1] if text.strip() else ""
-    if not LIST_ITEM.match(last_line) or last_line.rstrip().endswith(JOINING_MARKS):
-        return False
-    last_word = last_line.split()[-1].lower()
-    return last_word not in MINOR_WORDS
 
 
 def rule_empty(book: AuditBook) -> list[Defect]:

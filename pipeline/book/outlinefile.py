@@ -43,6 +43,7 @@ from pydantic import ValidationError
 
 from pipeline.errors import UsageError
 from pipeline.records import Chapter, Node, Outline, Part, Section
+from pipeline.text import joined
 
 HEADING = re.compile(r"^(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
 LEVEL_NAMES = {1: "book title", 2: "part", 3: "chapter", 4: "section"}
@@ -68,8 +69,7 @@ class GivenOutline:
         parts = [part.title for part in self.outline.parts if part.title]
         if not parts:
             return self.outline.title
-        listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
-        return f"{self.outline.title}: {listed}"
+        return f"{self.outline.title}: {joined(parts)}"
 
     def shape(self, planned: tuple[int, int, int]) -> tuple[int, int, int]:
         """parts x chapters x sections: the file's counts, then `planned`'s for the levels it leaves out."""

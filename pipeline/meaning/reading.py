@@ -26,7 +26,6 @@ from pipeline.meaning.asks import (
     PARTICIPLE,
     PEOPLE_FIRST,
     PURPOSE,
-    SENTENCE,
     STYLE_SENTENCE,
     STYLE_WORDS,
     SUBJECT_KEEPS,
@@ -46,7 +45,8 @@ from pipeline.meaning.asks import (
     worth_asking,
 )
 from pipeline.meaning.framing import CLAUSE_STOP, PEOPLE, BookKind, frame, names_people, unframed_kind
-from pipeline.titles import content_words, stem, title_words
+from pipeline.text import sentences, stem, whole_sentences
+from pipeline.titles import content_words, title_words
 
 
 @dataclass(frozen=True)
@@ -84,11 +84,11 @@ def read(request: str) -> Reading:
     story's first sentence is about (story_subject); the story's details (counts, days, places of one word, bare
     verbs: is_detail) are not asks, and the people it names are the audience."""
     found = _Found()
-    sentences = request_sentences(request)
-    sentences[:1] = [asked_for_people(sentence) for sentence in sentences[:1]]
-    order = reading_order(sentences)
+    request_sentences = whole_sentences(request)
+    request_sentences[:1] = [asked_for_people(sentence) for sentence in request_sentences[:1]]
+    order = reading_order(request_sentences)
     found.story = next((story_subject(sentence) for number, sentence in order if number < 0), "")
-    told = is_brief(request) and OWN_CONTEXT.match(sentences[0].strip()) is not None  # a brief that tells of the asker
+    told = is_brief(request) and OWN_CONTEXT.match(request_sentences[0].strip()) is not None  # a brief of the asker
     for number, sentence in order:
         if number == 0:
             read_first(sentence, found, brief=is_brief(request), request=request)
@@ -96,22 +96,6 @@ def read(request: str) -> Reading:
         if number > 0:  # the story before the sentence that names the book gave its subject, if any, and no more
             found.add_phrases(concern_phrases(later_sentence(sentence, brief=told)))
     return found.reading()
-
-
-# a stop that ends no sentence: an initialism ('U.S.', 'e.g.') or a title's abbreviation ('Dr.', 'vs.')
-ABBREVIATION = re.compile(r"(?:\b[A-Za-z]\.){2,}$|\b(?:etc|vs|Dr|Mr|Mrs|Ms|St|No|approx)\.$")
-
-
-def request_sentences(request: str) -> list[str]:
-    """The request's sentences, a stop after an abbreviation or before a word in lower case not taken for an
-    end ('a textbook on U.S. history' is one sentence)."""
-    sentences: list[str] = []
-    for piece in (piece for piece in SENTENCE.split(request) if piece.strip()):
-        if sentences and (ABBREVIATION.search(sentences[-1]) or piece[:1].islower()):
-            sentences[-1] = f"{sentences[-1]} {piece}"
-        else:
-            sentences.append(piece)
-    return sentences
 
 
 # 'Hikers want a practical guide to …', 'New Python developers need a book on …': the people come first
@@ -539,7 +523,7 @@ def reading_order(sentences: list[str]) -> list[tuple[int, str]]:
 
 def is_brief(request: str) -> bool:
     """A request of BRIEF_SENTENCES sentences or more: its first may tell of the asker, not name the subject."""
-    return sum(1 for sentence in SENTENCE.split(request) if sentence.strip()) >= BRIEF_SENTENCES
+    return sum(1 for sentence in sentences(request, lines="every") if sentence.strip()) >= BRIEF_SENTENCES
 
 
 def brief_opening(found: list[tuple[str, str]], request: str) -> list[tuple[str, str]]:

@@ -26,6 +26,7 @@ from functools import cache
 from pipeline.meaning.framing import BookKind
 from pipeline.meaning.reading import Reading
 from pipeline.templating import template_path
+from pipeline.text import joined
 from pipeline.titles import content_words
 
 CONCERN = "concern"  # the table of facets for a chapter made from a concern the request names
@@ -81,10 +82,6 @@ def carried_by(facet: str, concerns: list[str]) -> bool:
     """A concern of the request already says what the facet says, by its words ('staying safe', 'tool safety')."""
     words = content_words(facet)
     return any(words & content_words(concern) for concern in concerns)
-
-
-def joined(items: list[str]) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def groups(items: list[str], count: int) -> list[list[str]]:

@@ -2,8 +2,8 @@
 reading of answers and the request's reading share.
 
 - Words: a section's words (all of them, or its prose's, fenced code left out), its word n-grams, its loop (a
-  stretch said again and again), and whether it ends closed (on closing punctuation, a closed code fence or a whole
-  list item).
+  stretch said again and again), whether it ends closed (on closing punctuation or a closed code fence), and
+  whether it ends on a whole list item.
 - Code: CommonMark's fenced blocks (``` or ~~~, three or more, closed by a fence of the same character at least as
   long) and inline code spans; `close_open_fence` closes a fence a truncated answer left open.
 - Sentences: one cut (`sentences`, `sentence_break`) with the breaks each caller needs, where a sentence ends for
@@ -107,10 +107,13 @@ def without_code(text: str) -> str:
 
 def prose_lines(text: str) -> list[tuple[int, str]]:
     """(offset, line) of each line outside fenced code (fenced_blocks)."""
-    blocks = fenced_blocks(text)
+    blocks = iter(fenced_blocks(text))
+    block = next(blocks, None)
     found, offset = [], 0
     for line in text.splitlines(keepends=True):
-        if not any(block.start < offset + len(line) and offset < block.end for block in blocks):
+        while block is not None and block.end <= offset:
+            block = next(blocks, None)
+        if block is None or block.start >= offset + len(line):
             found.append((offset, line))
         offset += len(line)
     return found

@@ -37,7 +37,7 @@ import re
 from functools import cache, lru_cache
 from typing import Any
 
-from pipeline.text import sentence_break, without_code
+from pipeline.text import INLINE_CODE, sentence_break, without_code
 
 # Vulgar in any use. From glin-profanity's English list, and the spellings a writer uses to half-hide them.
 OBSCENITIES = frozenset(
@@ -128,7 +128,7 @@ def scanned(text: str) -> tuple[str, ...]:
 
 def code_spans_out(text: str) -> str:
     """The text with its inline code spans blanked (kept the same length, so places stay where they were)."""
-    return re.sub(r"`[^`\n]*`", lambda span: " " * len(span.group()), text)
+    return INLINE_CODE.sub(lambda span: " " * len(span.group()), text)
 
 
 def places(text: str, word: str, kind: str) -> list[tuple[int, int]]:

@@ -39,7 +39,7 @@ from pipeline.meaning.floors import CITED_FLOOR, CITED_MARGIN, CITED_OVERLAP  # 
 from pipeline.meaning.minilm import MiniLMEmbedder  # noqa: E402
 from pipeline.records.sources import Query  # noqa: E402
 from pipeline.sources.index import SourceIndex  # noqa: E402
-from pipeline.sources.passages import SENTENCE_END  # noqa: E402
+from pipeline.text import sentences  # noqa: E402
 
 GIVEN = 5
 
@@ -58,11 +58,11 @@ def pairs_of(book: Book, embedder: Embedder, per_book: int) -> list[Pair]:
     index = SourceIndex.build(passages, embedder)
     found: list[Pair] = []
     for passage in passages:
-        sentences = SENTENCE_END.split(passage.text)
-        if len(sentences) < 3 or len(found) >= 2 * per_book or len(passage.headings) < 4:
+        said = sentences(passage.text, starts="capital")
+        if len(said) < 3 or len(found) >= 2 * per_book or len(passage.headings) < 4:
             continue
-        sentence = sentences[1]
-        rest = " ".join(sentences[:1] + sentences[2:])
+        sentence = said[1]
+        rest = " ".join(said[:1] + said[2:])
         query = Query(passage.headings[-1], passage.headings[-2], book.requests.topics)
         hits = [hit.passage for hit in index.search(query, GIVEN + 1) if hit.passage.number != passage.number]
         others = hits[: GIVEN - 1]

@@ -16,7 +16,7 @@ from difflib import SequenceMatcher
 from functools import lru_cache
 from typing import Any
 
-import snowballstemmer
+from pipeline.text import stem
 
 MAX_TITLE_CHARS = 120
 NUMBERING = re.compile(
@@ -112,7 +112,6 @@ SIMILAR = 0.75  # Jaccard of content words at or above which two titles say the 
 MISSPELT_FROM, MISSPELT_RATIO = 6, 0.8  # 'baramet' ~ 'baromet' 0.86; 'could' ~ 'cloud' is too short to try
 MAX_HEADING_WORDS = 10  # past this a 'title' is a sentence (small models write their point into it)
 MAX_TITLE_CASE_WORDS = 16  # ... unless it is in title case: a textbook's headings run longer
-_stemmer = snowballstemmer.stemmer("english")
 CODE_MARKS = re.compile(r"[{}\[\]<>=|\\]|::|\(\)")
 MIN_WORDS_BESIDE_CODE = 1  # a title with code marks and fewer content words of its own than this is code
 COUNTED = re.compile(r"\((?:part|chapter|section|topic|item)?\s*\d+\)\s*$", re.I)
@@ -128,13 +127,6 @@ def content_words(title: str) -> frozenset[str]:
     generic book words, no numbers."""
     words = [w for w in title_words(title) if w not in STOPWORDS and w not in GENERIC_WORDS and not w.isdigit()]
     return frozenset(stem(word) for word in words)
-
-
-@lru_cache(maxsize=65536)
-def stem(word: str) -> str:
-    """One word's stem, remembered: a long book's sentences hold the same few thousand words (stemming each
-    anew was 8.6 of the 14.9 s the audit of Rust's release notes took)."""
-    return str(_stemmer.stemWord(word))
 
 
 def borrows_from(title: str, vocabulary: frozenset[str]) -> bool:
@@ -167,20 +159,6 @@ def jaccard(left: Collection[str], right: Collection[str]) -> float:
 def echoes(title: str, ancestor: str) -> bool:
     """The title says what its ancestor (parent, book title, the user's request) already says."""
     return title_key(title) == title_key(ancestor) or similarity(title, ancestor) >= SIMILAR
-
-
-MINOR_WORDS = frozenset(
-    "a an the of and or nor but to in on at by for with from as into onto over under via vs versus per than within "
-    "without through about among between upon like near off up down out against along across after before since "
-    "until is are be its".split()
-)
-
-
-def title_case(text: str) -> bool:
-    """Every word but the minor ones (articles, conjunctions, short prepositions) starts with a capital or is not
-    a word ('Single Payment Value', 'Part II', 'C++ and the STL'); a sentence's words do not."""
-    words = re.findall(r"[^\W\d_][\w'’-]*", text)
-    return bool(words) and all(not w[:1].islower() or w.casefold() in MINOR_WORDS for w in words)
 
 
 def same_title(a: str, b: str) -> bool:

@@ -31,7 +31,6 @@ from pipeline.meaning.nearness import (
     OFF_BOOK,
     OVERLAPPING_UNITS,
     REPEATED_PARAGRAPH,
-    SENTENCE,
     SIMILAR_TITLE,
     body_text,
     carries,
@@ -49,7 +48,7 @@ from pipeline.meaning.onsubject import book_fits, subject_fits
 from pipeline.meaning.reading import request_asks
 from pipeline.records import Author
 from pipeline.records.audit import BookMeaning, SectionMeaning
-from pipeline.text import without_code
+from pipeline.text import sentences, without_code
 from pipeline.titles import TitleIndex, content_words, title_key
 
 
@@ -121,7 +120,7 @@ def section_meanings(book: AuditBook, embedder: Embedder) -> list[SectionMeaning
                 meaning.to_above = round(float((above @ texts[index]).max()), DIGITS)
                 # off the book needs a book that says what it is about: a request, or a title heading
                 meaning.off_book = bool(request) and max(meaning.to_book, meaning.to_above) < OFF_BOOK
-                first = SENTENCE.split(bodies[index].strip(), maxsplit=1)[0]
+                first = sentences(bodies[index].strip())[0]
                 meaning.opens_restating = restating(first, content_words(family.points[index]))
                 if len(family.sections) > 1:
                     margin, nearest = kept[0][index], kept[1][index]

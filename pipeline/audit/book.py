@@ -32,7 +32,7 @@ from pipeline.document import (
 from pipeline.errors import UsageError
 from pipeline.journal import read_journal
 from pipeline.records import Author, BookSpec, Node, Outline, SectionResult
-from pipeline.records.audit import TITLE_LEVEL, BookStructure, LevelShape
+from pipeline.records.audit import TITLE_LEVEL, BookStructure, Defect, LevelShape
 from pipeline.sources.markers import split_sources_list
 from pipeline.text import close_open_fence, without_link_targets
 from pipeline.titles import NUMBERING
@@ -61,6 +61,10 @@ class AuditSection:
 
     def with_passages(self, passages: tuple[str, ...]) -> AuditSection:
         return replace(self, passages=passages)
+
+    def defect(self, rule: str, detail: str) -> Defect:
+        """What the rule found in this section, with the evidence."""
+        return Defect(rule=rule, section_id=self.id, title=self.title, detail=detail)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,6 @@ Calibrated on labelled pairs from the good-writing corpus (examples/citation_sup
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,9 +22,9 @@ from pipeline.meaning.embed import Embedder
 from pipeline.meaning.floors import CITED_FLOOR, CITED_MARGIN, CITED_OVERLAP
 from pipeline.records.sources import Passage
 from pipeline.sources.index import tokens
-from pipeline.sources.markers import CODE, MARKER, marker_numbers, without_markers
+from pipeline.sources.markers import MARKER, marker_numbers, without_markers
+from pipeline.text import sentences, split_code
 
-SENTENCE = re.compile(r"(?<=[.!?])\s+|\n\s*\n")
 JUDGED_STEMS = 3  # a cited sentence of fewer content words ('}' left of a code block) is not judged
 
 
@@ -63,7 +62,7 @@ def cited_sentences(text: str) -> list[tuple[str, list[int]]]:
     after a sentence's full stop ('… fifteen degrees. [2]') are that sentence's."""
     found: list[tuple[str, list[int]]] = []
     previous = ""
-    for sentence in SENTENCE.split(CODE.sub(" ", text)):  # code left out: its brackets are no markers
+    for sentence in sentences(" ".join(split_code(text)), lines="blank"):  # code left out: its brackets are no markers
         numbers = [n for match in MARKER.finditer(sentence) for n in marker_numbers(match)]
         bare = without_markers(sentence)
         if numbers and (bare or previous):

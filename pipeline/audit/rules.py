@@ -21,20 +21,34 @@ stub.
 from __future__ import annotations
 
 import math
-import re
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pipeline.audit.analysis import subject_evidence
 from pipeline.audit.book import AuditBook, AuditSection, headings_of
+from pipeline.audit.meaningrules import (
+    rule_off_book,
+    rule_off_point,
+    rule_off_subject,
+    rule_repeated_content,
+    rule_stray_headings,
+    rule_unsupported,
+)
 from pipeline.errors import UsageError
 from pipeline.meaning.offensive import offensive_words
 from pipeline.records import Author
 from pipeline.records.audit import BookMeaning, Defect
 from pipeline.sources.markers import cited_numbers
-from pipeline.text import close_open_fence, ends_closed, prose_words, repetition_loop, shingles, words_of
-from pipeline.titles import MINOR_WORDS, TitleIndex, title_key
+from pipeline.text import (
+    close_open_fence,
+    ends_closed,
+    ends_on_whole_item,
+    prose_words,
+    repetition_loop,
+    shingles,
+    words_of,
+)
+from pipeline.titles import TitleIndex, title_key
 
 WORD_FLOOR = 40  # a section below this many words is near-empty, when nothing says what it should hold
 EMPTY_SHARE = 0.16  # ... or below this share of the words it was asked for (40 of the default 250)
@@ -48,10 +62,6 @@ SHARED_PASSAGE_WORDS = 12  # a run of this many words in two sections is a repea
 # 'IANA' and 'Security' for two exposition formats, 0.88 and 0.85), then 0.53 and below (a worked example told again).
 COPIED_SHARE = 0.6
 OUTLIER_FACTOR = 3.0
-
-
-def defect(rule: str, section: AuditSection, detail: str) -> Defect:
-    return Defect(rule=rule, section_id=section.id, title=section.title, detail=detail)
 
 
 def rule_duplicate_titles(book: AuditBook) -> list[Defect]:
@@ -123,34 +133,18 @@ def rule_truncated(book: AuditBook) -> list[Defect]:
         if ends_closed(section.text):
             continue  # a capped answer cut back to its last full sentence reads as finished
         if book.from_journal and section.finish_reason == "length":
-            found.append(defect("truncated", section, "finish_reason=length and it ends mid-sentence"))
+            found.append(section.defect("truncated", "finish_reason=length and it ends mid-sentence"))
         elif not book.from_journal and not ends_on_whole_item(section.text):
             tail = " ".join(section.text.split()[-6:])
-            found.append(defect("truncated", section, f"ends without closing punctuation: …{tail!r}"))
+            found.append(section.defect("truncated", f"ends without closing punctuation: …{tail!r}"))
     return found
-
-
-LIST_ITEM = re.compile(r"^\s{0,3}(?:[-*+]|\d{1,9}[.)])\s+\S")
-JOINING_MARKS = (",", ";", ":", "(", "-", "–", "—", "/", "&")
-
-
-def ends_on_whole_item(text: str) -> bool:
-    """A Markdown text whose last line is a list item that reads whole ('- Accommodations of time and due
-    dates'): an author's list ends without a stop, a list cut off ends on a joining word or mark ('- Discuss
-    transfer options, if'). All 65 human sections of the good-writing corpus that end without closing punctuation
-    end on such an item."""
-    last_line = text.rstrip().splitlines()[-1] if text.strip() else ""
-    if not LIST_ITEM.match(last_line) or last_line.rstrip().endswith(JOINING_MARKS):
-        return False
-    last_word = last_line.split()[-1].lower()
-    return last_word not in MINOR_WORDS
 
 
 def rule_empty(book: AuditBook) -> list[Defect]:
     found = []
     for section, (floor, why) in zip(book.sections, word_floors(book)):
         if section.error is None and (section.words == 0 or section.words < floor):
-            found.append(defect("empty", section, f"{section.words} words (floor {floor:g}: {why})"))
+            found.append(section.defect("empty", f"{section.words} words (floor {floor:g}: {why})"))
     return found
 
 
@@ -210,12 +204,12 @@ def peer_words(book: AuditBook) -> list[tuple[list[int], str]]:
 
 
 def rule_failed(book: AuditBook) -> list[Defect]:
-    return [defect("failed", s, s.error or "") for s in book.sections if s.error is not None]
+    return [s.defect("failed", s.error or "") for s in book.sections if s.error is not None]
 
 
 def rule_unclosed_fence(book: AuditBook) -> list[Defect]:
     return [
-        defect("unclosed_fence", s, "a code fence is opened and never closed")
+        s.defect("unclosed_fence", "a code fence is opened and never closed")
         for s in book.sections
         if s.text and close_open_fence(s.text) != s.text
     ]
@@ -233,9 +227,8 @@ def rule_repeated_passages(book: AuditBook) -> list[Defect]:
         for gram in dict.fromkeys(shingles(words, SHARED_PASSAGE_WORDS)):
             first = owners.setdefault(gram, section.id)
             if first != section.id and section.id not in found:
-                found[section.id] = defect(
-                    "repeated_passages", section, f"shares {' '.join(gram)!r} with {first} {by_id[first].title!r}"
-                )
+                detail = f"shares {' '.join(gram)!r} with {first} {by_id[first].title!r}"
+                found[section.id] = section.defect("repeated_passages", detail)
     return list(found.values())
 
 
@@ -253,7 +246,7 @@ def rule_repeated_section(book: AuditBook) -> list[Defect]:
             if count >= COPIED_SHARE * len(grams):
                 earlier = book.sections[other]
                 detail = f"{count / len(grams):.0%} of its text is in {earlier.id} {earlier.title!r}"
-                found.append(defect("repeated_section", section, detail))
+                found.append(section.defect("repeated_section", detail))
         held.append(grams)
         for gram in grams:
             owners.setdefault(gram, []).append(index)
@@ -279,7 +272,7 @@ def rule_repetition_loop(book: AuditBook) -> list[Defect]:
     found = []
     for section in book.sections:
         if loop := repetition_loop(section.text, cut=section.finish_reason == "length"):
-            found.append(defect("repetition_loop", section, f"{' '.join(loop.words)!r} {loop.times} times"))
+            found.append(section.defect("repetition_loop", f"{' '.join(loop.words)!r} {loop.times} times"))
     return found
 
 
@@ -291,7 +284,7 @@ def rule_heading_outranks(book: AuditBook) -> list[Defect]:
     for section in book.sections:
         levels = [level for _, level, _ in headings_of(section.text) if level <= 4]
         if levels:
-            found.append(defect("heading_outranks", section, f"{len(levels)} heading(s) at h{min(levels)}"))
+            found.append(section.defect("heading_outranks", f"{len(levels)} heading(s) at h{min(levels)}"))
     return found
 
 
@@ -309,7 +302,7 @@ def rule_word_count_outliers(book: AuditBook) -> list[Defect]:
             for words, group in peer_words(book)
         ]
     return [
-        defect("word_count_outliers", s, f"{s.words} words against {group} of {median:g}")
+        s.defect("word_count_outliers", f"{s.words} words against {group} of {median:g}")
         for s, (median, group) in zip(book.sections, medians)
         if s.error is None and s.words and (s.words > median * OUTLIER_FACTOR or s.words < median / OUTLIER_FACTOR)
     ]
@@ -324,80 +317,16 @@ def rule_offensive(book: AuditBook) -> list[Defect]:
             found.append(Defect(rule="offensive", section_id=node.id, title=node.title, detail=", ".join(words)))
     for section in book.sections:
         if words := offensive_words(section.text):
-            found.append(defect("offensive", section, "in its text: " + ", ".join(words)))
+            found.append(section.defect("offensive", "in its text: " + ", ".join(words)))
     return found
 
 
 def rule_uncited(book: AuditBook) -> list[Defect]:
     """A section written from source passages that cites none of them (a run's journal says what it was given)."""
     return [
-        defect("uncited", section, f"given {len(section.passages)} passages, cites none")
+        section.defect("uncited", f"given {len(section.passages)} passages, cites none")
         for section in book.sections
         if section.written_from_sources and section.error is None and section.text and not cited_numbers(section.text)
-    ]
-
-
-def by_id(book: AuditBook) -> dict[str, AuditSection]:
-    return {section.id: section for section in book.sections}
-
-
-def rule_off_point(book: AuditBook, meaning: BookMeaning) -> list[Defect]:
-    """Sections whose text is nearer a sibling's title and point than their own (pipeline/audit/analysis.py)."""
-    sections = by_id(book)
-    return [
-        defect(
-            "off_point", sections[m.id], f"nearer {m.nearest} {sections[m.nearest].title!r} by {-(m.margin or 0):.2f}"
-        )
-        for m in meaning.sections
-        if m.on_point is False and m.nearest in sections
-    ]
-
-
-def rule_off_book(book: AuditBook, meaning: BookMeaning) -> list[Defect]:
-    sections = by_id(book)
-    return [
-        defect("off_book", sections[m.id], f"{m.to_book:.2f} to the request, {m.to_above:.2f} to the headings above it")
-        for m in meaning.sections
-        if m.off_book
-    ]
-
-
-def rule_off_subject(book: AuditBook, meaning: BookMeaning) -> list[Defect]:
-    """A written section whose heading or text is not about the request (pipeline/meaning/onsubject.py)."""
-    sections = by_id(book)
-    return [
-        defect("off_subject", sections[m.id], subject_evidence(m)) for m in meaning.sections if m.on_subject is False
-    ]
-
-
-def rule_repeated_content(book: AuditBook, meaning: BookMeaning) -> list[Defect]:
-    sections = by_id(book)
-    return [
-        defect("repeated_content", sections[m.id], f"a paragraph says what one of {m.repeats} says")
-        for m in meaning.sections
-        if m.repeats is not None
-    ]
-
-
-def rule_unsupported(book: AuditBook, meaning: BookMeaning) -> list[Defect]:
-    """Cited sentences the passage they cite does not support (pipeline/audit/citations.py)."""
-    sections = by_id(book)
-    return [
-        defect("unsupported", sections[m.id], f"{len(m.unsupported)} of {m.citations}: {m.unsupported[0]}")
-        for m in meaning.sections
-        if m.unsupported and m.id in sections
-    ]
-
-
-def rule_stray_headings(book: AuditBook, meaning: BookMeaning) -> list[Defect]:
-    """Headings inside a written section's body (a run folder's journal): in the book they read as sections."""
-    if not book.from_journal:
-        return []
-    sections = by_id(book)
-    return [
-        defect("stray_headings", sections[m.id], f"{m.stray_headings} heading(s) inside the body")
-        for m in meaning.sections
-        if m.stray_headings
     ]
 
 

@@ -43,6 +43,7 @@ from pydantic import ValidationError
 
 from pipeline.errors import UsageError
 from pipeline.records import Chapter, Node, Outline, Part, Section
+from pipeline.text import joined
 
 HEADING = re.compile(r"^(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
 LEVEL_NAMES = {1: "book title", 2: "part", 3: "chapter", 4: "section"}
@@ -68,8 +69,7 @@ class EditedOutline:
         parts = [part.title for part in self.outline.parts if part.title]
         if not parts:
             return self.outline.title
-        listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
-        return f"{self.outline.title}: {listed}"
+        return f"{self.outline.title}: {joined(parts)}"
 
     def shape(self, planned: tuple[int, int, int]) -> tuple[int, int, int]:
         """parts x chapters x sections: the file's counts, then `planned`'s for the levels it leaves out."""
@@ -129,8 +129,8 @@ def outline_from_json(text: str, where: Path) -> EditedOutline:
     except (ValidationError, ValueError) as error:
         first = error.errors()[0]["msg"] if isinstance(error, ValidationError) else str(error)
         raise UsageError(f"{where}: not an outline.json ({first})") from None
-    given = EditedOutline(None, Outline(title=outline.title, parts=[]), ())
-    builder = _Builder(given, str(where))
+    edited = EditedOutline(None, Outline(title=outline.title, parts=[]), ())
+    builder = _Builder(edited, str(where))
     for part in outline.parts:
         builder.add(2, part.title, 0, part.point)
         for chapter in part.chapters:
@@ -212,15 +212,15 @@ def request_value(value: str, where: str, number: int) -> str:
 class _Builder:
     """Adds headings and points in file order, checking the shape as it goes."""
 
-    def __init__(self, given: EditedOutline, where: str):
-        self.given = given
+    def __init__(self, edited: EditedOutline, where: str):
+        self.edited = edited
         self.where = where
         self.last: tuple[Node, int] | None = None  # the latest node (or the book's, as None) and its line
         self.point_line: int | None = None
         self.lines: dict[str, int] = {}  # node id -> its line, for errors about counts
 
     def add(self, level: int, title: str, number: int, point: str = "") -> None:
-        outline = self.given.outline
+        outline = self.edited.outline
         if level == 2:
             node: Node = Part(id=f"p{len(outline.parts) + 1:02d}", title=title, point=point)
             outline.parts.append(node)  # type: ignore[arg-type]
@@ -236,7 +236,7 @@ class _Builder:
         self.lines[node.id] = number
 
     def parent(self, level: int, number: int) -> Part | Chapter:
-        parts = self.given.outline.parts
+        parts = self.edited.outline.parts
         if not parts or (level == 4 and not parts[-1].chapters):
             above = LEVEL_NAMES[level - 1]
             raise UsageError(
@@ -264,7 +264,7 @@ class _Builder:
         self.last[0].places = [place.strip() for place in text.split(SOURCES_SEPARATOR.strip()) if place.strip()]
 
     def finished(self) -> EditedOutline:
-        outline = self.given.outline
+        outline = self.edited.outline
         if not outline.parts:
             raise UsageError(f"{self.where}: no parts (`## ` lines) under the book title")
         chapters = [c for p in outline.parts for c in p.chapters]
@@ -273,9 +273,9 @@ class _Builder:
             counts.append(shape_count([(p, len(p.chapters)) for p in outline.parts]))
             if outline.sections():
                 counts.append(shape_count([(c, len(c.sections)) for c in chapters]))
-        self.given.counts = tuple(counts)
+        self.edited.counts = tuple(counts)
         outline.complete = len(counts) == 3
-        return self.given
+        return self.edited
 
 
 def shape_count(sizes: list[tuple[Part, int]] | list[tuple[Chapter, int]]) -> int:

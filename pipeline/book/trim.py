@@ -16,13 +16,20 @@ import re
 
 from markdown_it import MarkdownIt
 
-from pipeline.text import LOOP_REPEATS, ends_closed, repetition_loop
+from pipeline.text import (
+    FENCE,
+    LOOP_REPEATS,
+    closes,
+    ends_closed,
+    fenced_blocks,
+    list_item,
+    repetition_loop,
+    sentence_ends,
+    without_open_fence,
+)
 
 _markdown = MarkdownIt("commonmark")
 WORDS_PER_PARAGRAPH = 90
-FENCE_LINE = re.compile(r"^\s*(```|~~~)")
-SENTENCE_END = re.compile(r"[.!?…][\"'”’)\]*_]*(?=\s|$)")
-ABBREVIATION = re.compile(r"(?:\b(?:e\.g|i\.e|etc|vs|cf|Dr|Mr|Mrs|Ms|St|No|Fig)\.|\b[A-Z]\.)$")
 
 
 CHATTER = re.compile(
@@ -32,7 +39,6 @@ CHATTER = re.compile(
 )
 TASK_TALK = re.compile(r"^(?:you(?:'re| are) writing|you asked)\b.*:$", re.I)  # to the writer
 TITLE_LINE_WORDS = 14
-BLOCK_START = re.compile(r"^\s*(?:[-*+]\s|\d+[.)]\s|\|)")  # a list item or a table row is content
 SENTENCE_CLOSE = re.compile(r"[.!?…]$")
 INNER_SENTENCE_END = re.compile(r"[.!?…]\s")
 
@@ -41,17 +47,12 @@ def paragraphs_for(words: int) -> int:
     return max(1, round(words / WORDS_PER_PARAGRAPH))
 
 
-def without_open_fence(text: str) -> str:
-    """The text before a code fence that was opened and never closed (a block cut mid-code goes whole)."""
-    lines = text.splitlines(keepends=True)
-    opened_at = None
-    for index, line in enumerate(lines):
-        if FENCE_LINE.match(line):
-            opened_at = None if opened_at is not None else index
-    return text if opened_at is None else "".join(lines[:opened_at])
+def is_block(line: str) -> bool:
+    """A code fence, a list item (of a list inside another too) or a table row: content, whatever it says."""
+    return bool(FENCE.match(line)) or list_item(line, nested=True) is not None or line.lstrip().startswith("|")
 
 
-PROSE_FENCE = re.compile(r"^\s*(```|~~~)\s*(markdown|md|text|txt|plaintext)?\s*$", re.I)
+PROSE_LABELS = frozenset({"markdown", "md", "text", "txt", "plaintext"})  # a fence's label that says it holds prose
 CODE_MARKS = frozenset("{}();=<>$\\|")
 PROSE_LINE_WORDS = 8  # a line of prose has at least this many words
 PROSE_SHARE = 0.6  # of a block's characters, in such lines, for it to read as prose
@@ -75,27 +76,21 @@ def unfenced(text: str) -> str:
     code, and an unlabelled one holding code stay; a fence left open (the answer ran to the cap) is taken off
     too."""
     lines = text.strip().splitlines()
-    opening = PROSE_FENCE.match(lines[0]) if lines else None
-    if opening is None:
+    opening = FENCE.match(lines[0]) if lines else None
+    label = lines[0].strip()[len(opening.group(1)) :].strip().lower() if opening else ""
+    if opening is None or (label and label not in PROSE_LABELS):
         return text
-    marker = opening.group(1)
-    closing = next((at for at in range(len(lines) - 1, 0, -1) if lines[at].strip() == marker), len(lines))
+    closing = next((at for at in range(len(lines) - 1, 0, -1) if closes(lines[at], opening.group(1))), len(lines))
     if any(line.strip() for line in lines[closing + 1 :]):
         return text
     inside = "\n".join(lines[1:closing]).strip()
-    return inside if opening.group(2) or reads_as_prose(inside) else text
+    return inside if label or reads_as_prose(inside) else text
 
 
 def last_sentence_end(text: str) -> int | None:
-    """Where the last full sentence (or closed code block) ends, or None."""
-    best = None
-    for match in SENTENCE_END.finditer(text):
-        if not ABBREVIATION.search(text[max(0, match.start() - 6) : match.start() + 1]):
-            best = match.end()
-    for match in re.finditer(r"^\s*(?:```|~~~)\s*$", text, re.M):
-        if best is None or match.end() > best:
-            best = match.end()
-    return best
+    """Where the last full sentence (pipeline/text.py's sentence_ends) or closed code block ends, or None."""
+    ends = sentence_ends(text) + [block.end for block in fenced_blocks(text) if block.closed]
+    return max(ends, default=None)
 
 
 def cut_to_sentence(text: str) -> str | None:
@@ -115,7 +110,7 @@ def unmarked(line: str) -> str:
 
 def is_preamble(line: str, *, has_more: bool) -> bool:
     """A first line that is not the section: chatter, or a short title-like line with text after it."""
-    if FENCE_LINE.match(line) or BLOCK_START.match(line):
+    if is_block(line):
         return False
     bare = unmarked(line)
     if CHATTER.match(bare) and (bare.endswith((":", "!")) or len(bare.split()) <= 20):
@@ -166,7 +161,7 @@ def tidy_opening(text: str) -> str:
 def is_trailer(line: str) -> bool:
     """A last line that is not the section: a short unpunctuated label ('END OF THIS SECTION', 'Part: What
     Comes Next') that a small model writes after it has finished."""
-    if FENCE_LINE.match(line) or BLOCK_START.match(line):
+    if is_block(line):
         return False
     bare = unmarked(line)
     return len(bare.split()) <= TITLE_LINE_WORDS and not SENTENCE_CLOSE.search(bare)
@@ -237,8 +232,4 @@ def ends_in_open_prose(text: str) -> bool:
     last line without closing punctuation. A list item, table row or code line is left as it is."""
     lines = text.rstrip().splitlines()
     last = lines[-1] if lines else ""
-    return (
-        bool(last.strip())
-        and not (FENCE_LINE.match(last) or BLOCK_START.match(last) or last.startswith(("    ", "\t", "#")))
-        and not ends_closed(text)
-    )
+    return bool(last.strip()) and not (is_block(last) or last.startswith(("    ", "\t", "#"))) and not ends_closed(text)

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pipeline.meaning.framing import names_people
+from pipeline.text import sentences
 
-SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 OPENING = re.compile(
     r"^(?:(?:could|can|would|will)\s+you\s+)?(?:please\s+)?"
     r"(?:(?:we|i)\s+(?:need|want|would\s+like)(?=\s+an?\s)|(?:we|i)'d\s+like(?=\s+an?\s)|"
@@ -224,7 +224,7 @@ def request_style(request: str) -> list[str]:
     its audience ('for curious readers without a biology degree') and what it asks every part to have
     ('with code examples'). A section's writer is told these instead of the whole request."""
     found: list[str] = []
-    for sentence in (s for s in SENTENCE.split(request) if s.strip()):
+    for sentence in (s for s in sentences(request, lines="every") if s.strip()):
         for piece in (clean(p) for p in sentence.split(",")):
             if AUDIENCE.match(piece) or ((with_ := WITH.match(piece)) and not is_style(with_.group(1))):
                 found.append(piece)

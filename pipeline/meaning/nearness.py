@@ -16,6 +16,7 @@ import numpy as np
 
 from pipeline.meaning.embed import Embedder, Vectors
 from pipeline.meaning.reading import request_asks
+from pipeline.text import sentences
 from pipeline.titles import content_words, near_duplicates
 
 # Calibrated thresholds (tests/fixtures/meaning/; python -m pipeline.bench.studies.calibrate)
@@ -47,7 +48,6 @@ STOCK_POINTS = (
     "all about this topic",
     "learn more about it",
 )
-SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
 
 def unit(title: str, point: str = "") -> str:
@@ -177,7 +177,7 @@ def restating(sentence: str, point_words: frozenset[str]) -> bool:
 def unrestated(text: str, point: str) -> str:
     """The text without the sentences that repeat the point's content words."""
     words = content_words(point)
-    return " ".join(s for s in SENTENCE.split(text) if not restating(s, words))
+    return " ".join(s for s in sentences(text) if not restating(s, words))
 
 
 def body_text(text: str) -> str:

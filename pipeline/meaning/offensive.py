@@ -37,7 +37,7 @@ import re
 from functools import cache, lru_cache
 from typing import Any
 
-from pipeline.text import without_code
+from pipeline.text import INLINE_CODE, sentence_break, without_code
 
 # Vulgar in any use. From glin-profanity's English list, and the spellings a writer uses to half-hide them.
 OBSCENITIES = frozenset(
@@ -91,7 +91,6 @@ NAMED_AFTER = re.compile(
     r"(?:word|term|slur|epithet|label|insult|name|nickname)\b",
     re.IGNORECASE,
 )
-SENTENCE_END = re.compile(r"[.!?]\s+|\n")
 SCANNED = 16_384  # texts whose scan is kept: a 1,536-section book has 3,176 titles, points and texts
 TITLE_CASE_SHARE = 0.6  # a line with no stop and this share of its longer words capitalised is a heading
 
@@ -129,7 +128,7 @@ def scanned(text: str) -> tuple[str, ...]:
 
 def code_spans_out(text: str) -> str:
     """The text with its inline code spans blanked (kept the same length, so places stay where they were)."""
-    return re.sub(r"`[^`\n]*`", lambda span: " " * len(span.group()), text)
+    return INLINE_CODE.sub(lambda span: " " * len(span.group()), text)
 
 
 def places(text: str, word: str, kind: str) -> list[tuple[int, int]]:
@@ -166,9 +165,10 @@ def quoted(before: str, after: str, left: str, right: str) -> bool:
 
 def sentence_around(text: str, at: int) -> tuple[int, int]:
     """The start and end of the sentence (or line) holding text[at]."""
-    begin = max((match.end() for match in SENTENCE_END.finditer(text, 0, at)), default=0)
-    after = SENTENCE_END.search(text, at)
-    return begin, after.start() + 1 if after else len(text)
+    breaks = sentence_break(lines="every")
+    begin = max((match.end() for match in breaks.finditer(text, 0, at)), default=0)
+    after = breaks.search(text, at)
+    return begin, after.start() if after else len(text)
 
 
 def in_a_name(sentence: str, at: int, word: str) -> bool:

@@ -18,7 +18,6 @@ from pipeline.meaning.asks import (
     BOOK_CLAUSE,
     BRIEF_SENTENCES,
     CUE,
-    DETERMINERS,
     FORM,
     MAX_ASK_WORDS,
     OPENING,
@@ -26,9 +25,7 @@ from pipeline.meaning.asks import (
     PARTICIPLE,
     PEOPLE_FIRST,
     PURPOSE,
-    SENTENCE,
     STYLE_SENTENCE,
-    STYLE_WORDS,
     SUBJECT_KEEPS,
     Ask,
     AskKind,
@@ -45,8 +42,10 @@ from pipeline.meaning.asks import (
     without_leading_verbs,
     worth_asking,
 )
-from pipeline.meaning.framing import CLAUSE_STOP, PEOPLE, BookKind, frame, names_people, unframed_kind
-from pipeline.titles import content_words, stem, title_words
+from pipeline.meaning.framing import PEOPLE, BookKind, frame, names_people, unframed_kind
+from pipeline.meaning.subjects import SUBJECT_END, is_list, is_place, plural, role_subject, subject_clause
+from pipeline.text import sentences, stem, whole_sentences
+from pipeline.titles import content_words, title_words
 
 
 @dataclass(frozen=True)
@@ -84,11 +83,11 @@ def read(request: str) -> Reading:
     story's first sentence is about (story_subject); the story's details (counts, days, places of one word, bare
     verbs: is_detail) are not asks, and the people it names are the audience."""
     found = _Found()
-    sentences = request_sentences(request)
-    sentences[:1] = [asked_for_people(sentence) for sentence in sentences[:1]]
-    order = reading_order(sentences)
+    request_sentences = whole_sentences(request)
+    request_sentences[:1] = [asked_for_people(sentence) for sentence in request_sentences[:1]]
+    order = reading_order(request_sentences)
     found.story = next((story_subject(sentence) for number, sentence in order if number < 0), "")
-    told = is_brief(request) and OWN_CONTEXT.match(sentences[0].strip()) is not None  # a brief that tells of the asker
+    told = is_brief(request) and OWN_CONTEXT.match(request_sentences[0].strip()) is not None  # a brief of the asker
     for number, sentence in order:
         if number == 0:
             read_first(sentence, found, brief=is_brief(request), request=request)
@@ -96,22 +95,6 @@ def read(request: str) -> Reading:
         if number > 0:  # the story before the sentence that names the book gave its subject, if any, and no more
             found.add_phrases(concern_phrases(later_sentence(sentence, brief=told)))
     return found.reading()
-
-
-# a stop that ends no sentence: an initialism ('U.S.', 'e.g.') or a title's abbreviation ('Dr.', 'vs.')
-ABBREVIATION = re.compile(r"(?:\b[A-Za-z]\.){2,}$|\b(?:etc|vs|Dr|Mr|Mrs|Ms|St|No|approx)\.$")
-
-
-def request_sentences(request: str) -> list[str]:
-    """The request's sentences, a stop after an abbreviation or before a word in lower case not taken for an
-    end ('a textbook on U.S. history' is one sentence)."""
-    sentences: list[str] = []
-    for piece in (piece for piece in SENTENCE.split(request) if piece.strip()):
-        if sentences and (ABBREVIATION.search(sentences[-1]) or piece[:1].islower()):
-            sentences[-1] = f"{sentences[-1]} {piece}"
-        else:
-            sentences.append(piece)
-    return sentences
 
 
 # 'Hikers want a practical guide to …', 'New Python developers need a book on …': the people come first
@@ -326,11 +309,6 @@ def read_named(text: str, found: _Found, *, named: str, lead: str) -> bool:
     return False
 
 
-def plural(who: str) -> str:
-    """'beginner' -> 'beginners' (the people a book is for, named in the singular before its form)."""
-    return who if who.lower().endswith("s") else who + "s"
-
-
 def read_framed(text: str, found: _Found, *, opened: bool, lead: str) -> bool:
     """'how new medicines are tested before ...', 'the history of ...': the frame is the subject (framing.py)."""
     framed = frame(text)
@@ -399,50 +377,6 @@ def read_subject_clause(text: str, found: _Found, *, opened: bool, lead: str) ->
 FIRST_READERS = (read_framed, read_whose, read_people_on, read_people_first, read_subject_clause)
 
 
-MAX_SUBJECT_WORDS = 10  # a subject clause longer than this is read phrase by phrase (a list run into it)
-SUBJECT_END = re.compile(
-    r"\s*(?:[,;:!?(]|"
-    + CLAUSE_STOP
-    + r"|\s[-–—]\s|\s+(?:including|covering|such\s+as|especially|so\s+that|so\s+we|to\s+help"
-    r"|and\s+(?=how|why|what)|(?:that|which|who)\s+(?=(?:we|i|you|they|can|will|covers?|explains?)\b)"
-    r"|step[\s-]+by[\s-]+step|in\s+plain)\b)",
-    re.I,
-)
-# the book's form after its subject ('a complete software engineering handbook'): the form is no part of it
-FORM_AFTER = re.compile(
-    r"\s+(?:handbook|guide|book|manual|primer|introduction|course|tutorial|overview|reference|textbook|guidebook|"
-    r"booklet|cookbook)$",
-    re.I,
-)
-RANGE = re.compile(r"\s+from\s+\S.*?\s+to\s+\S", re.I)  # 'ocean currents from the Gulf Stream to the ...'
-FOR_PEOPLE = re.compile(r"\s+for\s+(?P<who>(?:[\w'-]+\s+){0,3}[\w'-]+)", re.I)
-
-
-def subject_clause(text: str) -> tuple[str, str] | None:
-    """The subject as a reader takes it after 'a handbook on': the words up to the first break (a comma, a colon,
-    'including', 'so that', a range 'from ... to ...', the people it is for), kept whole ('restoring rusty
-    cast-iron pans and keeping them seasoned', 'caring for an elderly parent at home'); and the rest. None when
-    that runs past MAX_SUBJECT_WORDS (a list run into it: read phrase by phrase)."""
-    end = SUBJECT_END.search(text)
-    stop = end.start() if end else len(text)
-    for range_ in RANGE.finditer(text[:stop]):
-        stop = min(stop, range_.start())
-    for people in FOR_PEOPLE.finditer(text[:stop]):
-        before = text[: people.start()].split()
-        words = people.group("who").split()
-        named = any(names_people(" ".join(words[: n + 1])) for n in range(len(words)))
-        if named and not (before and before[-1].lower().endswith("ing")):
-            stop = min(stop, people.start())  # 'for amateur stargazers', but not 'caring for an elderly parent'
-            break
-    subject = text[:stop].strip()
-    if FORM_AFTER.search(subject):  # 'a complete software engineering handbook': its form and style are no subject
-        kept = FORM_AFTER.sub("", subject).split()
-        subject = " ".join(word for word in kept if word.lower() not in STYLE_WORDS | DETERMINERS)
-    if not subject or len(subject.split()) > MAX_SUBJECT_WORDS:
-        return None
-    return subject, text[stop:]
-
-
 WH = "how"  # the lead of a concern that is a whole clause ('why they dig'), taken as it is
 WH_CLAUSE = re.compile(
     r"^(?:and\s+)?(?P<clause>(?:how|why|what|when|where|which)\b[^,;:.!?]*?)"
@@ -481,34 +415,6 @@ def without_audience(text: str, found: _Found) -> str:
     return text[: match.start()] + text[match.end() :]
 
 
-QUALIFIERS = frozenset("new first-time junior trainee volunteer young aspiring would-be beginning novice".split())
-
-
-def role_subject(who: str) -> str:
-    """The work of the people a book is for, as its subject: who they are without 'new' or 'volunteer'."""
-    words = who.split()
-    while len(words) > 1 and words[0].lower() in QUALIFIERS | DETERMINERS:
-        words = words[1:]
-    return " ".join(words)
-
-
-PLACES = frozenset(
-    """site sites ward wards farm farms ship ships boat boats road roads train trains station stations premises
-    duty shift shifts floor floors deck decks estate estates""".split()
-)
-
-
-def is_place(text: str) -> bool:
-    """Where people work rather than what they do ('building sites', 'night shifts'): its last word names a place."""
-    words = re.findall(r"[a-z]+", text.lower())
-    return bool(words) and words[-1] in PLACES
-
-
-def is_list(text: str) -> bool:
-    """Several items: a comma, or 'and'/'or' between them ('sleep, meals and staying alert')."""
-    return "," in text or ";" in text or re.search(r"\s(?:and|or)\s", text) is not None
-
-
 def names_book(sentence: str) -> bool:
     """The sentence names the book it asks for and its subject ('Write me a guide to ...', 'We need a handbook
     on ...'), not only the book ('We would like a handbook that we can give each of them', 'a guide written for
@@ -539,7 +445,7 @@ def reading_order(sentences: list[str]) -> list[tuple[int, str]]:
 
 def is_brief(request: str) -> bool:
     """A request of BRIEF_SENTENCES sentences or more: its first may tell of the asker, not name the subject."""
-    return sum(1 for sentence in SENTENCE.split(request) if sentence.strip()) >= BRIEF_SENTENCES
+    return sum(1 for sentence in sentences(request, lines="every") if sentence.strip()) >= BRIEF_SENTENCES
 
 
 def brief_opening(found: list[tuple[str, str]], request: str) -> list[tuple[str, str]]:

@@ -12,9 +12,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from pipeline.text import code_spans, split_code
+
 MARKER = re.compile(r"\[(\d{1,3}(?:\s*[,;]\s*\d{1,3})*)\](?![(:])")
 SPACED_MARKER = re.compile(r"([ \t]*)" + MARKER.pattern)  # with the space before it, which goes when it goes
-CODE = re.compile(r"```.*?(?:```|\Z)|`[^`\n]*`", re.DOTALL)
 MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~])")
 ESCAPED = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|<>~])")
 SOURCES_LABEL = "Sources:"
@@ -28,16 +29,17 @@ def marker_numbers(match: re.Match[str]) -> list[int]:
 
 def cited_numbers(text: str) -> list[int]:
     """The numbers the text's markers name, in the order first cited."""
-    found = [n for prose in CODE.split(text) for match in MARKER.finditer(prose) for n in marker_numbers(match)]
+    found = [n for prose in split_code(text) for match in MARKER.finditer(prose) for n in marker_numbers(match)]
     return list(dict.fromkeys(found))
 
 
 def outside_code(text: str, change: Callable[[str], str]) -> str:
-    """`change` applied to the text between code spans and fences, the code left as it is."""
+    """`change` applied to the text between code spans and fences (pipeline/text.py's code_spans: ``` and ~~~
+    fences), the code left as it is."""
     pieces, at = [], 0
-    for code in CODE.finditer(text):
-        pieces += [change(text[at : code.start()]), code.group(0)]
-        at = code.end()
+    for start, end in code_spans(text):
+        pieces += [change(text[at:start]), text[start:end]]
+        at = end
     pieces.append(change(text[at:]))
     return "".join(pieces)
 

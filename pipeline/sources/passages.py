@@ -6,15 +6,14 @@ heading path and the page it starts on.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 
 from pipeline.records.sources import Passage
 from pipeline.sources.read import Block
+from pipeline.text import sentences
 
 PASSAGE_WORDS = 120  # a passage closes once it holds this many words
 MAX_PASSAGE_WORDS = 200  # a paragraph past this is cut at sentences
-SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
 
 
 def passages_of(file: str, blocks: list[Block], *, first: int = 0) -> list[Passage]:
@@ -66,7 +65,7 @@ def _pieces(text: str) -> list[str]:
         return _code_pieces(text)
     pieces: list[str] = []
     current: list[str] = []
-    for sentence in SENTENCE_END.split(text):
+    for sentence in sentences(text, starts="capital"):
         words = sentence.split()
         while len(words) > MAX_PASSAGE_WORDS:  # one sentence past the limit: cut at a word
             pieces.append(" ".join(words[:MAX_PASSAGE_WORDS]))

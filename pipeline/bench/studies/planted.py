@@ -26,7 +26,7 @@ from pipeline.book.profiles import PROFILES
 from pipeline.files import write_atomic
 from pipeline.journal import Journal
 from pipeline.records import BookSpec, SectionResult
-from pipeline.text import FENCE, prose_lines
+from pipeline.text import FENCE, prose_lines, prose_sentences
 
 SENTENCES = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "audit" / "offensive_context.json"
 SAID_AGAIN = 5  # a sentence said this many times more at a section's end
@@ -144,13 +144,6 @@ def choose(book: Book, rng: random.Random, taken: set[Place], kind: Kind) -> Pla
     apart = [place for place in fits if place[:2] not in chapters]
     pool = apart or fits
     return rng.choice(pool) if pool else None
-
-
-def prose_sentences(text: str) -> list[str]:
-    """The text's sentences of prose (outside code, not list items or table rows), of three words or more."""
-    lines = [line.strip() for _, line in prose_lines(text)]
-    prose = " ".join(line for line in lines if line and not re.match(r"(?:[-*+|>]|\d+[.)])\s", line))
-    return [s for s in re.split(r"(?<=[.!?])\s+(?=[A-Z])", prose) if len(s.split()) >= 3 and s[-1:] in ".!?"]
 
 
 def can_plant(section: CorpusSection, kind: Kind) -> bool:

@@ -42,6 +42,7 @@ from pipeline.meaning.nearness import carries, unit
 from pipeline.meaning.onsubject import unit_fits
 from pipeline.meaning.reading import read
 from pipeline.records import Chapter, Node, Outline, Part, Section, children, id_number, next_id
+from pipeline.text import as_title
 from pipeline.titles import clean_title, title_key
 
 log = logging.getLogger("fanout")
@@ -350,21 +351,9 @@ def take_held(choosing: Choosing, *, checks: TitleChecks, stats: PlanStats, grou
             stats.off_subject_taken += group is Group.OFF
 
 
-SMALL_WORDS = frozenset("a an the of and or to in on for with by at as how is are".split())
-
-
-def subject_title(subject: str) -> str:
-    """A subject as a title: its words capitalised but the small ones inside it."""
-    words = clean_title(subject).split()
-    return " ".join(
-        word if (at and word.casefold() in SMALL_WORDS) or not word[:1].islower() else word[:1].upper() + word[1:]
-        for at, word in enumerate(words)
-    )
-
-
 def fallback_book_title(prompt: str) -> str:
     """The request's subject as the book's title (a brief's too: its first clause may be the asker's story)."""
-    title = subject_title(read(prompt).subject)
+    title = as_title(clean_title(read(prompt).subject))
     return title if 2 <= len(title) <= 80 else "Handbook"
 
 

@@ -27,16 +27,12 @@ from pipeline.book.plan.levels import LevelPlanner, OnChange, OnSection
 from pipeline.book.plan.phrasing import Given, GivenBook, Phraser, Samples, ToPhrase
 from pipeline.book.plan.prompts import PlanItem
 from pipeline.records import BookSpec, Chapter, Outline, Part, Section, node_id
+from pipeline.text import joined
 
 log = logging.getLogger("fanout")
 
 
 Ahead = dict[str, tuple[ToPhrase, Samples]]  # a given node's id -> its ToPhrase and its first round, asked ahead
-
-
-def titles_listed(titles: list[str]) -> str:
-    quoted = [f'"{title}"' for title in titles]
-    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
 
 
 def given_nodes(given: GivenBook, phraser: Phraser, spec: BookSpec, outline: Outline | None) -> Iterator[ToPhrase]:
@@ -197,7 +193,7 @@ class GivenPlan:
         ancestors |= {f"the title of chapter {c.id}": c.title for c in chapters}  # a part is no chapter again
         choosing = Choosing("book", "parts", self.levels.spec.parts, ancestors, [part.title for part in outline.parts])
         if chapters:  # 'its part made of the chapters "X", "Y" and "Z"'
-            about = titles_listed([c.title for c in chapters])
+            about = joined([f'"{c.title}"' for c in chapters])
             phrase = ToPhrase("parts", about, {"book": self.phraser.book, "about": about}, key)
         else:  # a facet as a part, its chapters planned open: 'its part about getting started'
             phrase = ToPhrase("parts", given.about, {"book": self.phraser.book, "about": given.about}, key, "chapters")

@@ -49,6 +49,7 @@ from pipeline.meaning.framing import BookKind
 from pipeline.meaning.nearness import unit
 from pipeline.meaning.reading import Reading
 from pipeline.templating import book_context, render_chat, template_path
+from pipeline.text import joined
 from pipeline.titles import content_words, title_key
 
 log = logging.getLogger("fanout")
@@ -249,10 +250,6 @@ def carried_by(facet: str, concerns: list[str]) -> bool:
     """A concern of the request already says what the facet says, by its words ('staying safe', 'tool safety')."""
     words = content_words(facet)
     return any(words & content_words(concern) for concern in concerns)
-
-
-def joined(items: list[str]) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def groups(items: list[str], count: int) -> list[list[str]]:

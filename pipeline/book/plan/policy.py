@@ -60,6 +60,7 @@ from pipeline.meaning.nearness import (
     unit_near,
 )
 from pipeline.meaning.offensive import offensive_words
+from pipeline.text import title_case
 from pipeline.titles import (
     MAX_HEADING_WORDS,
     MAX_TITLE_CASE_WORDS,
@@ -73,7 +74,6 @@ from pipeline.titles import (
     non_words,
     plausible_title,
     same_title,
-    title_case,
     title_key,
     title_words,
 )

@@ -18,14 +18,13 @@ from typing import Any
 
 from pipeline.meaning.nearness import unit
 from pipeline.templating import example_answer, example_answers, template
-from pipeline.text import shingles
+from pipeline.text import list_item, shingles, title_case
 from pipeline.titles import (
     MAX_HEADING_WORDS,
     MAX_TITLE_CASE_WORDS,
     clean_title,
     content_words,
     is_common,
-    title_case,
     title_words,
 )
 
@@ -38,7 +37,6 @@ class PlanItem:
     point: str = ""
 
 
-ITEM_LINE = re.compile(r"^\s*(?:\d{1,3}\s*[.):]|[-*•])\s+(.+?)\s*$")
 TITLE_LINE = re.compile(r"^\s*[*_#\s]*(?:book\s+)?title[*_]*\s*:\s*(.+?)\s*$", re.I)
 SPLIT = re.compile(r"^(.+?)(?:\*\*|__)?\s*(?::|;|\s[-–—]\s)\s*(.+)$")
 QUESTION = re.compile(r"^([^?]{3,}\?)\s+(\S.+)$")  # a question as the heading, the rest as its point
@@ -119,7 +117,7 @@ def json_items(text: str) -> list[PlanItem]:
 
 def item_lines(text: str) -> list[PlanItem]:
     """Every numbered (or bulleted) `Heading: sentence` line of the text."""
-    return [parse_item(match.group(1)) for line in text.splitlines() if (match := ITEM_LINE.match(line))]
+    return [parse_item(item) for line in text.splitlines() if (item := list_item(line, loose=True)) is not None]
 
 
 def titled(items: list[PlanItem]) -> list[PlanItem]:

@@ -1,6 +1,6 @@
 """The planner, one module a concern, in the order one node meets them: planner.py (BookSpec -> Outline, as the
-schedule says), levels.py (one planner for every level of an open plan), asking.py (one open node's rounds and its
-last resorts), phrasing.py (what a given plan gives and the model phrasing it; fromgiven.py plans a book from it),
+schedule says), levels.py (the planner of every level, in both modes), asking.py (one open node's rounds and its
+last resorts), phrasing.py (what a given plan gives and the model phrasing it; levels.py plans a book from it),
 rounds.py (sampling a question, both modes, and the planner's counts), prompts.py (what fanout says to the model and
 how its answers are read), choose.py (a node's choosing, the one ranker, the book's title), checks.py (the book's
 claims and what the rules read of the book), policy.py (the rules, as the table that runs them). Import from the

@@ -142,7 +142,7 @@ class Choosing:
     held: list[Held] = field(default_factory=list)
 
     @classmethod
-    def of(cls, question: Question, coverage: Coverage, on_item: OnItem) -> Choosing:
+    def of(cls, question: Question, coverage: Coverage | None, on_item: OnItem) -> Choosing:
         have = list(question.have)
         return cls(
             question.node_id,
@@ -167,10 +167,9 @@ class Choosing:
         """The item is a child of the node: told to `on_item` with the asks it takes along for its children."""
         self.taken.append(item.title)
         self.units[item.title] = unit(item.title, item.point)
-        if self.coverage is not None:
-            owed = self.coverage.take(item, self.missing())
-            if self.on_item is not None:
-                self.on_item(item, owed=owed)
+        owed = self.coverage.take(item, self.missing()) if self.coverage is not None else []
+        if self.on_item is not None:
+            self.on_item(item, owed=owed)
 
     def owed_now(self) -> list[str]:
         """The asks a line for the next slot must carry one of (a chapter's last section slots), else []."""
@@ -441,6 +440,7 @@ class Children:
     owed: dict[str, list[str]]  # node id -> the asks its children must carry
     make: type[Part] | type[Chapter] | type[Section]
     on_child: OnChild | None = None
+    about: str = ""  # what the next child is about: the given node being phrased (kept on the child)
     waiting: list[tuple[PlanItem, list[str]]] = field(default_factory=list)
 
     def __call__(self, item: PlanItem, *, owed: list[str]) -> None:
@@ -465,7 +465,7 @@ class Children:
         """The taken item as the node's next child (the lowest free id), its asks kept for its own children."""
         taken = children(node)
         above = None if isinstance(node, Outline) else node
-        child = self.make(id=next_id(above, taken), title=item.title, point=item.point)
+        child = self.make(id=next_id(above, taken), title=item.title, point=item.point, about=self.about)
         if self.make is not Section:
             self.owed[child.id] = owed
         taken.append(child)

@@ -8,8 +8,9 @@ usable titles and no points, a described list 12, the worked example 33, each wi
 
 Two ways to get a node's titles (records.PlanMode; `auto` picks `given` for a small model, whose invented plans
 drift off the request, and `open` for the rest):
-- given (given.py, phrasing.py, fromgiven.py): the plan gives what each unit is about (the request's concerns and
-  the facets a book of its kind covers), and the model phrases a title and a point for each, all at once.
+- given (phrasing.py, levels.py's GivenPlan): the plan gives what each node is about (the request's concerns and
+  the facets a book of its kind covers), and the model phrases a title and a point for each, all at once; a
+  chapter's sections are taken through LevelPlanner.plan as an open chapter's are.
 - open (levels.py, asking.py, choose.py): each node's question is sampled several times at once and its titles are
   chosen from the pooled lines by their fit to the request and their parent and by distinctness from what is chosen;
   only lines with a defect a reader would see are refused (checks.py). The request's asks (its subject and each
@@ -38,8 +39,7 @@ from pipeline.backends.pool import BackendPool
 from pipeline.book.plan.asking import NodeAsker
 from pipeline.book.plan.checks import TitleChecks
 from pipeline.book.plan.choose import BookTitle
-from pipeline.book.plan.fromgiven import GivenPlan
-from pipeline.book.plan.levels import LevelPlanner, OnChange, OnSection, SourcesNote
+from pipeline.book.plan.levels import GivenPlan, LevelPlanner, OnChange, OnSection, Source, SourcesNote
 from pipeline.book.plan.phrasing import GivenBook, Phraser, given_book
 from pipeline.book.plan.rounds import CHOICES, Asking, PlanStats, SampleNeed, Sampling
 from pipeline.book.profiles import Sampler
@@ -266,9 +266,9 @@ class Starter:
     changed: OnChange
     streamed: bool = False  # each section announced as it is chosen, not once its chapter is whole
 
-    def chapter(self, book: Outline, part: Part, chapter: Chapter) -> None:
+    def chapter(self, book: Outline, part: Part, chapter: Chapter, *, source: Source | None = None) -> None:
         """A streamed chapter announces each section as it is chosen; a pipelined one its sections once it has every
-        one of them (a short chapter is whole with what it has)."""
+        one of them (a short chapter is whole with what it has). `source`: what fills it (LevelPlanner.plan's)."""
         if not wants_children(chapter, self.levels.spec.sections):
             self.announce_all(book, part, chapter)
             return
@@ -276,7 +276,8 @@ class Starter:
             self.announce_all(book, part, chapter)  # those an interrupted run already planned
         path = (part, chapter)
         each, done = partial(self._section, part, chapter), partial(self._chapter_done, part, chapter)
-        self.group.start_soon(partial(self.levels.plan, book, path, each, changed=self.changed, on_done=done))
+        plan = partial(self.levels.plan, book, path, each, changed=self.changed, on_done=done, source=source)
+        self.group.start_soon(plan)
 
     def _section(self, part: Part, chapter: Chapter, outline: Outline, section: Node) -> None:
         if self.streamed:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import Literal
@@ -370,6 +371,11 @@ def as_title(text: str) -> str:
 def joined(items: list[str]) -> str:
     """'A, B and C' ('A' alone, 'A and B')."""
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def stem_words(words: Sequence[str]) -> list[str]:
+    """Each word's stem (`stem`), as BM25's tokenizer asks a stemmer for a list (pipeline/sources/index.py)."""
+    return [stem(word) for word in words]
 
 
 @lru_cache(maxsize=65536)

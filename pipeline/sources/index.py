@@ -31,10 +31,10 @@ from typing import Any
 
 import bm25s
 import numpy as np
-import snowballstemmer
 
 from pipeline.meaning.embed import CachedEmbedder, Embedder, Vectors
 from pipeline.records.sources import Hit, Passage, Query
+from pipeline.text import stem_words
 
 # How a query's parts (its focus, what it is under, the request) weigh, by words and by meaning, and the words'
 # share of the fused score: chosen on five tuned books of the corpus (examples/source_retrieval.py; docs/sources.md
@@ -46,14 +46,11 @@ KEPT_SCORES = 32  # texts whose BM25 scores an index keeps (the request's, the c
 KEPT_SEARCHES = 4096  # searches of all passages an index keeps: a node's, asked as it is planned and written
 EMBED_BATCH = 512
 LEXICAL, MEANING, FUSED = "bm25", "meaning", "fused"  # the retrievers a search may use
-_STEMMER = snowballstemmer.stemmer("english")
 
 
 def tokens(texts: Sequence[str]) -> list[list[str]]:
     """Lower-cased English stems of words of two letters or more, stop words left out."""
-    found = bm25s.tokenize(
-        list(texts), stopwords="en", stemmer=_STEMMER.stemWords, return_ids=False, show_progress=False
-    )
+    found = bm25s.tokenize(list(texts), stopwords="en", stemmer=stem_words, return_ids=False, show_progress=False)
     return [list(words) for words in found]
 
 

@@ -61,7 +61,7 @@ Source = Callable[[Question, Children], Awaitable[None]]  # fills a node's child
 @dataclass(frozen=True)
 class Level:
     """A node's kind in the table: what its children are (the level's name), one of them, its planning prompt,
-    and what its children are made as (their ids: choose.node_id)."""
+    and what its children are made as (their ids: records.node_id)."""
 
     kind: str
     children: ChildLevel
@@ -80,8 +80,9 @@ LEVELS: tuple[Level, ...] = (
 
 
 class LevelPlanner:
-    """Plans the children of any node of an open plan (module docstring). `early`: a node's first line is taken while
-    its samples stream (worth it only to a writer waiting for it: not in the barrier schedule)."""
+    """Plans the children of any node (module docstring): by asking.py's rounds, or by the `source` it is given (a
+    given chapter's sections, phrased). `early`: a node's first line is taken while its samples stream (worth it
+    only to a writer waiting for it: not in the barrier schedule)."""
 
     def __init__(
         self,

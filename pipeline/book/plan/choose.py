@@ -4,9 +4,8 @@ distinctness from what is already chosen (maximal marginal relevance, Carbonell 
 A Choosing is one node's choosing, in either planning mode: what it has taken (titles, and title-and-point units),
 what it held back, and for open planning the asks of the request its children owe (Coverage: each child takes along
 a share of them for its own children, and a chapter's last section slots are kept for them) and who hears of each
-child taken. A
-line with a defect is never taken (the policy's `defect` chain). The rest are ranked (`scores`, the one ranker), one
-pick at a time, by fit − DIVERSITY × (the nearest chosen sibling's similarity), with OWED_BONUS for a line that
+child taken. A line with a defect is never taken (the policy's `defect` chain). The rest are ranked (`scores`, the
+one ranker), one pick at a time, by fit − DIVERSITY × (the nearest chosen sibling's similarity), with OWED_BONUS for a line that
 carries an ask of the request the node still owes. The best line is taken unless the policy's `hold` chain or the
 book's claim on its title finds it (`held_or_claimed`): a fault, off the subject, or in a chapter's last section slots
 carrying none of the asks still owed; `decide` acts on the verdict's action (held back, and the next is tried; or

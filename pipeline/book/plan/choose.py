@@ -5,14 +5,14 @@ A Choosing is one node's choosing, in either planning mode: what it has taken (t
 what it held back, and for open planning the asks of the request its children owe (Coverage: each child takes along
 a share of them for its own children, and a chapter's last section slots are kept for them) and who hears of each
 child taken. A line with a defect is never taken (the policy's `defect` chain). The rest are ranked (`scores`, the
-one ranker), one pick at a time, by fit − DIVERSITY × (the nearest chosen sibling's similarity), with OWED_BONUS for a line that
-carries an ask of the request the node still owes. The best line is taken unless the policy's `hold` chain or the
-book's claim on its title finds it (`held_or_claimed`): a fault, off the subject, or in a chapter's last section slots
-carrying none of the asks still owed; `decide` acts on the verdict's action (held back, and the next is tried; or
-refused). Each pooled line and its fits go to run.log. Held lines fill what the best left
-(asking.py): those with a fault at the end of each round, best first (so a second round goes out only when the pool
-cannot fill the node even so); those off the subject only after the last round and the asks the node still owes,
-phrased by the model. A line whose title says what a chosen sibling's says is never taken.
+one ranker), one pick at a time, by fit − DIVERSITY × (the nearest chosen sibling's similarity), with OWED_BONUS for
+a line that carries an ask of the request the node still owes. The best line is taken unless the policy's `hold`
+chain or the book's claim on its title finds it (`held_or_claimed`): a fault, off the subject, or in a chapter's last
+section slots carrying none of the asks still owed; `decide` acts on the verdict's action (held back, and the next
+is tried; or refused). Each pooled line and its fits go to run.log. Held lines fill what the best left (asking.py):
+those with a fault at the end of each round, best first (so a second round goes out only when the pool cannot fill
+the node even so); those off the subject only after the last round and the asks the node still owes, phrased by the
+model. A line whose title says what a chosen sibling's says is never taken.
 
 A taken child is added to the outline where it is chosen (Children: the lowest free id, the asks it takes along),
 then told to whoever starts the next level (planner.py's Starter). The book's title has one owner (BookTitle): the

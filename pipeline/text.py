@@ -323,7 +323,7 @@ def list_item(line: str, *, nested: bool = False, loose: bool = False) -> str | 
     indented three spaces at most (a Markdown book's last line, ends_on_whole_item), unless `nested`: then an item
     of a list inside another counts too (the writer's trimming, pipeline/book/trim.py, leaves every item as
     content). `loose`: a model's numbering too ('1: Feeding', '• Feeding'), at any indent: the planner reads its
-    answers' lines (pipeline/book/plan/answers.py)."""
+    answers' lines (pipeline/book/plan/prompts.py)."""
     match = list_item_pattern(nested=nested, loose=loose).match(line)
     return match.group(1) if match else None
 

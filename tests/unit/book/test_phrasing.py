@@ -1,4 +1,4 @@
-"""Planning from what is given (pipeline/book/plan/phrasing.py, fromgiven.py) on FAKE engines: every unit
+"""Planning from what is given (pipeline/book/plan/phrasing.py, levels.py) on FAKE engines: every unit
 phrased at once by the model, the best sample taken, and nothing of the pipeline's own making in the outline."""
 
 from __future__ import annotations

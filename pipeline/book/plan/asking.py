@@ -86,7 +86,9 @@ class NodeAsker:
                 self.stats.asked_again(question.node_id)
             early = _Early(self, question, choosing, forbidden) if question.early and rounds == 0 else None
             samples = self.need.samples(OPEN, question.level, rounds)
-            pool = await self._round(question, choosing, rounds, asked=asked, samples=samples, early=early)
+            pool = await self._round(
+                question, choosing, rounds, asked=asked, samples=samples, early=early, forbidden=forbidden
+            )
             asked += 1
             if not pool and empty < EMPTY_ROUNDS:  # no line at all: the backend's bad answer, not a round
                 empty += 1
@@ -130,7 +132,15 @@ class NodeAsker:
             self.stats.filled_from_asks += item is not None
 
     async def _round(
-        self, question: Question, choosing: Choosing, number: int, *, asked: int, samples: int, early: _Early | None
+        self,
+        question: Question,
+        choosing: Choosing,
+        number: int,
+        *,
+        asked: int,
+        samples: int,
+        early: _Early | None,
+        forbidden: frozenset[str],
     ) -> list[PlanItem]:
         """One round's samples, their lines pooled in turn (every sample's first line, then every second ...),
         so the lines a model gives first, its surest, come first; the book title from the first sample that
@@ -153,7 +163,7 @@ class NodeAsker:
                 texts = await self.sampling.texts(request, question.node_id, samples, early.listen(samples))
         if question.with_title:
             titles = [parse_book_title(text) for text in texts]
-            self.book_title.from_samples(titles, forbidden=self.forbidden(question))
+            self.book_title.from_samples(titles, forbidden=forbidden)
         return interleaved([parse_items(text)[:lines] for text in texts])
 
 

@@ -238,7 +238,7 @@ def choose(
         item, score, request_fit = lines.pop(best), float(ranked_now[best]), float(to_request[best])
         fit, to_request = np.delete(fit, best), np.delete(to_request, best)
         found = held_or_claimed(item, choosing, checks=checks, fit=request_fit)
-        decide(item, found, choosing, stats=stats, score=score, fit=request_fit)
+        decide(item, found, choosing, stats=stats, score=score)
 
 
 @charged(Stage.PLANNING_CHECKS)
@@ -267,7 +267,7 @@ def take_in_order(
             return
         hold = len(lines) - at > choosing.missing()
         found = held_or_claimed(item, choosing, checks=checks, fit=float(request_fit), hold=hold)
-        decide(item, found, choosing, stats=stats, fit=float(request_fit))
+        decide(item, found, choosing, stats=stats)
 
 
 def scores(
@@ -291,7 +291,6 @@ def held_or_claimed(
     checks: TitleChecks,
     fit: float,
     hold: bool = True,
-    owed: bool = True,
     title_fit: float | None = None,
 ) -> Verdict | None:
     """Why the line may not be taken now: the first verdict of a hold chain (with `hold`: an open node's, or with
@@ -302,7 +301,7 @@ def held_or_claimed(
         if title_fit is not None:
             found = checks.first(Chain.HOLD_PHRASED, item, title_fit=title_fit, **known)
         else:
-            found = checks.first(Chain.HOLD, item, owed=choosing.owed_now() if owed else [], **known)
+            found = checks.first(Chain.HOLD, item, owed=choosing.owed_now(), **known)
         if found is not None:
             return found
     return checks.claim(choosing.level, item, strict=title_fit is not None)
@@ -315,11 +314,11 @@ def decide(
     *,
     stats: PlanStats | None = None,
     score: float = 0.0,
-    fit: float = 1.0,
     keep: bool = True,
 ) -> bool:
-    """Act on the verdict's action: none, the line is taken; a hold, it is held back (kept for later with `keep`);
-    a refusal, it is refused. Each is counted in `stats` (None: nothing is counted or kept). True when taken."""
+    """Act on the verdict's action: none, the line is taken; a hold, it is held back (kept for later with `keep`, with
+    its fit to the request when that is what held it); a refusal, it is refused. Each is counted in `stats` (None:
+    nothing is counted or kept). True when taken."""
     if found is None:
         choosing.take(item)
         return True
@@ -327,7 +326,8 @@ def decide(
         return False
     if found.action is Action.HOLD_BACK:
         if keep:
-            choosing.held.append(Held(item, score, found, fit if found.group is Group.OFF else 1.0))
+            fit = found.figure if found.group is Group.OFF and found.figure is not None else 1.0
+            choosing.held.append(Held(item, score, found, fit))
         stats.hold(choosing.node_id, found)
     else:
         stats.refuse(choosing.node_id, item.title, found)

@@ -126,8 +126,8 @@ class NodeAsker:
         for owed in list(choosing.coverage.owed):
             if choosing.missing() <= 0:
                 return
-            values = {"book": self.phraser.book, "about": owed, "chapter": parent}
-            item = await self.phraser.phrase(ToPhrase(question.level, owed, values, f"{question.node_id}+"), choosing)
+            phrase = ToPhrase.of(question.level, owed, f"{question.node_id}+", book=self.phraser.book, chapter=parent)
+            item = await self.phraser.phrase(phrase, choosing)
             self.stats.phrased += 1
             self.stats.filled_from_asks += item is not None
 

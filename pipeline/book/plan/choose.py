@@ -404,8 +404,9 @@ PATH_KINDS = ("part", "chapter")  # what the nodes of a Path are, from the top
 
 def ancestors_of(path: Path, book_title: str | None, request: str) -> dict[str, str]:
     """What is above a node, nearest first, as the rules read it (what each is -> its text), in either mode: the
-    titles of its path, the book title (None: not known yet), the request."""
-    above = {f"the {PATH_KINDS[at]} title": node.title for at, node in reversed(list(enumerate(path)))}
+    titles of its path (a given part is titled after its chapters: none yet), the book title (None: not known yet),
+    the request."""
+    above = {f"the {PATH_KINDS[at]} title": node.title for at, node in reversed(list(enumerate(path))) if node.title}
     if book_title is not None:
         above["the book title"] = book_title
     above[REQUEST] = request

@@ -49,7 +49,7 @@ from pipeline.book.plan.phrasing import Given, GivenBook, Phraser, Samples, ToPh
 from pipeline.book.plan.prompts import PlanItem, about, must_note
 from pipeline.book.plan.rounds import PlanStats
 from pipeline.meaning.nearness import unit
-from pipeline.records import BookSpec, Chapter, Outline, Part, Section, children, node_id
+from pipeline.records import BookSpec, Chapter, Outline, Part, Section, children, next_id, node_id, wants_children
 from pipeline.text import joined
 
 OnSection = Callable[[Outline, Part, Chapter, Section], None]  # told of each section the plan hands to the writer
@@ -114,7 +114,8 @@ class LevelPlanner:
         node_id = path[-1].id if path else "book"
         owed = self.owed.get(node_id, [])
         must = must_note(owed, level.noun, self.count(level))
-        if self.sources_note is not None and len(path) < 2:  # the book's prompt and the parts'
+        titled = not path or path[-1].title  # a given part's chapters are phrased before its title
+        if self.sources_note is not None and len(path) < 2 and titled:  # the book's prompt and the parts'
             above = outline.title if path and outline is not None else ""
             must += self.sources_note(path[-1].title if path else "", above)
         if not path or outline is None:
@@ -179,16 +180,15 @@ def given_nodes(given: GivenBook, phraser: Phraser, spec: BookSpec, outline: Out
         for c, chapter in enumerate(part.children[: spec.chapters]):
             had = have.chapters[c] if have and c < len(have.chapters) else None
             if had is None:
-                yield ToPhrase("chapters", chapter.about, {"book": book, "about": chapter.about}, node_id(p, c))
+                yield ToPhrase.of("chapters", chapter.about, node_id(p, c), book=book)
             if not given.gives("sections") or (had is not None and had.short):
                 continue
             for s, section in enumerate(chapter.children[: spec.sections]):
                 if had is None or s >= len(had.sections):
-                    values = {"book": book, "chapter": chapter.about, "about": section.about}
-                    yield ToPhrase("sections", section.about, values, node_id(p, c, s))
+                    yield ToPhrase.of("sections", section.about, node_id(p, c, s), book=book, chapter=chapter.about)
 
 
-def chapter_given(book: GivenBook, part: Given, chapter: Chapter) -> Given:
+def given_of(book: GivenBook, part: Given, chapter: Chapter) -> Given:
     """The given node a resumed chapter was phrased from, found by its `about` (it phrases the rest of its
     sections)."""
     found = [given for given in (*part.children, *book.all_chapters()) if given.about == chapter.about]
@@ -265,103 +265,83 @@ class GivenPlan:
     async def part(
         self, group: TaskGroup, outline: Outline, p: int, given: Given, have: Part | None, ahead: Ahead
     ) -> None:
-        """The part's chapters (those it lacks, phrased), then its title phrased from theirs, then its chapters'
-        sections; a part none of whose chapters or title could be phrased is left out."""
-        spec = self.levels.spec
-        chapters = list(have.chapters) if have else []
-        short = bool(have and have.short)
-        if self.given.gives("chapters") and (have is None or (len(chapters) < spec.chapters and not short)):
-            short = await self.chapters(outline, p, given, chapters, ahead)
-        part = have or await self.titled(outline, p, given, chapters, ahead)
-        if part is None:
-            return
-        part.chapters, part.short = chapters, part.short or short
-        self.levels.stats.short += short and not (have and have.short)
+        """The part's chapters (those it lacks, phrased: LevelPlanner.plan with phrase_children as its source), then
+        its title phrased from theirs, then its chapters' sections; a part none of whose chapters or title could be
+        phrased is left out."""
+        part = have or Part(id=node_id(p), title="", about=given.about)  # titled once its chapters are known
+        if self.given.gives("chapters") and wants_children(part, self.levels.spec.chapters):
+            await self.levels.plan(outline, (part,), source=partial(self.phrase_children, given, ahead))
         if have is None:
+            if not await self.titled(outline, p, given, part, ahead):
+                return
             outline.parts.append(part)
         self.changed(outline)
         if not self.given.gives("chapters"):
             self.opens(group).part(outline, part)
             return
         for chapter in part.chapters:
-            self.start_chapter(
-                group,
-                outline,
-                part,
-                chapter,
-                self.chapter_givens.get(chapter.id) or chapter_given(self.given, given, chapter),
-                ahead,
-            )
-        self.levels.on_node("chapters")
+            chapter_given = self.chapter_givens.get(chapter.id) or given_of(self.given, given, chapter)
+            self.start_chapter(group, outline, part, chapter, chapter_given, ahead)
 
-    async def chapters(self, outline: Outline, p: int, given: Given, chapters: list[Chapter], ahead: Ahead) -> bool:
-        """Take the part's missing chapters into `chapters`; True when it ends short."""
-        spec = self.levels.spec
-        ancestors = ancestors_of((), outline.title, spec.prompt)
-        choosing = Choosing(node_id(p), "chapters", spec.chapters, ancestors, [c.title for c in chapters])
-        wanted = list(given.children[len(chapters) : spec.chapters])
-        while len(chapters) < spec.chapters:
-            chapter_given = wanted.pop(0) if wanted else self.given.spare_chapter()
-            if chapter_given is None:
-                log.info("part %d has %d chapters: no more could be phrased", p + 1, len(chapters))
-                return True
-            key = node_id(p, len(chapters))
-            values = {"book": self.phraser.book, "about": chapter_given.about}
-            item = await self.take(ToPhrase("chapters", chapter_given.about, values, key), choosing, ahead)
-            if item is not None:
-                chapters.append(Chapter(id=key, title=item.title, point=item.point, about=chapter_given.about))
-                self.chapter_givens[key] = chapter_given
-        return False
-
-    async def titled(
-        self, outline: Outline, p: int, given: Given, chapters: list[Chapter], ahead: Ahead
-    ) -> Part | None:
-        """The part, titled from its chapters' titles (its facets' words when it has no chapter yet)."""
+    async def titled(self, outline: Outline, p: int, given: Given, part: Part, ahead: Ahead) -> bool:
+        """Title the part from its chapters' titles (its facets' words when it has no chapter yet); False when it
+        cannot be (it is left out)."""
+        chapters = part.chapters
         if not chapters and self.given.gives("chapters"):
             log.info("part %d (%s) has no chapter: it is left out", p + 1, given.about)
-            return None
-        key = node_id(p)
+            return False
         ancestors = ancestors_of((), outline.title, self.levels.spec.prompt)
         ancestors |= {f"the title of chapter {c.id}": c.title for c in chapters}  # a part is no chapter again
         choosing = Choosing("book", "parts", self.levels.spec.parts, ancestors, [part.title for part in outline.parts])
+        book = self.phraser.book
         if chapters:  # 'its part made of the chapters "X", "Y" and "Z"'
-            about = joined([f'"{c.title}"' for c in chapters])
-            phrase = ToPhrase("parts", about, {"book": self.phraser.book, "about": about}, key)
+            phrase = ToPhrase.of("parts", joined([f'"{c.title}"' for c in chapters]), part.id, book=book)
         else:  # a facet as a part, its chapters planned open: 'its part about getting started'
-            phrase = ToPhrase("parts", given.about, {"book": self.phraser.book, "about": given.about}, key, "chapters")
+            phrase = ToPhrase.of("parts", given.about, part.id, book=book, asked_as="chapters")
         item = await self.take(phrase, choosing, ahead, last_resort=True)
         if item is None:
             log.info("part %d (%s) could not be titled: it is left out with its chapters", p + 1, given.about)
-            return None
-        return Part(id=key, title=item.title, point=item.point, about=given.about)
+            return False
+        part.title, part.point = item.title, item.point
+        return True
 
-    # ------------------------------------------------------------------ a chapter's sections
+    # ------------------------------------------------------------------ a node's children, phrased
 
     def start_chapter(
         self, group: TaskGroup, outline: Outline, part: Part, chapter: Chapter, given: Given, ahead: Ahead
     ) -> None:
-        spec = self.levels.spec
-        if len(chapter.sections) >= spec.sections or chapter.short:
+        if not wants_children(chapter, self.levels.spec.sections):
             for section in list(chapter.sections):
                 self.announce(outline, part, chapter, section)
             return
         if not self.given.gives("sections") or not given.children:
             self.opens(group).chapter(outline, part, chapter)
             return
-        self.opens(group).chapter(outline, part, chapter, source=partial(self.phrase_sections, given, ahead))
+        self.opens(group).chapter(outline, part, chapter, source=partial(self.phrase_children, given, ahead))
 
-    async def phrase_sections(self, given: Given, ahead: Ahead, question: Question, adding: Children) -> None:
-        """A chapter's sections from its given nodes (LevelPlanner.plan's source in given planning): each phrased in
-        turn and taken into the chapter where it is chosen, the next asked while the chapter has room."""
-        chapter = adding.path[-1]
-        numbers = [int(piece[1:]) - 1 for piece in chapter.id.split(".")]
+    async def phrase_children(self, given: Given, ahead: Ahead, question: Question, adding: Children) -> None:
+        """A part's chapters or a chapter's sections from its given nodes (LevelPlanner.plan's source in given
+        planning): each phrased in turn and taken into the node where it is chosen, the next asked while the node has
+        room; past them, its spares (wanted)."""
+        node = adding.path[-1]
         choosing = Choosing.of(question, None, adding)
-        wanted = list(given.children[len(children(chapter)) :])
-        while choosing.missing() > 0 and wanted:
-            section_given = wanted.pop(0)
-            key = node_id(*numbers, len(children(chapter)))  # the id it is taken under
-            values = {"book": self.phraser.book, "chapter": given.about, "about": section_given.about}
-            adding.about = section_given.about
-            await self.take(ToPhrase("sections", section_given.about, values, key), choosing, ahead)
+        chapter = given.about if question.level == "sections" else None
+        wanted = self.wanted(given, len(children(node)), question.level)
+        while choosing.missing() > 0 and (child := next(wanted, None)) is not None:
+            key = next_id(node, children(node))  # the id it is taken under
+            adding.about = child.about
+            phrase = ToPhrase.of(question.level, child.about, key, book=self.phraser.book, chapter=chapter)
+            if await self.take(phrase, choosing, ahead) is not None and question.level == "chapters":
+                self.chapter_givens[key] = child
         if choosing.missing() > 0:
-            log.info("%s has %d sections: no more could be phrased", chapter.id, len(children(chapter)))
+            log.info("%s has %d %s: no more could be phrased", node.id, len(children(node)), question.level)
+
+    def wanted(self, given: Given, have: int, level: ChildLevel) -> Iterator[Given]:
+        """The given children a node lacks, then its spares: a chapter's own (those past the shape's count), a part's
+        the book's spare chapters (each taken once, book-wide)."""
+        if level != "chapters":
+            yield from given.children[have:]
+            return
+        yield from given.children[have : self.levels.spec.chapters]
+        while (spare := self.given.spare_chapter()) is not None:
+            yield spare

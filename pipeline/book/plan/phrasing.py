@@ -75,6 +75,15 @@ class ToPhrase:
     node_id: str
     asked_as: Level | None = None
 
+    @classmethod
+    def of(
+        cls, level: Level, about: str, node_id: str, *, book: str, chapter: str | None = None,
+        asked_as: Level | None = None,
+    ) -> ToPhrase:  # fmt: skip
+        """A node of `book` (book_phrase) about `about`; `chapter`: what the chapter it is in is about (a section's)."""
+        values = {"book": book, "about": about} | ({"chapter": chapter} if chapter is not None else {})
+        return cls(level, about, values, node_id, asked_as)
+
     @property
     def template(self) -> str:
         return TEMPLATES[self.asked_as or self.level]

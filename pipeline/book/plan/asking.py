@@ -41,12 +41,11 @@ from pipeline.book.plan.prompts import (
 )
 from pipeline.book.plan.rounds import (
     BOOK_TITLE_TOKENS,
-    EMPTY_ROUNDS,
     OPEN,
-    PLAN_ROUNDS,
     SPARE_ITEMS,
     TOKENS_PER_ITEM,
     Asking,
+    Rounds,
     temperature,
 )
 from pipeline.meaning.embed import EmbedAhead
@@ -79,27 +78,28 @@ class NodeAsker:
         coverage = Coverage(self.checks.embedder, list(question.owed), leaf=question.level == "sections")
         choosing = Choosing.of(question, coverage, on_item)
         forbidden = self.forbidden(question)
-        rounds = empty = asked = 0
-        while choosing.missing() > 0 and rounds < PLAN_ROUNDS:
-            if rounds > 0 and empty == 0:
-                self.stats.reasked += 1
-                self.stats.asked_again(question.node_id)
-            early = _Early(self, question, choosing, forbidden) if question.early and rounds == 0 else None
-            samples = self.need.samples(OPEN, question.level, rounds)
+        if choosing.missing() > 0:
+            await self._rounds(question, choosing, forbidden)
+        await self._last_resorts(question, choosing)
+
+    async def _rounds(self, question: Question, choosing: Choosing, forbidden: frozenset[str]) -> None:
+        """The node's rounds (rounds.Rounds): each pooled and chosen from, the lines held for a fault taken after,
+        until the node is filled."""
+        rounds = Rounds(question.node_id, self.stats)
+        for number, asked in rounds:
+            early = _Early(self, question, choosing, forbidden) if question.early and number == 0 else None
+            samples = self.need.samples(OPEN, question.level, number)
             pool = await self._round(
-                question, choosing, rounds, asked=asked, samples=samples, early=early, forbidden=forbidden
+                question, choosing, number, asked=asked, samples=samples, early=early, forbidden=forbidden
             )
-            asked += 1
-            if not pool and empty < EMPTY_ROUNDS:  # no line at all: the backend's bad answer, not a round
-                empty += 1
+            if not rounds.heard(pool):
                 continue
-            rounds, empty = rounds + 1, 0
-            self.stats.pooled += len(pool)
             choose(pool, choosing, checks=self.checks, stats=self.stats, forbidden=forbidden)
             take_held(choosing, checks=self.checks, stats=self.stats)
-            if rounds == 1:
+            if number == 0:
                 self.need.heard(samples=samples, filled=choosing.missing() <= 0)
-        await self._last_resorts(question, choosing)
+            if choosing.missing() <= 0:
+                return
 
     async def _last_resorts(self, question: Question, choosing: Choosing) -> None:
         """What the rounds left: the asks of the request this node still owes, each phrased by the model as a

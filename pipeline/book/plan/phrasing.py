@@ -23,7 +23,7 @@ refused (the policy's `phrase` chain: it repeats what it was asked, no key point
 words, a fragment of the request, a word a handbook would not print ...); the rest are ranked by their fit to the
 request and to the node they were asked for, less DIVERSITY × their likeness to the siblings already taken
 (choose.scores, the open planner's ranker too), and the best that no hold finds and the book can claim is taken
-(choose.held_or_claimed, choose.decide). When none can be, the node is asked once more (rounds.PLAN_ROUNDS) with more
+(choose.held_or_claimed, choose.decide). When none can be, the node is asked once more (rounds.Rounds) with more
 samples at a higher temperature; when that fails too, None: the planner asks a spare, or the node has fewer children.
 Nothing in an answer raises; nothing the pipeline writes itself reaches the plan.
 """
@@ -44,7 +44,7 @@ from anyio.abc import TaskGroup
 from pipeline.book.plan.choose import Choosing, decide, held_or_claimed, scores
 from pipeline.book.plan.policy import Chain
 from pipeline.book.plan.prompts import PHRASE_TEMPLATES, PlanItem, example_words, parse_item, rare_example_words
-from pipeline.book.plan.rounds import GIVEN, PLAN_ROUNDS, TOKENS_PER_ITEM, Asking, temperature
+from pipeline.book.plan.rounds import GIVEN, TOKENS_PER_ITEM, Asking, Rounds, temperature
 from pipeline.meaning.framing import BookKind
 from pipeline.meaning.nearness import unit
 from pipeline.meaning.reading import Reading
@@ -121,19 +121,20 @@ class Phraser:
 
         async def fetch() -> None:
             try:
-                samples.items = await self.samples(phrase, 0)
+                samples.items = await self.samples(phrase, 0, 0)
             finally:
                 samples.done.set()
 
         group.start_soon(fetch)
         return samples
 
-    async def samples(self, phrase: ToPhrase, number: int) -> list[PlanItem]:
-        """One round of the given node's samples, each answer's first line read as a title and its point."""
+    async def samples(self, phrase: ToPhrase, number: int, asked: int) -> list[PlanItem]:
+        """Round `number` of the given node's samples (`asked`: its requests before), each answer's first line read
+        as a title and its point."""
         sampler = self.sampling.sampler
         messages = book_context(self.request) + render_chat(phrase.template, **phrase.values)
         heat = temperature(GIVEN, sampler, number)
-        request = sampler.request(messages, TOKENS_PER_ITEM, f"plan:phrase:{phrase.node_id}:{number}", heat)
+        request = sampler.request(messages, TOKENS_PER_ITEM, f"plan:phrase:{phrase.node_id}:{asked}", heat)
         request = request.model_copy(update={"extra": {**request.extra, "stop": ["\n"]}})
         count = self.need.samples(GIVEN, phrase.level, number)
         texts = await self.sampling.texts(request, phrase.node_id, count)
@@ -148,18 +149,16 @@ class Phraser:
         *,
         last_resort: bool = False,
     ) -> PlanItem | None:
-        """The given node's line, claimed for the book and taken into `choosing`; None when neither round gave one that
-        could be taken. With `last_resort`, past both rounds the best line of either that has no defect is taken
-        whatever its fit or faults (a part's title: leaving a part out would drop its chapters)."""
+        """The given node's line, claimed for the book and taken into `choosing`, in its rounds (rounds.Rounds;
+        `first`: its first, asked ahead); None when no round gave one that could be taken. With `last_resort`, past
+        the rounds the best line of any that has no defect is taken whatever its fit or faults (a part's title:
+        leaving a part out would drop its chapters)."""
         seen: list[PlanItem] = []
-        for number in range(PLAN_ROUNDS):
-            if number > 0:
-                self.stats.asked_again(phrase.node_id)
-            items = await first if number == 0 and first is not None else await self.samples(phrase, number)
-            self.stats.pooled += len(items)
+        rounds = Rounds(phrase.node_id, self.stats)
+        for number, asked in rounds:
+            items = await first if asked == 0 and first is not None else await self.samples(phrase, number, asked)
             seen += items
-            if (item := self.pick(items, phrase, choosing)) is not None:
-                self.stats.reasked += number
+            if rounds.heard(items) and (item := self.pick(items, phrase, choosing)) is not None:
                 return item
         if last_resort:
             return self.pick(seen, phrase, choosing, strict=False)

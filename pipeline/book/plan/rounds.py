@@ -5,17 +5,19 @@ stats.json and run.log read them).
 A round asks one question (a node's list of children in open planning, one given node's title in given planning)
 as many times as the mode says, at once: one request with `n` where every engine of the fleet samples in parallel
 (engines.py's `parallel_sampling`: the prompt is read once and each sample has its own seed), else one request a
-sample. A node is asked in at most PLAN_ROUNDS rounds; the second goes out only when the first round's lines cannot
-fill it, farther from them (a higher temperature, more samples). A mode is data (Mode): how many samples each round
-takes and each round's temperature floor. An answer that failed on every backend is
-asked again later in the run (pipeline/book/later.py) while the rest of the book goes on; one that never gets an
-answer counts as a failed request, and the node goes on with what it has: no node ends the job.
+sample. A node is asked in at most PLAN_ROUNDS rounds (Rounds, one loop for both modes); the second goes out only
+when the first round's lines cannot fill it, farther from them (a higher temperature, more samples), and a round that
+gave no line at all is asked again on top (EMPTY_ROUNDS). A mode is data (Mode): how many samples each round takes and
+each round's temperature floor. An answer that failed on every backend is asked again later in the run
+(pipeline/book/later.py) while the rest of the book goes on; one that never gets an answer counts as a failed request,
+and the node goes on with what it has: no node ends the job.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Iterator, Sized
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Protocol
@@ -97,6 +99,35 @@ class SampleNeed:
         if samples == 1:
             self.first_rounds += 1
             self.filled += filled
+
+
+class Rounds:
+    """A node's rounds, in both modes, iterated as (round number, requests asked before): at most PLAN_ROUNDS, and a
+    round that gave no line at all (the backend's bad answer, not the node's) asked again on top, up to EMPTY_ROUNDS
+    times (`heard` says which); each second round counted, with the rules that acted since the first. The caller asks
+    each round and stops when its node is filled."""
+
+    def __init__(self, node_id: str, stats: PlanStats) -> None:
+        self.node_id = node_id
+        self.stats = stats
+        self.number = self.empty = self.asked = 0
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        while self.number < PLAN_ROUNDS:
+            if self.number > 0 and self.empty == 0:
+                self.stats.reasked += 1
+                self.stats.asked_again(self.node_id)
+            yield self.number, self.asked
+            self.asked += 1
+
+    def heard(self, lines: Sized) -> bool:
+        """The round's lines are in: False when there are none and the round is asked again."""
+        if not lines and self.empty < EMPTY_ROUNDS:
+            self.empty += 1
+            return False
+        self.number, self.empty = self.number + 1, 0
+        self.stats.pooled += len(lines)
+        return True
 
 
 def temperature(mode: Mode, sampler: Sampler, number: int) -> float:

@@ -5,7 +5,7 @@ history, "how new medicines are tested before they are approved" about testing a
 stone wall" about building one. Takes the words after a request's opening and its book's form ("Write a short
 handbook on", "Explain", "Can you tell me") and returns the framed subject, what follows it (read for concerns by
 pipeline/meaning/reading.py), and the book's kind (`BookKind`): what facets a book of it covers
-(pipeline/book/plan/phrasing.py). Read by rules on the request's own words, no model; measured with the reader on
+(pipeline/meaning/given.py). Read by rules on the request's own words, no model; measured with the reader on
 tests/fixtures/meaning/readings*.json (`python -m pipeline.bench.studies.calibrate`).
 """
 

@@ -51,7 +51,7 @@ class PlanSchedule(StrEnum):
 class PlanMode(StrEnum):
     """How the planner gets a node's titles (pipeline/book/plan/planner.py)."""
 
-    GIVEN = "given"  # the model phrases a title for each facet or concern the plan gives (book/plan/phrasing.py)
+    GIVEN = "given"  # the model phrases a title for each facet or concern the plan gives (meaning/given.py)
     OPEN = "open"  # the model lists the node's children and the planner chooses among them (book/plan/asking.py)
     AUTO = "auto"  # given for a small model (the `small` sampling profile), open for the rest
 

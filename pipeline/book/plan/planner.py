@@ -8,9 +8,9 @@ usable titles and no points, a described list 12, the worked example 33, each wi
 
 Two ways to get a node's titles (records.PlanMode; `auto` picks `given` for a small model, whose invented plans
 drift off the request, and `open` for the rest):
-- given (phrasing.py, levels.py's GivenPlan): the plan gives what each node is about (the request's concerns and
-  the facets a book of its kind covers), and the model phrases a title and a point for each, all at once; a
-  chapter's sections are taken through LevelPlanner.plan as an open chapter's are.
+- given (meaning/given.py, phrasing.py, levels.py's GivenPlan): the plan gives what each node is about (the
+  request's concerns and the facets a book of its kind covers), and the model phrases a title and a point for each,
+  all at once; a part's chapters and a chapter's sections are taken through LevelPlanner.plan as an open node's are.
 - open (levels.py, asking.py, choose.py): each node's question is sampled several times at once and its titles are
   chosen from the pooled lines by their fit to the request and their parent and by distinctness from what is chosen;
   only lines with a defect a reader would see are refused (checks.py). The request's asks (its subject and each
@@ -40,11 +40,12 @@ from pipeline.book.plan.asking import NodeAsker
 from pipeline.book.plan.checks import TitleChecks
 from pipeline.book.plan.choose import BookTitle
 from pipeline.book.plan.levels import GivenPlan, LevelPlanner, OnChange, OnSection, Source, SourcesNote
-from pipeline.book.plan.phrasing import GivenBook, Phraser, given_book
+from pipeline.book.plan.phrasing import Phraser
 from pipeline.book.plan.rounds import CHOICES, Asking, PlanStats, SampleNeed, Sampling
 from pipeline.book.profiles import Sampler
 from pipeline.errors import FanoutError
 from pipeline.meaning.embed import Embedder, open_embedder
+from pipeline.meaning.given import GivenBook, given_book
 from pipeline.meaning.reading import read, request_asks
 from pipeline.records import (
     BookSpec,

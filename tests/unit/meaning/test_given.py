@@ -1,12 +1,12 @@
-"""What a book's nodes are about before the model phrases them (pipeline/book/plan/phrasing.py's given_book): the
+"""What a book's nodes are about before the model phrases them (pipeline/meaning/given.py's given_book): the
 request's concerns and the facets a book of its kind covers, laid out on the book's shape."""
 
 from __future__ import annotations
 
 import pytest
 
-from pipeline.book.plan.phrasing import CONCERN, facets, given_book, groups
 from pipeline.meaning.framing import BOOK_KINDS
+from pipeline.meaning.given import CONCERN, facets, given_book, groups
 from pipeline.meaning.reading import read
 
 SOURDOUGH = "Write a short handbook on keeping a sourdough starter alive. Practical, with examples."

@@ -214,10 +214,8 @@ class GivenPlan:
     levels: LevelPlanner
     given: GivenBook
     phraser: Phraser
-    announce: OnSection
     changed: OnChange
-    streamed: bool  # each section handed over as it is taken (else once its chapter is whole)
-    opens: Callable[[TaskGroup], Opens]  # what plans a level not given, in a task group
+    opens: Callable[[TaskGroup], Opens]  # what plans and hands over a level, in a task group (planner.py's Starter)
     phrased: int = 0  # given nodes asked to be phrased
     chapter_givens: dict[str, Given] = field(default_factory=dict)  # a chapter taken this run -> its given node
 
@@ -231,8 +229,7 @@ class GivenPlan:
             for p, given in enumerate(self.given.parts[: spec.parts]):
                 have = next((part for part in outline.parts if part.about == given.about), None)
                 group.start_soon(self.part, group, outline, p, given, have, ahead)
-        if len(outline.parts) < spec.parts:
-            outline.short = True
+        marked_short(outline, spec.parts, self.levels.stats)
         outline.parts.sort(key=lambda part: part.id)
         self.levels.on_node("parts")
         return outline
@@ -313,14 +310,11 @@ class GivenPlan:
     def start_chapter(
         self, group: TaskGroup, outline: Outline, part: Part, chapter: Chapter, given: Given, ahead: Ahead
     ) -> None:
-        if not wants_children(chapter, self.levels.spec.sections):
-            for section in list(chapter.sections):
-                self.announce(outline, part, chapter, section)
-            return
-        if not self.given.gives("sections") or not given.children:
-            self.opens(group).chapter(outline, part, chapter)
-            return
-        self.opens(group).chapter(outline, part, chapter, source=partial(self.phrase_children, given, ahead))
+        """The chapter handed to the Starter, which plans what it lacks (its given sections phrased, else open) and
+        hands its sections over as the schedule says."""
+        phrased = self.given.gives("sections") and bool(given.children)
+        source = partial(self.phrase_children, given, ahead) if phrased else None
+        self.opens(group).chapter(outline, part, chapter, source=source)
 
     async def phrase_children(self, given: Given, ahead: Ahead, question: Question, adding: Children) -> None:
         """A part's chapters or a chapter's sections from its given nodes (LevelPlanner.plan's source in given

@@ -179,7 +179,7 @@ class Planner:
     ) -> Outline:
         streamed = schedule is PlanSchedule.STREAMED
         opens = partial(Starter, self.levels, announce=hand_over, changed=changed, streamed=streamed)
-        plan = GivenPlan(self.levels, given, self.phraser, hand_over, changed, streamed, opens)
+        plan = GivenPlan(self.levels, given, self.phraser, changed, opens)
         outline = await plan.plan(outline)
         self.stats.phrased = plan.phrased
         return outline

@@ -199,8 +199,8 @@ def given_of(book: GivenBook, part: Given, chapter: Chapter) -> Given:
 
 
 class Opens(Protocol):
-    """Plans a level the plan does not give, open, each node as soon as its parent's title is known (planner.py's
-    Starter)."""
+    """Plans a node's children as soon as its parent's title is known, open or from a `source` (LevelPlanner.plan's),
+    and hands its sections over as the schedule says (planner.py's Starter)."""
 
     def part(self, book: Outline, part: Part) -> None: ...
 

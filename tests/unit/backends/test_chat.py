@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.backends.chat import chat, check_proxies, proxy_for
+from pipeline.backends.envelope import KEY_CUT_SHOWN
 from pipeline.backends.sdk import close_sdk_clients
 from pipeline.backends.sse import AttemptError
 from pipeline.cli import main
@@ -60,16 +61,18 @@ async def test_the_sdk_path_fails_with_the_pools_failure_kinds(engine):
     assert refused.value.kind == "connect"
 
 
+@pytest.mark.parametrize("key", ["sk-secret-123", "ey" + "J0eXAiOiJKV1Qi" * 25], ids=["short", "token-of-352"])
 @pytest.mark.parametrize("client", ["fast", "sdk"])
-async def test_a_key_the_server_echoes_never_reaches_the_error(engine, client, monkeypatch):
-    monkeypatch.setenv("FANOUT_TEST_KEY", "sk-secret-123")
+async def test_a_key_the_server_echoes_never_reaches_the_error(engine, client, key, monkeypatch):
+    """Whole, or cut short where the error keeps only the body's first 200 characters (a long token's)."""
+    monkeypatch.setenv("FANOUT_TEST_KEY", key)
     backend = Backend(name="b0", base_url=engine.url, client=client, api_key_env="FANOUT_TEST_KEY")
     engine.modes.append("echo_auth")  # a 500 whose error message repeats the Authorization header
     with pytest.raises(AttemptError) as failed:
         await chat(backend, REQUEST, read_timeout=5)
-    assert engine.authorizations[-1] == "Bearer sk-secret-123"
-    assert failed.value.kind == "http_500" and "<api key hidden>" in failed.value.detail
-    assert "sk-secret-123" not in failed.value.detail + str(failed.value)
+    assert engine.authorizations[-1] == f"Bearer {key}"
+    assert failed.value.kind == "http_500" and "Bearer <api key hidden>" in failed.value.detail
+    assert key[: KEY_CUT_SHOWN + 1] not in failed.value.detail + str(failed.value)
 
 
 def test_a_proxy_is_refused_on_the_fast_path_and_honoured_by_the_sdk():

@@ -5,9 +5,10 @@ than one choice is asked, the backend's model and extra fields), `request_header
 X-Request-Id from `new_request_id`, the backend's own headers, its key as a Bearer token: `auth_headers`,
 `api_key`). What comes back before any event is read: `status_error` (a non-200 status as an AttemptError
 of kind http_<status>, with the server's Retry-After hint) and `is_event_stream` / `not_event_stream` (a
-200 answer of another content type is a failure). `hide_key` keeps the key out of any error text, `hide_key_in`
-out of an attempt's error. The transports use it: wire.py, aiohttp_chat.py, sdk.py; metrics.py, cachereset.py
-and bench/load/prompts.py sign their own requests with `auth_headers`. The body itself is read by sse.py.
+200 answer of another content type is a failure). `hide_key` keeps the key, whole or cut short, out of any error
+text, `hide_key_in` out of an attempt's error. The transports use it: wire.py, aiohttp_chat.py, sdk.py; metrics.py,
+cachereset.py and bench/load/prompts.py sign their own requests with `auth_headers`. The body itself is read by
+sse.py.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from pipeline.backends.sse import AttemptError
 from pipeline.records import Backend, ChatRequest, Endpoint, Outcome
 
 REQUEST_ID_HEADER = "X-Request-Id"
+HIDDEN_KEY = "<api key hidden>"
+KEY_CUT_SHOWN = 4  # the characters of a key an error text cut short may end on: 'sk-a' tells nothing
 
 
 def api_key(backend: Backend) -> str:
@@ -41,9 +44,14 @@ def request_headers(backend: Backend, request_id: str | None) -> dict[str, str]:
 
 
 def hide_key(text: str, backend: Backend) -> str:
-    """A server may echo the Authorization header back in its error text; the key never leaves as data."""
+    """A server may echo the Authorization header back in its error text; the key never leaves as data: whole, or
+    cut short where the text ends (status_error keeps a body's first 200 characters, less than a long token)."""
     key = api_key(backend)
-    return text.replace(key, "<api key hidden>") if key else text
+    if not key:
+        return text
+    text = text.replace(key, HIDDEN_KEY)
+    cut = next((size for size in range(len(key) - 1, KEY_CUT_SHOWN, -1) if text.endswith(key[:size])), 0)
+    return text[: len(text) - cut] + HIDDEN_KEY if cut else text
 
 
 def hide_key_in(error: AttemptError, backend: Backend) -> None:

@@ -3,9 +3,9 @@ that need what httpx does and the fast path does not (HTTP(S)_PROXY and NO_PROXY
 SSL_CERT_FILE, HTTP/2 proxies). Slower per event (the ceiling bench measures by how much).
 
 Takes a Backend and a ChatRequest (of one choice or several, `n`); returns a Completion or raises
-AttemptError with the same failure kinds as the fast path, so the pool retries it the same way. One SDK
-client per backend and event loop, its own retries off (the pool's retry policy is the only one), closed
-with the fleet.
+AttemptError with the same failure kinds as the fast path, so the pool retries it the same way, and with the
+key hidden in it as every transport hides it (envelope.hide_key_in). One SDK client per backend and event
+loop, its own retries off (the pool's retry policy is the only one), closed with the fleet.
 """
 
 from __future__ import annotations
@@ -14,7 +14,14 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
-from pipeline.backends.envelope import REQUEST_ID_HEADER, api_key, new_request_id, request_body, status_error
+from pipeline.backends.envelope import (
+    REQUEST_ID_HEADER,
+    api_key,
+    hide_key_in,
+    new_request_id,
+    request_body,
+    status_error,
+)
 from pipeline.backends.sse import AttemptError, OnDelta, SseStream, completion_of
 from pipeline.records import Backend, ChatRequest, Completion, Endpoint, Outcome
 
@@ -90,15 +97,27 @@ async def sdk_stream_chat(
     request_id = new_request_id()
     try:
         await _stream(shared_client(backend, read_timeout), backend, request, stream, request_id)
-    except openai.APITimeoutError as exc:
-        raise AttemptError(Outcome.TIMEOUT, str(exc)) from exc
-    except openai.APIConnectionError as exc:
-        kind = Outcome.CONNECT if stream.t_first is None else Outcome.STREAM_CUT
-        raise AttemptError(kind, str(exc)) from exc
-    except openai.APIStatusError as exc:
-        retry_after = exc.response.headers.get("retry-after") if exc.response is not None else None
-        raise status_error(exc.status_code, str(exc.message), retry_after) from exc
+    except AttemptError as error:
+        hide_key_in(error, backend)
+        raise
+    except (openai.APIConnectionError, openai.APIStatusError) as exc:
+        failed = attempt_error(exc, streamed=stream.t_first is not None)
+        hide_key_in(failed, backend)
+        raise failed from exc
     return completion_of(backend, request, stream, t_sent, request_id)
+
+
+def attempt_error(exc: Exception, *, streamed: bool) -> AttemptError:
+    """The SDK's failure as the pool's failure kind (a connection lost once text had `streamed` is a cut stream);
+    its message may quote what the server said, so the caller hides the key in it."""
+    import openai
+
+    if isinstance(exc, openai.APITimeoutError):
+        return AttemptError(Outcome.TIMEOUT, str(exc))
+    if isinstance(exc, openai.APIStatusError):
+        retry_after = exc.response.headers.get("retry-after") if exc.response is not None else None
+        return status_error(exc.status_code, str(exc.message), retry_after)
+    return AttemptError(Outcome.STREAM_CUT if streamed else Outcome.CONNECT, str(exc))
 
 
 async def sdk_chat(backend: Backend, request: ChatRequest) -> Completion:

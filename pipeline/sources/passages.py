@@ -1,7 +1,7 @@
 """Blocks -> passages: a file's paragraphs under one heading path packed into passages of about PASSAGE_WORDS
 words, never across a heading; a paragraph longer than MAX_PASSAGE_WORDS is cut at its sentences' ends (a
-sentence longer than that at a word; a code block at its lines, fenced again). Each passage keeps its file, its
-heading path and the page it starts on.
+sentence longer than that at a word; a code block, ``` or ~~~, at its lines, each piece fenced again). Each passage
+keeps its file, its heading path and the page it starts on.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 from pipeline.records.sources import Passage
 from pipeline.sources.read import Block
-from pipeline.text import sentences
+from pipeline.text import FENCE, closes, sentences
 
 PASSAGE_WORDS = 120  # a passage closes once it holds this many words
 MAX_PASSAGE_WORDS = 200  # a paragraph past this is cut at sentences
@@ -44,12 +44,21 @@ def _packed(blocks: list[Block]) -> Iterator[tuple[tuple[str, ...], int | None, 
         yield start.headings, start.page, "\n\n".join(held)
 
 
-def _code_pieces(text: str) -> list[str]:
+def code_fence(text: str) -> str | None:
+    """The fence of a text that is one fenced code block, ``` or ~~~ (pipeline/text.py's FENCE and closes: its first
+    line opens it, its last line closes it), or None: a paragraph that only starts with a fence, on one line (a
+    reStructuredText heading's ~~~~ overline and the text after it, read as one paragraph), is prose."""
+    opening, _, rest = text.partition("\n")
+    match = FENCE.match(opening)
+    if match is None or not rest or not closes(rest.rsplit("\n", 1)[-1], match.group(1)):
+        return None
+    return match.group(1)
+
+
+def _code_pieces(text: str, fence: str) -> list[str]:
     opening, *lines = text.split("\n")
-    fence = opening[: len(opening) - len(opening.lstrip("`"))]
-    lines = lines[:-1] if lines and lines[-1] == fence else lines
     pieces: list[list[str]] = [[]]
-    for line in lines:
+    for line in lines[:-1]:
         if pieces[-1] and len(" ".join(pieces[-1] + [line]).split()) > MAX_PASSAGE_WORDS:
             pieces.append([])
         pieces[-1].append(line)
@@ -58,11 +67,11 @@ def _code_pieces(text: str) -> list[str]:
 
 def _pieces(text: str) -> list[str]:
     """The paragraph whole, or cut at its sentences into pieces of at most MAX_PASSAGE_WORDS words (a code block at
-    its lines, each piece fenced again)."""
+    its lines, each piece fenced again with its own fence)."""
     if len(text.split()) <= MAX_PASSAGE_WORDS:
         return [text]
-    if text.startswith("```"):
-        return _code_pieces(text)
+    if fence := code_fence(text):
+        return _code_pieces(text, fence)
     pieces: list[str] = []
     current: list[str] = []
     for sentence in sentences(text, starts="capital"):

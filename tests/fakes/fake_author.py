@@ -22,6 +22,7 @@ from pathlib import Path
 
 from pipeline.bench.studies.corpus import Book, CorpusChapter, CorpusPart, load_book
 from pipeline.book.plan.prompts import CHOSEN_NOTE
+from pipeline.text import sentences, without_code
 from pipeline.titles import title_key, title_words
 from tests.fakes.fake_engine import FakeEngine, prompt_of, serve_until_stopped
 from tests.fakes.fake_prompts import phrase_level, plan_level, requested_count, section_title
@@ -34,9 +35,7 @@ COVERS = re.compile(r"The (?:part|chapter) covers: (.+)$", re.M)
 
 
 GIVEN = re.compile(r"^\[(\d+)\] \(([^\n]*)\)\n(.+?)(?=\n\n\[\d+\] \(|\n\nWrite the section|\Z)", re.M | re.S)
-SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 CITED_PASSAGES = 3  # passages a citing author writes from, at most
-FENCED = re.compile(r"^(`{3,})[^\n]*\n.*?^\1\s*$", re.M | re.S)
 
 
 def given_passages(prompt: str) -> list[tuple[int, str]]:
@@ -119,14 +118,15 @@ class AuthorReplies:
         return nearest(chapter.sections + every, title, point).text
 
     def cited_text(self, passages: list[tuple[int, str]]) -> str:
-        """Two sentences of the prose of each of the first passages (their code left out), each citing."""
+        """Two sentences of the prose of each of the first passages (their code left out), each citing; cut as a
+        long paragraph is cut into passages (pipeline/text.py's sentences, a capital after the stop)."""
         paragraphs = []
         for number, text in passages[:CITED_PASSAGES]:
-            prose = " ".join(FENCED.sub(" ", text).split())
+            prose = " ".join(without_code(text).split())
             if not prose:
                 continue
             cited = number if self.cites == "well" else number % len(passages) + 1
-            paragraphs.append(" ".join(SENTENCE_END.split(prose)[:2]) + f" [{cited}]")
+            paragraphs.append(" ".join(sentences(prose, starts="capital")[:2]) + f" [{cited}]")
         return "\n\n".join(paragraphs) or "This section has nothing to say."
 
 

@@ -6,10 +6,10 @@ each its own answer, their events interleaved as llama-server's are (the first n
 takes the next mode from `modes` (then "ok"): ok, http_500, http_429, reset (connection dropped mid-stream), close_early
 (connection dropped before any byte), empty, stall (no bytes until the client gives up), no_done (stream
 ends without [DONE]), bad_utf8 (an SSE line that is not UTF-8), huge (a 10 MB answer in 32 KB tokens),
-huge_line (a 10 MB answer in one SSE line), bad_json (a
-200 answer of chatter with no JSON in it, for planning prompts), echo_auth (a 500 whose body repeats the
-Authorization header it got, as a careless server might). `section_modes` and `plan_modes` are taken
-first by section-writing and planning prompts only, so a book-level test can plant a fault where it wants.
+huge_line (a 10 MB answer in one SSE line), bad_json (a 200 answer of chatter with no JSON in it, for
+planning prompts), echo_auth (a 500 whose error message, in the OpenAI API's JSON, repeats the Authorization
+header it got, as a careless server might). `section_modes` and `plan_modes` are taken first by
+section-writing and planning prompts only, so a book-level test can plant a fault where it wants.
 It records the most requests it ever had in flight and every Authorization header it was sent.
 
 Run alone (`python -m tests.fakes.fake_engine DELAY JITTER [--port N] [--modes a,b] [--section-modes ...]
@@ -197,9 +197,8 @@ class FakeEngine:
 
     async def _answer(self, request: web.Request, body: dict, mode: str) -> web.StreamResponse:
         if mode == "echo_auth":
-            return web.Response(
-                status=500, text=f"rejected; you sent Authorization: {request.headers.get('Authorization', '')}"
-            )
+            said = f"rejected; you sent Authorization: {request.headers.get('Authorization', '')}"
+            return web.json_response({"error": {"message": said}}, status=500)
         if mode == "http_500":
             return web.Response(status=500, text="internal error")
         if mode == "http_429":

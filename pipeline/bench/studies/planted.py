@@ -31,6 +31,9 @@ from pipeline.text import FENCE, prose_lines, prose_sentences
 SENTENCES = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "audit" / "offensive_context.json"
 SAID_AGAIN = 5  # a sentence said this many times more at a section's end
 SAME_SUBJECT = ({"the-rust-programming-language", "rust-by-example", "the-cargo-book"}, {"learn-react", "vue-guide"})
+# A line no cut or planted sentence goes in: one that opens on a list's, table's, quote's or heading's mark, or is
+# indented as code; wider than text.py's list_item (no space needed after the mark: '*Note*', '1.5 cups')
+MARKUP_LINE = re.compile(r"\s*(?:[-*+|>#]|\d+[.)]|    )")
 
 
 class Kind(StrEnum):
@@ -182,7 +185,7 @@ def cut_text(text: str, rng: random.Random) -> str | None:
     prose = prose_line_numbers(text)
     candidates = []
     for index, line in enumerate(lines):
-        if index < len(lines) // 2 or index not in prose or re.match(r"\s*(?:[-*+|>#]|\d+[.)]|    )", line):
+        if index < len(lines) // 2 or index not in prose or MARKUP_LINE.match(line):
             continue
         words = line.split(" ")
         candidates += [(index, n) for n in range(3, len(words) - 1) if re.fullmatch(r"[A-Za-z]+", words[n - 1])]
@@ -223,7 +226,7 @@ def with_sentence(text: str, said: str) -> str:
     lines = text.split("\n")
     for number in sorted(prose_line_numbers(text)):
         found = prose_sentences(lines[number])
-        if found and not re.match(r"\s*(?:[-*+|>#]|\d+[.)]|    )", lines[number]):
+        if found and not MARKUP_LINE.match(lines[number]):
             lines[number] = lines[number].replace(found[0], f"{found[0]} {said}", 1)
             return "\n".join(lines)
     return text.rstrip() + "\n\n" + said

@@ -1,7 +1,7 @@
-"""Passages and the index: passages never cross a heading and stay near their size; the index finds a passage by
-its words and by its meaning, is saved and reused by content, and built again when a file changes
-(pipeline/sources/passages.py, index.py, collect.py); its key follows the passage rules and the files' bytes, hashed
-as they stream, and a reused index reads no file whole."""
+"""Passages and the index: passages never cross a heading and stay near their size, a code block (``` or ~~~) cut at
+its lines and fenced again; the index finds a passage by its words and by its meaning, is saved and reused by
+content, and built again when a file changes (pipeline/sources/passages.py, index.py, collect.py); its key follows
+the passage rules and the files' bytes, hashed as they stream, and a reused index reads no file whole."""
 
 from __future__ import annotations
 
@@ -41,6 +41,31 @@ def test_passages_keep_to_their_heading_and_size():
     assert all(len(p.text.split()) <= MAX_PASSAGE_WORDS for p in passages)
     assert all(p.text.endswith(".") for p in passages)  # cut at sentences
     assert len(passages) >= 30 * 12 // PASSAGE_WORDS
+
+
+def code_block(fence: str) -> str:
+    lines = [f"x{n} = sharpen(knife, angle=15)  # stroke {n}" for n in range(120)]
+    return "\n".join([f"{fence}python", *lines, fence])
+
+
+@pytest.mark.parametrize("fence", ["```", "~~~", "````"])
+def test_a_long_code_block_is_cut_at_its_lines_each_piece_fenced_again_with_its_own_fence(fence):
+    passages = passages_of("f.md", [Block(("A",), code_block(fence))])
+    assert len(passages) >= 120 * 5 // MAX_PASSAGE_WORDS and all(p.headings == ("A",) for p in passages)
+    assert all(p.text.startswith(f"{fence}python\n") and p.text.endswith(f"\n{fence}") for p in passages)
+    inner = [line for p in passages for line in p.text.split("\n")[1:-1]]
+    assert inner == code_block(fence).split("\n")[1:-1]  # every line once, whole, in order
+    backticks = passages_of("f.md", [Block(("A",), code_block("```"))])
+    assert [p.text.replace(fence, "```") for p in passages] == [p.text for p in backticks]
+
+
+@pytest.mark.parametrize("fence", ["```", "~~~"])
+def test_a_long_paragraph_that_only_starts_with_a_fence_is_prose(fence):
+    """A text file's paragraph read as one line: a reStructuredText heading's overline and what follows it."""
+    text = f"{fence} Keeping knives {fence} " + "The stone must be soaked in water for ten minutes before use. " * 30
+    passages = passages_of("f.txt", [Block(("A",), text.strip())])
+    assert " ".join(p.text for p in passages).split() == text.split()  # nothing left out, cut at sentences
+    assert len(passages) > 1 and all(p.text.endswith(".") for p in passages[1:])
 
 
 def test_found_by_words_by_meaning_and_fused():

@@ -39,6 +39,7 @@ from pipeline.records import BookSpec, Chapter, ChatRequest, Completion, Outline
 from pipeline.records.audit import AuditReport
 from pipeline.records.sources import Passage
 from pipeline.templating import render
+from pipeline.text import FENCE
 from pipeline.titles import plausible_title, title_key
 
 RETITLE_ATTEMPTS = 3
@@ -212,7 +213,7 @@ class Repairer:
         answer = await self._send(request)
         if isinstance(answer, RequestFailed):
             return self.journal[section.id].model_copy(update={"attempts": answer.attempts})
-        joiner = "\n\n" if so_far.endswith((".", "!", "?", "```")) else " "
+        joiner = "\n\n" if ends_block(so_far) else " "
         result = finished(section, answer, self.wall)
         previous = self.journal[section.id]
         whole = result.model_copy(
@@ -262,3 +263,9 @@ class Repairer:
                 self.taken.add(title_key(title))
                 return title
         return section.title
+
+
+def ends_block(text: str) -> bool:
+    """A continuation starts a paragraph of its own after a sentence's end or a fence line (``` or ~~~), and goes
+    on the same line after a cut sentence."""
+    return text.endswith((".", "!", "?")) or bool(FENCE.match(text.rsplit("\n", 1)[-1]))

@@ -9,16 +9,15 @@ Starter starts each node as soon as its parent's title is known.
 
 Given (GivenPlan): every given node phrased at once, then taken in the outline's order, from the GivenBook
 (meaning/given.py) and the phraser (phrasing.py); a level the plan does not give is planned open, by the Starter. The
-first round of every chapter and section goes out at the start with the book's title, so planning is one wave of
-short requests rather than a chain of levels. A part's chapters, then a chapter's sections, are planned by
-LevelPlanner.plan as an open node's are, with phrase_children as their source: each taken in order as its samples
-come in (each apart from those before it). A part is made before its chapters and titled from their titles after
-them (the model phrases a part far better from three concrete titles than from three facets); then its chapters'
-sections are taken and handed over. A node that cannot be phrased
-is replaced by a spare (the book's spare chapters, a chapter's spare sections) asked then; when the spares are spent,
-the node has fewer children and is marked short, never filled with a made-up title. A part takes, as its last
-resort, the best line of its samples that has no defect whatever its fit; a part no line of which can be taken is
-left out with its chapters. A resumed plan keeps what it has and phrases what it lacks.
+first round of every chapter and section goes out at the start with the book's title, so planning is one wave of short
+requests rather than a chain of levels. A part's chapters, then a chapter's sections, are planned by LevelPlanner.plan
+as an open node's are, with phrase_children as their source: each taken in order as its samples come in (each apart from
+those before it). A part is made before its chapters and titled from their titles after them (the model phrases a part
+far better from three concrete titles than from three facets); then its chapters' sections are taken and handed over. A
+node that cannot be phrased is replaced by a spare (the book's spare chapters, a chapter's spare sections) asked then;
+when the spares are spent, the node has fewer children and is marked short, never filled with a made-up title. A part
+takes, as its last resort, the best line of its samples that has no defect whatever its fit; a part no line of which can
+be taken is left out with its chapters. A resumed plan keeps what it has and phrases what it lacks.
 
 Ids, what is above a node, marking it short and the rounds are choose.py's, records' and rounds.py's (next_id,
 ancestors_of, marked_short, Rounds), one for both modes.

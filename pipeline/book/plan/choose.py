@@ -250,8 +250,8 @@ def take_early(pool: list[PlanItem], choosing: Choosing, *, checks: TitleChecks,
     if not lines or choosing.missing() <= 0:
         return False
     to_request, fit = checks.subject_fit(lines, choosing.parent_unit)
-    ranked = scores(lines, fit, choosing, checks)
-    best = int(np.argmax(ranked)) if checks.small else 0  # a capable model's first line, as take_in_order takes it
+    # a small model's best-ranked line; a capable model's first, as take_in_order takes it (no ranking needed)
+    best = int(np.argmax(scores(lines, fit, choosing, checks))) if checks.small else 0
     found = held_or_claimed(lines[best], choosing, checks=checks, fit=float(to_request[best]))
     return decide(lines[best], found, choosing)
 

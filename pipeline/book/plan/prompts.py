@@ -18,7 +18,7 @@ from typing import Any
 
 from pipeline.meaning.nearness import unit
 from pipeline.templating import example_answer, example_answers, template
-from pipeline.text import list_item, shingles, title_case
+from pipeline.text import as_title, list_item, shingles, title_case
 from pipeline.titles import (
     MAX_HEADING_WORDS,
     MAX_TITLE_CASE_WORDS,
@@ -146,18 +146,14 @@ def parse_book_title(text: str) -> str:
 
 
 def heading_from_point(point: str) -> str:
-    """A refused title's key point as its heading ('How vaccines protect against disease.' -> 'How Vaccines
-    Protect Against Disease'): the model's own words, so better than a numbered placeholder. Empty when the
-    point is too long to read as a heading."""
+    """A key point as a heading ('How vaccines protect against disease.' -> 'How Vaccines Protect Against Disease',
+    pipeline/text.py's as_title); empty when the point is too long to read as a heading. policy.vague_point compares
+    a title with it by title_key, so a title made from its own point is not called vague."""
     text = clean_title(point.rstrip("…"))
     words = text.split()
     if not words or len(words) > MAX_HEADING_WORDS:
         return ""
-    small = {"a", "an", "the", "of", "and", "or", "to", "in", "on", "for", "with", "by", "at", "as"}
-    return " ".join(
-        w if (i and w.casefold() in small) or not w[:1].islower() else w[:1].upper() + w[1:]
-        for i, w in enumerate(words)
-    )
+    return as_title(text)
 
 
 def well_formed(item: PlanItem) -> bool:

@@ -13,9 +13,10 @@ section-writing and planning prompts only, so a book-level test can plant a faul
 It records the most requests it ever had in flight and every Authorization header it was sent.
 
 Run alone (`python -m tests.fakes.fake_engine DELAY JITTER [--port N] [--modes a,b] [--section-modes ...]
-[--plan-modes ...] [--retry-after S] [--title-prefix P]`) it prints its URL; GET /fake/stats reads its
-counters (?lists=1: with the mode and Authorization header of every request) and POST /fake/modes
-{"modes"|"section_modes"|"plan_modes": [...]} plants more faults.
+[--plan-modes ...] [--retry-after S] [--title-prefix P] [--hold-sections-after N]`) it prints its URL; GET
+/fake/stats reads its counters (?lists=1: with the mode and Authorization header of every request), POST
+/fake/modes {"modes"|"section_modes"|"plan_modes": [...]} plants more faults, and POST /fake/release lets
+held section requests go on.
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ class FakeEngine:
         section_pause: float = 0.0,
         later_chapters_pause: float = 0.0,
         distinct_choices: bool = True,
+        hold_sections_after: int | None = None,
     ):
         self.tokens = tokens
         self.distinct_choices = distinct_choices  # n > 1 choices that repeat one another are marked apart
@@ -76,6 +78,11 @@ class FakeEngine:
         # seconds a chapter's planning request waits before its first byte, for every chapter but the first one
         # asked about: its sections can go out while the others are planned, whatever the timing of the host
         self.later_chapters_pause = later_chapters_pause
+        # section requests past this many wait before their first byte until POST /fake/release: a test that
+        # stops a run mid-write finds it still writing, however fast the host
+        self.hold_sections_after = hold_sections_after
+        self.sections_seen = 0
+        self.released = asyncio.Event()
         self.chapters_asked: list[str] = []  # the chapters planned, in the order first asked about
         self.reply = reply  # the answer's text from the request body; else "w0 w1 ..." of `tokens` words
         self.jitter = jitter  # a random pause of up to this many seconds before answering
@@ -111,6 +118,7 @@ class FakeEngine:
         app.router.add_get("/fake/timeline", self.timeline_view)
         app.router.add_get("/fake/stats", self.fake_stats)
         app.router.add_post("/fake/modes", self.plant_modes)
+        app.router.add_post("/fake/release", self.release)
         # A client that hangs up cancels its handler at once, as vLLM aborts such a request: in_flight and the
         # timeline then match the client's view, with no lag until the next token's write fails.
         self.runner = web.AppRunner(app, handle_signals=False, handler_cancellation=True)
@@ -146,6 +154,10 @@ class FakeEngine:
         planted = await request.json()
         for key in ("modes", "section_modes", "plan_modes"):
             getattr(self, key).extend(planted.get(key, []))
+        return web.json_response({"ok": True})
+
+    async def release(self, request: web.Request) -> web.Response:
+        self.released.set()
         return web.json_response({"ok": True})
 
     async def timeline_view(self, request: web.Request) -> web.Response:
@@ -212,8 +224,8 @@ class FakeEngine:
             return web.Response(status=200)
         if self.jitter:
             await asyncio.sleep(random.uniform(0, self.jitter))
-        if self.section_pause and section_title(prompt_of(body)) is not None:
-            await asyncio.sleep(self.section_pause)
+        if section_title(prompt_of(body)) is not None:
+            await self._section_waits()
         if self.later_chapters_pause and self._a_later_chapter(prompt_of(body)):
             await asyncio.sleep(self.later_chapters_pause)
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
@@ -283,6 +295,14 @@ class FakeEngine:
                 pieces = [f"Sample {letters(choice)}: ", *pieces][: body.get("max_tokens", len(pieces) + 1)]
             answers.append(pieces)
         return answers
+
+    async def _section_waits(self) -> None:
+        """A section request's pause, then, past `hold_sections_after` of them, the wait for a release."""
+        self.sections_seen += 1
+        if self.section_pause:
+            await asyncio.sleep(self.section_pause)
+        if self.hold_sections_after is not None and self.sections_seen > self.hold_sections_after:
+            await self.released.wait()
 
     def _a_later_chapter(self, prompt: str) -> bool:
         """Whether the prompt plans a chapter other than the first one asked about."""
@@ -432,6 +452,7 @@ async def serve_forever(
     title_prefix: str = "Topic number",
     section_pause: float = 0.0,
     later_chapters_pause: float = 0.0,
+    hold_sections_after: int | None = None,
 ) -> None:
     replies = BookReplies(section_text=section_text, title_prefix=title_prefix)
     engine = FakeEngine(
@@ -445,6 +466,7 @@ async def serve_forever(
         port=port,
         section_pause=section_pause,
         later_chapters_pause=later_chapters_pause,
+        hold_sections_after=hold_sections_after,
     )
     await serve_until_stopped(engine)
 
@@ -494,6 +516,12 @@ def main(argv: list[str] | None = None) -> None:
         default=0.0,
         help="seconds a chapter's planning request waits before its first byte, for all but the first chapter",
     )
+    parser.add_argument(
+        "--hold-sections-after",
+        type=int,
+        default=None,
+        help="section requests past this many wait before their first byte until POST /fake/release",
+    )
     for name in ("modes", "section-modes", "plan-modes"):
         parser.add_argument(f"--{name}", default="", help="comma list of fault modes")
     args = parser.parse_args(argv)
@@ -511,6 +539,7 @@ def main(argv: list[str] | None = None) -> None:
             args.title_prefix,
             args.section_pause,
             args.later_chapters_pause,
+            hold_sections_after=args.hold_sections_after,
         )
     )
 

@@ -133,8 +133,9 @@ STOPPED = {signal.SIGINT: (130, "interrupted"), signal.SIGTERM: (143, "terminate
 @pytest.mark.parametrize("stop_with", list(STOPPED))
 def test_a_stopped_run_resumes_without_asking_finished_sections_again(tmp_path, stop_with):
     # Also: while it runs, a second writer of its folder is refused; stopped by a signal it can catch, it says
-    # in its last line what it kept and how to finish.
-    process, url = fake_engine_process(token_delay=0.01, jitter=0.0)
+    # in its last line what it kept and how to finish. The engine holds every section past the sixth until
+    # released, so the run is still writing when stopped, however fast the host.
+    process, url = fake_engine_process(0.01, 0.0, "--hold-sections-after", "6")
     out = tmp_path / "run"
     stderr = (tmp_path / "stderr.txt").open("w+")
     try:
@@ -191,6 +192,7 @@ def test_a_stopped_run_resumes_without_asking_finished_sections_again(tmp_path, 
         outline_before = (out / "outline.json").read_bytes()
         kept = {r.id: r.text for r in read_journal(journal).values() if r.ok}
 
+        urllib.request.urlopen(urllib.request.Request(url[:-3] + "/fake/release", method="POST")).close()
         resumed = fanout("book", "--resume", str(out), "--backend", f"{url},cap=2", "--quiet", "--json")
         assert resumed.returncode == 0, resumed.stderr
         asked_again = asked_sections(url)[asked_before:]

@@ -120,6 +120,11 @@ def prose_lines(text: str) -> list[tuple[int, str]]:
     return found
 
 
+def paragraphs(text: str) -> list[str]:
+    """The text's blocks between blank lines, each on one line (its whitespace runs as single spaces)."""
+    return [" ".join(block.split()) for block in re.split(r"\n\s*\n", text)]
+
+
 def without_link_targets(text: str) -> str:
     """The text as a reader reads its links: `[the text](https://…)` keeps `[the text]`, so a URL's parts are
     not counted as words (nor, repeated from link to link, as a loop)."""

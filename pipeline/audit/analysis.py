@@ -15,7 +15,6 @@ says. So `on_point` is also measured with every sentence that repeats the point'
 
 from __future__ import annotations
 
-import re
 import statistics
 from dataclasses import dataclass, field
 
@@ -48,7 +47,7 @@ from pipeline.meaning.onsubject import book_fits, subject_fits
 from pipeline.meaning.reading import request_asks
 from pipeline.records import Author
 from pipeline.records.audit import BookMeaning, SectionMeaning
-from pipeline.text import sentences, without_code
+from pipeline.text import paragraphs, sentences, without_code
 from pipeline.titles import TitleIndex, content_words, title_key
 
 
@@ -135,17 +134,16 @@ def section_meanings(book: AuditBook, embedder: Embedder) -> list[SectionMeaning
 # ---------------------------------------------------------------- across the book
 
 
-def paragraphs(text: str) -> list[str]:
+def prose_paragraphs(text: str) -> list[str]:
     """The text's paragraphs of prose (MIN_PARAGRAPH_WORDS words or more), fenced code left out."""
-    blocks = [" ".join(b.split()) for b in re.split(r"\n\s*\n", without_code(text))]
-    return [b for b in blocks if len(b.split()) >= MIN_PARAGRAPH_WORDS]
+    return [b for b in paragraphs(without_code(text)) if len(b.split()) >= MIN_PARAGRAPH_WORDS]
 
 
 def repeated_paragraphs(book: AuditBook, embedder: Embedder, block: int = 2048) -> dict[str, tuple[str, float]]:
     """Section id -> (the earlier section, cosine) whose paragraph one of its paragraphs nearly repeats."""
     owners, texts = [], []
     for section in book.sections:
-        for paragraph in paragraphs(section.text) if section.error is None else []:
+        for paragraph in prose_paragraphs(section.text) if section.error is None else []:
             owners.append(section.id)
             texts.append(paragraph)
     if len(texts) < 2:

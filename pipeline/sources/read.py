@@ -29,6 +29,7 @@ from lxml import etree
 
 from pipeline.document import inline_tokens
 from pipeline.records.sources import Skipped, SourceFile
+from pipeline.text import paragraphs
 
 MAX_SOURCE_BYTES = 64 * 1024 * 1024  # a larger file is skipped: 64 MB is a 20,000-page manual's text
 SNIFF_BYTES = 8192
@@ -141,8 +142,7 @@ def utf8(data: bytes) -> str:
 
 def text_blocks(text: str, *, page: int | None = None, headings: tuple[str, ...] = ()) -> list[Block]:
     """Paragraphs at blank lines, each one line."""
-    paragraphs = (" ".join(chunk.split()) for chunk in re.split(r"\n\s*\n", text))
-    return [Block(headings, paragraph, page) for paragraph in paragraphs if paragraph]
+    return [Block(headings, paragraph, page) for paragraph in paragraphs(text) if paragraph]
 
 
 def markdown_blocks(text: str) -> list[Block]:

@@ -90,13 +90,20 @@ async def _stream(
 async def sdk_stream_chat(
     backend: Backend, request: ChatRequest, read_timeout: float = 120.0, on_delta: OnDelta | None = None
 ) -> Completion:
+    return await _completion(shared_client(backend, read_timeout), backend, request, on_delta=on_delta)
+
+
+async def _completion(
+    client: AsyncOpenAI, backend: Backend, request: ChatRequest, *, on_delta: OnDelta | None = None
+) -> Completion:
+    """One request on `client`; its failure raised as the pool's failure kind, the key hidden in it."""
     import openai
 
     t_sent = time.monotonic()
     stream = SseStream(keep_token_times=request.keep_token_times, on_delta=on_delta, endpoint=request.endpoint)
     request_id = new_request_id()
     try:
-        await _stream(shared_client(backend, read_timeout), backend, request, stream, request_id)
+        await _stream(client, backend, request, stream, request_id)
     except AttemptError as error:
         hide_key_in(error, backend)
         raise
@@ -121,10 +128,6 @@ def attempt_error(exc: Exception, *, streamed: bool) -> AttemptError:
 
 
 async def sdk_chat(backend: Backend, request: ChatRequest) -> Completion:
-    """One request on a client of its own (model checks, tests)."""
-    t_sent = time.monotonic()
-    stream = SseStream(keep_token_times=request.keep_token_times, endpoint=request.endpoint)
-    request_id = new_request_id()
+    """One request on a client of its own (model checks, tests); it fails as sdk_stream_chat does."""
     async with sdk_client(backend) as client:
-        await _stream(client, backend, request, stream, request_id)
-    return completion_of(backend, request, stream, t_sent, request_id)
+        return await _completion(client, backend, request)

@@ -1,6 +1,7 @@
 """What users expect of a request, on both clients (the fast path and the openai SDK), against a FAKE engine:
 headers, extra body fields, OPENAI_API_KEY and OPENAI_BASE_URL as fallbacks, proxies refused on the fast
-path, failures of the SDK path mapped to the pool's failure kinds, the key kept out of every error."""
+path, failures of the SDK path mapped to the pool's failure kinds, the key kept out of every error (the
+SDK's one-off requests' too)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 
 from pipeline.backends.chat import chat, check_proxies, proxy_for
 from pipeline.backends.envelope import KEY_CUT_SHOWN
-from pipeline.backends.sdk import close_sdk_clients
+from pipeline.backends.sdk import close_sdk_clients, sdk_chat
 from pipeline.backends.sse import AttemptError
 from pipeline.cli import main
 from pipeline.config import Settings, load_settings
@@ -62,14 +63,16 @@ async def test_the_sdk_path_fails_with_the_pools_failure_kinds(engine):
 
 
 @pytest.mark.parametrize("key", ["sk-secret-123", "ey" + "J0eXAiOiJKV1Qi" * 25], ids=["short", "token-of-352"])
-@pytest.mark.parametrize("client", ["fast", "sdk"])
+@pytest.mark.parametrize("client", ["fast", "sdk", "sdk_chat"])
 async def test_a_key_the_server_echoes_never_reaches_the_error(engine, client, key, monkeypatch):
-    """Whole, or cut short where the error keeps only the body's first 200 characters (a long token's)."""
+    """Whole, or cut short where the error keeps only the body's first 200 characters (a long token's); on both
+    clients, and on the SDK's one-off request (model checks) too."""
     monkeypatch.setenv("FANOUT_TEST_KEY", key)
-    backend = Backend(name="b0", base_url=engine.url, client=client, api_key_env="FANOUT_TEST_KEY")
+    kind = "sdk" if client == "sdk_chat" else client
+    backend = Backend(name="b0", base_url=engine.url, client=kind, api_key_env="FANOUT_TEST_KEY")
     engine.modes.append("echo_auth")  # a 500 whose error message repeats the Authorization header
     with pytest.raises(AttemptError) as failed:
-        await chat(backend, REQUEST, read_timeout=5)
+        await (sdk_chat(backend, REQUEST) if client == "sdk_chat" else chat(backend, REQUEST, read_timeout=5))
     assert engine.authorizations[-1] == f"Bearer {key}"
     assert failed.value.kind == "http_500" and "Bearer <api key hidden>" in failed.value.detail
     assert key[: KEY_CUT_SHOWN + 1] not in failed.value.detail + str(failed.value)

@@ -1,16 +1,18 @@
 """The Typst typesetter (pipeline/typeset/typst.py, templates/book.typ) against the real compiler: model text is
 shown as text whatever characters it holds and never reads a file; glyphs DejaVu lacks do not stop a book; the
-book's data keeps what markdown-it read."""
+book's data keeps what markdown-it read; a page left blank carries no running head and no number."""
 
 from __future__ import annotations
 
 import io
+import re
 import string
 
 import pypdf
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from pipeline.typeset.shape import BookShape
 from pipeline.typeset.typst import book_data, compile_pdf, markdown_blocks, typeset_typst
 
 MARKUP = "#$@<>*_`[]\\=-+/~\"'{}();:.,!?%^&|"  # what Typst markup or code would read as syntax
@@ -92,3 +94,14 @@ def test_the_page_count_is_the_pdfs(tmp_path):
     markdown = "# T\n" + "".join(f"## Part {p}\n### Chapter\n" + "word " * 900 + "\n" for p in range(3))
     result = typeset_typst(markdown, "T", tmp_path / "book.pdf")
     assert result.pages == len(pypdf.PdfReader(tmp_path / "book.pdf").pages) > 6
+
+
+def test_a_page_left_blank_before_a_right_hand_page_has_no_head_and_no_number():
+    # each part's one chapter runs over two pages, so it ends on a right-hand page and the next part's opener,
+    # which starts on the right, leaves a left-hand page blank; so do the title page and the contents
+    markdown = "# T\n" + "".join(f"## Part {p}\n### Chapter {p}\n" + "word " * 600 + "\n" for p in range(1, 4))
+    reader = pypdf.PdfReader(io.BytesIO(compile_pdf(book_data(markdown, "T", shape=BookShape()))))
+    pages = [" ".join((page.extract_text() or "").split()) for page in reader.pages]
+    openers = [index for index, text in enumerate(pages) if re.fullmatch(r"Part \d \d+", text)]
+    assert len(openers) == 3 and openers[0] == 4
+    assert [pages[index - 1] for index in (2, 4, *openers[1:])] == ["", "", "", ""]

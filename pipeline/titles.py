@@ -74,15 +74,19 @@ MAX_PLAUSIBLE_CHARS = 90
 
 
 def plausible_title(title: str) -> bool:
-    """A usable title: not too short or long, and not a phrase looping on itself (small models do that)."""
-    words = title_key(title).split()
+    """A usable title: not too short or long, not a phrase looping on itself, and not one saying itself again
+    past a colon or dash ('Sourdough: Sourdough'); small models do both."""
+    key = title_key(title)
+    words = re.findall(r"\w[\w'’]*", key)  # a colon or comma does not hide a loop ('the Book: the Book')
     if not 2 <= len(title) <= MAX_PLAUSIBLE_CHARS or not words:
         return False
     runs = [tuple(words[i : i + LOOP_RUN]) for i in range(len(words) - LOOP_RUN + 1)]
-    return len(runs) == len(set(runs))
+    head, *tail = SUBTITLE.split(key, maxsplit=1)
+    return len(runs) == len(set(runs)) and tail != [head]
 
 
 LOOP_RUN = 4  # a run of this many words twice in a title is a loop ('go go go go go'); 'the Balance of' twice is not
+SUBTITLE = re.compile(r"\s*:\s+|\s+[-–—]\s+")  # where a title's subtitle starts ('Borrowing: Banks and Bonds')
 
 
 # ---------------------------------------------------------------- what makes a title unusable

@@ -1,7 +1,9 @@
-"""Title words and keys: content words, echoes, near duplicates, identifiers, non-words, the title index."""
+"""Title words and keys: content words, echoes, near duplicates, identifiers, non-words, the title index, usable
+titles (good writing's pass)."""
 
 import pytest
 
+from pipeline.bench.studies.corpus import book_outline, load_corpus
 from pipeline.titles import (
     TitleIndex,
     borrows_from,
@@ -11,6 +13,7 @@ from pipeline.titles import (
     looks_like_identifier,
     near_duplicates,
     non_words,
+    plausible_title,
     title_key,
 )
 
@@ -74,3 +77,29 @@ def test_words_that_are_not_words_are_found_unless_the_request_uses_them(title, 
 def test_a_title_written_with_and_without_its_accents_is_one_title():
     assert title_key("The Repair Café") == title_key("the repair cafe")
     assert echoes("The Repair Cafe", "The Repair Café"), "a section titled as its chapter, but for an accent"
+
+
+@pytest.mark.parametrize(
+    "title",
+    [
+        "The Ultimate Chicken Book: The Ultimate Chicken Book",  # a small model's, seen in a PDF
+        "Sourdough: Sourdough",
+        "Sourdough — sourdough.",
+        "Policy #1: Policy #1",
+        "go go go go go",
+        "The Basics of the Book, the Basics of the Book",
+    ],
+)
+def test_a_title_saying_itself_again_is_not_usable(title):
+    assert not plausible_title(title)
+
+
+def test_every_title_of_the_good_writing_corpus_with_a_subtitle_is_usable():
+    titles = [
+        node.title
+        for book in load_corpus()
+        for part in book_outline(book).parts
+        for node in (part, *part.chapters, *(s for c in part.chapters for s in c.sections))
+    ]
+    subtitled = [title for title in titles if ":" in title or " - " in title or " — " in title]
+    assert len(subtitled) > 100 and all(plausible_title(title) for title in subtitled)

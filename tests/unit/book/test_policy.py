@@ -59,6 +59,7 @@ TITLE_ROWS = [
     ("repeats_sibling", "Starter Sourcing 3", {"taken": ["Starter Sourcing 2"]}, "nearly repeats"),
     ("unusable", "", {}, "not a usable title"),
     ("unusable", "go go go go go go", {}, "not a usable title"),
+    ("unusable", "Sourdough Starters: Sourdough Starters", {}, "not a usable title"),
     ("generic", "The Basics", {}, "says nothing of its own"),
     ("generic", "Introduction", {}, "says nothing of its own"),
     ("sentence", "How to keep a sourdough starter is something all bakers do differently", {}, "short heading"),
